@@ -152,16 +152,30 @@ def _parse_layout(text: str, src: str, pos: int) -> Layout:
     return Layout(m2m, tiles, esize, mspace, ext)
 
 
+def _skip_space(text: str, pos: int, n: int) -> int:
+    """Skip whitespace and ``/*...*/`` comments (XLA writes ``/*index=5*/`` in long tuples)."""
+    while pos < n:
+        c = text[pos]
+        if c.isspace():
+            pos += 1
+        elif c == "/" and text.startswith("/*", pos):
+            end = text.find("*/", pos + 2)
+            if end < 0:
+                raise ShapeParseError("unterminated comment", text, pos)
+            pos = end + 2
+        else:
+            break
+    return pos
+
+
 def _parse_at(text: str, pos: int) -> tuple[Shape, int]:
     n = len(text)
-    while pos < n and text[pos].isspace():
-        pos += 1
+    pos = _skip_space(text, pos, n)
     if pos < n and text[pos] == "(":
         pos += 1
         elems: list[Shape] = []
         while True:
-            while pos < n and text[pos].isspace():
-                pos += 1
+            pos = _skip_space(text, pos, n)
             if pos < n and text[pos] == ")":
                 return Shape("tuple", tuple_shapes=tuple(elems)), pos + 1
             if elems:

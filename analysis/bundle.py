@@ -1,0 +1,200 @@
+"""The Bundle: everything a view shows about one compile, as versioned JSON.
+
+Produced by the worker that has JAX (``analysis.run``), or from a plain HLO text
+(``bundle_from_hlo``); consumed by the app, the CLI and the report, which need no JAX.
+The schema is documented in ``docs/bundle.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+
+from analysis.errors import ExplorerError, from_parse_error
+from analysis.hlo import HloParseError, Module, parse_module
+from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
+from analysis.metrics import compute_metrics
+from analysis.provenance import Provenance, map_provenance
+
+SCHEMA_VERSION = 1
+STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
+STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
+                "hlo_after": "HLO after optimization"}
+
+
+@dataclass
+class Bundle:
+    source: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=dict)
+    cost_analysis: dict | None = None
+    memory_analysis: dict | None = None
+    phase_seconds: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    provenance: Provenance | None = None
+    metrics: dict = field(default_factory=dict)
+    timings: dict | None = None
+    fusion_comparison: dict | None = None
+    pass_log: list | None = None
+    created: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    # -- parsed views (not serialized) ------------------------------------------------------
+
+    def module(self, stage: str) -> Module | None:
+        cache = self.__dict__.setdefault("_modules", {})
+        if stage not in cache:
+            text = self.stages.get(stage)
+            cache[stage] = parse_module(text) if text else None
+        return cache[stage]
+
+    @property
+    def title(self) -> str:
+        return self.source.get("name") or "untitled"
+
+    @property
+    def platform(self) -> str:
+        return self.environment.get("platform") or self.environment.get("backend") or "unknown"
+
+    def kernel(self, name: str) -> Kernel | None:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        return None
+
+    # -- JSON -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        d = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "kernels":
+                v = [k.to_dict() for k in v]
+            elif f.name == "provenance":
+                v = v.to_dict() if v is not None else None
+            d[f.name] = v
+        return d
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, default=_json_default)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Bundle":
+        if not isinstance(d, dict):
+            raise ExplorerError("load", "a bundle is a JSON object")
+        version = d.get("schema_version")
+        if not isinstance(version, int):
+            raise ExplorerError("load", "not an XLA Explorer bundle (no schema_version)")
+        if version > SCHEMA_VERSION:
+            raise ExplorerError("load", f"bundle schema {version} is newer than this viewer ({SCHEMA_VERSION})")
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        try:
+            kw["kernels"] = [Kernel.from_dict(k) for k in d.get("kernels", [])]
+            if d.get("provenance") is not None:
+                kw["provenance"] = Provenance.from_dict(d["provenance"])
+        except (TypeError, ValueError, AttributeError) as e:
+            raise ExplorerError("load", f"malformed bundle: {e}") from None
+        kw["schema_version"] = SCHEMA_VERSION
+        stages = kw.get("stages", {})
+        if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
+            raise ExplorerError("load", "malformed bundle: 'stages' must map stage names to text")
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Bundle":
+        try:
+            d = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as e:
+            line = getattr(e, "lineno", None)
+            raise ExplorerError("load", f"not valid JSON: {getattr(e, 'msg', e)}", line=line,
+                                column=getattr(e, "colno", None)) from None
+        return cls.from_dict(d)
+
+    def save(self, path) -> None:
+        with open(path, "w") as f:
+            f.write(self.to_json(indent=1))
+
+    @classmethod
+    def load(cls, path) -> "Bundle":
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ExplorerError("load", e.strerror or str(e), file=str(path)) from None
+        try:
+            return cls.from_json(data)
+        except ExplorerError as e:
+            e.file = str(path)
+            raise ExplorerError(e.phase, e.message, str(path), e.line, e.column) from None
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def analyze(bundle: Bundle) -> Bundle:
+    """Fill kernels, provenance and metrics from the bundle's HLO texts (pure Python)."""
+    post = bundle.module("hlo_after")
+    pre = bundle.module("hlo_before")
+    if post is None:
+        # Only pre-optimization HLO: show its ops; no kernels exist yet.
+        bundle.kernels, bundle.provenance = [], None
+        bundle.metrics = {"compute_ops_before": 0} if pre is None else _pre_only_metrics(pre)
+        return bundle
+    platform = bundle.environment.get("platform") or detect_platform(post)
+    bundle.kernels = find_kernels(post, platform)
+    bundle.provenance = map_provenance(pre, post, bundle.kernels) if pre is not None else None
+    bundle.metrics = compute_metrics(pre, post, bundle.kernels, bundle.provenance)
+    return bundle
+
+
+def _pre_only_metrics(pre: Module) -> dict:
+    from analysis.provenance import compute_ops
+    return {"compute_ops_before": len(compute_ops(pre))}
+
+
+def looks_optimized(module: Module) -> bool:
+    if module.is_scheduled:
+        return True
+    return any(i.opcode == "fusion" for i in module.instructions())
+
+
+def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,
+                    before_text: str | None = None) -> Bundle:
+    """A Bundle from plain HLO text (an XLA dump from any machine). Whether it is before or
+    after optimization is read from the text (scheduled or containing fusions = after)."""
+    try:
+        module = parse_module(text)
+        before = parse_module(before_text) if before_text else None
+    except HloParseError as e:
+        raise from_parse_error(e, file) from None
+    stages = {}
+    if looks_optimized(module):
+        stages["hlo_after"] = text
+        if before is not None:
+            stages["hlo_before"] = before_text
+    else:
+        stages["hlo_before"] = text
+    platform = detect_platform(module) if "hlo_after" in stages else "unknown"
+    b = Bundle(
+        source={"kind": "hlo", "name": name or module.name, "file": file, "code": None},
+        options={},
+        environment={"platform": platform, "backend": platform, "origin": "imported HLO text"},
+        stages=stages, created=now(),
+    )
+    return analyze(b)

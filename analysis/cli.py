@@ -1,0 +1,114 @@
+"""``xla-explorer``: the pipeline without a browser.
+
+    xla-explorer list
+    xla-explorer analyze MODEL [--backend auto|cpu|gpu] [--option KEY=VALUE ...] [--out FILE]
+
+MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file or a Bundle JSON.
+User errors exit with status 2 and one line on stderr naming the file, line and phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from analysis.errors import ExplorerError
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ExplorerError("load", e.strerror or str(e), path) from None
+    except UnicodeDecodeError:
+        raise ExplorerError("load", "not a UTF-8 text file", path) from None
+
+
+def load_any(model: str, backend: str = "auto", options: dict | None = None, sandbox: bool = False,
+             progress=None):
+    """A Bundle from whatever MODEL names."""
+    from analysis.bundle import Bundle, bundle_from_hlo
+
+    if os.path.exists(model) and not model.endswith(".py"):
+        text = _read_text(model)
+        if text.lstrip().startswith("{"):
+            return Bundle.load(model)
+        return bundle_from_hlo(text, os.path.splitext(os.path.basename(model))[0], model)
+    if model.endswith(".py") and not os.path.exists(model):
+        raise ExplorerError("load", "no such file", model)
+    if sandbox and model.endswith(".py"):
+        from analysis.worker import run_job, Job
+        return run_job(Job(source=_read_text(model), filename=os.path.abspath(model), name=os.path.basename(model)[:-3],
+                           backend=backend, compiler_options=options or {}))
+    from analysis.run import analyze_model
+    return analyze_model(model, backend, options, progress)
+
+
+def _cmd_list(args) -> int:
+    from sample_models import gallery
+
+    for name, e in gallery().items():
+        print(f"{name:22s} {e.title}")
+    return 0
+
+
+def _cmd_analyze(args) -> int:
+    from analysis.run import parse_options
+    from analysis.summary import summary_text
+
+    options = parse_options(args.option)
+    bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
+                      progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None)
+    if getattr(args, "measure", False):
+        from analysis.timings import measure_bundle
+        measure_bundle(bundle, iterations=args.iters)
+    text = bundle.to_json(indent=1)
+    if args.out:
+        try:
+            with open(args.out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise ExplorerError("write", e.strerror or str(e), args.out) from None
+    else:
+        sys.stdout.write(text + "\n")
+    print(summary_text(bundle), file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list the gallery models").set_defaults(fn=_cmd_list)
+    a = sub.add_parser("analyze", help="compile a model (or read HLO / a bundle) and write its bundle")
+    a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
+    a.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    a.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
+    a.add_argument("--out", help="write the bundle JSON here instead of stdout")
+    a.add_argument("--measure", action="store_true", help="run and time every kernel")
+    a.add_argument("--iters", type=int, default=None, help="timed iterations (default: ~1-3 s worth)")
+    a.add_argument("--sandbox", action="store_true", help="run a .py model file in the sandboxed worker")
+    a.add_argument("-v", "--verbose", action="store_true", help="print phases as they run")
+    a.set_defaults(fn=_cmd_analyze)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ExplorerError as e:
+        if args.debug:
+            raise
+        print(f"xla-explorer: {e.one_line()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("xla-explorer: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""Kernels of an optimized module and their route (the legend every view shares).
+
+Each kernel-launching instruction of the optimized module gets one route:
+
+- ``library``: an opaque call-out to a hand-tuned kernel (cuBLAS, cuDNN, YNNPACK, Eigen, ...)
+- ``triton``: code generated through Triton
+- ``emitter``: XLA's own generated kernels (loop/input/output fusions, unfused ops)
+- ``layout``: pure data movement (copy, transpose, fusions of nothing but those)
+- ``collective``: communication
+- ``control``: control flow that runs other kernels (while, conditional, call, async wrappers)
+
+Instructions that launch nothing (parameter, constant, bitcast, tuple, get-tuple-element, ...)
+are skipped, and so are the instructions inside a fusion: they are part of its kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from analysis.hlo import Computation, Instruction, Module
+
+ROUTES = ("library", "triton", "emitter", "layout", "collective", "control")
+ROUTE_LABELS = {
+    "library": "Library call", "triton": "Triton", "emitter": "XLA emitter",
+    "layout": "Layout / copy", "collective": "Collective", "control": "Control flow",
+}
+# One colour per route, shared by the graph, the charts and the report (colour-blind safe).
+ROUTE_COLORS = {
+    "library": "#4477AA", "triton": "#AA3377", "emitter": "#228833",
+    "layout": "#CCBB44", "collective": "#EE6677", "control": "#BBBBBB",
+}
+
+NO_KERNEL = frozenset({
+    "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all",
+    "add-dependency", "opt-barrier", "partition-id", "replica-id", "domain",
+    "async-done", "async-update", "copy-done", "all-reduce-done", "all-gather-done",
+    "collective-permute-done", "send-done", "recv-done", "get-dimension-size", "set-dimension-size",
+})
+COLLECTIVES = frozenset({
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+    "collective-permute", "collective-broadcast", "all-reduce-start", "all-gather-start",
+    "collective-permute-start", "send", "recv",
+})
+CONTROL = frozenset({"while", "conditional", "call", "async-start"})
+LAYOUT_OPS = frozenset({"copy", "transpose", "copy-start"})
+# Ops that move or re-index data without arithmetic; a fusion of only these is a layout kernel.
+DATA_MOVEMENT = frozenset({"copy", "transpose", "bitcast", "reshape", "parameter", "tuple",
+                           "get-tuple-element", "slice", "concatenate", "pad", "reverse"})
+ELEMENTWISE_FREE = frozenset({"parameter", "constant", "bitcast", "get-tuple-element", "tuple",
+                              "reshape", "broadcast", "transpose", "copy", "slice", "concatenate",
+                              "pad", "iota", "dynamic-slice", "dynamic-update-slice", "gather",
+                              "reverse", "after-all"})
+
+# custom-call target prefix -> library name
+CUSTOM_CALL_LIBRARIES = (
+    ("__cublas$", "cuBLAS"), ("__cudnn$", "cuDNN"), ("__cub$", "CUB"), ("cusolver", "cuSOLVER"),
+    ("__cusolver", "cuSOLVER"), ("cu_threefry", "XLA GPU"), ("__gpu$", "XLA GPU"), ("lapack_", "LAPACK"),
+    ("__onednn$", "oneDNN"), ("__xnn", "XNNPACK"), ("__ynn", "YNNPACK"), ("ducc_", "DUCC"),
+    ("xla_python", "Python callback"), ("xla_ffi_python", "Python callback"), ("Sharding", "SPMD"),
+    ("tpu_custom_call", "Mosaic"), ("mosaic_gpu", "Mosaic GPU"), ("__triton", "Triton"),
+)
+FUSION_LIBRARIES = {
+    "__ynn_fusion": "YNNPACK", "__xnn_fusion": "XNNPACK", "__cudnn$fusion": "cuDNN",
+    "__onednn_fusion": "oneDNN", "__custom_fusion": "CUTLASS",
+}
+TRITON_KINDS = ("__triton_gemm", "__triton", "__triton_nested_gemm_fusion", "__triton_fusion",
+                "__triton_scaled_dot_fusion", "__triton_collective_fusion")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel-launching instruction of the optimized module."""
+
+    name: str
+    opcode: str
+    route: str
+    computation: str
+    shape: str
+    library: str | None = None
+    fusion_kind: str | None = None
+    custom_call_target: str | None = None
+    triton_config: dict | None = None
+    bytes: int = 0
+    flops: int = 0
+    op_names: tuple[str, ...] = ()
+    fused_ops: tuple[str, ...] = ()  # names of the instructions inside (fusions), in order
+    fused_opcodes: tuple[str, ...] = ()
+    source_lines: tuple[tuple[str, int], ...] = ()  # (file, line) of what it contains
+    context: str = ""  # "" for the entry; else e.g. "while.3 body" for work inside control flow
+    operands: tuple[str, ...] = ()
+
+    @property
+    def is_multi_op_fusion(self) -> bool:
+        return sum(1 for o in self.fused_opcodes if o not in ("parameter",)) >= 2
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Kernel":
+        d = dict(d)
+        for k in ("op_names", "fused_ops", "fused_opcodes", "operands"):
+            d[k] = tuple(d.get(k, ()))
+        d["source_lines"] = tuple((str(f), int(n)) for f, n in d.get("source_lines", ()))
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# ----------------------------------------------------------------------------- FLOPs and bytes
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _ints(text: str | None) -> list[int]:
+    if not text:
+        return []
+    return [int(t) for t in text.strip("{} ").split(",") if t.strip().lstrip("-").isdigit()]
+
+
+def dot_flops(inst: Instruction, lhs: Instruction | None) -> int:
+    out = inst.shape.leaves()[0]
+    contracting = _ints(inst.attributes.get("lhs_contracting_dims"))
+    k = _prod(lhs.shape.dimensions[d] for d in contracting) if lhs is not None and contracting else 1
+    return 2 * out.num_elements * k
+
+
+def conv_flops(inst: Instruction, rhs: Instruction | None) -> int:
+    out = inst.shape.leaves()[0]
+    if rhs is None:
+        return 2 * out.num_elements
+    # Every output element is a dot over (kernel spatial x input features per group).
+    labels = inst.attributes.get("dim_labels", "")
+    kernel_dims = rhs.shape.dimensions
+    k = _prod(kernel_dims)
+    if "_" in labels and "->" in labels:
+        kspec = labels.split("_")[1].split("->")[0]
+        if "o" in kspec and len(kspec) == len(kernel_dims):
+            k //= max(kernel_dims[kspec.index("o")], 1)
+    return 2 * out.num_elements * k
+
+
+def instruction_flops(inst: Instruction, comp: Computation) -> int:
+    """FLOPs from shapes: dot/convolution formulas, one per output element for arithmetic,
+    one per input element for reductions; data movement counts zero."""
+    op = inst.opcode
+    ops = [comp.by_name.get(o) for o in inst.operands]
+    if op == "dot":
+        return dot_flops(inst, ops[0] if ops else None)
+    if op == "convolution":
+        return conv_flops(inst, ops[1] if len(ops) > 1 else None)
+    if op in ("reduce", "reduce-window"):
+        return sum(o.shape.num_elements for o in ops[: max(1, len(ops) // 2)] if o is not None)
+    if op in ELEMENTWISE_FREE or op in NO_KERNEL or op in CONTROL or op in COLLECTIVES:
+        return 0
+    if op in ("fusion", "custom-call"):
+        return 0  # handled by the caller with the fused computation / backend config
+    return sum(s.num_elements for s in inst.shape.leaves())
+
+
+def _custom_call_flops(inst: Instruction, comp: Computation) -> int:
+    target = inst.custom_call_target or ""
+    ops = [comp.by_name.get(o) for o in inst.operands]
+    out = inst.shape.leaves()[0]
+    bc = inst.backend_config if isinstance(inst.backend_config, dict) else {}
+    if "gemm" in target.lower() or "matmul" in target.lower():
+        gemm = bc.get("gemm_backend_config", bc)
+        dims = gemm.get("dot_dimension_numbers", {}) if isinstance(gemm, dict) else {}
+        contracting = [int(x) for x in dims.get("lhs_contracting_dimensions", [])]
+        lhs = ops[0] if ops else None
+        k = _prod(lhs.shape.dimensions[d] for d in contracting) if lhs is not None and contracting else 1
+        return 2 * out.num_elements * k
+    if "conv" in target.lower():
+        return conv_flops(inst, ops[1] if len(ops) > 1 else None)
+    return 0
+
+
+def kernel_bytes(inst: Instruction, comp: Computation) -> int:
+    """Bytes the kernel must move: each distinct operand read once plus the outputs written."""
+    total = 0
+    seen = set()
+    for o in inst.operands:
+        if o in seen:
+            continue
+        seen.add(o)
+        src = comp.by_name.get(o)
+        if src is not None:
+            total += src.shape.byte_size
+    return total + inst.shape.byte_size
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+def detect_platform(module: Module) -> str:
+    """'gpu' if the optimized module shows XLA:GPU's vocabulary, else 'cpu'."""
+    for inst in module.instructions():
+        if inst.opcode == "custom-call":
+            t = inst.custom_call_target or ""
+            if t.startswith(("__cublas", "__cudnn", "__cub$", "__gpu$", "cusolver")):
+                return "gpu"
+        elif inst.opcode == "fusion":
+            fk = inst.fusion_kind or ""
+            if fk.startswith("__triton") or fk == "__cudnn$fusion" or fk == "kInput":
+                return "gpu"
+            bc = inst.backend_config
+            if isinstance(bc, dict) and "fusion_backend_config" in bc:
+                return "gpu"
+    return "cpu"
+
+
+def custom_call_library(target: str) -> str:
+    for prefix, lib in CUSTOM_CALL_LIBRARIES:
+        if target.startswith(prefix):
+            return lib
+    return target or "custom call"
+
+
+def triton_config(inst: Instruction) -> dict | None:
+    bc = inst.backend_config
+    if not isinstance(bc, dict):
+        return None
+    fbc = bc.get("fusion_backend_config")
+    if not isinstance(fbc, dict):
+        return None
+    cfg = {}
+    if isinstance(fbc.get("triton_gemm_config"), dict):
+        cfg.update({k: _maybe_int(v) for k, v in fbc["triton_gemm_config"].items()})
+    blfc = fbc.get("block_level_fusion_config")
+    if isinstance(blfc, dict):
+        for k, v in blfc.items():
+            cfg[k] = v if not isinstance(v, str) else _maybe_int(v)
+    return cfg or None
+
+
+def _maybe_int(v):
+    if isinstance(v, str) and v.lstrip("-").isdigit():
+        return int(v)
+    return v
+
+
+def classify(inst: Instruction, platform: str, module: Module) -> tuple[str, str | None]:
+    """(route, library) for one kernel-launching instruction."""
+    op = inst.opcode
+    if op == "fusion":
+        kind = inst.fusion_kind or ""
+        if kind in FUSION_LIBRARIES:
+            return "library", FUSION_LIBRARIES[kind]
+        if kind.startswith("__triton"):
+            return "triton", "Triton"
+        if kind == "__dynamic_memcpy":
+            return "layout", None
+        if kind.startswith("__onednn"):
+            return "library", "oneDNN"
+        fused = _fused_opcodes(inst, module)
+        if fused and all(o in DATA_MOVEMENT for o in fused) and any(o in ("copy", "transpose") for o in fused):
+            return "layout", None
+        return "emitter", None
+    if op == "custom-call":
+        target = inst.custom_call_target or ""
+        if target.startswith("__triton"):
+            return "triton", "Triton"
+        return "library", custom_call_library(target)
+    if op in COLLECTIVES:
+        return "collective", None
+    if op in CONTROL:
+        return "control", None
+    if op in LAYOUT_OPS:
+        return "layout", None
+    if op in ("dot", "convolution"):
+        return ("library", "Eigen") if platform == "cpu" else ("emitter", None)
+    if op == "fft":
+        return "library", ("cuFFT" if platform == "gpu" else "DUCC")
+    return "emitter", None
+
+
+def _fused_instructions(inst: Instruction, module: Module) -> list[Instruction]:
+    """Instructions inside a fusion, nested fusions expanded (they are part of this kernel)."""
+    out: list[Instruction] = []
+    for cname in inst.called_computations:
+        comp = module.by_name.get(cname)
+        if comp is None:
+            continue
+        for sub in comp.instructions:
+            if sub.opcode == "fusion":
+                out.extend(_fused_instructions(sub, module))
+            else:
+                out.append(sub)
+    return out
+
+
+def _fused_opcodes(inst: Instruction, module: Module) -> list[str]:
+    return [i.opcode for i in _fused_instructions(inst, module) if i.opcode != "parameter"]
+
+
+def _fusion_flops(inst: Instruction, module: Module) -> int:
+    total = 0
+    for cname in inst.called_computations:
+        comp = module.by_name.get(cname)
+        if comp is None:
+            continue
+        for sub in comp.instructions:
+            if sub.opcode == "fusion":
+                total += _fusion_flops(sub, module)
+            elif sub.opcode == "custom-call":
+                total += _custom_call_flops(sub, comp)
+            else:
+                total += instruction_flops(sub, comp)
+    return total
+
+
+def _source_lines(insts) -> tuple[tuple[str, int], ...]:
+    seen: dict[tuple[str, int], None] = {}
+    for i in insts:
+        src = i.metadata.source
+        if src is not None and src.line is not None:
+            seen[(src.file or "", src.line)] = None
+    return tuple(seen)
+
+
+def kernels(module: Module, platform: str | None = None) -> list[Kernel]:
+    """Every kernel-launching instruction, in execution order, entry first and the work of
+    control flow (while bodies, branches, async computations) after its launcher."""
+    platform = platform or detect_platform(module)
+    out: list[Kernel] = []
+    visited: set[str] = set()
+
+    def walk(comp: Computation, context: str) -> None:
+        if comp.name in visited:
+            return
+        visited.add(comp.name)
+        for inst in comp.instructions:
+            if inst.opcode in NO_KERNEL:
+                continue
+            route, library = classify(inst, platform, module)
+            fused: list[Instruction] = []
+            flops = 0
+            if inst.opcode == "fusion":
+                fused = _fused_instructions(inst, module)
+                flops = _fusion_flops(inst, module)
+            elif inst.opcode == "custom-call":
+                flops = _custom_call_flops(inst, comp)
+            else:
+                flops = instruction_flops(inst, comp)
+            contained = [inst] + fused
+            op_names = tuple(dict.fromkeys(i.metadata.op_name for i in contained if i.metadata.op_name))
+            out.append(Kernel(
+                name=inst.name, opcode=inst.opcode, route=route, computation=comp.name,
+                shape=inst.shape_text, library=library, fusion_kind=inst.fusion_kind,
+                custom_call_target=inst.custom_call_target,
+                triton_config=triton_config(inst) if route == "triton" else None,
+                bytes=kernel_bytes(inst, comp) if route != "control" else 0, flops=flops,
+                op_names=op_names,
+                fused_ops=tuple(i.name for i in fused if i.opcode != "parameter"),
+                fused_opcodes=tuple(i.opcode for i in fused if i.opcode != "parameter"),
+                source_lines=_source_lines(contained), context=context,
+                operands=tuple(inst.operands),
+            ))
+            if route == "control":
+                roles = _call_roles(inst)
+                for cname, role in roles:
+                    sub = module.by_name.get(cname)
+                    if sub is not None:
+                        walk(sub, f"{inst.name} {role}")
+
+    walk(module.entry, "")
+    return out
+
+
+def _call_roles(inst: Instruction) -> list[tuple[str, str]]:
+    out = []
+    for key in ("condition", "body", "calls", "to_apply", "true_computation", "false_computation"):
+        v = inst.attributes.get(key)
+        if v:
+            out.append((v.strip().lstrip("%"), {"calls": "calls", "to_apply": "calls"}.get(key, key)))
+    bc = inst.attributes.get("branch_computations")
+    if bc:
+        for n, c in enumerate(p.strip().lstrip("%") for p in bc.strip("{}").split(",") if p.strip()):
+            out.append((c, f"branch {n}"))
+    return out
+
+
+def kernel_instruction_map(module: Module) -> dict[str, list[str]]:
+    """Kernel name -> names of every instruction it contains (itself and fused ones)."""
+    out: dict[str, list[str]] = {}
+    for k in kernels(module):
+        out[k.name] = [k.name, *k.fused_ops]
+    return out

@@ -1,0 +1,180 @@
+"""Provenance: which post-optimization kernel(s) each pre-optimization op ended up in.
+
+XLA renames and rewrites instructions, but keeps each instruction's ``metadata``: the JAX
+op_name (``jit(f)/layer1/add``) and the source location. We match a pre-optimization op to the
+kernels that contain an instruction with the same (op_name, source location) key; then the same
+op_name alone; ops that carry no metadata (constants and broadcasts JAX inserts) inherit the
+kernels of their users (or, failing that, of their operands).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analysis.hlo import Instruction, Module
+from analysis.kernels import Kernel, NO_KERNEL
+
+# Ops that are plumbing rather than computation; they are not counted as "compute ops".
+NOT_COMPUTE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
+                         "after-all", "add-dependency", "opt-barrier", "partition-id", "replica-id"})
+
+
+Key = tuple  # (op_name, file, line, column)
+
+
+def _key(inst: Instruction, context: dict[str, Key] | None = None) -> Key | None:
+    if context is not None and inst.name in context:
+        return context[inst.name]
+    md = inst.metadata
+    if not md.op_name:
+        return None
+    src = md.source
+    if src is None:
+        return (md.op_name, "", 0, 0)
+    return (md.op_name, src.file or "", src.line or 0, src.column or 0)
+
+
+def compute_ops(module: Module) -> list[Instruction]:
+    """The ops a user's program asked for, before optimization: everything in the entry and
+    in control-flow computations except plumbing. Reducer bodies (``to_apply``) are part of
+    their reduce; ``call``s of nested ``jit``s are transparent (their ops count, the call
+    itself does not: XLA inlines it)."""
+    return [i for i, _ in _walk_compute(module)]
+
+
+def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
+    """Compute ops with their effective key. Ops inside a nested jit's computation carry an
+    op_name relative to the call (``div``) and no source; after inlining XLA gives them the
+    full path (``jit(model)/layernorm/jit(_var)/div``) so we compose the same here."""
+    out: list[tuple[Instruction, Key | None]] = []
+    seen: set[str] = set()
+
+    def walk(cname: str, caller: Key | None) -> None:
+        if cname in seen or cname not in module.by_name:
+            return
+        seen.add(cname)
+        for inst in module.by_name[cname].instructions:
+            key = _key(inst)
+            if caller is not None and caller[0]:
+                root = caller[0].split("/", 1)[0] + "/"
+                if key is None:
+                    key = None
+                elif not key[0].startswith(root):
+                    key = (caller[0] + "/" + key[0],) + (key[1:] if key[1] else caller[1:])
+            if inst.opcode == "call":
+                for c in inst.called_computations:
+                    walk(c, key)
+                continue
+            if inst.opcode not in NOT_COMPUTE:
+                out.append((inst, key))
+            if inst.opcode in ("while", "conditional", "async-start"):
+                for c in inst.called_computations:
+                    walk(c, None)
+
+    walk(module.entry.name, None)
+    return out
+
+
+@dataclass
+class Provenance:
+    """``pre_to_kernels``: pre-op name -> kernel names; ``kernel_to_pre``: the reverse;
+    ``how``: pre-op name -> 'metadata', 'op_name', 'user', 'operand' (how it was matched)."""
+
+    pre_to_kernels: dict[str, list[str]] = field(default_factory=dict)
+    kernel_to_pre: dict[str, list[str]] = field(default_factory=dict)
+    how: dict[str, str] = field(default_factory=dict)
+    unmapped: list[str] = field(default_factory=list)
+
+    @property
+    def mapped_fraction(self) -> float:
+        total = len(self.pre_to_kernels) + len(self.unmapped)
+        return len(self.pre_to_kernels) / total if total else 1.0
+
+    def to_dict(self) -> dict:
+        return {"pre_to_kernels": self.pre_to_kernels, "kernel_to_pre": self.kernel_to_pre,
+                "how": self.how, "unmapped": self.unmapped}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Provenance":
+        return cls(dict(d.get("pre_to_kernels", {})), dict(d.get("kernel_to_pre", {})),
+                   dict(d.get("how", {})), list(d.get("unmapped", [])))
+
+
+def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Provenance:
+    by_key: dict[tuple, list[str]] = {}
+    by_opname: dict[str, list[str]] = {}
+    for k in post_kernels:
+        if k.route == "control":
+            continue
+        comp = post.by_name.get(k.computation)
+        members = [comp.by_name[k.name]] if comp is not None and k.name in comp.by_name else []
+        for cname in (members[0].called_computations if members and k.opcode == "fusion" else []):
+            members.extend(_all_inside(post, cname))
+        for inst in members:
+            key = _key(inst)
+            if key is None:
+                continue
+            lst = by_key.setdefault(key, [])
+            if k.name not in lst:
+                lst.append(k.name)
+            lst = by_opname.setdefault(key[0], [])
+            if k.name not in lst:
+                lst.append(k.name)
+
+    walked = _walk_compute(pre)
+    ops = [i for i, _ in walked]
+    prov = Provenance()
+    for inst, key in walked:
+        if key is None:
+            continue
+        if key in by_key:
+            prov.pre_to_kernels[inst.name] = list(by_key[key])
+            prov.how[inst.name] = "metadata"
+        elif key[0] in by_opname:
+            prov.pre_to_kernels[inst.name] = list(by_opname[key[0]])
+            prov.how[inst.name] = "op_name"
+
+    # Ops without a match inherit from users, then operands, until nothing changes.
+    users: dict[str, list[Instruction]] = {}
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            for o in inst.operands:
+                users.setdefault(o, []).append(inst)
+    changed = True
+    while changed:
+        changed = False
+        for inst in ops:
+            if inst.name in prov.pre_to_kernels:
+                continue
+            for relation, neighbours in (("user", users.get(inst.name, [])),
+                                         ("operand", inst.operand_instructions())):
+                found: list[str] = []
+                for nb in neighbours:
+                    for kn in prov.pre_to_kernels.get(nb.name, []):
+                        if kn not in found:
+                            found.append(kn)
+                if found:
+                    prov.pre_to_kernels[inst.name] = found
+                    prov.how[inst.name] = relation
+                    changed = True
+                    break
+    prov.unmapped = [i.name for i in ops if i.name not in prov.pre_to_kernels]
+    for pre_name, kns in prov.pre_to_kernels.items():
+        for kn in kns:
+            prov.kernel_to_pre.setdefault(kn, []).append(pre_name)
+    return prov
+
+
+def _all_inside(module: Module, cname: str) -> list[Instruction]:
+    comp = module.by_name.get(cname)
+    if comp is None:
+        return []
+    out: list[Instruction] = []
+    for inst in comp.instructions:
+        if inst.opcode in NO_KERNEL and inst.opcode != "constant":
+            continue
+        out.append(inst)
+        if inst.opcode == "fusion":
+            for c in inst.called_computations:
+                out.extend(_all_inside(module, c))
+    return out

@@ -1,0 +1,77 @@
+"""The one-screen text summary of a Bundle (the CLI's view; the app shows the same numbers)."""
+
+from __future__ import annotations
+
+from analysis.bundle import Bundle
+from analysis.kernels import ROUTE_LABELS, ROUTES
+
+
+def human_bytes(n: float | int | None) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.1f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.1f} TiB"
+
+
+def human_flops(n: float | int | None) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit in ("", "K", "M", "G", "T", "P"):
+        if abs(n) < 1000 or unit == "P":
+            return f"{n:.3g} {unit}FLOP"
+        n /= 1000
+    return f"{n:.3g} PFLOP"
+
+
+def human_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.1f} µs"
+    return f"{s * 1e9:.0f} ns"
+
+
+def summary_text(b: Bundle) -> str:
+    m = b.metrics
+    env = b.environment
+    lines = [f"{b.title}  ·  {env.get('device_kind') or env.get('platform', '?')} "
+             f"({env.get('backend', '?')}{', jax ' + env['jax'] if env.get('jax') else ''})"]
+    if "compute_ops_before" in m:
+        lines.append(f"  ops before optimization : {m['compute_ops_before']}")
+    if "kernels_after" in m:
+        lines.append(f"  kernels after           : {m['kernels_after']}"
+                     + (f" (+{m['control_ops_after']} control-flow ops)" if m.get("control_ops_after") else ""))
+    if "fusion_coverage" in m:
+        lines.append(f"  fusion coverage         : {m['fusion_coverage']:.0%} of ops ended inside a multi-op fusion")
+    if "unfused_bytes" in m:
+        lines.append(f"  memory traffic (est.)   : {human_bytes(m['unfused_bytes'])} unfused -> "
+                     f"{human_bytes(m['fused_bytes'])} fused, {human_bytes(m['bytes_saved'])} saved "
+                     f"({m['bytes_saved_fraction']:.0%})")
+    by_route = m.get("kernels_by_route", {})
+    if by_route:
+        parts = [f"{ROUTE_LABELS[r]} {by_route[r]}" for r in ROUTES if by_route.get(r)]
+        lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
+    libs = m.get("kernels_by_library", {})
+    if libs:
+        lines.append("  library calls           : " + ", ".join(f"{k} {v}" for k, v in libs.items()))
+    if b.phase_seconds:
+        lines.append("  time per phase          : " + ", ".join(f"{k} {human_seconds(v)}" for k, v in b.phase_seconds.items()))
+    t = b.timings
+    if t and t.get("kernels"):
+        lines.append(f"  measured step (median)  : {human_seconds(t.get('step_median_s'))} over {t.get('iterations')} calls")
+        lines.append("  top kernels             :")
+        for row in sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))[:8]:
+            lines.append(f"    {row['name'][:38]:38s} {row.get('route', ''):10s} {human_seconds(row.get('median_s')):>10s}"
+                         f"  {row.get('share', 0):6.1%}")
+    return "\n".join(lines)

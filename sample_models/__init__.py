@@ -1,0 +1,40 @@
+"""The gallery: small JAX models, each a file with a module-level ``model`` callable, an
+``example_inputs()`` that returns the argument tuple, and a docstring whose first line is the
+title and whose rest is the lesson (what to look for in the compile).
+
+This package never imports JAX itself; loading a model file does.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+GALLERY_DIR = Path(__file__).resolve().parent
+DEFAULT_MODEL = "mlp"
+
+
+@dataclass(frozen=True)
+class GalleryEntry:
+    name: str
+    title: str
+    lesson: str
+    path: Path
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text()
+
+
+def gallery() -> dict[str, GalleryEntry]:
+    """Every model file in this folder, by name, read without importing it (no JAX needed)."""
+    out: dict[str, GalleryEntry] = {}
+    for path in sorted(GALLERY_DIR.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text())) or path.stem
+        title, _, lesson = doc.partition("\n")
+        out[path.stem] = GalleryEntry(path.stem, title.strip(), lesson.strip(), path)
+    # The default first, the rest alphabetically.
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] != DEFAULT_MODEL, kv[0])))
