@@ -18,7 +18,9 @@ from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
 from analysis.provenance import Provenance, map_provenance
 
-SCHEMA_VERSION = 1
+# 2: adds measured `timings` and `fusion_comparison` (docs/bundle.md). Version-1 bundles still load:
+# their new fields are simply absent (None).
+SCHEMA_VERSION = 2
 STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
                 "hlo_after": "HLO after optimization"}
