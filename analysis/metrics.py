@@ -11,12 +11,14 @@ from collections import Counter
 
 from analysis.hlo import Module
 from analysis.kernels import ROUTES, Kernel, kernel_bytes
-from analysis.provenance import Provenance, compute_ops
+from analysis.provenance import Provenance, compute_op_instances, compute_ops
 
 
 def unfused_bytes(pre: Module) -> int:
+    """Traffic if every compute op were its own kernel; an op of a nested ``jit`` called from
+    several places counts once per call site (after inlining, each site has its own kernels)."""
     total = 0
-    for inst in compute_ops(pre):
+    for inst in compute_op_instances(pre):
         if inst.opcode in ("while", "conditional", "call"):
             continue
         comp = inst.computation

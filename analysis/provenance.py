@@ -38,21 +38,30 @@ def compute_ops(module: Module) -> list[Instruction]:
     """The ops a user's program asked for, before optimization: everything in the entry and
     in control-flow computations except plumbing. Reducer bodies (``to_apply``) are part of
     their reduce; ``call``s of nested ``jit``s are transparent (their ops count, the call
-    itself does not: XLA inlines it)."""
+    itself does not: XLA inlines it). A computation called from several places (a nested
+    ``jit`` used twice) is listed once."""
+    return list({i.name: i for i in compute_op_instances(module)}.values())
+
+
+def compute_op_instances(module: Module) -> list[Instruction]:
+    """Like ``compute_ops`` but once per call site: an op of a nested ``jit`` called twice
+    appears twice, as it does after XLA inlines the calls."""
     return [i for i, _ in _walk_compute(module)]
 
 
 def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
     """Compute ops with their effective key. Ops inside a nested jit's computation carry an
     op_name relative to the call (``div``) and no source; after inlining XLA gives them the
-    full path (``jit(model)/layernorm/jit(_var)/div``) so we compose the same here."""
+    full path (``jit(model)/layernorm/jit(_var)/div``) so we compose the same here. A
+    computation called from several call sites is walked once per distinct caller key, so its
+    ops get the key of every place they were inlined into."""
     out: list[tuple[Instruction, Key | None]] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, Key | None]] = set()
 
     def walk(cname: str, caller: Key | None) -> None:
-        if cname in seen or cname not in module.by_name:
+        if (cname, caller) in seen or cname not in module.by_name:
             return
-        seen.add(cname)
+        seen.add((cname, caller))
         for inst in module.by_name[cname].instructions:
             key = _key(inst)
             if caller is not None and caller[0]:
@@ -104,10 +113,10 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
     by_key: dict[tuple, list[str]] = {}
     by_opname: dict[str, list[str]] = {}
     for k in post_kernels:
-        if k.route == "control":
-            continue
         comp = post.by_name.get(k.computation)
         members = [comp.by_name[k.name]] if comp is not None and k.name in comp.by_name else []
+        # A control-flow op (while, conditional) is matched by its own metadata only: the work
+        # of its body belongs to the body's kernels.
         for cname in (members[0].called_computations if members and k.opcode == "fusion" else []):
             members.extend(_all_inside(post, cname))
         for inst in members:
@@ -122,17 +131,23 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                 lst.append(k.name)
 
     walked = _walk_compute(pre)
-    ops = [i for i, _ in walked]
+    ops = list({i.name: i for i, _ in walked}.values())
     prov = Provenance()
-    for inst, key in walked:
+    for inst, key in walked:  # an op inlined at several call sites collects every site's kernels
         if key is None:
             continue
         if key in by_key:
-            prov.pre_to_kernels[inst.name] = list(by_key[key])
-            prov.how[inst.name] = "metadata"
+            found, how = by_key[key], "metadata"
         elif key[0] in by_opname:
-            prov.pre_to_kernels[inst.name] = list(by_opname[key[0]])
-            prov.how[inst.name] = "op_name"
+            found, how = by_opname[key[0]], "op_name"
+        else:
+            continue
+        lst = prov.pre_to_kernels.setdefault(inst.name, [])
+        for kn in found:
+            if kn not in lst:
+                lst.append(kn)
+        if prov.how.get(inst.name) != "metadata":
+            prov.how[inst.name] = how
 
     # Ops without a match inherit from users, then operands, until nothing changes.
     users: dict[str, list[Instruction]] = {}
