@@ -173,13 +173,52 @@ def _custom_call_flops(inst: Instruction, comp: Computation) -> int:
         lhs = ops[0] if ops else None
         k = _prod(lhs.shape.dimensions[d] for d in contracting) if lhs is not None and contracting else 1
         return 2 * out.num_elements * k
+    if target.startswith("__cudnn$fmha") and "Backward" not in target:
+        return _fmha_flops(inst, ops, bc.get("cudnn_fmha_backend_config") or {})
     if "conv" in target.lower():
         return conv_flops(inst, ops[1] if len(ops) > 1 else None)
     return 0
 
 
+def _fmha_flops(inst: Instruction, ops: list, cfg: dict) -> int:
+    """Fused attention forward: the two matmuls, Q.K^T (contracting the head dim) and P.V
+    (contracting the key sequence); the softmax between them is not counted."""
+    if len(ops) < 2 or ops[0] is None or ops[1] is None or not isinstance(cfg, dict):
+        return 0
+    qd, kd = ops[0].shape.dimensions, ops[1].shape.dimensions
+    dn = cfg.get("bmm1_dot_dimension_numbers") or {}
+    q_batch = [int(x) for x in dn.get("lhs_batch_dimensions", range(len(qd) - 2))]
+    q_contr = [int(x) for x in dn.get("lhs_contracting_dimensions", [len(qd) - 1])]
+    k_batch = [int(x) for x in dn.get("rhs_batch_dimensions", range(len(kd) - 2))]
+    k_contr = [int(x) for x in dn.get("rhs_contracting_dimensions", [len(kd) - 1])]
+    batch = _prod(qd[d] for d in q_batch)
+    q_free = _prod(n for d, n in enumerate(qd) if d not in q_batch and d not in q_contr)
+    k_free = _prod(n for d, n in enumerate(kd) if d not in k_batch and d not in k_contr)
+    head = _prod(qd[d] for d in q_contr)
+    out = inst.shape.leaves()[0]
+    return 2 * batch * q_free * k_free * head + 2 * out.num_elements * k_free
+
+
+def scratch_bytes(inst: Instruction) -> int:
+    """Size of the scratch workspace a cuBLAS/cuDNN custom call returns as the last element of
+    its result tuple (``(f32[..], s8[4194304])``): memory the library may use, not data it
+    must read or write."""
+    if inst.opcode != "custom-call":
+        return 0
+    if not (inst.custom_call_target or "").startswith(("__cublas", "__cudnn")):
+        return 0
+    shape = inst.shape
+    if not shape.is_tuple or len(shape.tuple_shapes) < 2:
+        return 0
+    last = shape.tuple_shapes[-1]
+    if last.is_tuple or last.element_type not in ("s8", "u8") or last.rank != 1:
+        return 0
+    return last.byte_size
+
+
 def kernel_bytes(inst: Instruction, comp: Computation) -> int:
-    """Bytes the kernel must move: each distinct operand read once plus the outputs written."""
+    """Bytes the kernel must move: each distinct operand read once plus the outputs written
+    (a library call's scratch workspace is not counted)."""
     total = 0
     seen = set()
     for o in inst.operands:
@@ -189,7 +228,7 @@ def kernel_bytes(inst: Instruction, comp: Computation) -> int:
         src = comp.by_name.get(o)
         if src is not None:
             total += src.shape.byte_size
-    return total + inst.shape.byte_size
+    return total + inst.shape.byte_size - scratch_bytes(inst)
 
 
 # ----------------------------------------------------------------------------- classification
@@ -232,13 +271,19 @@ def triton_config(inst: Instruction) -> dict | None:
     blfc = fbc.get("block_level_fusion_config")
     if isinstance(blfc, dict):
         for k, v in blfc.items():
-            cfg[k] = v if not isinstance(v, str) else _maybe_int(v)
+            cfg[k] = _maybe_int(v)
     return cfg or None
 
 
 def _maybe_int(v):
+    """int64 fields of a backend config print as strings ("64"); read them as ints, also
+    inside lists and objects (``output_tiles: [{"sizes": ["1", "128"]}]``)."""
     if isinstance(v, str) and v.lstrip("-").isdigit():
         return int(v)
+    if isinstance(v, list):
+        return [_maybe_int(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _maybe_int(x) for k, x in v.items()}
     return v
 
 
