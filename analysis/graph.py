@@ -1,0 +1,539 @@
+"""Graphs of a module as Graphviz DOT: the pre-optimization op graph and the
+post-optimization kernel graph.
+
+Both come from one model, ``GraphSpec`` (nodes, edges, clusters), built from a parsed Module
+and the Bundle's kernels/provenance, and rendered three ways: DOT (laid out by Graphviz's
+``dot``), SVG (the app and the HTML report) and text (the CLI).
+
+Conventions every view shares:
+- kernels are filled with their route's colour (analysis.kernels.ROUTE_COLORS), library calls
+  are labelled with the library, Triton kernels with their tiles;
+- a fusion is a cluster holding its fused instructions, or one box when collapsed;
+- edges carry the value's shape and layout (``f32[128,512]{1,0}``); values whose layout is not
+  the default row-major order, and layout kernels (copy/transpose), are drawn dashed in red;
+- pre-optimization ops are grouped by name scope (``layer3/attention``) into clusters;
+- node ids are ``op:NAME`` (pre) and ``k:NAME`` (post) so a click in the SVG names the node.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from analysis.hlo import Computation, Instruction, Module
+from analysis.kernels import NO_KERNEL, ROUTE_COLORS, ROUTE_LABELS, Kernel
+
+LAYOUT_MARK = "#D62728"
+HIGHLIGHT = "#FF7F0E"
+DIM_FONT = "#9A9A9A"
+MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
+LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
+
+
+@dataclass
+class Node:
+    id: str
+    label: str
+    kind: str  # "kernel" | "op" | "param" | "const" | "plumbing" | "fused" | "scope"
+    route: str | None = None
+    tooltip: str = ""
+    cluster: str | None = None
+    layout_change: bool = False
+    highlighted: bool = False
+    dimmed: bool = False
+    selected: bool = False
+    time_share: float | None = None
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    label: str = ""
+    layout_mark: bool = False
+    lhead: str | None = None  # clip the arrow at this cluster's border
+
+
+@dataclass
+class Cluster:
+    id: str
+    label: str
+    parent: str | None = None
+    route: str | None = None
+    highlighted: bool = False
+    selected: bool = False
+
+
+@dataclass
+class GraphSpec:
+    title: str
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    clusters: dict[str, Cluster] = field(default_factory=dict)
+    collapsed: list[str] = field(default_factory=list)  # what was folded, for the UI to say
+
+    # -- renderers --------------------------------------------------------------------------
+
+    def to_dot(self, rankdir: str = "TB") -> str:
+        out = [
+            "digraph G {",
+            f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize=11, nodesep=0.25, ranksep=0.35,'
+            ' bgcolor="white", pad=0.2, compound=true];',
+            '  node [fontname="DejaVu Sans", fontsize=10, shape=box, style="rounded,filled", fillcolor="#FFFFFF",'
+            ' color="#555555", margin="0.08,0.04", height=0.3];',
+            '  edge [fontname="DejaVu Sans Mono", fontsize=8, color="#777777", arrowsize=0.6, fontcolor="#555555"];',
+        ]
+        children: dict[str | None, list[str]] = {}
+        for c in self.clusters.values():
+            children.setdefault(c.parent, []).append(c.id)
+        members: dict[str | None, list[Node]] = {}
+        for n in self.nodes.values():
+            members.setdefault(n.cluster, []).append(n)
+
+        def emit_cluster(cid: str, indent: str) -> None:
+            c = self.clusters[cid]
+            color = ROUTE_COLORS.get(c.route or "", "#888888")
+            pen = "3" if (c.selected or c.highlighted) else "1.5"
+            border = HIGHLIGHT if (c.selected or c.highlighted) else color
+            out.append(f'{indent}subgraph "cluster_{_esc(cid)}" {{')
+            out.append(f'{indent}  id="{_esc(cid)}"; label="{_esc(c.label)}"; labeljust=l; fontsize=10;'
+                       f' style="rounded,filled"; fillcolor="{_tint(color)}"; color="{border}"; penwidth={pen};')
+            for sub in children.get(cid, []):
+                emit_cluster(sub, indent + "  ")
+            for n in members.get(cid, []):
+                out.append(indent + "  " + self._node_dot(n))
+            out.append(indent + "}")
+
+        for cid in children.get(None, []):
+            emit_cluster(cid, "  ")
+        for n in members.get(None, []):
+            out.append("  " + self._node_dot(n))
+        for e in self.edges:
+            attrs = []
+            if e.label:
+                attrs.append(f'label="{_esc(e.label)}"')
+            if e.lhead:
+                attrs.append(f'lhead="cluster_{_esc(e.lhead)}"')
+            if e.layout_mark:
+                attrs.append(f'color="{LAYOUT_MARK}", style=dashed, penwidth=1.6, fontcolor="{LAYOUT_MARK}"')
+            out.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}"' + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+        out.append("}")
+        return "\n".join(out)
+
+    def _node_dot(self, n: Node) -> str:
+        a = {"id": n.id, "label": n.label, "tooltip": n.tooltip or n.label}
+        if n.kind == "kernel":
+            color = ROUTE_COLORS.get(n.route or "", "#DDDDDD")
+            a["fillcolor"] = color
+            a["fontcolor"] = "white" if n.route in ("library", "triton", "emitter") else "black"
+            a["penwidth"] = "1.2"
+        elif n.kind == "param":
+            a.update(shape="ellipse", style="filled", fillcolor="#EEEEEE")
+        elif n.kind == "const":
+            a.update(shape="plain", style="", fontcolor="#777777")
+        elif n.kind == "plumbing":
+            a.update(shape="box", style="rounded,dashed", fontcolor="#666666", color="#AAAAAA", fontsize="9")
+        elif n.kind == "fused":
+            a.update(fillcolor="#FFFFFF", fontsize="9", height="0.25")
+        elif n.kind == "scope":
+            a.update(shape="folder", fillcolor="#F3F0E6")
+        if n.layout_change:
+            a["color"] = LAYOUT_MARK
+            a["penwidth"] = "2.2"
+            a["style"] = a.get("style", "rounded,filled") + ",dashed"
+        if n.highlighted or n.selected:
+            a["color"] = HIGHLIGHT
+            a["penwidth"] = "4" if n.selected else "3"
+        if n.dimmed:
+            a["fontcolor"] = DIM_FONT
+            if n.kind == "kernel":
+                a["fillcolor"] = _tint(ROUTE_COLORS.get(n.route or "", "#DDDDDD"))
+        body = ", ".join(f'{k}="{_esc(v)}"' for k, v in a.items())
+        return f'"{_esc(n.id)}" [{body}];'
+
+    def to_svg(self, rankdir: str = "TB", timeout: float = 60.0) -> str:
+        return render_svg(self.to_dot(rankdir), timeout)
+
+    def to_text(self) -> str:
+        lines = [self.title]
+        for cid, c in self.clusters.items():
+            inside = [n.label.replace("\n", " ") for n in self.nodes.values() if n.cluster == cid]
+            lines.append(f"  [{c.label.replace(chr(10), ' ')}] " + "; ".join(inside[:12])
+                         + (" ..." if len(inside) > 12 else ""))
+        for n in self.nodes.values():
+            if n.cluster is None and n.kind in ("kernel", "op", "scope"):
+                lines.append("  " + n.label.replace("\n", " "))
+        return "\n".join(lines)
+
+    def neighbourhood(self, center: str, hops: int = 2) -> "GraphSpec":
+        """The subgraph within ``hops`` edges of ``center`` (a node id or cluster id)."""
+        ids = {center}
+        if center in self.clusters:
+            ids |= {n.id for n in self.nodes.values() if n.cluster == center}
+        adj: dict[str, set[str]] = {}
+        for e in self.edges:
+            adj.setdefault(e.src, set()).add(e.dst)
+            adj.setdefault(e.dst, set()).add(e.src)
+        frontier = set(ids)
+        for _ in range(hops):
+            frontier = {m for n in frontier for m in adj.get(n, ())} - ids
+            ids |= frontier
+        keep_nodes = {k: v for k, v in self.nodes.items() if k in ids}
+        used = {n.cluster for n in keep_nodes.values() if n.cluster}
+        # keep the cluster chain of every kept node
+        for cid in list(used):
+            p = self.clusters[cid].parent if cid in self.clusters else None
+            while p:
+                used.add(p)
+                p = self.clusters[p].parent
+        g = GraphSpec(self.title + f" (around {center})", keep_nodes,
+                      [e for e in self.edges if e.src in ids and e.dst in ids],
+                      {k: v for k, v in self.clusters.items() if k in used})
+        return g
+
+
+def render_svg(dot: str, timeout: float = 60.0) -> str:
+    """Lay out DOT with Graphviz's ``dot`` and return SVG text."""
+    try:
+        proc = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, timeout=timeout)
+    except FileNotFoundError:
+        raise RuntimeError("Graphviz 'dot' is not installed (apt-get install graphviz)") from None
+    if proc.returncode != 0:
+        raise RuntimeError("Graphviz failed: " + proc.stderr.decode(errors="replace").strip()[:300])
+    svg = proc.stdout.decode()
+    return svg[svg.find("<svg"):]
+
+
+def _esc(s: str) -> str:
+    return str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _tint(hex_color: str, amount: float = 0.82) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    r, g, b = (int(c + (255 - c) * amount) for c in (r, g, b))
+    return f"#{r:02X}{g:02X}{b:02X}"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def short_shape(shape_text: str, limit: int = 48) -> str:
+    s = shape_text
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return s
+
+
+def layout_is_default(inst: Instruction) -> bool:
+    """True if every array leaf has no layout or the default row-major (descending) layout."""
+    try:
+        leaves = inst.shape.leaves()
+    except Exception:  # noqa: BLE001 - unparseable shapes are not marked
+        return True
+    for s in leaves:
+        if s.layout is None or s.rank < 2:
+            continue
+        if s.layout.minor_to_major != tuple(range(s.rank - 1, -1, -1)):
+            return False
+    return True
+
+
+def scope_of(op_name: str) -> str:
+    """``jit(model)/attention/jit(softmax)/exp`` -> ``attention/softmax``."""
+    parts = op_name.split("/")
+    if len(parts) <= 1:
+        return ""
+    parts = parts[1:-1]  # drop the outer jit(...) and the op itself
+    clean = []
+    for p in parts:
+        m = re.fullmatch(r"(?:jit|pjit|transpose|jvp|vmap)\((.*)\)", p)
+        clean.append(m.group(1) if m else p)
+    return "/".join(p for p in clean if p)
+
+
+def _pretty_op(inst: Instruction) -> str:
+    op = inst.opcode
+    if op == "custom-call":
+        return inst.custom_call_target or op
+    return op
+
+
+# ----------------------------------------------------------------------------- post graph
+
+
+def kernel_label(k: Kernel, timing: dict | None = None) -> str:
+    head = k.name
+    if k.route == "library":
+        what = k.library or "library"
+        body = f"{what} · {k.custom_call_target or k.fusion_kind or k.opcode}"
+    elif k.route == "triton":
+        cfg = k.triton_config or {}
+        tiles = "x".join(str(cfg[t]) for t in ("block_m", "block_n", "block_k") if t in cfg)
+        if not tiles and "output_tiles" in cfg:
+            tiles = "tiles " + str(cfg["output_tiles"])[:30]
+        body = "Triton" + (f" · {tiles}" if tiles else "") + (f" · {k.fusion_kind}" if k.fusion_kind else "")
+    elif k.route == "emitter":
+        n = len(k.fused_opcodes)
+        body = (f"{k.fusion_kind} fusion · {n} ops" if k.opcode == "fusion" else k.opcode)
+    elif k.route == "layout":
+        body = "layout · " + (k.opcode if k.opcode != "fusion" else "copy/transpose fusion")
+    else:
+        body = k.opcode
+    label = f"{head}\n{body}"
+    if timing and timing.get("median_s") is not None:
+        from analysis.summary import human_seconds
+
+        label += f"\n{human_seconds(timing['median_s'])} · {timing.get('share', 0):.0%} of step"
+    return label
+
+
+def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = None,
+               highlight: set[str] | None = None, expand: set[str] | None = None,
+               collapse: set[str] | None = None, collapse_all: bool | None = None, timings: dict | None = None,
+               computation: str | None = None) -> GraphSpec:
+    """The optimized module's entry (or ``computation``) as kernels; fusions as clusters."""
+    comp = module.by_name[computation] if computation else module.entry
+    by_name = {k.name: k for k in kernels}
+    highlight = highlight or set()
+    expand = expand or set()
+    collapse = collapse or set()
+    g = GraphSpec(f"after optimization: {comp.name}")
+    n_fused = sum(len(k.fused_ops) for k in kernels if k.computation == comp.name)
+    big = n_fused + len(comp.instructions) > LARGE_GRAPH if collapse_all is None else collapse_all
+    producers: dict[str, str] = {}  # instruction name -> node id that produces its value
+    gte_source: dict[str, str] = {}
+    for inst in comp.instructions:
+        k = by_name.get(inst.name) if inst.opcode not in NO_KERNEL else None
+        tid = (timings or {}).get(inst.name)
+        if inst.opcode == "parameter":
+            nid = f"p:{inst.name}"
+            g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "param",
+                                tooltip=f"parameter {inst.name}: {inst.shape_text}")
+            producers[inst.name] = nid
+            continue
+        if inst.opcode == "constant":
+            if inst.shape.num_elements <= 1 and not inst.shape.is_tuple:
+                producers[inst.name] = ""  # scalar constants are not drawn
+                continue
+            nid = f"c:{inst.name}"
+            g.nodes[nid] = Node(nid, f"constant {short_shape(inst.shape_text, 30)}", "const")
+            producers[inst.name] = nid
+            continue
+        if k is None:
+            # plumbing (bitcast, tuple, gte, *-done): pass through to keep the graph readable
+            if inst.opcode in ("get-tuple-element", "bitcast", "copy-done", "async-done") and inst.operands:
+                src = producers.get(inst.operands[0], "")
+                producers[inst.name] = src
+                gte_source[inst.name] = inst.operands[0]
+                if not inst.is_root:
+                    continue
+            nid = f"k:{inst.name}"
+            g.nodes[nid] = Node(nid, f"{inst.name}\n{inst.opcode}", "plumbing",
+                                tooltip=f"{inst.opcode} (launches no kernel)")
+            producers[inst.name] = nid
+            _add_edges(g, comp, inst, nid, producers)
+            continue
+        nid = f"k:{inst.name}"
+        sel = selected in (inst.name, nid)
+        if k.opcode == "fusion" and k.fused_ops and inst.name not in collapse and (
+                inst.name in expand or (not big and len(k.fused_ops) <= MAX_FUSED_EXPANDED)):
+            # expanded fusion: a cluster with its fused instructions, the kernel node as its output
+            cid = f"f:{inst.name}"
+            g.clusters[cid] = Cluster(cid, kernel_label(k, tid).replace("\n", " · "), route=k.route,
+                                      highlighted=inst.name in highlight, selected=sel)
+            fused_names = _draw_fused(g, module, inst, cid, highlight, selected)
+            g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "kernel", k.route,
+                                tooltip=kernel_label(k, tid), cluster=cid,
+                                layout_change=k.route == "layout", highlighted=inst.name in highlight,
+                                selected=sel, time_share=(tid or {}).get("share"))
+            if fused_names:
+                g.edges.append(Edge(fused_names[-1], nid))
+                producers[inst.name] = nid
+                _add_edges(g, comp, inst, fused_names[0], producers, lhead=cid)
+                continue
+        else:
+            if k.opcode == "fusion" and k.fused_ops:
+                g.collapsed.append(inst.name)
+            g.nodes[nid] = Node(nid, kernel_label(k, tid), "kernel", k.route,
+                                tooltip=kernel_label(k, tid) + f"\n{inst.shape_text}",
+                                layout_change=k.route == "layout", highlighted=inst.name in highlight,
+                                selected=sel, time_share=(tid or {}).get("share"))
+        producers[inst.name] = nid
+        _add_edges(g, comp, inst, nid, producers)
+    if highlight or selected:
+        for n in g.nodes.values():
+            name = n.id.split(":", 1)[-1]
+            if n.kind in ("kernel", "fused") and not n.highlighted and not n.selected and name not in highlight:
+                n.dimmed = True
+    return g
+
+
+def _draw_fused(g: GraphSpec, module: Module, inst: Instruction, cid: str, highlight, selected) -> list[str]:
+    """Fused instructions as small nodes inside the cluster; returns their ids in order."""
+    ids: list[str] = []
+    for cname in inst.called_computations:
+        fcomp = module.by_name.get(cname)
+        if fcomp is None:
+            continue
+        local: dict[str, str] = {}
+        for sub in fcomp.instructions:
+            if sub.opcode == "parameter" or (sub.opcode == "constant" and sub.shape.num_elements <= 1):
+                continue
+            if sub.opcode == "bitcast" and sub.operands:
+                local[sub.name] = local.get(sub.operands[0], "")
+                continue
+            nid = f"x:{sub.name}"
+            label = _pretty_op(sub)
+            if sub.opcode == "fusion":
+                label = f"nested fusion\n{sub.fusion_kind or ''}"
+            g.nodes[nid] = Node(nid, label, "fused", tooltip=f"{sub.name} = {sub.shape_text} {sub.opcode}",
+                                cluster=cid, layout_change=sub.opcode in ("transpose", "copy"),
+                                highlighted=sub.name in highlight, selected=selected == sub.name)
+            for o in sub.operands:
+                src = local.get(o)
+                if src:
+                    g.edges.append(Edge(src, nid))
+            local[sub.name] = nid
+            ids.append(nid)
+    return ids
+
+
+def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, producers: dict[str, str],
+               lhead: str | None = None) -> None:
+    seen = set()
+    for o in inst.operands:
+        src = producers.get(o)
+        if not src or (src, nid) in seen:
+            continue
+        seen.add((src, nid))
+        srci = comp.by_name.get(o)
+        label = short_shape(srci.shape_text) if srci is not None else ""
+        mark = srci is not None and not layout_is_default(srci)
+        g.edges.append(Edge(src, nid, label, mark, lhead))
+
+
+# ----------------------------------------------------------------------------- pre graph
+
+
+def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str] | None = None,
+              collapse: bool | None = None, expand_scopes: set[str] | None = None) -> GraphSpec:
+    """The module before optimization: one node per op, grouped by name scope."""
+    comp = module.entry
+    highlight = highlight or set()
+    expand_scopes = expand_scopes or set()
+    g = GraphSpec(f"before optimization: {comp.name}")
+    insts = _flatten_calls(module, comp)
+    big = len(insts) > LARGE_GRAPH if collapse is None else collapse
+    producers: dict[str, str] = {}
+    for inst, scope in insts:
+        if inst.opcode == "parameter" and inst.computation is comp:
+            nid = f"p:{inst.name}"
+            g.nodes[nid] = Node(nid, f"{inst.metadata.op_name or inst.name}\n{short_shape(inst.shape_text)}", "param",
+                                tooltip=f"parameter {inst.name}: {inst.shape_text}")
+            producers[inst.name] = nid
+            continue
+        if inst.opcode == "parameter":
+            continue
+        if inst.opcode == "constant" and inst.shape.num_elements <= 1:
+            producers[inst.name] = ""
+            continue
+        if inst.opcode in ("get-tuple-element", "tuple", "bitcast") and inst.operands and not inst.is_root:
+            producers[inst.name] = producers.get(inst.operands[0], "")
+            continue
+        cid = _ensure_scope(g, scope) if scope else None
+        if big and scope and not any(scope == s or scope.startswith(s + "/") for s in expand_scopes):
+            top = scope.split("/")[0]
+            sid = f"s:{top}"
+            if sid not in g.nodes:
+                g.nodes[sid] = Node(sid, f"{top}\n(scope, collapsed)", "scope", tooltip=f"name scope {top}")
+                g.collapsed.append(top)
+            n = g.nodes[sid]
+            n.tooltip += f"\n{inst.name}"
+            if inst.name in highlight:
+                n.highlighted = True
+            producers[inst.name] = sid
+            _add_edges(g, inst.computation, inst, sid, producers)
+            continue
+        nid = f"op:{inst.name}"
+        src = inst.metadata.source
+        where = f"\nline {src.line}" if src is not None and src.line else ""
+        g.nodes[nid] = Node(nid, f"{_pretty_op(inst)}\n{short_shape(inst.shape_text, 30)}", "op",
+                            tooltip=f"{inst.name}: {inst.metadata.op_name}{where}", cluster=cid,
+                            highlighted=inst.name in highlight, selected=selected in (inst.name, nid))
+        producers[inst.name] = nid
+        _add_edges(g, inst.computation, inst, nid, producers)
+    # drop scope clusters left empty by collapsing
+    used = {n.cluster for n in g.nodes.values() if n.cluster}
+    for cid in list(g.clusters):
+        p = g.clusters[cid].parent
+        if cid in used:
+            while p:
+                used.add(p)
+                p = g.clusters[p].parent
+    g.clusters = {k: v for k, v in g.clusters.items() if k in used}
+    g.edges = [e for e in g.edges if e.src != e.dst]
+    if highlight or selected:
+        for n in g.nodes.values():
+            if n.kind == "op" and not n.highlighted and not n.selected:
+                n.dimmed = True
+    return g
+
+
+def _ensure_scope(g: GraphSpec, scope: str) -> str:
+    parts = scope.split("/")
+    parent = None
+    for i in range(len(parts)):
+        cid = "scope:" + "/".join(parts[: i + 1])
+        if cid not in g.clusters:
+            g.clusters[cid] = Cluster(cid, parts[i], parent=parent)
+        parent = cid
+    return parent
+
+
+def _flatten_calls(module: Module, comp: Computation) -> list[tuple[Instruction, str]]:
+    """Entry ops with nested-jit ``call``s inlined (as XLA will), each with its name scope."""
+    out: list[tuple[Instruction, str]] = []
+    for inst in comp.instructions:
+        scope = scope_of(inst.metadata.op_name)
+        if inst.opcode == "call" and inst.called_computations:
+            callee = module.by_name.get(inst.called_computations[0])
+            if callee is not None and callee is not comp:
+                inner = _flatten_calls(module, callee)
+                args = inst.operand_instructions()
+                for sub, sub_scope in list(inner):
+                    if sub.opcode == "parameter" and sub.computation is callee:
+                        idx = int(sub.operand_text.strip() or 0)
+                        if idx < len(args):
+                            out.append((_Alias(sub, args[idx]), sub_scope))
+                inner = [(i, s) for i, s in inner if not (i.opcode == "parameter" and i.computation is callee)]
+                prefix = scope_of(inst.metadata.op_name + "/x") if inst.metadata.op_name else scope
+                out.extend((i, "/".join(p for p in (prefix, s) if p)) for i, s in inner)
+                # the call's result is its callee's root
+                out.append((_Alias(inst, callee.root), scope))
+                continue
+        out.append((inst, scope))
+    return out
+
+
+class _Alias:
+    """Stand-in for a ``call`` instruction: its value is the callee root's value."""
+
+    def __init__(self, call: Instruction, root: Instruction):
+        self.name = call.name
+        self.opcode = "bitcast"
+        self.operands = [root.name]
+        self.is_root = call.is_root
+        self.computation = root.computation
+        self.shape_text = call.shape_text
+        self.shape = call.shape
+        self.metadata = call.metadata
+
+    def __getattr__(self, item):  # pragma: no cover - only the fields above are read
+        raise AttributeError(item)
+
+
+def html_escape(s: str) -> str:
+    return html.escape(s, quote=True)

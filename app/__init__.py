@@ -1,0 +1,1 @@
+"""The Streamlit app: reads Bundles and draws them. It never imports JAX."""

@@ -1,0 +1,364 @@
+"""Pieces of the explorer page, each a function of a Bundle (and the selection) that draws
+itself with Streamlit: summary strip, legend, graphs, details panel, text and source views."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+from analysis.bundle import STAGE_LABELS, STAGES, Bundle
+from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg
+from analysis.hlo import Instruction
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.summary import human_bytes, human_seconds
+
+_COMPONENT = components.declare_component(
+    "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def summary_strip(b: Bundle) -> None:
+    m = b.metrics
+    cols = st.columns(5)
+    before = m.get("compute_ops_before")
+    after = m.get("kernels_after")
+    cols[0].metric("Ops → kernels", f"{before if before is not None else '–'} → {after if after is not None else '–'}",
+                   help="Compute ops in the program before optimization, kernels launched after.")
+    cov = m.get("fusion_coverage")
+    cols[1].metric("Fusion coverage", f"{cov:.0%}" if cov is not None else "–",
+                   help="Share of the ops that ended inside a kernel holding two or more ops.")
+    saved = m.get("bytes_saved")
+    cols[2].metric("Memory traffic saved", human_bytes(saved) if saved is not None else "–",
+                   delta=f"-{m['bytes_saved_fraction']:.0%} bytes" if saved else None, delta_color="inverse",
+                   help="Estimated: every op reading and writing memory (unfused) versus every kernel doing so "
+                        f"(fused): {human_bytes(m.get('unfused_bytes'))} → {human_bytes(m.get('fused_bytes'))}.")
+    by_route = m.get("kernels_by_route", {})
+    libs = m.get("kernels_by_library", {})
+    cols[3].metric("Library calls", by_route.get("library", 0),
+                   help="Kernels handed to a library: " + (", ".join(f"{k} {v}" for k, v in libs.items()) or "none"))
+    ct = b.phase_seconds.get("compile")
+    cols[4].metric("Compile time", human_seconds(ct) if ct is not None else "–",
+                   help="Phases: " + ", ".join(f"{k} {human_seconds(v)}" for k, v in b.phase_seconds.items()))
+    parts = [f"<b>{by_route.get(r, 0)}</b> {ROUTE_LABELS[r].lower()}" for r in ROUTES if by_route.get(r)]
+    if parts:
+        st.markdown("<div class='xe-routes'>Kernels: " + " · ".join(parts) + "</div>", unsafe_allow_html=True)
+
+
+def legend() -> None:
+    chips = "".join(
+        f"<span class='xe-chip'><span class='xe-sw' style='background:{ROUTE_COLORS[r]}'></span>{ROUTE_LABELS[r]}</span>"
+        for r in ROUTES)
+    chips += ("<span class='xe-chip'><span class='xe-sw' style='border:2px dashed #D62728;background:white'></span>"
+              "layout change / non-default layout</span>"
+              "<span class='xe-chip'><span class='xe-sw' style='border:3px solid #FF7F0E;background:white'></span>"
+              "selected / linked</span>")
+    st.markdown(f"<div class='xe-legend'>{chips}</div>", unsafe_allow_html=True)
+
+
+CSS = """
+<style>
+.xe-legend { position: sticky; top: 2.8rem; z-index: 50; background: white; padding: 4px 0 6px 0;
+             border-bottom: 1px solid #eee; margin-bottom: 4px; }
+.xe-chip { display: inline-flex; align-items: center; margin-right: 14px; font-size: 0.85rem; white-space: nowrap; }
+.xe-sw { display: inline-block; width: 14px; height: 14px; border-radius: 3px; margin-right: 5px; }
+.xe-routes { font-size: 0.9rem; color: #444; margin-top: -6px; }
+.xe-code { font-family: "DejaVu Sans Mono", monospace; font-size: 12.5px; line-height: 1.45; border: 1px solid #e6e6e6;
+           border-radius: 6px; padding: 6px 0; overflow-x: auto; max-height: 420px; overflow-y: auto; }
+.xe-code div { white-space: pre; padding: 0 10px; }
+.xe-code div.hl { background: #FFF1D6; border-left: 3px solid #FF7F0E; }
+.xe-code span.ln { color: #999; display: inline-block; width: 3.2em; text-align: right; margin-right: 1em; user-select: none; }
+.block-container { padding-top: 2.2rem; }
+</style>
+"""
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _svg(dot: str) -> str:
+    return render_svg(dot)
+
+
+def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None) -> dict | None:
+    """Draw a GraphSpec; returns {"id": clicked node id, "n": click counter} or None."""
+    dot = spec.to_dot()
+    try:
+        svg = _svg(dot)
+    except RuntimeError as e:
+        st.error(str(e))
+        return None
+    return _COMPONENT(svg=svg, key_svg=str(hash(svg)), title=spec.title, height=height, focus=focus,
+                      key=key, default=None)
+
+
+def build_graphs(b: Bundle, sel: dict, expand: dict, focus_hops: int | None):
+    """(pre GraphSpec or None, post GraphSpec or None) with the selection linked across."""
+    prov = b.provenance
+    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    pre_hl: set[str] = set()
+    post_hl: set[str] = set()
+    side, name = sel.get("side"), sel.get("name")
+    if sel.get("line") is not None and pre_mod is not None:
+        pre_hl |= set(ops_on_line(b, sel["line"]))
+        if prov:
+            for op in pre_hl:
+                post_hl |= set(prov.pre_to_kernels.get(op, []))
+    elif side == "post" and name:
+        post_hl.add(name)
+        if prov:
+            pre_hl |= set(prov.kernel_to_pre.get(name, []))
+    elif side == "pre" and name:
+        pre_hl.add(name)
+        if prov:
+            post_hl |= set(prov.pre_to_kernels.get(name, []))
+    pre = post = None
+    timings = (b.timings or {}).get("kernels") if b.timings else None
+    if pre_mod is not None:
+        pre = pre_graph(pre_mod, selected=name if side == "pre" else None, highlight=pre_hl,
+                        expand_scopes=set(expand.get("scopes", ())))
+    if post_mod is not None:
+        post = post_graph(post_mod, b.kernels, selected=name if side == "post" else None, highlight=post_hl,
+                          expand=set(expand.get("fusions", ())), collapse=set(expand.get("collapsed", ())),
+                          timings=timings)
+    if focus_hops and name:
+        if side == "pre" and pre is not None:
+            nid = f"op:{name}"
+            if nid in pre.nodes:
+                pre = pre.neighbourhood(nid, focus_hops)
+        if side == "post" and post is not None:
+            for nid in (f"k:{name}", f"f:{name}"):
+                if nid in post.nodes or nid in post.clusters:
+                    post = post.neighbourhood(nid, focus_hops)
+                    break
+    return pre, post
+
+
+def ops_on_line(b: Bundle, line: int) -> list[str]:
+    from analysis.provenance import _walk_compute
+
+    pre = b.module("hlo_before")
+    if pre is None:
+        return []
+    user_file = b.source.get("file")
+    out = []
+    for inst, key in _walk_compute(pre):
+        if key and key[2] == line and (not user_file or not key[1] or key[1] == user_file):
+            out.append(inst.name)
+    return out
+
+
+# ----------------------------------------------------------------------------- search
+
+
+def search(b: Bundle, query: str) -> list[tuple[str, str, str]]:
+    """Ops matching by name, op_name or source line: (side, name, description)."""
+    q = query.strip()
+    if not q:
+        return []
+    out: list[tuple[str, str, str]] = []
+    m = re.fullmatch(r"(?:line\s*)?(\d+)", q, re.I)
+    if m:
+        for op in ops_on_line(b, int(m.group(1))):
+            out.append(("pre", op, f"line {m.group(1)}"))
+    ql = q.lower()
+    for side, stage in (("pre", "hlo_before"), ("post", "hlo_after")):
+        mod = b.module(stage)
+        if mod is None:
+            continue
+        names = {k.name for k in b.kernels} if side == "post" else None
+        for inst in mod.instructions():
+            if inst.opcode in ("parameter",) and side == "post":
+                continue
+            if ql in inst.name.lower() or ql in inst.metadata.op_name.lower() or ql == inst.opcode:
+                target = inst.name
+                if side == "post" and target not in names:
+                    k = kernel_containing(b, inst.name)
+                    if k is None:
+                        continue
+                    target = k
+                out.append((side, target, inst.metadata.op_name or inst.opcode))
+            if len(out) > 200:
+                break
+    seen, uniq = set(), []
+    for r in out:
+        if (r[0], r[1]) not in seen:
+            seen.add((r[0], r[1]))
+            uniq.append(r)
+    return uniq
+
+
+def kernel_containing(b: Bundle, inst_name: str) -> str | None:
+    for k in b.kernels:
+        if k.name == inst_name or inst_name in k.fused_ops:
+            return k.name
+    return None
+
+
+# ----------------------------------------------------------------------------- details
+
+
+def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src") -> str:
+    rows = []
+    for i, line in enumerate(source.splitlines(), 1):
+        cls = " class='hl'" if i in highlight_lines else ""
+        rows.append(f"<div id='{anchor_prefix}-{i}'{cls}><span class='ln'>{i}</span>{html.escape(line) or ' '}</div>")
+    return "<div class='xe-code'>" + "".join(rows) + "</div>"
+
+
+def _find(b: Bundle, side: str, name: str) -> Instruction | None:
+    mod = b.module("hlo_before" if side == "pre" else "hlo_after")
+    if mod is None:
+        return None
+    for c in mod.computations:
+        if name in c.by_name:
+            return c.by_name[name]
+    return None
+
+
+def details_panel(b: Bundle, sel: dict) -> None:
+    side, name = sel.get("side"), sel.get("name")
+    if sel.get("line") is not None:
+        ops = ops_on_line(b, sel["line"])
+        kern = sorted({k for op in ops for k in (b.provenance.pre_to_kernels.get(op, []) if b.provenance else [])})
+        st.markdown(f"**Source line {sel['line']}** produced {len(ops)} op(s) before optimization, "
+                    f"now inside {len(kern)} kernel(s): " + ", ".join(f"`{k}`" for k in kern))
+        return
+    if not name:
+        st.info("Click a node in either graph to see its details here. A kernel lights up the ops it absorbed; "
+                "an op lights up the kernel it ended in.")
+        return
+    inst = _find(b, side, name)
+    if inst is None:
+        st.warning(f"{name} is not in this module")
+        return
+    k = b.kernel(name) if side == "post" else None
+    left, right = st.columns([3, 2])
+    with left:
+        title = f"#### `{name}` — {inst.opcode}"
+        if k is not None:
+            title += f" · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else "")
+        st.markdown(title)
+        st.code(inst.text, language=None, wrap_lines=True)
+        try:
+            shape = inst.shape
+            st.markdown(f"**Shape** `{inst.shape_text}` — {shape.describe_layout()}.")
+        except Exception:  # noqa: BLE001
+            st.markdown(f"**Shape** `{inst.shape_text}`")
+        if k is not None:
+            facts = [f"moves ~{human_bytes(k.bytes)}", f"{k.flops:,} FLOPs (from shapes)"]
+            if k.triton_config:
+                facts.append("Triton tiles " + ", ".join(f"{a}={v}" for a, v in k.triton_config.items()))
+            if k.context:
+                facts.append(f"runs inside {k.context}")
+            t = ((b.timings or {}).get("kernels") or {}).get(name)
+            if t and t.get("median_s") is not None:
+                facts.append(f"measured {human_seconds(t['median_s'])} ({t.get('share', 0):.1%} of the step)")
+            st.markdown("**Kernel:** " + "; ".join(facts))
+        bc = inst.backend_config
+        if bc:
+            with st.expander("backend_config", expanded=False):
+                st.code(json.dumps(bc, indent=2), language="json")
+        if inst.opcode == "fusion" and inst.called_computations:
+            mod = b.module("hlo_after")
+            fused = mod.by_name.get(inst.called_computations[0])
+            if fused is not None:
+                with st.expander(f"fused computation {fused.name} ({len(fused.instructions)} instructions)",
+                                 expanded=len(fused.instructions) <= 12):
+                    st.code("\n".join(i.text for i in fused.instructions), language=None)
+    with right:
+        prov = b.provenance
+        if prov is not None:
+            if side == "post":
+                absorbed = prov.kernel_to_pre.get(name, [])
+                st.markdown(f"**Absorbed {len(absorbed)} op(s) from before optimization**")
+                pre = b.module("hlo_before")
+                rows = []
+                for op in absorbed[:60]:
+                    pi = _find(b, "pre", op)
+                    if pi is not None:
+                        rows.append(f"`{op}` {pi.opcode} — {pi.metadata.op_name or ''}")
+                st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
+                del pre
+            else:
+                ks = prov.pre_to_kernels.get(name, [])
+                how = prov.how.get(name)
+                st.markdown(f"**Ended in {len(ks)} kernel(s)**" + (f" (matched by {how})" if how else ""))
+                st.markdown("\n".join(f"- `{kn}`" for kn in ks) or "_optimized away (folded or eliminated)_")
+        src_lines = _source_lines(b, side, name, k)
+        code = b.source.get("code")
+        if code and src_lines:
+            st.markdown("**Source** (lines " + ", ".join(map(str, sorted(src_lines))) + ")")
+            st.markdown(code_html(code, src_lines, "d"), unsafe_allow_html=True)
+        elif inst.metadata.source is not None:
+            st.markdown(f"**Source** {inst.metadata.source}")
+
+
+def _source_lines(b: Bundle, side: str, name: str, k) -> set[int]:
+    user_file = b.source.get("file")
+    lines: set[int] = set()
+    if k is not None:
+        for f, ln in k.source_lines:
+            if not user_file or f == user_file:
+                lines.add(ln)
+        return lines
+    inst = _find(b, side, name)
+    if inst is not None and inst.metadata.source is not None:
+        src = inst.metadata.source
+        if src.line and (not user_file or src.file == user_file):
+            lines.add(src.line)
+    if not lines and side == "pre":
+        for ln in _lines_of(b, name):
+            lines.add(ln)
+    return lines
+
+
+def _lines_of(b: Bundle, op: str) -> list[int]:
+    from analysis.provenance import _walk_compute
+
+    pre = b.module("hlo_before")
+    return [key[2] for inst, key in _walk_compute(pre) if inst.name == op and key and key[2]] if pre else []
+
+
+# ----------------------------------------------------------------------------- text views
+
+
+def text_views(b: Bundle, sel: dict) -> None:
+    present = [s for s in STAGES if b.stages.get(s)]
+    if not present:
+        st.info("This bundle has no stage texts.")
+        return
+    tabs = st.tabs([STAGE_LABELS[s] for s in present])
+    hl_names = set()
+    if sel.get("line") is not None:
+        hl_names = set(ops_on_line(b, sel["line"]))
+    for tab, stage in zip(tabs, present):
+        with tab:
+            text = b.stages[stage]
+            c1, c2 = st.columns([3, 1])
+            q = c1.text_input("Search", key=f"q_{stage}", placeholder="filter lines (text or regex)")
+            c2.download_button(f"Download {STAGE_LABELS[stage]}", text, file_name=f"{b.title}.{stage}.txt",
+                               key=f"dl_{stage}", use_container_width=True)
+            lines = text.splitlines()
+            if q:
+                try:
+                    pat = re.compile(q, re.I)
+                    hits = [(i, ln) for i, ln in enumerate(lines, 1) if pat.search(ln)]
+                except re.error:
+                    hits = [(i, ln) for i, ln in enumerate(lines, 1) if q.lower() in ln.lower()]
+                st.caption(f"{len(hits)} matching line(s)")
+                st.code("\n".join(f"{i:5d}  {ln}" for i, ln in hits[:2000]) or "(no match)", language=None)
+            elif hl_names and stage == "hlo_before":
+                marks = {i for i, ln in enumerate(lines, 1)
+                         if any(re.search(rf"(^|\s)%?{re.escape(n)} = ", ln) for n in hl_names)}
+                st.caption(f"{len(marks)} op(s) from source line {sel['line']} highlighted")
+                st.markdown(code_html(text, marks, stage), unsafe_allow_html=True)
+            else:
+                st.code(text, language="python" if stage == "jaxpr" else None, line_numbers=True)
