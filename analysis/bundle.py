@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, Module, parse_module
+from analysis.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
 from analysis.provenance import Provenance, map_provenance
@@ -88,12 +89,18 @@ class Bundle:
         if not isinstance(d, dict):
             raise ExplorerError("load", "a bundle is a JSON object")
         version = d.get("schema_version")
-        if not isinstance(version, int):
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ExplorerError("load", "not an XLA Explorer bundle (no schema_version)")
         if version > SCHEMA_VERSION:
             raise ExplorerError("load", f"bundle schema {version} is newer than this viewer ({SCHEMA_VERSION})")
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
+        for name, types in _FIELD_TYPES.items():
+            if name in kw and not isinstance(kw[name], types):
+                want = " or ".join("null" if t is type(None) else {dict: "an object", list: "a list",
+                                                                   str: "a string"}[t] for t in types)
+                raise ExplorerError("load", f"malformed bundle: {name!r} must be {want}, "
+                                            f"not {type(kw[name]).__name__}")
         try:
             kw["kernels"] = [Kernel.from_dict(k) for k in d.get("kernels", [])]
             if d.get("provenance") is not None:
@@ -137,6 +144,16 @@ class Bundle:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
 
+# What each JSON field must be (checked on load, so a view never meets e.g. a list as metrics).
+_NONE = type(None)
+_FIELD_TYPES = {
+    "source": (dict,), "options": (dict,), "environment": (dict,), "stages": (dict,),
+    "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
+    "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
+    "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "created": (str,),
+}
+
+
 def _json_default(o):
     if hasattr(o, "item"):
         return o.item()
@@ -176,6 +193,17 @@ def looks_optimized(module: Module) -> bool:
     return any(i.opcode == "fusion" for i in module.instructions())
 
 
+def _check_shapes(module: Module, file: str | None) -> None:
+    """Shapes are decoded lazily; decode them all now so a bad one is a parse error with its
+    line instead of an exception in the middle of the analysis."""
+    for inst in module.instructions():
+        try:
+            inst.shape
+        except ShapeParseError as e:
+            raise ExplorerError("parse", f"bad shape {inst.shape_text!r}: {e}", file, inst.line or None,
+                                None, inst.shape_text[:200]) from None
+
+
 def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,
                     before_text: str | None = None) -> Bundle:
     """A Bundle from plain HLO text (an XLA dump from any machine). Whether it is before or
@@ -185,6 +213,9 @@ def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,
         before = parse_module(before_text) if before_text else None
     except HloParseError as e:
         raise from_parse_error(e, file) from None
+    for m in (module, before):
+        if m is not None:
+            _check_shapes(m, file)
     stages = {}
     if looks_optimized(module):
         stages["hlo_after"] = text
