@@ -2,6 +2,7 @@
 
     xla-explorer list
     xla-explorer analyze MODEL [--backend auto|cpu|gpu] [--option KEY=VALUE ...] [--out FILE]
+                               [--measure [--iters N]] [--compare-fusion]
 
 MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file or a Bundle JSON.
 User errors exit with status 2 and one line on stderr naming the file, line and phase.
@@ -36,7 +37,9 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         if text.lstrip().startswith("{"):
             return Bundle.load(model)
         return bundle_from_hlo(text, os.path.splitext(os.path.basename(model))[0], model)
-    if model.endswith(".py") and not os.path.exists(model):
+    if not os.path.exists(model) and (model.endswith(".py") or os.sep in model or "." in os.path.basename(model)):
+        # Looks like a file name (gallery names have no dots or slashes): say so, rather
+        # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
     if sandbox and model.endswith(".py"):
         from analysis.worker import run_job, Job
@@ -59,11 +62,31 @@ def _cmd_analyze(args) -> int:
     from analysis.summary import summary_text
 
     options = parse_options(args.option)
-    bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
-                      progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None)
-    if getattr(args, "measure", False):
-        from analysis.timings import measure_bundle
-        measure_bundle(bundle, iterations=args.iters)
+    measure = getattr(args, "measure", False)
+    compare = getattr(args, "compare_fusion", False)
+    if args.iters is not None and args.iters < 1:
+        raise ExplorerError("options", f"--iters must be at least 1, not {args.iters}")
+    if args.sandbox and args.model.endswith(".py") and (measure or compare):
+        # Measuring needs the compiled program, which lives in the worker: measure there.
+        from analysis.worker import Job, run_job
+        bundle = run_job(Job(source=_read_text(args.model), filename=os.path.abspath(args.model),
+                             name=os.path.basename(args.model)[:-3], kind="file", backend=args.backend,
+                             compiler_options=options, measure=measure, iterations=args.iters,
+                             compare_fusion=compare))
+        measure = compare = False
+    else:
+        bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
+                          progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None)
+    if measure or compare:
+        from analysis import timings
+        if measure:
+            if args.verbose:
+                print("[measure]", file=sys.stderr)
+            timings.measure_bundle(bundle, iterations=args.iters)
+        if compare:
+            if args.verbose:
+                print("[compare]", file=sys.stderr)
+            timings.compare_fusion(bundle, None, measure=measure, iterations=args.iters)
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -80,15 +103,23 @@ def _cmd_analyze(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    # --debug also after the command (`xla-explorer analyze x --debug`); SUPPRESS keeps the
+    # sub-command from resetting a --debug given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the gallery models").set_defaults(fn=_cmd_list)
-    a = sub.add_parser("analyze", help="compile a model (or read HLO / a bundle) and write its bundle")
+    sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
+    a = sub.add_parser("analyze", parents=[common],
+                       help="compile a model (or read HLO / a bundle) and write its bundle")
     a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
     a.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     a.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     a.add_argument("--out", help="write the bundle JSON here instead of stdout")
     a.add_argument("--measure", action="store_true", help="run and time every kernel")
     a.add_argument("--iters", type=int, default=None, help="timed iterations (default: ~1-3 s worth)")
+    a.add_argument("--compare-fusion", action="store_true",
+                   help="also compile with fusion disabled and compare kernels, bytes (and, with "
+                        "--measure, time) side by side")
     a.add_argument("--sandbox", action="store_true", help="run a .py model file in the sandboxed worker")
     a.add_argument("-v", "--verbose", action="store_true", help="print phases as they run")
     a.set_defaults(fn=_cmd_analyze)
@@ -108,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("xla-explorer: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug of ours: still one line, details with --debug
+        if args.debug:
+            raise
+        msg = " ".join(str(e).split())[:300]
+        print(f"xla-explorer: internal error: {type(e).__name__}: {msg} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
