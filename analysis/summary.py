@@ -69,9 +69,39 @@ def summary_text(b: Bundle) -> str:
         lines.append("  time per phase          : " + ", ".join(f"{k} {human_seconds(v)}" for k, v in b.phase_seconds.items()))
     t = b.timings
     if t and t.get("kernels"):
-        lines.append(f"  measured step (median)  : {human_seconds(t.get('step_median_s'))} over {t.get('iterations')} calls")
-        lines.append("  top kernels             :")
-        for row in sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))[:8]:
-            lines.append(f"    {row['name'][:38]:38s} {row.get('route', ''):10s} {human_seconds(row.get('median_s')):>10s}"
-                         f"  {row.get('share', 0):6.1%}")
+        lines.append(f"  measured step (median)  : {human_seconds(t.get('step_median_s'))} wall-clock over "
+                     f"{t.get('iterations')} calls; kernels busy {human_seconds(t.get('device_busy_s'))} "
+                     f"({t.get('busy_fraction', 0):.0%}), {t.get('attributed_fraction', 0):.0%} of that attributed")
+        peaks = t.get("peaks") or {}
+        if peaks.get("memory_bytes_per_s"):
+            fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
+            lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}")
+        lines.append("  top kernels             :   route         median  calls  share     GB/s  % peak")
+        rows = sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))
+        for row in rows[:10]:
+            gbps = row.get("gbps")
+            pct = row.get("pct_of_peak")
+            calls = row.get("calls", 0)
+            lines.append(f"    {row['name'][:34]:34s} {row.get('route', ''):10s} {human_seconds(row.get('median_s')):>10s}"
+                         f" {calls:6.4g} {row.get('share', 0):6.1%}{'*' if row.get('inclusive') else ' '}"
+                         f" {('%8.1f' % gbps) if gbps is not None else '       -'}"
+                         f" {('%6.0f%%' % pct) if pct is not None else '      -'}")
+        if len(rows) > 10:
+            lines.append(f"    ... {len(rows) - 10} more")
+        if any(r.get("inclusive") for r in rows[:10]):
+            lines.append("    * control flow: its time includes the kernels it runs")
+        if t.get("coverage_note"):
+            lines.append(f"  note                    : {t['coverage_note']}")
+        if t.get("command_buffer_note"):
+            lines.append(f"  note                    : {t['command_buffer_note']}")
+    fc = b.fusion_comparison
+    if fc:
+        d, u = fc.get("default", {}), fc.get("unfused", {})
+        lines.append(f"  fusion off ({', '.join(fc.get('disabled_passes', []))}):")
+        lines.append(f"    kernels               : {u.get('kernels')} unfused -> {d.get('kernels')} default "
+                     f"({fc.get('kernels_saved'):+d} saved)")
+        lines.append(f"    bytes (est.)          : {human_bytes(u.get('bytes'))} unfused -> {human_bytes(d.get('bytes'))} default")
+        if fc.get("measured") and u.get("step_median_s") and d.get("step_median_s"):
+            lines.append(f"    step (median)         : {human_seconds(u['step_median_s'])} unfused -> "
+                         f"{human_seconds(d['step_median_s'])} default ({fc.get('speedup') or 0:.2f}x)")
     return "\n".join(lines)
