@@ -37,7 +37,9 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         if text.lstrip().startswith("{"):
             return Bundle.load(model)
         return bundle_from_hlo(text, os.path.splitext(os.path.basename(model))[0], model)
-    if model.endswith(".py") and not os.path.exists(model):
+    if not os.path.exists(model) and (model.endswith(".py") or os.sep in model or "." in os.path.basename(model)):
+        # Looks like a file name (gallery names have no dots or slashes): say so, rather
+        # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
     if sandbox and model.endswith(".py"):
         from analysis.worker import run_job, Job
@@ -101,9 +103,14 @@ def _cmd_analyze(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
+    # --debug also after the command (`xla-explorer analyze x --debug`); SUPPRESS keeps the
+    # sub-command from resetting a --debug given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("list", help="list the gallery models").set_defaults(fn=_cmd_list)
-    a = sub.add_parser("analyze", help="compile a model (or read HLO / a bundle) and write its bundle")
+    sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
+    a = sub.add_parser("analyze", parents=[common],
+                       help="compile a model (or read HLO / a bundle) and write its bundle")
     a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
     a.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     a.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
@@ -132,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("xla-explorer: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug of ours: still one line, details with --debug
+        if args.debug:
+            raise
+        msg = " ".join(str(e).split())[:300]
+        print(f"xla-explorer: internal error: {type(e).__name__}: {msg} (run with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
