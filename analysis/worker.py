@@ -1,19 +1,23 @@
 """The worker: compiles (and optionally measures) one job in a separate process.
 
-Protocol (``python -m analysis.worker``): one JSON object on stdin, a ``Job``; the worker
-writes JSON lines to stdout: ``{"progress": PHASE}`` while it runs, then exactly one of
-``{"bundle": BUNDLE}`` or ``{"error": ERROR}`` where ERROR is an ``ExplorerError`` as a dict.
-Anything else the user's code prints goes to stderr, never into the protocol stream.
+Protocol (``python -m analysis.worker``, documented in ``docs/worker.md``): one JSON object on
+stdin, a ``Job``; the worker writes JSON lines to stdout: ``{"progress": PHASE}`` while it
+runs, then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
+as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``. Anything else the user's code
+prints goes to stderr, never into the protocol stream. Before it reads the job the worker
+applies the resource limits it is given in ``$XLA_EXPLORER_RLIMITS`` (set by
+``analysis.sandbox``), so the user's code can never raise them.
 
-``run_job`` is the parent's side: it starts the worker, streams progress, and turns every way
-a worker can end (crash, kill, garbage output) into a Bundle or an ``ExplorerError``.
+``run_job`` is the parent's side: it starts the worker in the sandbox (``analysis.sandbox``),
+streams progress, and turns every way a worker can end (crash, kill, limit, garbage output)
+into a Bundle or an ``ExplorerError``. The app and CLI call ``analysis.jobs.compile_job``,
+which adds the queue and the cache in front of this.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -29,7 +33,7 @@ class Job:
     source: str = ""
     filename: str = "<pasted code>"
     name: str = "pasted"
-    kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file"
+    kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe"
     backend: str = "auto"
     compiler_options: dict = field(default_factory=dict)
     measure: bool = False
@@ -48,6 +52,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     """Run a job in this process (the worker's body)."""
     from analysis import run
 
+    if job.kind == "probe":
+        raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
     if job.kind == "gallery":
         loaded = run.load_gallery(job.name)
     else:
@@ -69,7 +75,69 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     return bundle
 
 
+def probe() -> dict:
+    """What this machine's JAX sees: per backend the device kind and count, and the default."""
+    import jax
+
+    out: dict = {"jax": jax.__version__, "backends": {}}
+    for b in ("cpu", "gpu", "tpu"):
+        try:
+            devs = jax.devices(b)
+        except RuntimeError:
+            continue
+        if devs:
+            out["backends"][b] = {"device_kind": getattr(devs[0], "device_kind", b), "count": len(devs)}
+    d = jax.devices()[0]
+    out["default"] = "gpu" if d.platform in ("gpu", "cuda", "rocm") else d.platform
+    return out
+
+
+def apply_limits(spec: dict) -> None:
+    """Lower this process's resource limits (soft and hard, so they stay down)."""
+    import resource
+
+    def setl(res, value):
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass
+
+    mb = 1024 * 1024
+    setl(resource.RLIMIT_CORE, 0)
+    if spec.get("cpu_s"):
+        resource.setrlimit(resource.RLIMIT_CPU, (int(spec["cpu_s"]), int(spec["cpu_s"]) + 5))
+    if spec.get("as_mb"):
+        setl(resource.RLIMIT_AS, int(spec["as_mb"]) * mb)
+    if spec.get("data_mb"):
+        setl(resource.RLIMIT_DATA, int(spec["data_mb"]) * mb)
+    if spec.get("file_mb"):
+        setl(resource.RLIMIT_FSIZE, int(spec["file_mb"]) * mb)
+    if spec.get("nproc"):
+        setl(resource.RLIMIT_NPROC, int(spec["nproc"]))
+
+
+_LIMIT_WORDS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "Cannot allocate memory")
+
+
+def _as_limit(err: ExplorerError) -> ExplorerError:
+    """Memory exhaustion reported by JAX/XLA is a limit, whatever phase it happened in."""
+    if err.phase != "limit" and any(w in (err.message or "") for w in _LIMIT_WORDS):
+        return ExplorerError("limit", f"out of memory ({err.phase}): {err.message}", err.file, err.line,
+                             err.column, err.excerpt)
+    return err
+
+
 def _worker_main() -> int:
+    import faulthandler
+    import signal
+
+    spec = os.environ.get("XLA_EXPLORER_RLIMITS")
+    if spec:
+        apply_limits(json.loads(spec))
+    # A crash (segfault in the user's ctypes, ...) dumps the Python stack, user's line included,
+    # to stderr, where the parent finds it.
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead
     out = sys.stdout
     # The user's prints must not corrupt the protocol: route fd 1 to stderr for everything else.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -87,10 +155,13 @@ def _worker_main() -> int:
         emit({"error": ExplorerError("protocol", f"bad job: {e}").to_dict()})
         return 0
     try:
+        if job.kind == "probe":
+            emit({"probe": probe()})
+            return 0
         bundle = execute(job, lambda p: emit({"progress": p}))
         emit({"bundle": bundle.to_dict()})
     except ExplorerError as e:
-        emit({"error": e.to_dict()})
+        emit({"error": _as_limit(e).to_dict()})
     except MemoryError:
         emit({"error": ExplorerError("limit", "out of memory", job.filename).to_dict()})
     except BaseException as e:  # noqa: BLE001 - report anything the user's code raised
@@ -98,68 +169,45 @@ def _worker_main() -> int:
     return 0
 
 
-def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: float = 300.0) -> Bundle:
-    """Run ``job`` in a separate worker process; returns its Bundle or raises ExplorerError."""
-    cmd = [sys.executable, "-m", "analysis.worker"]
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", ""))
-    if not env["JAX_PLATFORMS"]:
-        env.pop("JAX_PLATFORMS")
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=REPO_ROOT, env=env, text=True, start_new_session=True)
-    return _collect(proc, job, progress, timeout)
+def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: float | None = None,
+            limits=None, cancel=None) -> Bundle:
+    """Run ``job`` in a sandboxed worker process; returns its Bundle or raises ExplorerError.
 
+    No queue and no cache: ``analysis.jobs.compile_job`` is what the app and CLI call."""
+    from dataclasses import replace
 
-def _collect(proc, job: Job, progress, timeout: float) -> Bundle:
-    import threading
+    from analysis import sandbox
 
-    stderr_chunks: list[str] = []
-
-    def drain():
-        for line in proc.stderr:
-            if sum(map(len, stderr_chunks)) < 64_000:
-                stderr_chunks.append(line)
-
-    t = threading.Thread(target=drain, daemon=True)
-    t.start()
-    timer = threading.Timer(timeout, lambda: _kill(proc))
-    timer.start()
-    result = None
-    try:
-        proc.stdin.write(job.to_json())
-        proc.stdin.close()
-        for line in proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "progress" in msg and progress:
-                progress(msg["progress"])
-            elif "bundle" in msg or "error" in msg:
-                result = msg
-        proc.wait()
-    finally:
-        timer.cancel()
-        _kill(proc)
-    if result is None:
-        tail = "".join(stderr_chunks).strip().splitlines()[-1:] or [""]
-        if proc.returncode is not None and proc.returncode < 0:
-            raise ExplorerError("run", f"the worker was killed by signal {-proc.returncode}"
-                                       + (f" ({tail[0][:120]})" if tail[0] else ""), job.filename)
-        raise ExplorerError("run", f"the worker ended without a result (exit {proc.returncode})"
-                                   + (f": {tail[0][:160]}" if tail[0] else ""), job.filename)
-    if "error" in result:
-        raise ExplorerError.from_dict(result["error"])
-    return Bundle.from_dict(result["bundle"])
-
-
-def _kill(proc) -> None:
-    import signal
-
-    if proc.poll() is None:
+    limits = limits or sandbox.Limits.from_env()
+    if timeout is not None:
+        limits = replace(limits, timeout_s=float(timeout))
+    res = sandbox.run_worker(asdict(job), limits, progress, cancel)
+    msg = res.message
+    if msg is None:
+        raise sandbox.describe_failure(res, limits, job.filename, job.source)
+    if "error" in msg:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            raise ExplorerError.from_dict(msg["error"])
+        except (TypeError, AttributeError):
+            raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
+    if "bundle" in msg:
+        bundle = Bundle.from_dict(msg["bundle"])
+        bundle.__dict__["_isolated"] = res.isolated
+        return bundle
+    raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
+
+
+def run_probe(limits=None) -> dict:
+    """Ask a (sandboxed) worker what devices JAX sees here."""
+    from analysis import sandbox
+
+    limits = limits or sandbox.Limits.from_env()
+    res = sandbox.run_worker(asdict(Job(kind="probe", name="probe")), limits)
+    if res.message is None or "probe" not in res.message:
+        if res.message and "error" in res.message:
+            raise ExplorerError.from_dict(res.message["error"])
+        raise sandbox.describe_failure(res, limits)
+    return res.message["probe"]
 
 
 if __name__ == "__main__":

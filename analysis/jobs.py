@@ -1,0 +1,376 @@
+"""Jobs: the one way the app and the CLI get a Bundle for a model — cache, queue, sandbox, store.
+
+    bundle = compile_job(Job(kind="gallery", name="mlp"), session="abc", progress=print)
+
+``compile_job`` looks the job up in the store by content hash (code, options, backend, jax
+version, device kind); on a miss it queues the job, a sandboxed worker runs it
+(``analysis.sandbox``), and the Bundle is stored before it is returned. Errors are
+``ExplorerError`` (never a traceback).
+
+The queue (``JobQueue``): compile-only jobs run in parallel, up to ``Limits.workers`` at once;
+measurement jobs (``Job.measure`` or ``Job.compare_fusion``) run one at a time and alone, so
+timings do not disturb each other: while one waits no new compile job starts, and it starts
+when the running ones have finished. ``submit`` returns a ``JobHandle`` with ``status``,
+``position()`` (jobs ahead of it in its lane), ``phase`` (the worker's last progress message),
+``result(timeout)`` and ``cancel()``. Each session may have ``Limits.session_jobs`` jobs queued
+or running; one more is refused with a ``limit`` error. Two identical requests in flight share
+one worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import os
+import platform
+import threading
+import time
+import warnings
+from dataclasses import asdict
+from typing import Callable
+
+from analysis.errors import ExplorerError
+from analysis.sandbox import Limits, gpu_device_nodes, sandbox_status
+from analysis.worker import Job, run_job, run_probe
+
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+
+
+def is_measure(job: Job) -> bool:
+    return bool(job.measure or job.compare_fusion)
+
+
+# ----------------------------------------------------------------------------- cache keys
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def machine_fingerprint() -> dict:
+    """What decides which devices JAX sees here, known without importing JAX."""
+    return {"host": platform.node(), "machine": platform.machine(), "jax": _version("jax"),
+            "jaxlib": _version("jaxlib"), "nvidia": gpu_device_nodes(),
+            "env": {k: os.environ.get(k, "") for k in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES")}}
+
+
+_probe_lock = threading.Lock()
+_probe_memo: dict[str, dict] = {}
+
+
+def device_probe(store=None, limits: Limits | None = None) -> dict:
+    """The devices JAX sees on this machine (``worker.probe()``), asked once per machine and
+    remembered in the store under the machine's fingerprint."""
+    from analysis.store import content_key
+
+    fp = content_key(machine_fingerprint())
+    with _probe_lock:
+        if fp in _probe_memo:
+            return _probe_memo[fp]
+        found = None
+        if store is not None:
+            try:
+                found = store.get_meta(f"probe:{fp}")
+            except ExplorerError as e:
+                warnings.warn(e.one_line())
+        if not isinstance(found, dict) or "backends" not in found:
+            found = run_probe(limits)
+            if store is not None:
+                try:
+                    store.put_meta(f"probe:{fp}", found)
+                except ExplorerError as e:
+                    warnings.warn(e.one_line())
+        _probe_memo[fp] = found
+        return found
+
+
+def device_kind_for(backend: str, probe: dict) -> str:
+    b = probe.get("default", "cpu") if backend == "auto" else backend
+    info = probe.get("backends", {}).get(b)
+    return f"{b}:{info['device_kind']}x{info.get('count', 1)}" if info else f"{b}:absent"
+
+
+def job_source(job: Job) -> str:
+    """The code a job runs (a gallery entry's file text, read without importing it)."""
+    if job.kind == "gallery":
+        from sample_models import gallery
+
+        entries = gallery()
+        if job.name not in entries:
+            raise ExplorerError("load", f"no gallery model named {job.name!r} (have: {', '.join(entries)})")
+        return entries[job.name].source
+    return job.source
+
+
+def cache_key(job: Job, device_kind: str) -> str:
+    """Content hash of everything that decides a job's bundle."""
+    from analysis.bundle import SCHEMA_VERSION
+    from analysis.store import content_key
+
+    d = asdict(job)
+    d["source"] = job_source(job)
+    return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)
+
+
+# ----------------------------------------------------------------------------- the queue
+
+
+class JobHandle:
+    """One submitted job: watch it, wait for it, or cancel it while it waits."""
+
+    def __init__(self, queue: "JobQueue", job: Job, session: str, key: str | None):
+        self.job, self.session, self.key = job, session, key
+        self.status = QUEUED
+        self.phase: str | None = None
+        self.submitted = time.monotonic()
+        self.started: float | None = None
+        self.finished: float | None = None
+        self._queue = queue
+        self._done = threading.Event()
+        self._cancel = threading.Event()
+        self._bundle = None
+        self._error: ExplorerError | None = None
+        self._listeners: list[Callable[[str], None]] = []
+
+    @property
+    def measure(self) -> bool:
+        return is_measure(self.job)
+
+    def position(self) -> int | None:
+        """Jobs ahead of this one in its lane (0: next or running); None once finished."""
+        return self._queue._position(self)
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self, timeout: float | None = None):
+        """The Bundle; raises the job's ExplorerError, or TimeoutError if not done in time."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"job not finished after {timeout} s (status {self.status})")
+        if self._error is not None:
+            raise self._error
+        return self._bundle
+
+    def cancel(self) -> bool:
+        """Stop the job: a queued one is dropped, a running one's worker is killed."""
+        self._cancel.set()
+        return self._queue._cancel(self)
+
+    def _progress(self, phase: str) -> None:
+        self.phase = phase
+        for fn in list(self._listeners):
+            try:
+                fn(phase)
+            except Exception:  # noqa: BLE001 - a caller's callback must not break the job
+                pass
+
+    def _finish(self, bundle=None, error: ExplorerError | None = None) -> None:
+        self._bundle, self._error = bundle, error
+        self.status = DONE if error is None else (CANCELLED if self._cancel.is_set() else FAILED)
+        self.finished = time.monotonic()
+        self._done.set()
+
+
+class JobQueue:
+    """Runs jobs in sandboxed workers: compile jobs in parallel, measurement jobs alone."""
+
+    def __init__(self, limits: Limits | None = None, store=None, runner: Callable | None = None):
+        self.limits = limits or Limits.from_env()
+        self.store = store
+        self._runner = runner or run_job
+        self._cv = threading.Condition()
+        self._lanes: dict[bool, collections.deque] = {False: collections.deque(), True: collections.deque()}
+        self._running: list[JobHandle] = []
+        self._inflight: dict[str, JobHandle] = {}
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        for i in range(max(1, self.limits.workers)):
+            t = threading.Thread(target=self._loop, name=f"xla-explorer-worker-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    # -- submitting -------------------------------------------------------------------------
+
+    def submit(self, job: Job, session: str = "default", key: str | None = None,
+               progress: Callable[[str], None] | None = None) -> JobHandle:
+        """Queue ``job``; with ``key`` (its cache key) a finished bundle is stored under it and an
+        identical job already in flight is shared instead of run twice."""
+        with self._cv:
+            if self._closed:
+                raise ExplorerError("run", "the job queue is shut down")
+            if key is not None and key in self._inflight:
+                h = self._inflight[key]
+                if progress:
+                    h._listeners.append(progress)
+                return h
+            mine = sum(1 for h in self._all() if h.session == session)
+            if mine >= self.limits.session_jobs:
+                raise ExplorerError("limit", f"this session already has {mine} jobs queued or running "
+                                             f"(limit {self.limits.session_jobs}); wait for one to finish")
+            h = JobHandle(self, job, session, key)
+            if progress:
+                h._listeners.append(progress)
+            self._lanes[h.measure].append(h)
+            if key is not None:
+                self._inflight[key] = h
+            self._cv.notify_all()
+            return h
+
+    def _all(self):
+        return list(self._lanes[False]) + list(self._lanes[True]) + self._running
+
+    def _position(self, h: JobHandle) -> int | None:
+        with self._cv:
+            if h.done():
+                return None
+            if h.status == RUNNING:
+                return 0
+            lane = self._lanes[h.measure]
+            try:
+                i = lane.index(h)
+            except ValueError:
+                return None
+            # A measurement job also waits for the running measurement job.
+            busy = sum(1 for r in self._running if r.measure == h.measure) if h.measure else 0
+            return i + busy
+
+    def _cancel(self, h: JobHandle) -> bool:
+        with self._cv:
+            lane = self._lanes[h.measure]
+            if h in lane:
+                lane.remove(h)
+                self._forget(h)
+                h._finish(error=ExplorerError("run", "the job was cancelled", h.job.filename))
+                self._cv.notify_all()
+                return True
+        return h.status == RUNNING  # the runner sees the cancel event and kills the worker
+
+    def _forget(self, h: JobHandle) -> None:
+        if h.key is not None and self._inflight.get(h.key) is h:
+            del self._inflight[h.key]
+
+    def stats(self) -> dict:
+        with self._cv:
+            return {"queued": len(self._lanes[False]), "queued_measure": len(self._lanes[True]),
+                    "running": len(self._running), "workers": self.limits.workers}
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _next(self) -> JobHandle | None:
+        """Under the lock: the job this thread may start now, if any."""
+        measuring = any(r.measure for r in self._running)
+        if measuring:
+            return None
+        if self._lanes[True]:
+            # A measurement job waits for the running compile jobs, and blocks new ones.
+            return self._lanes[True].popleft() if not self._running else None
+        if self._lanes[False] and len(self._running) < self.limits.workers:
+            return self._lanes[False].popleft()
+        return None
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                h = self._next()
+                while h is None:
+                    if self._closed:
+                        return
+                    self._cv.wait()
+                    h = self._next()
+                h.status, h.started = RUNNING, time.monotonic()
+                self._running.append(h)
+            bundle, error = None, None
+            try:
+                bundle = self._runner(h.job, h._progress, limits=self.limits, cancel=h._cancel)
+                if self.store is not None and h.key is not None:
+                    try:
+                        self.store.put_bundle(h.key, bundle)
+                    except ExplorerError as e:
+                        warnings.warn(f"bundle not cached: {e.one_line()}")
+            except ExplorerError as e:
+                error = e
+            except Exception as e:  # noqa: BLE001 - a bug here must still end the job
+                error = ExplorerError("run", f"internal error: {type(e).__name__}: {e}", h.job.filename)
+            with self._cv:
+                self._running.remove(h)
+                self._forget(h)
+                h._finish(bundle, error)
+                self._cv.notify_all()
+
+    def shutdown(self, wait: bool = True) -> None:
+        with self._cv:
+            self._closed = True
+            for lane in self._lanes.values():
+                while lane:
+                    h = lane.popleft()
+                    self._forget(h)
+                    h._finish(error=ExplorerError("run", "the job queue was shut down", h.job.filename))
+            self._cv.notify_all()
+        if wait:
+            for t in self._threads:
+                t.join(timeout=60)
+
+
+_default_queue: JobQueue | None = None
+_default_lock = threading.Lock()
+
+
+def default_queue() -> JobQueue:
+    """The process-wide queue (limits from settings/environment, the default store)."""
+    global _default_queue
+    with _default_lock:
+        if _default_queue is None:
+            from analysis.store import default_store
+
+            _default_queue = JobQueue(Limits.from_env(), default_store())
+        return _default_queue
+
+
+# ----------------------------------------------------------------------------- the one call
+
+
+def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
+                timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
+                on_submit: Callable[[JobHandle], None] | None = None):
+    """A Bundle for ``job``: from the cache if this exact job ran before on this kind of
+    machine, else queued, run in a sandboxed worker and stored. Raises ``ExplorerError``.
+
+    ``progress`` receives ``"cached"``, ``"queued:N"`` (N jobs ahead), then the worker's phases;
+    ``on_submit`` receives the ``JobHandle`` (for a UI that shows the queue position).
+    The returned bundle carries ``bundle.__dict__["_cache"]`` = "hit" or "miss"."""
+    queue = queue or default_queue()
+    say = progress or (lambda p: None)
+    key = None
+    store = queue.store if use_cache else None
+    if store is not None:
+        try:
+            kind = device_kind_for(job.backend, device_probe(store, queue.limits))
+            key = cache_key(job, kind)
+            found = store.get_bundle(key)
+        except ExplorerError as e:
+            if e.phase not in ("store", "limit", "run"):
+                raise
+            warnings.warn(f"cache not used: {e.one_line()}")
+            found, key = None, (key if e.phase == "store" else None)
+        if found is not None:
+            say("cached")
+            found.__dict__["_cache"] = "hit"
+            return found
+    h = queue.submit(job, session=session, key=key, progress=progress)
+    if on_submit:
+        on_submit(h)
+    pos = h.position()
+    if pos:
+        say(f"queued:{pos}")
+    bundle = h.result(timeout)
+    bundle.__dict__["_cache"] = "miss"
+    return bundle
+
+
+def status_line() -> str:
+    """One line for the UI/CLI: isolated or not, and why."""
+    ok, reason = sandbox_status()
+    return reason if ok else f"NOT ISOLATED: {reason}"
