@@ -1,0 +1,133 @@
+"""The kernels & timings view: pure figure builders on a measured bundle, and the Streamlit
+render function through AppTest. The bundle is measured once (a few iterations) and then
+only read: the view never needs JAX."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.bundle import Bundle
+from analysis.kernels import ROUTE_COLORS
+from app import kernels_view as kv
+
+
+@pytest.fixture(scope="module")
+def measured_json(tmp_path_factory):
+    pytest.importorskip("jax")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("data")))
+    from analysis import run, timings
+
+    loaded = run.load_gallery("mlp")
+    b = run.compile_to_bundle(loaded, "cpu")
+    timings.measure_bundle(b, iterations=4)
+    timings.compare_fusion(b, loaded, measure=True, iterations=4)
+    mp.undo()
+    return b.to_json()
+
+
+@pytest.fixture()
+def bundle(measured_json):
+    # A fresh Bundle from JSON each time: exactly what the app holds (no compiled program).
+    return Bundle.from_json(measured_json)
+
+
+def test_table_rows_have_the_measured_columns(bundle):
+    rows = kv.kernel_rows(bundle)
+    assert {r["kernel"] for r in rows} == {k.name for k in bundle.kernels}
+    for r in rows:
+        assert r["time_us"] > 0 and r["calls"] >= 1 and 0 <= r["share"] <= 1
+    times = [r["time_us"] * r["calls"] for r in rows]
+    assert times == sorted(times, reverse=True)
+
+
+def test_top_kernels_bars_are_coloured_by_route(bundle):
+    fig = kv.top_kernels_figure(bundle)
+    assert fig.data
+    names = set()
+    for tr in fig.data:
+        assert tr.type == "bar"
+        route = next(r for r, lab in kv.ROUTE_LABELS.items() if lab == tr.name)
+        assert tr.marker.color == ROUTE_COLORS[route]
+        names |= set(tr.customdata)
+    assert names == set(bundle.timings["kernels"])
+
+
+def test_treemap_is_route_library_kernel(bundle):
+    tm = kv.treemap_figure(bundle).data[0]
+    assert tm.type == "treemap"
+    leaves = [i for i, c in zip(tm.ids, tm.customdata) if c]
+    assert all(i.count("/") == 2 for i in leaves)
+    assert {i.split("/")[0] for i in leaves} <= set(ROUTE_COLORS)
+    assert set(tm.parents) - {""} <= set(tm.ids)
+
+
+def test_timeline_shows_one_step(bundle):
+    fig = kv.timeline_figure(bundle)
+    n = sum(len(tr.x) for tr in fig.data)
+    assert n == len(bundle.timings["timeline"]["events"])
+    assert all(b >= 0 for tr in fig.data for b in tr.base)
+
+
+def test_roofline_has_roofs_and_points(bundle):
+    fig = kv.roofline_figure(bundle)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    roofs = [tr for tr in fig.data if tr.mode == "lines"]
+    points = [tr for tr in fig.data if tr.mode == "markers"]
+    assert roofs and points
+    assert all(y > 0 for tr in points for y in tr.y)
+
+
+def test_fusion_comparison_reads_in_five_seconds(bundle):
+    fig = kv.fusion_figure(bundle)
+    fc = bundle.fusion_comparison
+    assert f"{fc['unfused']['kernels']} → {fc['default']['kernels']} kernels" in fig.layout.title.text
+    assert len(fig.data) == 3  # kernels, bytes, time
+    rows = kv.fusion_table(bundle)
+    assert [r[""] for r in rows][:2] == ["kernels", "bytes moved (estimate)"]
+
+
+def test_unmeasured_bundle_still_draws(bundle):
+    bundle.timings = None
+    bundle.fusion_comparison = None
+    figs = kv.figures(bundle)
+    assert set(figs) == {"Top kernels", "Treemap", "Timeline", "Roofline", "Fusion off"}
+    assert kv.top_kernels_figure(bundle).data  # bytes instead of time
+    assert all(r["time_us"] is None for r in kv.kernel_rows(bundle))
+
+
+def _app(bundle_json: str, prefix: str = "t"):
+    def page():
+        import streamlit as st
+
+        from analysis.bundle import Bundle
+        from app.kernels_view import render_kernels_view
+
+        b = Bundle.from_json(st.session_state["bundle_json"])
+        st.session_state["picked"] = render_kernels_view(b, key_prefix=st.session_state["prefix"])
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.session_state["bundle_json"] = bundle_json
+    at.session_state["prefix"] = prefix
+    return at
+
+
+def test_render_measured(measured_json):
+    at = _app(measured_json).run()
+    assert not at.exception
+    assert len(at.dataframe) == 1
+    assert [t.label for t in at.tabs] == ["Top kernels", "Treemap", "Timeline", "Roofline", "Fusion off"]
+    assert at.session_state["picked"] is None
+    assert any("step" in m.label for m in at.metric)
+    assert len(at.table) == 1  # the fusion comparison
+    assert at.get("download_button")
+
+
+def test_render_unmeasured(bundle):
+    bundle.timings = None
+    bundle.fusion_comparison = None
+    at = _app(bundle.to_json(), prefix="").run()
+    assert not at.exception
+    assert any("Not measured" in c.value for c in at.caption)
