@@ -58,17 +58,21 @@ _VALUE = (
     r'(?:[^,{}()\[\]"\n/]++|/(?!\*)|' + _STR + r"|\{" + _BAL + r"\}|\(" + _BAL + r"\)|\[" + _BAL + r"\])*+"
 )
 _NAME = r"[A-Za-z_$.\-][\w.\-$]*"
+# An array shape: element type, dimensions (static, '<=N' bounded, '?' unbounded), layout.
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*+\](?:\{[^}\n]*+\})?"
 
 _INSTR_RE = re.compile(
     r"[ \t]*(?P<root>ROOT[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*=[ \t]*"
-    r"(?P<shape>\((?:" + _BAL + r")\)|[a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?)[ \t]+"
+    r"(?P<shape>\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r")[ \t]+"
     r"(?P<opcode>[a-z][a-z0-9\-]*)\((?P<operands>" + _BAL + r")\)"
 )
 _ATTR_RE = re.compile(r"[ \t]*,[ \t]*(?P<key>[A-Za-z_][\w.\-]*)=(?P<value>" + _VALUE + r")")
 _END_RE = re.compile(r"[ \t]*(?:/\*.*?\*/[ \t]*)?(?://[^\n]*)?(?:\n|$|(?=\}))")
 _COMP_RE = re.compile(
     r"(?P<entry>ENTRY[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*"
-    r"(?P<sig>\((?:" + _BAL + r")\)[ \t]*->[ \t]*(?:\((?:" + _BAL + r")\)|[^{\n]*?))?[ \t]*\{[ \t]*\n"
+    r"(?P<sig>\((?:" + _BAL + r")\)[ \t]*->[ \t]*(?:\((?:" + _BAL + r")\)"
+    # an array result may print its layout: '-> f32[4]{0} {'
+    r"|[a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^{}\n]*\})?(?=[ \t]*\{)|[^{\n]*?))?[ \t]*\{[ \t]*\n"
 )
 _COMP_SUFFIX_RE = re.compile(r"\}[ \t]*(?:,[ \t]*execution_thread=\"(?P<thread>[^\"]*)\")?[ \t]*(?:\n|$)")
 _HEADER_RE = re.compile(r"\s*HloModule[ \t]+(?P<name>[^\s,]+)(?P<attrs>(?:" + _ATTR_RE.pattern + r")*)[ \t]*(?:\n|$)")
@@ -85,6 +89,7 @@ _KV_RE = re.compile(r"(\w+)=(" + _STR + r"|-?\d+)")
 # Attributes that name called computations, and which role each plays.
 CALL_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
               "true_computation", "false_computation", "called_computations", "async_wrapped")
+_CALL_ATTR_SET = frozenset(CALL_ATTRS)
 
 
 def _split_top(text: str, sep: str = ",") -> list[str]:
@@ -113,6 +118,8 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
 
 def _unquote(s: str) -> str:
     if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
+        if "\\" not in s:  # nothing escaped: skip the JSON decoder
+            return s[1:-1]
         try:
             return json.loads(s)
         except ValueError:
@@ -179,9 +186,8 @@ class Instruction:
     @cached_property
     def called_computations(self) -> list[str]:
         out: list[str] = []
-        for key in CALL_ATTRS:
-            v = self.attributes.get(key)
-            if v is None:
+        for key, v in self.attributes.items():  # in text order: condition before body, ...
+            if key not in _CALL_ATTR_SET:
                 continue
             v = v.strip()
             if v.startswith("{"):
@@ -277,9 +283,10 @@ class Computation:
         return self.instructions[-1] if self.instructions else None
 
     def users(self) -> dict[str, list[Instruction]]:
+        """Instruction name -> the instructions that use it, each once (as XLA's users())."""
         out: dict[str, list[Instruction]] = {i.name: [] for i in self.instructions}
         for i in self.instructions:
-            for o in i.operands:
+            for o in dict.fromkeys(i.operands):
                 if o in out:
                     out[o].append(i)
         return out
@@ -332,8 +339,18 @@ class Module:
             loc.get("column"), loc.get("end_column"), self.function_names.get(loc.get("function_name_id", -1)),
         )
 
+    @cached_property
+    def _stack_cache(self) -> dict[int, tuple[SourceLocation, ...]]:
+        return {}
+
     def stack_trace(self, frame_id: int) -> tuple[SourceLocation, ...]:
         """Source locations from the frame outwards (innermost first)."""
+        cached = self._stack_cache.get(frame_id)
+        if cached is None:
+            cached = self._stack_cache[frame_id] = self._walk_stack(frame_id)
+        return cached
+
+    def _walk_stack(self, frame_id: int) -> tuple[SourceLocation, ...]:
         out: list[SourceLocation] = []
         seen: set[int] = set()
         fid = frame_id
@@ -415,6 +432,8 @@ def parse_module(text: str) -> Module:
     """Parse an HLO module's text. Raises HloParseError (with line and column) if malformed."""
     if not isinstance(text, str):
         raise TypeError("parse_module expects str")
+    if "\r" in text:  # Windows line endings (a file saved on Windows, a browser upload)
+        text = text.replace("\r\n", "\n")
     src = _Text(text)
     m = _HEADER_RE.match(text)
     if not m:
@@ -470,25 +489,38 @@ def parse_module(text: str) -> Module:
                 pos = e.end()
                 break
             im = _INSTR_RE.match(text, s)
-            if not im:
-                raise src.error(_diagnose_instruction(text, s), s)
-            p = im.end()
-            attrs: dict[str, str] = {}
-            while True:
-                am = _ATTR_RE.match(text, p)
-                if not am:
-                    break
-                attrs[am.group("key")] = am.group("value").strip()
-                p = am.end()
-            e = _END_RE.match(text, p)
-            if not e:
-                raise src.error("unexpected text after instruction (expected ', key=value' or end of line)", p)
-            opcode = im.group("opcode")
-            operand_text = im.group("operands")
+            e = None
+            if im:
+                p = im.end()
+                attrs: dict[str, str] = {}
+                while True:
+                    am = _ATTR_RE.match(text, p)
+                    if not am:
+                        break
+                    attrs[am.group("key")] = am.group("value").strip()
+                    p = am.end()
+                e = _END_RE.match(text, p)
+            if e:
+                is_root, name, shape_text = bool(im.group("root")), im.group("name"), im.group("shape")
+                opcode, operand_text = im.group("opcode"), im.group("operands")
+            else:
+                # Slow path: nesting deeper than the regexes unroll, or an error to locate.
+                try:
+                    is_root, name, shape_text, opcode, operand_text, attrs, p = _scan_instruction(text, s)
+                except _ScanError as err:
+                    raise src.error(err.message, err.pos) from None
+                e = _END_RE.match(text, p)
+                if not e:
+                    raise src.error("unexpected text after instruction (expected ', key=value' or end of line)", p)
+            if shape_text[0] == "(":  # tuple shapes are checked now (array shapes by the regex)
+                try:
+                    _cached_shape(shape_text)
+                except ShapeParseError as err:
+                    raise src.error(f"bad shape: {err}", s) from None
             inst = Instruction(
-                im.group("name"), opcode, im.group("shape"),
+                name, opcode, shape_text,
                 [] if opcode in _NON_OPERAND_OPCODES else _operand_names(operand_text),
-                attrs, bool(im.group("root")), line, operand_text, comp,
+                attrs, is_root, line, operand_text, comp,
             )
             insts.append(inst)
             line += text.count("\n", s, e.end())
@@ -502,25 +534,105 @@ def parse_module(text: str) -> Module:
     return module
 
 
-def _diagnose_instruction(text: str, s: int) -> str:
-    """A one-line reason why the instruction at ``s`` did not match."""
-    end = text.find("\n", s)
-    line = text[s:] if end < 0 else text[s:end]
-    if "=" not in line:
-        return "expected an instruction 'name = shape opcode(operands)'"
-    lhs, rhs = line.split("=", 1)
-    if not re.fullmatch(r"\s*(ROOT\s+)?%?" + _NAME + r"\s*", lhs):
-        return "bad instruction name"
-    rhs = rhs.strip()
-    try:
-        parse_shape(re.match(r"(\([^=]*?\)|\S+)", rhs).group(1)) if rhs else None
-    except (ShapeParseError, AttributeError):
-        return "bad shape"
-    if "(" not in rhs:
-        return "expected 'opcode(operands)' after the shape"
-    if rhs.count("(") != rhs.count(")") or rhs.count("{") != rhs.count("}"):
-        return "unbalanced brackets"
-    return "malformed instruction"
+class _ScanError(Exception):
+    def __init__(self, message: str, pos: int):
+        super().__init__(message)
+        self.message, self.pos = message, pos
+
+
+_PLAIN_RUN_RE = re.compile(r'[^{}()\[\]"/,\n]++')
+_STR_RE = re.compile(_STR)
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+_INSTR_HEAD_RE = re.compile(r"[ \t]*(?P<root>ROOT[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*=[ \t]*")
+_ARRAY_SHAPE_RE = re.compile(_ARRAY_SHAPE)
+_OPCODE_RE = re.compile(r"[ \t]+(?P<opcode>[a-z][a-z0-9\-]*)\(")
+_ATTR_KEY_RE = re.compile(r"[ \t]*,[ \t]*(?P<key>[A-Za-z_][\w.\-]*)=")
+
+
+def _scan(text: str, pos: int, group: bool) -> int:
+    """Linear-time bracket scanner for any nesting depth; returns the end position.
+
+    ``group``: ``text[pos]`` opens a bracket; stop after its partner. Otherwise scan an attribute
+    value: stop at a top-level ',' or newline or an unmatched closing bracket.
+    """
+    n = len(text)
+    stack: list[tuple[str, int]] = []
+    while pos < n:
+        m = _PLAIN_RUN_RE.match(text, pos)
+        if m:
+            pos = m.end()
+            if pos >= n:
+                break
+        c = text[pos]
+        if c == '"':
+            m = _STR_RE.match(text, pos)
+            if not m:
+                raise _ScanError("unterminated string", pos)
+            pos = m.end()
+        elif c == "/":
+            if text.startswith("/*", pos):
+                j = text.find("*/", pos + 2)
+                if j < 0:
+                    raise _ScanError("unterminated /* comment", pos)
+                pos = j + 2
+            else:
+                pos += 1
+        elif c in "([{":
+            stack.append((_CLOSER[c], pos))
+            pos += 1
+        elif c in ")]}":
+            if not stack:
+                return pos
+            if c != stack[-1][0]:
+                raise _ScanError(f"{text[stack[-1][1]]!r} is not closed: found {c!r} where "
+                                 f"{stack[-1][0]!r} was expected", stack[-1][1])
+            stack.pop()
+            pos += 1
+            if group and not stack:
+                return pos
+        else:  # ',' or newline
+            if not stack:
+                return pos
+            pos += 1
+    if stack:
+        raise _ScanError(f"{text[stack[-1][1]]!r} is not closed before the end of the text", stack[-1][1])
+    return pos
+
+
+def _scan_instruction(text: str, s: int):
+    """The instruction at ``s`` read with ``_scan`` instead of the fixed-depth regexes.
+
+    Returns (is_root, name, shape_text, opcode, operand_text, attributes, end) or raises _ScanError
+    with a one-line reason and the position it refers to."""
+    h = _INSTR_HEAD_RE.match(text, s)
+    if not h:
+        raise _ScanError("expected an instruction 'name = shape opcode(operands)'", s)
+    p = h.end()
+    if text.startswith("(", p):
+        e = _scan(text, p, True)
+        shape = text[p:e]
+    else:
+        m = _ARRAY_SHAPE_RE.match(text, p)
+        if not m:
+            end = p
+            while end < len(text) and not text[end].isspace():
+                end += 1
+            raise _ScanError(f"bad shape {text[p:end][:40]!r} (expected e.g. f32[2,3]{{1,0}})", p)
+        shape, e = m.group(), m.end()
+    o = _OPCODE_RE.match(text, e)
+    if not o:
+        raise _ScanError("expected 'opcode(operands)' after the shape", e)
+    oe = _scan(text, o.end() - 1, True)
+    operands = text[o.end():oe - 1]
+    p = oe
+    attrs: dict[str, str] = {}
+    while True:
+        k = _ATTR_KEY_RE.match(text, p)
+        if not k:
+            break
+        p = _scan(text, k.end(), False)
+        attrs[k.group("key")] = text[k.end():p].strip()
+    return bool(h.group("root")), h.group("name"), shape, o.group("opcode"), operands, attrs, p
 
 
 def _check(module: Module, src: _Text) -> None:

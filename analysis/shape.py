@@ -28,7 +28,9 @@ class ShapeParseError(ValueError):
     """A shape string that is not HLO shape syntax; ``pos`` is the offset in the string."""
 
     def __init__(self, message: str, text: str, pos: int):
-        super().__init__(f"{message} at offset {pos} in shape {text!r}")
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        super().__init__(f"{message} at offset {pos} in shape {shown!r}")
+        self.message = message
         self.text = text
         self.pos = pos
 
@@ -126,7 +128,8 @@ class Shape:
 
 
 _ARRAY_RE = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
-_TILE_RE = re.compile(r"T\(([^)]*)\)")
+_TILE_RE = re.compile(r"T((?:\([^)]*\))+)")
+_TILE_DIMS_RE = re.compile(r"\(([^)]*)\)")
 
 
 def _parse_layout(text: str, src: str, pos: int) -> Layout:
@@ -141,9 +144,11 @@ def _parse_layout(text: str, src: str, pos: int) -> Layout:
     tiles: tuple[tuple[int, ...], ...] = ()
     esize = mspace = None
     if ext:
+        # ``T(8,128)(2,1)`` is one tiling of two tiles: the second tiles the first.
         tiles = tuple(
             tuple(int(v) if v.strip() not in ("*", "") else -1 for v in t.split(","))
-            for t in _TILE_RE.findall(ext)
+            for group in _TILE_RE.findall(ext)
+            for t in _TILE_DIMS_RE.findall(group)
         )
         m = re.search(r"E\((\d+)\)", ext)
         esize = int(m.group(1)) if m else None
@@ -168,10 +173,16 @@ def _skip_space(text: str, pos: int, n: int) -> int:
     return pos
 
 
-def _parse_at(text: str, pos: int) -> tuple[Shape, int]:
+# Deeper tuple nesting than this is refused with a ShapeParseError instead of a RecursionError.
+MAX_TUPLE_DEPTH = 64
+
+
+def _parse_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
     n = len(text)
     pos = _skip_space(text, pos, n)
     if pos < n and text[pos] == "(":
+        if depth >= MAX_TUPLE_DEPTH:
+            raise ShapeParseError(f"tuple shape nested deeper than {MAX_TUPLE_DEPTH}", text, pos)
         pos += 1
         elems: list[Shape] = []
         while True:
@@ -182,7 +193,7 @@ def _parse_at(text: str, pos: int) -> tuple[Shape, int]:
                 if pos >= n or text[pos] != ",":
                     raise ShapeParseError("expected ',' or ')' in tuple shape", text, pos)
                 pos += 1
-            sub, pos = _parse_at(text, pos)
+            sub, pos = _parse_at(text, pos, depth + 1)
             elems.append(sub)
     m = _ARRAY_RE.match(text, pos)
     if not m:

@@ -235,11 +235,15 @@ def _compare(text: str) -> int:
     n = 0
     for comp, tc in zip(ours.computations, their_comps):
         their_insts = tc.instructions()
+        users = comp.users()
+        order = {i.name: k for k, i in enumerate(comp.instructions)}
         assert [i.name for i in comp.instructions] == [i.name for i in their_insts], comp.name
         for inst, ti in zip(comp.instructions, their_insts):
             where = f"{comp.name}/{inst.name}"
             assert inst.opcode == opcode_text(ti.opcode), where
             assert inst.operands == [o.name for o in ti.operands()], where
+            assert [u.name for u in users[inst.name]] == sorted(
+                (u.name for u in ti.users()), key=order.__getitem__), where
             their_raw = _oracle_shape_text(ti)
             their_shape = _drop_comments(their_raw)
             our_shape = str(inst.shape)
