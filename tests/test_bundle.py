@@ -1,0 +1,174 @@
+"""The Bundle as JSON: round trips, and every way a file can be bad -> one-line load error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.bundle import SCHEMA_VERSION, Bundle, bundle_from_hlo
+from analysis.errors import ExplorerError
+from sample_models import gallery
+from test_kernels import CPU_HLO, GPU_HLO  # tests/ is on sys.path (rootdir-relative import)
+
+GALLERY = list(gallery())
+
+PRE_HLO = '''HloModule jit_f, entry_computation_layout={(f32[8]{0})->f32[8]{0}}
+
+ENTRY %main.1 (x.1: f32[8]) -> f32[8] {
+  %x.1 = f32[8]{0} parameter(0), metadata={op_name="x"}
+  %neg.1 = f32[8]{0} negate(%x.1), metadata={op_name="jit(f)/neg" source_file="f.py" source_line=3}
+  ROOT %exp.1 = f32[8]{0} exponential(%neg.1), metadata={op_name="jit(f)/exp" source_file="f.py" source_line=3}
+}
+'''
+
+
+def _load_error(path) -> ExplorerError:
+    with pytest.raises(ExplorerError) as ei:
+        Bundle.load(path)
+    e = ei.value
+    assert e.phase == "load"
+    assert "\n" not in e.one_line()
+    assert e.file == str(path)
+    return e
+
+
+@pytest.mark.parametrize("name", GALLERY)
+def test_gallery_bundle_round_trip(gallery_bundle, name, tmp_path):
+    b = gallery_bundle(name)
+    path = tmp_path / "b.json"
+    b.save(path)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert set(data["stages"]) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}
+    loaded = Bundle.load(path)
+    assert loaded == b
+    assert loaded.content_hash() == b.content_hash()
+    assert loaded.kernels[0].source_lines == b.kernels[0].source_lines
+    # The views read from the loaded copy as from the original.
+    assert len(list(loaded.module("hlo_after").instructions())) == b.metrics["instructions_after"]
+
+
+@pytest.mark.parametrize("text", [GPU_HLO, CPU_HLO], ids=["gpu", "cpu"])
+def test_hlo_bundle_round_trip(text, tmp_path):
+    b = bundle_from_hlo(text, "step", "step.hlo")
+    assert b.kernels and b.stages == {"hlo_after": text}
+    path = tmp_path / "b.json"
+    b.save(path)
+    assert Bundle.load(path) == b
+    assert Bundle.from_json(b.to_json()) == b
+
+
+def test_bundle_from_post_text():
+    b = bundle_from_hlo(GPU_HLO, "step")
+    assert b.platform == "gpu" and b.title == "step"
+    assert b.provenance is None  # no pre-optimization text to map from
+    assert b.metrics["kernels_after"] == len([k for k in b.kernels if k.route != "control"])
+    assert "unfused_bytes" not in b.metrics
+
+
+def test_bundle_from_pre_text_only():
+    b = bundle_from_hlo(PRE_HLO, "f")
+    assert set(b.stages) == {"hlo_before"}
+    assert b.kernels == [] and b.provenance is None
+    assert b.metrics == {"compute_ops_before": 2}
+    assert Bundle.from_json(b.to_json()) == b
+
+
+def test_bundle_from_pre_and_post_text():
+    post = '''HloModule jit_f, is_scheduled=true
+%fc (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %n = f32[8]{0} negate(%p), metadata={op_name="jit(f)/neg" source_file="f.py" source_line=3}
+  ROOT %e = f32[8]{0} exponential(%n), metadata={op_name="jit(f)/exp" source_file="f.py" source_line=3}
+}
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %f = f32[8]{0} fusion(%x), kind=kLoop, calls=%fc
+}
+'''
+    b = bundle_from_hlo(post, "f", before_text=PRE_HLO)
+    assert set(b.stages) == {"hlo_before", "hlo_after"}
+    assert b.provenance.pre_to_kernels == {"neg.1": ["f"], "exp.1": ["f"]}
+    assert b.metrics["compute_ops_before"] == 2 and b.metrics["kernels_after"] == 1
+
+
+@pytest.mark.parametrize("bad, line", [
+    ("HloModule m\nENTRY %main {\n  %p = f32[2]{0} parameter(0)\n  ROOT %n = f32[2]{0} negate(%p\n}\n", 4),
+    ("HloModule m\nENTRY %main {\n  %p = f32[2]{0} parameter(0)\n  ROOT %n = f32[2,x]{0} negate(%p)\n}\n", 4),
+    ("HloModule m\nENTRY %main {\n  %p = f32[2]{0} parameter(0)\n", 4),
+    ("not hlo at all\n", 1),
+])
+def test_hlo_parse_errors(bad, line):
+    with pytest.raises(ExplorerError) as ei:
+        bundle_from_hlo(bad, "bad", "bad.hlo")
+    e = ei.value
+    assert e.phase == "parse" and e.file == "bad.hlo"
+    assert e.line == line
+    assert e.one_line().startswith(f"parse error at bad.hlo:{line}")
+
+
+def test_truncated_gpu_text_is_a_parse_error():
+    cut = GPU_HLO[: GPU_HLO.index("%async-start")]
+    with pytest.raises(ExplorerError) as ei:
+        bundle_from_hlo(cut)
+    assert ei.value.phase == "parse" and ei.value.line is not None
+
+
+@pytest.fixture
+def good(tmp_path):
+    b = bundle_from_hlo(CPU_HLO, "cpu")
+    return json.loads(b.to_json())
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"schema_version": 1, "source": {', "not valid JSON"),  # truncated
+    ("{not json", "not valid JSON"),  # corrupted
+    ("[1, 2, 3]", "JSON object"),  # not an object
+    ('"a string"', "JSON object"),
+    ("{}", "schema_version"),  # wrong schema: not a bundle
+    ('{"schema_version": "1"}', "schema_version"),
+    ('{"schema_version": true}', "schema_version"),
+    ('{"schema_version": 1, "kernels": [{"name": "k"}]}', "malformed"),
+    ('{"schema_version": 1, "kernels": 5}', "malformed"),
+    ('{"schema_version": 1, "metrics": [1]}', "metrics"),
+    ('{"schema_version": 1, "source": "x"}', "source"),
+    ('{"schema_version": 1, "stages": {"hlo_after": 3}}', "stages"),
+    ('{"schema_version": 1, "provenance": "x"}', "provenance"),
+    (b"\xff\xfe\x00garbage", "not valid JSON"),
+    ("", "not valid JSON"),
+])
+def test_bad_files_are_load_errors(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
+    e = _load_error(path)
+    assert needle in e.message
+
+
+def test_truncated_real_bundle(tmp_path, good):
+    path = tmp_path / "cut.json"
+    text = json.dumps(good)
+    path.write_text(text[: len(text) // 2])
+    e = _load_error(path)
+    assert e.line is not None
+
+
+def test_newer_schema_is_refused(tmp_path, good):
+    good["schema_version"] = SCHEMA_VERSION + 1
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(good))
+    e = _load_error(path)
+    assert "newer" in e.message and str(SCHEMA_VERSION + 1) in e.message
+
+
+def test_older_schema_and_unknown_fields_load(good):
+    good["schema_version"] = 1
+    good["a_field_from_the_future"] = {"x": 1}
+    del good["timings"]
+    b = Bundle.from_dict(good)
+    assert b.schema_version == SCHEMA_VERSION and b.timings is None
+
+
+def test_missing_file(tmp_path):
+    e = _load_error(tmp_path / "nope.json")
+    assert e.message
