@@ -642,7 +642,8 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
         "step_std_s": statistics.pstdev(wall) if n > 1 else 0.0,
         "traced_step_median_s": statistics.median(traced_wall),
         **{k: v for k, v in measured.items() if k not in ("kernels",)},
-        "busy_fraction": (busy / step_med) if step_med else 0.0,
+        # Against the traced calls' wall clock: the events and that clock come from the same calls.
+        "busy_fraction": (busy / statistics.median(traced_wall)) if traced_wall else 0.0,
         "coverage_note": None,
         "peaks": peaks,
         "events_seen": len(events),
