@@ -61,29 +61,34 @@ _probe_lock = threading.Lock()
 _probe_memo: dict[str, dict] = {}
 
 
+def probe_meta_key() -> str:
+    """The store's meta key for this machine's device probe."""
+    from analysis.store import content_key
+
+    return "probe:" + content_key(machine_fingerprint())[:32]
+
+
 def device_probe(store=None, limits: Limits | None = None) -> dict:
     """The devices JAX sees on this machine (``worker.probe()``), asked once per machine and
     remembered in the store under the machine's fingerprint."""
-    from analysis.store import content_key
-
-    fp = content_key(machine_fingerprint())
+    fp = probe_meta_key()
     with _probe_lock:
-        if fp in _probe_memo:
-            return _probe_memo[fp]
-        found = None
+        stored = None
         if store is not None:
             try:
-                found = store.get_meta(f"probe:{fp}")
+                stored = store.get_meta(fp)
             except ExplorerError as e:
                 warnings.warn(e.one_line())
-        if not isinstance(found, dict) or "backends" not in found:
-            found = run_probe(limits)
-            if store is not None:
-                try:
-                    store.put_meta(f"probe:{fp}", found)
-                except ExplorerError as e:
-                    warnings.warn(e.one_line())
+        if isinstance(stored, dict) and "backends" in stored:
+            _probe_memo[fp] = stored
+            return stored
+        found = _probe_memo.get(fp) or run_probe(limits)
         _probe_memo[fp] = found
+        if store is not None:
+            try:
+                store.put_meta(fp, found)
+            except ExplorerError as e:
+                warnings.warn(e.one_line())
         return found
 
 

@@ -1,0 +1,237 @@
+"""The job queue and ``compile_job``.
+
+The scheduling tests use a stand-in runner (a function that records when it runs) because they
+test the queue's rules, not the sandbox; the end-to-end tests at the bottom run real sandboxed
+workers and a real SQLite store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from analysis import jobs, sandbox
+from analysis.bundle import bundle_from_hlo
+from analysis.errors import ExplorerError
+from analysis.jobs import JobQueue, compile_job
+from analysis.sandbox import Limits
+from analysis.store import Store
+from analysis.worker import Job
+
+HLO = """HloModule tiny, is_scheduled=true
+
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %e = f32[4]{0} exponential(%p)
+}
+"""
+
+
+class Recorder:
+    """A runner that takes ``delay`` seconds and records which jobs overlapped."""
+
+    def __init__(self, delay=0.3, fail_on=()):
+        self.delay, self.fail_on = delay, set(fail_on)
+        self.lock = threading.Lock()
+        self.running: set[str] = set()
+        self.log: list[tuple[str, frozenset]] = []  # (job name, running at its start)
+        self.max_parallel = 0
+
+    def __call__(self, job, progress=None, limits=None, cancel=None):
+        with self.lock:
+            self.running.add(job.name)
+            self.log.append((job.name, frozenset(self.running)))
+            self.max_parallel = max(self.max_parallel, len(self.running))
+        try:
+            if progress:
+                progress("compile")
+            end = time.monotonic() + self.delay
+            while time.monotonic() < end:
+                if cancel is not None and cancel.is_set():
+                    raise ExplorerError("run", "the job was cancelled")
+                time.sleep(0.01)
+            if job.name in self.fail_on:
+                raise ExplorerError("compile", "boom", job.filename)
+            return bundle_from_hlo(HLO, job.name)
+        finally:
+            with self.lock:
+                self.running.discard(job.name)
+
+
+def queue(workers=2, session_jobs=10, **kw):
+    r = Recorder(**kw)
+    return JobQueue(Limits(workers=workers, session_jobs=session_jobs), store=None, runner=r), r
+
+
+def test_compile_jobs_run_in_parallel_up_to_workers():
+    q, r = queue(workers=2)
+    hs = [q.submit(Job(name=f"c{i}"), session=f"s{i}") for i in range(6)]
+    assert [h.result(10).title for h in hs] == [f"c{i}" for i in range(6)]
+    assert r.max_parallel == 2
+    assert all(h.status == jobs.DONE for h in hs)
+    q.shutdown()
+
+
+def test_measurement_jobs_run_alone_and_block_new_compiles():
+    q, r = queue(workers=3, delay=0.25)
+    c1 = q.submit(Job(name="c1"), session="a")
+    time.sleep(0.05)
+    m1 = q.submit(Job(name="m1", measure=True), session="b")
+    m2 = q.submit(Job(name="m2", compare_fusion=True), session="c")
+    c2 = q.submit(Job(name="c2"), session="d")
+    assert m2.position() >= 1
+    for h in (c1, m1, m2, c2):
+        h.result(10)
+    for name, overlap in r.log:
+        if name.startswith("m"):
+            assert overlap == {name}, f"{name} ran together with {set(overlap) - {name}}"
+    order = [n for n, _ in r.log]
+    assert order.index("m1") < order.index("c2") and order.index("m2") < order.index("c2")
+    q.shutdown()
+
+
+def test_positions_count_down():
+    q, r = queue(workers=1, delay=0.3)
+    hs = [q.submit(Job(name=f"c{i}"), session=f"s{i}") for i in range(3)]
+    time.sleep(0.05)
+    assert hs[0].position() == 0 and hs[0].status == jobs.RUNNING
+    assert hs[1].position() == 0 and hs[2].position() == 1  # jobs ahead in the lane
+    hs[2].result(10)
+    assert hs[2].position() is None
+    q.shutdown()
+
+
+def test_session_limit():
+    q, r = queue(workers=1, session_jobs=2, delay=0.3)
+    q.submit(Job(name="a"), session="alice")
+    q.submit(Job(name="b"), session="alice")
+    with pytest.raises(ExplorerError) as info:
+        q.submit(Job(name="c"), session="alice")
+    assert info.value.phase == "limit"
+    q.submit(Job(name="d"), session="bob").result(10)  # other sessions are served
+    q.shutdown()
+
+
+def test_cancel_and_errors():
+    q, r = queue(workers=1, delay=0.5, fail_on={"bad"})
+    first = q.submit(Job(name="first"), session="a")
+    waiting = q.submit(Job(name="waiting"), session="b")
+    bad = q.submit(Job(name="bad"), session="c")
+    assert waiting.cancel() is True
+    with pytest.raises(ExplorerError):
+        waiting.result(1)
+    assert waiting.status == jobs.CANCELLED
+    first.result(10)
+    with pytest.raises(ExplorerError) as info:
+        bad.result(10)
+    assert info.value.phase == "compile" and bad.status == jobs.FAILED
+    assert "waiting" not in [n for n, _ in r.log]
+    q.shutdown()
+
+
+def test_identical_jobs_in_flight_share_one_run():
+    q, r = queue(workers=2, delay=0.3)
+    a = q.submit(Job(name="same"), session="a", key="K")
+    b = q.submit(Job(name="same"), session="b", key="K")
+    assert a is b
+    a.result(10)
+    assert [n for n, _ in r.log] == ["same"]
+    q.shutdown()
+
+
+def test_result_timeout():
+    q, r = queue(workers=1, delay=0.5)
+    h = q.submit(Job(name="slow"))
+    with pytest.raises(TimeoutError):
+        h.result(0.05)
+    h.result(10)
+    q.shutdown()
+
+
+def test_cache_key_depends_on_what_matters():
+    kind = "cpu:cpux1"
+    base = Job(source="def model(x): return x", name="p")
+    k = jobs.cache_key(base, kind)
+    assert k == jobs.cache_key(Job(source="def model(x): return x", name="p"), kind)
+    assert k != jobs.cache_key(Job(source="def model(x): return x + 1", name="p"), kind)
+    assert k != jobs.cache_key(Job(source="def model(x): return x", name="p", compiler_options={"a": 1}), kind)
+    assert k != jobs.cache_key(Job(source="def model(x): return x", name="p", backend="cpu"), kind)
+    assert k != jobs.cache_key(base, "gpu:NVIDIA H200x1")
+    g = jobs.cache_key(Job(kind="gallery", name="mlp"), kind)  # gallery: keyed by the file's text
+    assert g == jobs.cache_key(Job(kind="gallery", name="mlp", source="ignored"), kind)
+    with pytest.raises(ExplorerError):
+        jobs.cache_key(Job(kind="gallery", name="no_such_model"), kind)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+ISOLATED, WHY = sandbox.sandbox_status()
+
+SRC = """
+import jax.numpy as jnp
+
+def model(x):
+    return jnp.exp(x) + 1
+
+def example_inputs():
+    return (jnp.ones((4, 4)),)
+"""
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_compile_job_end_to_end_cache_and_damaged_store(tmp_path):
+    store = Store(str(tmp_path / "store.sqlite"))
+    q = JobQueue(Limits(timeout_s=60, workers=2), store)
+    seen = []
+    b1 = compile_job(Job(source=SRC, name="e2e"), session="t", progress=seen.append, queue=q)
+    assert b1.__dict__["_cache"] == "miss" and "compile" in seen
+    t0 = time.monotonic()
+    b2 = compile_job(Job(source=SRC, name="e2e"), session="t", queue=q)
+    assert time.monotonic() - t0 < 1.0 and b2.__dict__["_cache"] == "hit"
+    assert b2.stages == b1.stages
+    # The device probe is remembered in the store.
+    assert store.get_meta(jobs.probe_meta_key())["backends"]["cpu"]
+    # A damaged cached row: reported as a warning, recompiled, repaired.
+    import sqlite3
+    c = sqlite3.connect(store.path)
+    c.execute("UPDATE bundles SET data = x'00'")
+    c.commit()
+    c.close()
+    with pytest.warns(UserWarning, match="store"):
+        b3 = compile_job(Job(source=SRC, name="e2e"), session="t", queue=q)
+    assert b3.__dict__["_cache"] == "miss"
+    assert compile_job(Job(source=SRC, name="e2e"), session="t", queue=q).__dict__["_cache"] == "hit"
+    # A user error comes back as ExplorerError and is not cached.
+    with pytest.raises(ExplorerError) as info:
+        compile_job(Job(source="import nope_nope\n", name="bad"), session="t", queue=q)
+    assert info.value.phase == "import" and info.value.line == 1
+    q.shutdown()
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_compile_job_with_a_garbage_store_still_compiles(tmp_path):
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(b"garbage" * 1000)
+    q = JobQueue(Limits(timeout_s=60), Store(str(path)))
+    with pytest.warns(UserWarning, match="store"):
+        b = compile_job(Job(kind="gallery", name="mlp", backend="cpu"), session="t", queue=q)
+    assert b.kernels
+    assert path.read_bytes().startswith(b"garbage")
+    q.shutdown()
+
+
+def test_limits_from_env_and_settings_file(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text("[limits]\ntimeout_s = 9\nworkers = 3\n")
+    lim = Limits.from_env({"XLA_EXPLORER_WORKERS": "5", "XLA_EXPLORER_MEMORY_MB": "2048"}, str(f))
+    assert (lim.timeout_s, lim.workers, lim.memory_mb) == (9.0, 5, 2048)
+    with pytest.raises(ExplorerError):
+        Limits.from_env({"XLA_EXPLORER_TIMEOUT_S": "soon"}, str(f))
+    with pytest.raises(ExplorerError):
+        Limits.from_env({"XLA_EXPLORER_WORKERS": "0"}, str(f))
+    with pytest.raises(ExplorerError):
+        Limits.from_env({"XLA_EXPLORER_SANDBOX": "maybe"}, str(f))

@@ -1,0 +1,288 @@
+"""Hostile code in the sandboxed worker: every job ends with a clear error, leaves no process
+behind, and the next request is still served.
+
+These start real workers in real bubblewrap sandboxes (marked ``sandbox``; skipped with the
+reason when bwrap cannot create a sandbox here). Each worker start imports JAX, a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from analysis import sandbox
+from analysis.errors import ExplorerError
+from analysis.sandbox import Limits
+from analysis.worker import Job, run_job
+
+ISOLATED, WHY = sandbox.sandbox_status()
+needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+pytestmark = [pytest.mark.sandbox, needs_bwrap]
+
+# Small enough to keep the suite fast, large enough for a worker that imports JAX on a busy
+# 2-core CI machine.
+TIMEOUT = float(os.environ.get("XLA_EXPLORER_TEST_TIMEOUT_S", "20"))
+LIMITS = Limits(timeout_s=TIMEOUT, cpu_s=60, memory_mb=3072, nproc=64, file_mb=8, output_mb=2)
+
+GOOD = """
+import jax.numpy as jnp
+
+def model(x):
+    return jnp.tanh(x) * 2
+
+def example_inputs():
+    return (jnp.ones((8, 8)),)
+"""
+
+TAIL = """
+def model(x):
+    return x
+
+def example_inputs():
+    import jax.numpy as jnp
+    return (jnp.ones(3),)
+"""
+
+
+def _leftovers(tokens) -> list[int]:
+    return [pid for t in tokens for pid in sandbox.processes_with_token(t)]
+
+
+def run_hostile(source: str, limits: Limits = LIMITS, **job) -> ExplorerError:
+    """Run ``source``; it must fail with an ExplorerError, in time, leaving no process."""
+    before = len(sandbox.recent_tokens)
+    t0 = time.monotonic()
+    with pytest.raises(ExplorerError) as info:
+        run_job(Job(source=source, **job), limits=limits)
+    took = time.monotonic() - t0
+    assert took < limits.timeout_s + 10, f"took {took:.1f} s"
+    tokens = list(sandbox.recent_tokens)[before:]
+    assert tokens, "no worker was started"
+    assert _leftovers(tokens) == [], "processes of the job are still alive"
+    err = info.value
+    assert err.one_line()  # prints as one line
+    assert "\n" not in err.one_line()
+    return err
+
+
+@pytest.fixture(scope="module")
+def still_served():
+    """Call after hostile jobs: a normal job still gives a bundle."""
+    def check():
+        b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
+        assert b.stages["hlo_after"] and b.kernels
+        assert b.__dict__.get("_isolated") is True
+    return check
+
+
+def test_normal_job_runs_isolated():
+    b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
+    assert b.source["name"] == "good"
+    assert "tanh" in b.stages["hlo_before"]
+    assert b.__dict__["_isolated"] is True
+
+
+def test_infinite_loop_hits_the_wall_clock_limit(still_served):
+    lim = Limits(**{**LIMITS.__dict__, "timeout_s": min(TIMEOUT, 12.0)})
+    err = run_hostile("def model(x):\n    while True:\n        pass\n" + "def example_inputs():\n    return (1.0,)\n"
+                      "x = 0\nwhile True:\n    x += 1\n", lim)
+    assert err.phase == "limit" and "time limit" in err.message
+    still_served()
+
+
+def test_cpu_seconds_limit():
+    lim = Limits(**{**LIMITS.__dict__, "timeout_s": 60.0, "cpu_s": 3})
+    # Spin before anything heavy is imported; several threads burn CPU seconds faster.
+    src = ("import threading\n"
+           "def spin():\n    while True:\n        pass\n"
+           "for _ in range(2):\n    threading.Thread(target=spin, daemon=True).start()\n"
+           "spin()\n")
+    err = run_hostile(src, lim)
+    assert err.phase == "limit" and "CPU" in err.message
+
+
+def test_memory_bomb(still_served):
+    err = run_hostile("chunks = []\nwhile True:\n    chunks.append(bytearray(200 * 1024 * 1024))\n" + TAIL)
+    assert err.phase == "limit", err
+    assert err.line == 3
+    still_served()
+
+
+def test_fork_bomb(still_served):
+    err = run_hostile("import os\nwhile True:\n    os.fork()\n" + TAIL)
+    assert err.phase in ("import", "limit", "run"), err
+    still_served()
+
+
+def test_huge_output_is_capped(still_served):
+    err = run_hostile("import sys\nwhile True:\n    print('x' * 65536)\n    sys.stderr.write('y' * 65536)\n" + TAIL)
+    assert err.phase == "limit" and "output limit" in err.message
+    still_served()
+
+
+def test_sys_exit():
+    err = run_hostile("import sys\nsys.exit(3)\n" + TAIL)
+    assert err.phase == "import" and "SystemExit" in err.message and err.line == 2
+
+
+def test_os_exit():
+    err = run_hostile("import os\nos._exit(7)\n" + TAIL)
+    assert err.phase == "run" and "exit 7" in err.message
+
+
+def test_segfault_names_the_users_line(still_served):
+    src = TAIL + "\nimport ctypes\n\ndef boom():\n    ctypes.string_at(0)\n\nboom()\n"
+    err = run_hostile(src)
+    assert err.phase == "run" and "segmentation fault" in err.message
+    lines = src.splitlines()
+    assert err.line is not None and lines[err.line - 1].strip() == "ctypes.string_at(0)"
+    assert err.excerpt == "ctypes.string_at(0)"
+    still_served()
+
+
+def test_killing_the_parent_does_not_reach_the_app(still_served):
+    me = os.getpid()
+    err = run_hostile("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n" + TAIL)
+    assert err.phase in ("run", "limit")
+    assert os.getpid() == me  # we are alive to check
+    still_served()
+
+
+def test_cannot_read_files_outside_the_sandbox():
+    secret_dir = os.path.join(os.path.expanduser("~"), f".xla-explorer-test-{uuid.uuid4().hex[:8]}")
+    os.makedirs(secret_dir)
+    secret = os.path.join(secret_dir, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("the secret")
+    tmp_secret = tempfile.NamedTemporaryFile("w", delete=False, suffix=".txt")
+    tmp_secret.write("tmp secret")
+    tmp_secret.close()
+    repo_file = os.path.join(sandbox.REPO_ROOT, "pyproject.toml")
+    try:
+        for path in (secret, tmp_secret.name, repo_file):
+            src = f"data = open({path!r}).read()\nraise RuntimeError('READ:' + data[:20])\n" + TAIL
+            err = run_hostile(src)
+            assert "READ:" not in err.message, f"the sandbox could read {path}"
+            assert err.phase == "import" and ("FileNotFoundError" in err.message or "PermissionError" in err.message)
+    finally:
+        os.unlink(tmp_secret.name)
+        os.unlink(secret)
+        os.rmdir(secret_dir)
+
+
+def test_cannot_write_outside_the_scratch_dir():
+    target_dir = os.path.join(os.path.expanduser("~"), f".xla-explorer-test-{uuid.uuid4().hex[:8]}")
+    os.makedirs(target_dir)
+    try:
+        targets = [os.path.join(target_dir, "pwned"), os.path.join(sandbox.REPO_ROOT, "analysis", "pwned.py"),
+                   "/usr/pwned", os.path.join(sandbox.REPO_ROOT, "pwned")]
+        for t in targets:
+            src = f"open({t!r}, 'w').write('x')\nraise RuntimeError('WROTE')\n" + TAIL
+            err = run_hostile(src)
+            assert "WROTE" not in err.message and err.phase == "import"
+            assert isinstance(err.line, int) and err.line == 1
+            assert not os.path.exists(t), f"the sandbox wrote {t}"
+        # The scratch dir itself is writable (and gone afterwards).
+        b = run_job(Job(source="import os\nopen('/scratch/ok', 'w').write('x')\nopen('/tmp/ok', 'w').write('y')\n"
+                        + TAIL), limits=LIMITS)
+        assert b.kernels is not None
+    finally:
+        for name in os.listdir(target_dir):
+            os.unlink(os.path.join(target_dir, name))
+        os.rmdir(target_dir)
+
+
+def test_no_network():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    accepted = []
+
+    def accept():
+        try:
+            conn, _ = srv.accept()
+            accepted.append(conn)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        src = (f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+               "raise RuntimeError('CONNECTED')\n" + TAIL)
+        err = run_hostile(src)
+        assert "CONNECTED" not in err.message
+        assert err.phase == "import" and err.line == 2
+        t.join(2)
+        assert accepted == []
+    finally:
+        srv.close()
+
+
+def test_array_of_a_trillion_elements():
+    src = ("import jax.numpy as jnp\n\ndef model(x):\n    return x + 1\n\n"
+           "def example_inputs():\n    return (jnp.ones((10**12,), jnp.float32),)\n")
+    err = run_hostile(src)
+    assert err.phase == "limit" and err.line == 7
+
+
+def test_missing_module():
+    err = run_hostile("import numpy\nimport no_such_module_for_xla_explorer\n" + TAIL)
+    assert err.phase == "import" and "no_such_module_for_xla_explorer" in err.message
+    assert err.line == 2 and err.excerpt == "import no_such_module_for_xla_explorer"
+
+
+def test_no_model():
+    err = run_hostile("import jax.numpy as jnp\n\ndef example_inputs():\n    return (jnp.ones(3),)\n")
+    assert err.phase == "import" and "model" in err.message
+
+
+def test_example_inputs_not_arrays():
+    err = run_hostile("def model(x):\n    return x\n\ndef example_inputs():\n    return ('hello', object())\n")
+    assert err.phase == "inputs" and "arrays" in err.message
+
+
+def test_syntax_error_names_line_and_excerpt():
+    err = run_hostile("def model(x):\n    return x +\n" + TAIL)
+    assert err.phase == "syntax" and err.line == 2 and err.excerpt == "return x +"
+
+
+def test_no_leftover_worker_processes_at_all():
+    # Every job this test module started is gone.
+    assert _leftovers(list(sandbox.recent_tokens)) == []
+
+
+def test_fallback_without_bwrap_is_flagged(monkeypatch):
+    """With the sandbox off the job still runs under limits, and says it is not isolated."""
+    monkeypatch.setenv("XLA_EXPLORER_SANDBOX", "off")
+    try:
+        ok, reason = sandbox.sandbox_status(refresh=True)
+        assert ok is False and "off" in reason
+        b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
+        assert b.__dict__["_isolated"] is False
+        err = run_hostile("import os\nos._exit(5)\n" + TAIL)
+        assert "exit 5" in err.message
+    finally:
+        monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
+        assert sandbox.sandbox_status(refresh=True)[0] is True
+
+
+def test_require_refuses_without_sandbox(monkeypatch):
+    monkeypatch.setenv("XLA_EXPLORER_SANDBOX", "off")
+    try:
+        sandbox.sandbox_status(refresh=True)
+        with pytest.raises(ExplorerError) as info:
+            run_job(Job(source=GOOD), limits=Limits(**{**LIMITS.__dict__, "sandbox": "require"}))
+        assert info.value.phase == "limit" and "sandbox" in info.value.message
+    finally:
+        monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
+        sandbox.sandbox_status(refresh=True)
