@@ -72,7 +72,9 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
                          "pct_of_peak": r.get("pct_of_peak"), "bytes": r.get("bytes"), "flops": r.get("flops"),
                          "inclusive": bool(r.get("inclusive")), "context": r.get("context", "")})
     if timed:
-        rows.sort(key=lambda r: -(r["time_us"] or 0) * (r["calls"] or 0) if not r["inclusive"] else 1)
+        # Slowest first (time is per step, all calls summed); control flow, whose time
+        # includes the kernels it runs, last.
+        rows.sort(key=lambda r: (r["inclusive"], -(r["time_us"] or 0)))
     return rows
 
 
