@@ -27,6 +27,7 @@ table ``[limits]``) < environment variables ``XLA_EXPLORER_<NAME>`` (e.g.
 
 from __future__ import annotations
 
+import collections
 import glob
 import json
 import os
@@ -318,7 +319,12 @@ class WorkerResult:
     returncode: int | None
     stderr_tail: str
     isolated: bool
-    limit_hit: str | None = None  # "timeout" | "output" when the parent killed the worker
+    limit_hit: str | None = None  # "timeout" | "output" | "cancelled" when the parent killed the worker
+    token: str = ""  # the job's token (see processes_with_token)
+
+
+# Tokens of this process's recent jobs, newest last (tests check none of them left a process).
+recent_tokens: collections.deque = collections.deque(maxlen=256)
 
 
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGKILL: "killed", signal.SIGABRT: "aborted",
@@ -339,6 +345,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     use_bwrap = isolated and limits.sandbox != "off"
     gpu = bool(gpu_device_nodes())
     token = secrets.token_hex(8)
+    recent_tokens.append(token)
     slot = _take_slot()
     scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
     root = os.geteuid() == 0
@@ -377,7 +384,9 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
                 except (ProcessLookupError, PermissionError):
                     pass
 
-        return _talk(proc, job, limits, progress, cancel, use_bwrap, kill)
+        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill)
+        res.token = token
+        return res
     finally:
         _kill_group(proc)
         kill_job_processes(token)
@@ -523,9 +532,17 @@ def _last_user_line(stderr: str, filename: str | None, source: str | None = None
     if not filename:
         return None, None
     found = None
-    for m in re.finditer(r'File "([^"]+)", line (\d+)', stderr):
-        if m.group(1) == filename:
-            found = int(m.group(2))
+    pat = r'File "([^"]+)", line (\d+)'
+    dump = stderr.rfind("most recent call first")  # faulthandler: innermost frame first
+    if dump >= 0:
+        for m in re.finditer(pat, stderr[dump:]):
+            if m.group(1) == filename:
+                found = int(m.group(2))
+                break
+    else:  # a Python traceback: innermost frame last
+        for m in re.finditer(pat, stderr):
+            if m.group(1) == filename:
+                found = int(m.group(2))
     excerpt = None
     if found and source:
         lines = source.splitlines()
