@@ -42,9 +42,16 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
     if sandbox and model.endswith(".py"):
-        from analysis.worker import run_job, Job
-        return run_job(Job(source=_read_text(model), filename=os.path.abspath(model), name=os.path.basename(model)[:-3],
-                           backend=backend, compiler_options=options or {}))
+        from analysis.jobs import compile_job
+        from analysis.sandbox import sandbox_status
+        from analysis.worker import Job
+
+        isolated, reason = sandbox_status()
+        if not isolated:
+            print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
+        return compile_job(Job(source=_read_text(model), filename=os.path.abspath(model), kind="file",
+                               name=os.path.basename(model)[:-3], backend=backend, compiler_options=options or {}),
+                           session="cli", progress=progress)
     from analysis.run import analyze_model
     return analyze_model(model, backend, options, progress)
 
