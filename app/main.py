@@ -199,9 +199,9 @@ if query:
 focus = c3.toggle("Focus", key="focus", help="Show only the neighbourhood (2 steps) of the selection")
 if ss.sel:
     cur = ss.sel.get("name") or f"line {ss.sel.get('line')}"
-    cc1, cc2 = st.columns([6, 1])
+    cc1, cc2 = st.columns([5, 1])
     cc1.caption(f"Selected: **{cur}** ({'before' if ss.sel.get('side') == 'pre' else 'after' if ss.sel.get('side') else 'source'} optimization)")
-    if cc2.button("Clear selection", key="clear_sel"):
+    if cc2.button("Clear", key="clear_sel", help="Clear the selection"):
         ss.sel = {}
         st.rerun()
 
@@ -242,7 +242,7 @@ def handle_click(side: str, value) -> None:
 left, right = st.columns(2)
 with left:
     if pre_spec is not None:
-        v = views.graph_widget(pre_spec, "g_pre", focus=None)
+        v = views.graph_widget(pre_spec, "g_pre", focus=views.focus_id(pre_spec, ss.sel, "pre"))
         handle_click("pre", v)
         if pre_spec.collapsed:
             st.caption(f"{len(pre_spec.collapsed)} name scope(s) collapsed (large graph): click one to open it.")
@@ -250,7 +250,7 @@ with left:
         st.info("No pre-optimization HLO in this input.")
 with right:
     if post_spec is not None:
-        v = views.graph_widget(post_spec, "g_post", focus=None)
+        v = views.graph_widget(post_spec, "g_post", focus=views.focus_id(post_spec, ss.sel, "post"))
         handle_click("post", v)
         if post_spec.collapsed:
             st.caption(f"{len(post_spec.collapsed)} fusion(s) drawn collapsed: click one to open it.")

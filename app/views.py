@@ -99,6 +99,22 @@ def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None
                       key=key, default=None)
 
 
+def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:
+    """The SVG element to centre on: the selected node, else the first linked one."""
+    name = sel.get("name")
+    if name and sel.get("side") == side:
+        for nid in (f"k:{name}", f"f:{name}", f"op:{name}", f"p:{name}"):
+            if nid in spec.nodes or nid in spec.clusters:
+                return nid
+    for c in spec.clusters.values():
+        if c.highlighted:
+            return c.id
+    for n in spec.nodes.values():
+        if n.highlighted:
+            return n.id
+    return None
+
+
 def build_graphs(b: Bundle, sel: dict, expand: dict, focus_hops: int | None):
     """(pre GraphSpec or None, post GraphSpec or None) with the selection linked across."""
     prov = b.provenance

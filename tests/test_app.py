@@ -1,0 +1,127 @@
+"""The Streamlit app through Streamlit's AppTest: every control, bad input, and that the app
+keeps what the user had (code, previous bundle) when something fails."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "main.py")
+TIMEOUT = 240
+
+
+@pytest.fixture
+def at():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _metric(at, label):
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r}: {[m.label for m in at.metric]}")
+
+
+def _markdown_text(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_first_screen_is_mlp_compiled_on_cpu(at):
+    assert at.session_state["bundle"] is not None
+    b = at.session_state["bundle"]
+    assert b.source["name"] == "mlp"
+    assert b.environment["platform"] == "cpu"
+    before, after = _metric(at, "Ops → kernels").split("→")
+    assert int(before) == b.metrics["compute_ops_before"]
+    assert int(after) == b.metrics["kernels_after"]
+    assert int(after) < int(before)
+    # the legend names every route
+    text = _markdown_text(at)
+    for label in ("Library call", "Triton", "XLA emitter", "Layout / copy", "Collective", "Control flow"):
+        assert label in text
+
+
+def test_gallery_switch_and_compile(at):
+    at.selectbox(key="gallery_choice").select("transformer_block").run()
+    at.button(key="compile").click().run()
+    assert not at.exception
+    b = at.session_state["bundle"]
+    assert b.source["name"] == "transformer_block"
+    assert "Gallery" in [r for r in at.radio(key="source_kind").options]
+    assert _metric(at, "Library calls") == str(b.metrics["kernels_by_route"]["library"])
+
+
+def test_find_selects_and_details_show_absorbed_ops(at):
+    b = at.session_state["bundle"]
+    fusion = next(k for k in b.kernels if k.is_multi_op_fusion)
+    at.text_input(key="find").input(fusion.name).run()
+    assert at.session_state["sel"] == {"side": "post", "name": fusion.name}
+    text = _markdown_text(at)
+    absorbed = b.provenance.kernel_to_pre[fusion.name]
+    assert f"Absorbed {len(absorbed)} op(s)" in text
+    assert any(op in text for op in absorbed)
+    # the fused computation is shown as code
+    codes = "\n".join(c.value for c in at.code)
+    assert fusion.fused_ops[0] in codes
+
+
+def test_source_line_lights_up_ops(at):
+    b = at.session_state["bundle"]
+    sb = at.selectbox(key="src_line")
+    line = next(o for o in sb.options if o != "— pick a line to light up its ops —")
+    sb.select(line).run()
+    sel = at.session_state["sel"]
+    assert "line" in sel
+    assert f"Source line {sel['line']}" in _markdown_text(at)
+
+
+def test_broken_pasted_code_shows_error_and_keeps_code(at):
+    at.radio(key="source_kind").set_value("Paste code").run()
+    bad = "import jax\ndef model(x):\n    return x +\n"
+    at.session_state["code"] = bad
+    at.run()
+    at.button(key="compile").click().run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any("syntax error" in e and ":3" in e for e in errors), errors
+    assert at.session_state["code"] == bad
+    # the previous bundle is still shown
+    assert at.session_state["bundle"].source["name"] == "mlp"
+
+
+def test_pasted_code_trace_error_names_user_line(at):
+    at.radio(key="source_kind").set_value("Paste code").run()
+    code = ("import jax.numpy as jnp\n\ndef model(x, y):\n    return x @ y\n\n"
+            "def example_inputs():\n    return (jnp.ones((3, 4)), jnp.ones((5, 6)))\n")
+    at.session_state["code"] = code
+    at.run()
+    at.button(key="compile").click().run()
+    errors = [e.value for e in at.error]
+    assert any("trace error" in e and ":4" in e for e in errors), errors
+
+
+def test_bad_option_is_a_clear_error(at):
+    at.text_area(key="free_options").input("this is not an option").run()
+    at.button(key="compile").click().run()
+    errors = [e.value for e in at.error]
+    assert any("options error" in e and "KEY=VALUE" in e for e in errors), errors
+
+
+def test_fusion_disabled_preset_gives_more_kernels(at):
+    base = at.session_state["bundle"].metrics["kernels_after"]
+    at.selectbox(key="preset").select("Fusion disabled").run()
+    at.button(key="compile").click().run()
+    b = at.session_state["bundle"]
+    assert b.options["compiler_options"].get("xla_disable_hlo_passes")
+    assert b.metrics["kernels_after"] > base
+
+
+def test_text_views_search(at):
+    at.text_input(key="q_hlo_after").input("fusion").run()
+    captions = [c.value for c in at.caption]
+    assert any("matching line" in c for c in captions)

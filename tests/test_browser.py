@@ -1,0 +1,148 @@
+"""End to end in a real browser: Debian's Chromium driven by Playwright against
+``streamlit run`` started here on a free port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+OUT = os.path.join(ROOT, "test-output", "browser")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("chromium is not installed (the README's test command installs it)")
+    port = _free_port()
+    log = open(os.path.join(ROOT, "test-output", "streamlit.log") if os.makedirs(OUT, exist_ok=True) is None else os.devnull, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start")
+    yield url
+    os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+def _graph_frames(page, n=2, timeout=180_000):
+    """The graph components' frames once each shows a laid-out SVG (Streamlit may replace
+    the iframes while a run finishes, so retry until they hold still)."""
+    from playwright.sync_api import Error
+
+    deadline = time.time() + timeout / 1000
+    while True:
+        try:
+            page.wait_for_function(
+                "() => document.querySelectorAll(\"iframe[title='app.views.xla_graph']\").length >= %d" % n,
+                timeout=timeout)
+            frames = [f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached()]
+            for f in frames:
+                f.wait_for_selector("svg[data-ready='1']", timeout=30_000)
+            if len(frames) >= n:
+                return frames
+        except Error:
+            if time.time() > deadline:
+                raise
+        page.wait_for_timeout(500)
+
+
+def _wait_idle(page, timeout=180_000):
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+
+
+def test_transformer_block_select_fusion_details(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    # pick transformer_block in the gallery and compile
+    page.get_by_role("combobox", name="Gallery model").click()
+    page.get_by_role("option").filter(has_text="transformer_block").first.click()
+    page.get_by_role("button", name="Compile", exact=True).click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('h3')].some(h => h.textContent.startsWith('transformer_block'))",
+        timeout=180_000)
+    frames = _graph_frames(page)
+    assert len(frames) == 2
+    post = frames[1]
+    # the post graph is the transformer's: its parameters are there
+    post.wait_for_selector("g.node[id*='params__wqkv']", timeout=60_000)
+    # both graphs really are Graphviz SVG with nodes
+    assert frames[0].locator("g.node").count() > 20
+    assert post.locator("g.node").count() > 20
+    # select a fusion: click an emitter fusion kernel node in the post-optimization graph
+    # an XLA-emitter fusion: its kernel node is filled with the emitter colour
+    node_id = post.evaluate("""() => [...document.querySelectorAll("g.node[id^='k:']")].find(
+        g => [...g.querySelectorAll('path,polygon')].some(p => (p.getAttribute('fill') || '').toUpperCase() === '#228833')
+    ).id""")
+    name = node_id.split(":", 1)[1]
+    post.locator(f"g.node[id='{node_id}']").dispatch_event("click")
+    page.wait_for_function(
+        "(n) => document.body.innerText.includes('Selected: ' + n) && /Absorbed \\d+ op/.test(document.body.innerText)",
+        arg=name, timeout=60_000)
+    body = page.locator("[data-testid='stMain']").first.inner_text()
+    assert name in body
+    # the details show the fused computation's ops and the user's source lines
+    assert "fused computation" in body
+    assert "Source (lines" in body
+    os.makedirs(OUT, exist_ok=True)
+    page.screenshot(path=os.path.join(OUT, "transformer_block_selected.png"))
+    # the pre-optimization graph now highlights what the kernel absorbed (orange border)
+    pre_svg = _graph_frames(page)[0].locator("svg").inner_html()
+    assert "#ff7f0e" in pre_svg.lower()
+
+
+def test_malformed_hlo_upload_shows_error_and_app_survives(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    bad = tmp_path / "broken.hlo"
+    bad.write_text("HloModule m\n\nENTRY main {\n  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} add(a, nope)\n}\n")
+    page.locator("input[type=file]").set_input_files(str(bad))
+    page.get_by_role("button", name="Open").click()
+    err = page.get_by_text("parse error at broken.hlo:5")
+    err.wait_for(timeout=60_000)
+    # the previous graphs are still there
+    assert len(_graph_frames(page)) == 2
+    page.screenshot(path=os.path.join(OUT, "bad_upload.png"))
