@@ -26,9 +26,10 @@ ISOLATED, WHY = sandbox.sandbox_status()
 needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
 
-# Small enough to keep the suite fast, large enough for a worker that imports JAX on a busy
+# Only the infinite-loop test waits for it (it uses 12 s); generous so a worker that imports JAX
+# on a loaded
 # 2-core CI machine.
-TIMEOUT = float(os.environ.get("XLA_EXPLORER_TEST_TIMEOUT_S", "20"))
+TIMEOUT = float(os.environ.get("XLA_EXPLORER_TEST_TIMEOUT_S", "45"))
 LIMITS = Limits(timeout_s=TIMEOUT, cpu_s=60, memory_mb=3072, nproc=64, file_mb=8, output_mb=2)
 
 GOOD = """
@@ -150,7 +151,9 @@ def test_segfault_names_the_users_line(still_served):
 def test_killing_the_parent_does_not_reach_the_app(still_served):
     me = os.getpid()
     err = run_hostile("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(60)\n" + TAIL)
-    assert err.phase in ("run", "limit")
+    # In the sandbox the parent is the sandbox's own init, owned by another user: refused, or
+    # (without a uid switch) killed, which ends the sandbox. Either way we are untouched.
+    assert (err.phase == "import" and "PermissionError" in err.message) or err.phase in ("run", "limit"), err
     assert os.getpid() == me  # we are alive to check
     still_served()
 
