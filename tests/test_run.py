@@ -1,0 +1,98 @@
+"""Loading and compiling user code (analysis.run): each failure is an ExplorerError with the
+phase it happened in and, where the user's code is at fault, the line in that code."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("jax")
+
+from analysis.errors import ExplorerError  # noqa: E402
+from analysis.run import compile_to_bundle, load_source, parse_options, select_device  # noqa: E402
+
+INPUTS = "\ndef example_inputs():\n    return (jnp.ones((3, 4)), jnp.ones((5, 6)))\n"
+
+
+def fails(phase, fn, *args, **kw) -> ExplorerError:
+    with pytest.raises(ExplorerError) as ei:
+        fn(*args, **kw)
+    e = ei.value
+    assert e.phase == phase, e.one_line()
+    assert "\n" not in e.one_line()
+    return e
+
+
+def line_of(source: str, text: str) -> int:
+    return next(n for n, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_syntax_error():
+    src = "import jax\n\ndef model(x):\n    return (x +\n"
+    e = fails("syntax", load_source, src, "user.py")
+    assert e.file == "user.py" and e.line is not None and 4 <= e.line <= 5
+
+
+def test_null_bytes_are_a_syntax_error():
+    fails("syntax", load_source, "x = 1\x00\n", "user.py")
+
+
+def test_import_errors():
+    e = fails("import", load_source, "import jax\nimport no_such_module_xyz\n", "user.py")
+    assert e.line == 2 and "no_such_module_xyz" in e.message
+    e = fails("import", load_source, "x = 1\ny = 1 / 0\n", "user.py")
+    assert e.line == 2 and "ZeroDivisionError" in e.message
+    e = fails("import", load_source, "import sys\nsys.exit(3)\n", "user.py")  # not the test run's exit
+    fails("import", load_source, "x = 1\n", "user.py")  # no model
+    fails("import", load_source, "def model(x): return x\n", "user.py")  # no example_inputs
+
+
+def test_input_errors():
+    src = "import jax.numpy as jnp\ndef model(x): return x\ndef example_inputs():\n    return {'a': 1} + 1\n"
+    e = fails("inputs", load_source, src, "user.py")
+    assert e.line == 4
+    src = "def model(x): return x\ndef example_inputs():\n    return ('not an array',)\n"
+    fails("inputs", load_source, src, "user.py")
+
+
+def test_trace_error_points_at_the_users_line():
+    src = ("import jax.numpy as jnp\n\n\ndef model(x, w):\n    y = x * 2\n    z = y @ w\n    return z\n"
+           + INPUTS)
+    loaded = load_source(src, "/tmp/user_model.py", "user_model")
+    e = fails("trace", compile_to_bundle, loaded, "cpu")
+    assert e.file == "/tmp/user_model.py"
+    assert e.line == line_of(src, "y @ w")
+    assert "y @ w" in (e.excerpt or "")
+
+
+def test_trace_error_in_a_helper_points_at_the_innermost_user_line():
+    src = ("import jax.numpy as jnp\n\ndef helper(a, b):\n    return jnp.dot(a, b)\n\n"
+           "def model(x, w):\n    return helper(x, w)\n" + INPUTS)
+    e = fails("trace", compile_to_bundle, load_source(src, "m.py", "m"), "cpu")
+    assert e.line == line_of(src, "jnp.dot(a, b)")
+
+
+def test_gpu_backend_on_a_cpu_machine():
+    import jax
+
+    if any(d.platform != "cpu" for d in jax.devices()):
+        pytest.skip("this machine has an accelerator")
+    fails("options", select_device, "gpu")
+    src = "import jax.numpy as jnp\ndef model(x): return x + 1\ndef example_inputs(): return (jnp.ones(3),)\n"
+    fails("options", compile_to_bundle, load_source(src, "m.py", "m"), "gpu")
+    fails("options", select_device, "tpu-ish")
+
+
+def test_parse_options():
+    assert parse_options(["a=true", "b=False", "c=12", "d=-3", "e=fusion,cpu", "f=x=y"]) == {
+        "a": True, "b": False, "c": 12, "d": -3, "e": "fusion,cpu", "f": "x=y"}
+    fails("options", parse_options, ["novalue"])
+    fails("options", parse_options, ["=1"])
+
+
+def test_compiled_bundle_records_what_was_asked(gallery_bundle):
+    b = gallery_bundle("mlp")
+    assert b.options == {"backend": "cpu", "compiler_options": {}}
+    assert b.source["kind"] == "gallery" and "def model" in b.source["code"]
+    assert [i["shape"] for i in b.source["inputs"]] == [[128, 256], [256, 512], [512], [512, 128], [128]]
+    assert set(b.phase_seconds) == {"trace", "lower", "compile", "analyze"}
+    assert b.environment["backend"] == "cpu" and b.environment["jax"]
