@@ -52,7 +52,10 @@ def _balanced(depth: int, newline: bool = True) -> str:
     return inner
 
 
-_BAL = _balanced(7)
+# Four levels covers the HLO XLA prints (backend_config JSON nests three deep inside its
+# braces); deeper text takes the slower scanner path. Each level triples the pattern, so
+# depth 7 cost ~6 s of regex compilation at import, depth 4 costs ~0.1 s.
+_BAL = _balanced(4)
 # An attribute value: a run without top-level ',' or newline, brackets balanced inside.
 _VALUE = (
     r'(?:[^,{}()\[\]"\n/]++|/(?!\*)|' + _STR + r"|\{" + _BAL + r"\}|\(" + _BAL + r"\)|\[" + _BAL + r"\])*+"
