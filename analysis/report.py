@@ -1,0 +1,663 @@
+"""A Bundle as one self-contained HTML file, and the Bundle's other downloads.
+
+``html_report(bundle)`` writes everything a class needs to look at one compile offline, in one
+file that loads nothing from the network (no CDN, no fonts, no server): the title and
+environment, the summary numbers, the legend, both graphs as inline SVG (drag to pan, wheel to
+zoom, click a kernel to light up the ops it absorbed), the kernel table (with timings when
+measured), the charts (plotly, with plotly.js inlined once), the fusion comparison, the source
+with line anchors (``#L12``) that the kernel table links to, and the stage texts.
+
+``graph_exports(bundle)`` and ``exports(bundle)`` give the same pieces as files
+(``{file name: (mime type, bytes)}``) for download buttons and the CLI.
+
+Reads a Bundle only: no JAX, no Streamlit. The charts come from ``app.kernels_view``, whose
+figure builders are pure (plotly only); without plotly the report simply has no charts.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+
+from analysis.bundle import STAGE_LABELS, STAGES, Bundle
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
+from analysis.summary import human_bytes, human_flops, human_seconds
+
+MAX_STAGE_CHARS = 1_000_000  # longer stage texts are cut in the report (the bundle keeps them)
+MAX_EMBEDDED_BUNDLE = 8 * 2 ** 20  # embed the bundle JSON (for "download") up to this size
+
+
+def _e(s) -> str:
+    return html.escape("" if s is None else str(s), quote=True)
+
+
+def _slug(title: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", title).strip("_") or "bundle"
+
+
+def _script_text(text: str) -> str:
+    """Text safe inside a <script> element (the page's script undoes the escape)."""
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside <script type="application/json">: no ``</`` can close the tag."""
+    return json.dumps(obj, default=str).replace("<", "\\u003c")
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+def graph_specs(bundle: Bundle):
+    """(pre GraphSpec or None, post GraphSpec or None), as the app draws them with nothing
+    selected."""
+    from analysis.graph import post_graph, pre_graph
+
+    pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
+    timed = (bundle.timings or {}).get("kernels") or None
+    pre = pre_graph(pre_mod) if pre_mod is not None else None
+    post = post_graph(post_mod, bundle.kernels, timings=timed) if post_mod is not None else None
+    return pre, post
+
+
+def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
+    """Both graphs as Graphviz DOT and SVG: ``{file name: (mime type, bytes)}``. SVG needs
+    Graphviz's ``dot``; without it only the DOT files are returned."""
+    out: dict[str, tuple[str, bytes]] = {}
+    slug = _slug(bundle.title)
+    for side, spec in zip(("before", "after"), graph_specs(bundle)):
+        if spec is None:
+            continue
+        dot = spec.to_dot()
+        out[f"{slug}.{side}.dot"] = ("text/vnd.graphviz", dot.encode())
+        try:
+            from analysis.graph import render_svg
+
+            svg = render_svg(dot)
+        except RuntimeError:
+            continue
+        out[f"{slug}.{side}.svg"] = ("image/svg+xml",
+                                     ('<?xml version="1.0" encoding="UTF-8"?>\n' + svg).encode())
+    return out
+
+
+def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]:
+    """Every download of a bundle: the graphs (DOT, SVG), the Bundle JSON, the raw profiler
+    trace when the bundle kept one, and (``report=True``) the HTML report."""
+    from analysis.timings import trace_bytes
+
+    slug = _slug(bundle.title)
+    out = graph_exports(bundle)
+    out[f"{slug}.bundle.json"] = ("application/json", bundle.to_json(indent=1).encode())
+    raw = trace_bytes(bundle.timings)
+    if raw:
+        out[f"{slug}.trace.json.gz"] = ("application/gzip", raw)
+    if report:
+        out[f"{slug}.report.html"] = ("text/html", html_report(bundle).encode())
+    return out
+
+
+def _inline_svg(spec, prefix: str) -> tuple[str, str]:
+    """(SVG markup with element ids prefixed so two graphs can share one page, error text)."""
+    from analysis.graph import render_svg
+
+    try:
+        svg = render_svg(spec.to_dot())
+    except RuntimeError as e:
+        return "", str(e)
+    svg = re.sub(r'\bid="([^"]*)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
+    svg = re.sub(r'(xlink:href|href)="#([^"]*)"', lambda m: f'{m.group(1)}="#{prefix}-{m.group(2)}"', svg)
+    # size comes from the pane (CSS); keep the viewBox for pan and zoom
+    svg = re.sub(r'^<svg([^>]*?)\swidth="[^"]*"', r"<svg\1", svg, count=1)
+    svg = re.sub(r'^<svg([^>]*?)\sheight="[^"]*"', r"<svg\1", svg, count=1)
+    return svg, ""
+
+
+# ----------------------------------------------------------------------------- pieces
+
+
+def _environment_rows(b: Bundle) -> list[tuple[str, str]]:
+    env = b.environment
+    rows = [("device", env.get("device_kind") or env.get("platform")), ("backend", env.get("backend")),
+            ("platform", env.get("platform")), ("jax", env.get("jax")), ("jaxlib", env.get("jaxlib")),
+            ("python", env.get("python")), ("machine", env.get("machine")), ("origin", env.get("origin"))]
+    opts = (b.options or {}).get("compiler_options") or {}
+    if opts:
+        rows.append(("compiler options", ", ".join(f"{k}={v}" for k, v in opts.items())))
+    if b.source.get("file"):
+        rows.append(("source", b.source.get("file")))
+    if b.created:
+        rows.append(("compiled", b.created))
+    return [(k, str(v)) for k, v in rows if v not in (None, "")]
+
+
+def _summary_html(b: Bundle) -> str:
+    m = b.metrics
+    cards = []
+
+    def card(label, value, note=""):
+        cards.append(f"<div class='card'><div class='lbl'>{_e(label)}</div><div class='val'>{_e(value)}</div>"
+                     + (f"<div class='note'>{_e(note)}</div>" if note else "") + "</div>")
+
+    before, after = m.get("compute_ops_before"), m.get("kernels_after")
+    card("ops before → kernels after", f"{'–' if before is None else before} → {'–' if after is None else after}",
+         f"+{m['control_ops_after']} control-flow ops" if m.get("control_ops_after") else
+         "compute ops in the program → kernels launched")
+    cov = m.get("fusion_coverage")
+    card("fusion coverage", f"{cov:.0%}" if cov is not None else "–", "of the ops ended inside a multi-op fusion")
+    if "bytes_saved" in m:
+        card("memory traffic saved (est.)", human_bytes(m["bytes_saved"]),
+             f"{human_bytes(m.get('unfused_bytes'))} unfused → {human_bytes(m.get('fused_bytes'))} fused "
+             f"({m.get('bytes_saved_fraction', 0):.0%})")
+    by_route = m.get("kernels_by_route") or {}
+    libs = m.get("kernels_by_library") or {}
+    card("library calls", str(by_route.get("library", 0)), ", ".join(f"{k} {v}" for k, v in libs.items()) or "none")
+    ct = (b.phase_seconds or {}).get("compile")
+    card("compile time", human_seconds(ct) if ct is not None else "–",
+         ", ".join(f"{k} {human_seconds(v)}" for k, v in (b.phase_seconds or {}).items()))
+    t = b.timings or {}
+    if t.get("kernels"):
+        card("step time (median)", human_seconds(t.get("step_median_s")),
+             f"kernels busy {human_seconds(t.get('device_busy_s'))} over {t.get('iterations')} calls")
+    fc = b.fusion_comparison
+    if fc:
+        u, d = fc.get("unfused", {}), fc.get("default", {})
+        note = f"{human_bytes(u.get('bytes'))} → {human_bytes(d.get('bytes'))}"
+        if fc.get("speedup"):
+            note += f", {fc['speedup']:.2f}× faster"
+        card("fusion off → on", f"{u.get('kernels')} → {d.get('kernels')} kernels", note)
+    routes = "".join(f"<span class='chip'><span class='sw' style='background:{ROUTE_COLORS[r]}'></span>"
+                        f"{_e(ROUTE_LABELS[r])}&nbsp;<b>{by_route[r]}</b></span>"
+                        for r in ROUTES if by_route.get(r))
+    extra = f"<div class='routes'>Kernels per route: {routes}</div>" if routes else ""
+    return "<div class='cards'>" + "".join(cards) + "</div>" + extra
+
+
+def _legend_html() -> str:
+    chips = "".join(f"<span class='chip'><span class='sw' style='background:{ROUTE_COLORS[r]}'></span>"
+                    f"{_e(ROUTE_LABELS[r])}</span>" for r in ROUTES)
+    chips += ("<span class='chip'><span class='sw' style='border:2px dashed #D62728;background:#fff'></span>"
+              "layout change / non-default layout</span>"
+              "<span class='chip'><span class='sw' style='border:3px solid #FF7F0E;background:#fff'></span>"
+              "selected / linked</span>")
+    return f"<div class='legend' id='legend'>{chips}</div>"
+
+
+def _graph_pane(spec, prefix: str, heading: str, missing: str) -> str:
+    if spec is None:
+        return f"<div class='pane'><h3>{_e(heading)}</h3><p class='muted'>{_e(missing)}</p></div>"
+    svg, err = _inline_svg(spec, prefix)
+    dot_id = f"dot-{prefix}"
+    tools = (f"<span class='tools'><button data-act='fit'>fit</button><button data-act='in'>+</button>"
+             f"<button data-act='out'>−</button><button data-act='svg'>SVG</button>"
+             f"<button data-act='dot' data-src='{dot_id}'>DOT</button></span>")
+    note = ""
+    if spec.collapsed:
+        note = (f"<p class='muted small'>{len(spec.collapsed)} "
+                + ("fusion(s) drawn collapsed" if prefix == "post" else "name scope(s) collapsed")
+                + " to keep the graph readable (open the bundle in XLA Explorer to expand them).</p>")
+    body = (f"<div class='view' data-prefix='{prefix}'>{svg}<div class='hint'>drag to pan · wheel to zoom · "
+            f"click a node</div></div>") if svg else f"<pre class='err'>{_e(err)}</pre>"
+    dot = f"<script type='text/plain' id='{dot_id}'>{_script_text(spec.to_dot())}</script>"
+    return (f"<div class='pane' id='graph-{prefix}'><h3>{_e(heading)} {tools}</h3>"
+            f"<div class='subtitle'>{_e(spec.title)}</div>{body}{note}{dot}</div>")
+
+
+def _user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
+    """(lines of the model's own file, other places) a kernel came from."""
+    if k is None:
+        return [], []
+    user_file = b.source.get("file")
+    mine, other = [], []
+    for f, ln in k.source_lines:
+        if b.source.get("code") and (not user_file or not f or f == user_file):
+            mine.append(ln)
+        else:
+            other.append(f"{str(f).rsplit('/', 1)[-1]}:{ln}")
+    return sorted(set(mine)), other
+
+
+def _what(k: Kernel) -> str:
+    from analysis.graph import kernel_label
+
+    return kernel_label(k).split("\n", 1)[1]
+
+
+def _rows(b: Bundle) -> list[dict]:
+    try:
+        from app.kernels_view import kernel_rows
+    except ImportError:  # plotly missing: the same rows without timings
+        kernel_rows = None
+    if kernel_rows is not None:
+        return kernel_rows(b)
+    return [{"kernel": k.name, "route": k.route, "library": k.library or "", "calls": None, "time_us": None,
+             "share": None, "gbps": None, "gflops": None, "pct_of_peak": None, "bytes": k.bytes, "flops": k.flops,
+             "inclusive": False, "context": k.context} for k in b.kernels]
+
+
+def _kernel_table(b: Bundle) -> str:
+    rows = _rows(b)
+    if not rows:
+        return "<p class='muted'>No kernels: this input has no optimized HLO.</p>"
+    measured = bool((b.timings or {}).get("kernels"))
+    prov = b.provenance
+    head = ["#", "kernel", "route", "what", "fused ops", "bytes", "FLOPs", "source"]
+    if measured:
+        head += ["calls", "time / step", "share", "GB/s", "% of peak"]
+    out = ["<table class='kt' id='kernel-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
+           + "</tr></thead><tbody>"]
+    for i, r in enumerate(rows, 1):
+        k = b.kernel(r["kernel"])
+        color = ROUTE_COLORS.get(r["route"], "#777777")
+        route = (f"<span class='chip'><span class='sw' style='background:{color}'></span>"
+                 f"{_e(ROUTE_LABELS.get(r['route'], r['route']))}</span>")
+        what = _e(_what(k)) if k is not None else _e(r.get("library") or "")
+        if r.get("context"):
+            what += f"<div class='muted small'>inside {_e(r['context'])}</div>"
+        fused = ""
+        if k is not None and k.fused_opcodes:
+            ops = [o for o in k.fused_opcodes if o != "parameter"]
+            shown = ", ".join(ops[:6]) + (f", +{len(ops) - 6}" if len(ops) > 6 else "")
+            fused = f"<span title='{_e(', '.join(ops))}'>{len(ops)}: {_e(shown)}</span>"
+        absorbed = (prov.kernel_to_pre.get(r["kernel"]) if prov else None) or []
+        if absorbed:
+            fused += f"<div class='muted small'>absorbs {len(absorbed)} op{'s' if len(absorbed) != 1 else ''}</div>"
+        mine, other = _user_lines(b, k)
+        src = " ".join(f"<a href='#L{n}'>L{n}</a>" for n in mine)
+        if other:
+            src += " <span class='muted small'>" + _e(", ".join(other[:3])) + "</span>"
+        cells = [str(i), f"<a class='kname' href='#graph-post' data-node='{_e(r['kernel'])}'>{_e(r['kernel'])}</a>",
+                 route, what, fused or "<span class='muted'>–</span>",
+                 _e(human_bytes(r.get("bytes"))), _e(human_flops(r.get("flops")) if r.get("flops") else "–"),
+                 src or "<span class='muted'>–</span>"]
+        if measured:
+            share = r.get("share")
+            cells += [
+                _e(f"{r['calls']:g}" if r.get("calls") is not None else "–"),
+                _e(human_seconds(r["time_us"] / 1e6) if r.get("time_us") is not None else "–")
+                + ("<sup title='control flow: includes the kernels it runs'>*</sup>" if r.get("inclusive") else ""),
+                (f"<div class='bar'><span style='width:{min(share, 1) * 100:.1f}%;background:{color}'></span></div>"
+                 f"{share:.1%}") if share is not None else "–",
+                _e(f"{r['gbps']:.1f}" if r.get("gbps") is not None else "–"),
+                _e(f"{r['pct_of_peak']:.0f}%" if r.get("pct_of_peak") is not None else "–"),
+            ]
+        num = {0, 5, 6} | ({8, 9, 11, 12} if measured else set())
+        out.append(f"<tr id='kernel-{_e(r['kernel'])}' data-kernel='{_e(r['kernel'])}'>"
+                   + "".join(f"<td{' class=num' if j in num else ''}>{c}</td>" for j, c in enumerate(cells))
+                   + "</tr>")
+    out.append("</tbody></table>")
+    t = b.timings or {}
+    notes = []
+    if measured:
+        notes.append(f"Measured: median over {t.get('iterations')} calls; time is per step (all calls summed).")
+        peaks = t.get("peaks") or {}
+        if peaks.get("memory_bytes_per_s"):
+            fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
+            notes.append(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
+                         f"{human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}.")
+        for key in ("coverage_note", "command_buffer_note"):
+            if t.get(key):
+                notes.append(t[key])
+    else:
+        notes.append("Not measured: bytes and FLOPs are estimated from the optimized HLO's shapes.")
+    return "".join(out) + "".join(f"<p class='muted small'>{_e(n)}</p>" for n in notes)
+
+
+def _charts(b: Bundle) -> tuple[str, str]:
+    """(charts HTML with plotly.js inlined once, fusion comparison HTML)."""
+    try:
+        from app.kernels_view import figures, fusion_table
+    except ImportError as e:  # plotly not installed
+        return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
+    measured = bool((b.timings or {}).get("kernels"))
+    figs = figures(b)
+    keep = ["Top kernels", "Treemap"] + (["Timeline", "Roofline"] if measured else [])
+    parts, first = [], True
+    config = {"displaylogo": False, "responsive": True}
+    for name in keep:
+        fig = figs.get(name)
+        if fig is None:
+            continue
+        div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",
+                          div_id=f"chart-{_slug(name)}")
+        first = False
+        parts.append(f"<div class='chart'>{div}</div>")
+    fusion = ""
+    if b.fusion_comparison:
+        fc = b.fusion_comparison
+        rows = fusion_table(b)
+        tbl = "<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>default</th><th>saved</th></tr></thead><tbody>"
+        tbl += "".join(f"<tr><td>{_e(r[''])}</td><td class=num>{_e(r['fusion off'])}</td>"
+                       f"<td class=num>{_e(r['default'])}</td><td class=num>{_e(r['saved'])}</td></tr>" for r in rows)
+        tbl += "</tbody></table>"
+        fig = figs.get("Fusion off")
+        div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",
+                          div_id="chart-fusion") if fig is not None else ""
+        first = False
+        fusion = (tbl + f"<p class='muted small'>Fusion off = the same program compiled with xla_disable_hlo_passes="
+                  f"{_e(','.join(fc.get('disabled_passes', [])))}. {_e(fc.get('note') or '')}</p>"
+                  + f"<div class='chart'>{div}</div>")
+    return "<div class='charts'>" + "".join(parts) + "</div>", fusion
+
+
+def _source_html(b: Bundle) -> str:
+    code = b.source.get("code")
+    if not code:
+        return ""
+    by_line: dict[int, list[Kernel]] = {}
+    for k in b.kernels:
+        for ln in _user_lines(b, k)[0]:
+            by_line.setdefault(ln, []).append(k)
+    rows = []
+    for i, line in enumerate(code.splitlines(), 1):
+        ks = by_line.get(i, [])
+        tags = "".join(f"<a class='ktag' href='#kernel-{_e(k.name)}' style='border-color:{ROUTE_COLORS.get(k.route, '#777')}'"
+                       f" title='{_e(ROUTE_LABELS.get(k.route, k.route))}'>{_e(k.name)}</a>" for k in ks[:6])
+        if len(ks) > 6:
+            tags += f"<span class='muted small'> +{len(ks) - 6}</span>"
+        rows.append(f"<div id='L{i}' class='{'has' if ks else ''}'><a class='ln' href='#L{i}'>{i}</a>"
+                    f"<span class='code'>{_e(line) or ' '}</span>{('<span class=tags>' + tags + '</span>') if tags else ''}</div>")
+    return ("<p class='muted small'>Lines that produced kernels are marked; click a kernel to jump to its row, "
+            "a line number to link to it.</p><div class='src'>" + "".join(rows) + "</div>")
+
+
+def _stages_html(b: Bundle) -> str:
+    out = []
+    for s in STAGES:
+        text = b.stages.get(s)
+        if not text:
+            continue
+        cut = ""
+        if len(text) > MAX_STAGE_CHARS:
+            cut = f"\n… cut at {MAX_STAGE_CHARS:,} of {len(text):,} characters (the bundle has all of it)"
+            text = text[:MAX_STAGE_CHARS]
+        out.append(f"<details><summary>{_e(STAGE_LABELS.get(s, s))} <span class='muted small'>"
+                   f"({len(b.stages[s].splitlines()):,} lines)</span></summary><pre class='stage'>{_e(text + cut)}</pre></details>")
+    if b.pass_log:
+        rows = "".join(f"<tr><td class=num>{_e(p.get('index'))}</td><td>{_e(p.get('pipeline'))}</td>"
+                       f"<td>{_e(p.get('pass'))}</td><td class='muted small'>{_e(p.get('file'))}</td></tr>"
+                       for p in b.pass_log if isinstance(p, dict))
+        out.append(f"<details><summary>Pass log <span class='muted small'>({len(b.pass_log)} snapshots)"
+                   f"</span></summary><table class='kt'><thead><tr><th>#</th><th>pipeline</th><th>after pass</th>"
+                   f"<th>file</th></tr></thead><tbody>{rows}</tbody></table></details>")
+    return "".join(out)
+
+
+def _link_data(b: Bundle) -> dict:
+    """What the page's script needs to link the graphs: kernel -> pre ops, pre op -> kernels."""
+    prov = b.provenance
+    fused = {k.name: list(k.fused_ops) for k in b.kernels if k.fused_ops}
+    return {"k2pre": prov.kernel_to_pre if prov else {}, "pre2k": prov.pre_to_kernels if prov else {},
+            "fused": fused}
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def html_report(bundle: Bundle) -> str:
+    """The whole report as one HTML document that needs no network and no server."""
+    b = bundle
+    env = b.environment
+    pre, post = graph_specs(b)
+    desc = (b.source.get("description") or "").strip()
+    lesson_title, _, lesson = desc.partition("\n")
+    charts, fusion = _charts(b)
+    source = _source_html(b)
+    stages = _stages_html(b)
+    bundle_json = b.to_json()
+    embed = len(bundle_json) <= MAX_EMBEDDED_BUNDLE
+    sub = " · ".join(_e(x) for x in (env.get("device_kind") or env.get("platform"), env.get("backend"),
+                                      ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
+    nav = [("summary", "Summary"), ("graphs", "Graphs"), ("kernels", "Kernels")]
+    if charts:
+        nav.append(("charts", "Charts"))
+    if fusion:
+        nav.append(("fusion", "Fusion off vs on"))
+    if source:
+        nav.append(("source", "Source"))
+    if stages:
+        nav.append(("stages", "Texts"))
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        # No network, ever: anything the page tried to fetch from elsewhere is refused.
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
+        "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'\">",
+        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}</style></head><body>",
+        f"<header><h1>{_e(b.title)}</h1><div class='sub'>{sub}</div>",
+        "<nav>" + " ".join(f"<a href='#{i}'>{_e(t)}</a>" for i, t in nav)
+        + ("<button id='dl-bundle'>Download bundle JSON</button>" if embed else "") + "</nav></header><main>",
+    ]
+    if lesson_title:
+        parts.append(f"<section class='lesson'><b>{_e(lesson_title)}</b>"
+                     + (f"<p>{_e(lesson).replace(chr(10) + chr(10), '</p><p>')}</p>" if lesson.strip() else "")
+                     + "</section>")
+    parts.append("<section id='summary'><h2>Summary</h2>" + _summary_html(b))
+    parts.append("<details class='env'><summary>Environment</summary><table class='kv'>"
+                 + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in _environment_rows(b))
+                 + "</table></details></section>")
+    parts.append(_legend_html())
+    parts.append("<section id='graphs'><h2>Before and after optimization</h2>"
+                 "<p class='muted small'>Click a kernel (right) to light up the ops it absorbed (left), or an op to "
+                 "light up the kernel it ended in. Each fusion is a box holding the ops it swallowed.</p>"
+                 "<div class='graphs'>"
+                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.")
+                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.")
+                 + "</div></section>")
+    parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{_kernel_table(b)}</section>")
+    if charts:
+        parts.append(f"<section id='charts'><h2>Charts</h2>{charts}</section>")
+    if fusion:
+        parts.append(f"<section id='fusion'><h2>What fusion saved</h2>{fusion}</section>")
+    if source:
+        parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
+    if stages:
+        parts.append(f"<section id='stages'><h2>Program texts</h2>{stages}</section>")
+    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash())} · schema "
+                 f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
+    parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
+    if embed:
+        parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
+                     f"{_script_text(bundle_json)}</script>")
+    parts.append(f"<script>{JS}</script></body></html>")
+    return "".join(parts)
+
+
+def write_report(bundle: Bundle, path: str) -> None:
+    from analysis.errors import ExplorerError
+
+    text = html_report(bundle)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise ExplorerError("write", e.strerror or str(e), path) from None
+
+
+def data_url(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+CSS = """
+:root { --fg:#1f2328; --muted:#6b7280; --line:#e5e7eb; --hl:#FF7F0E; }
+* { box-sizing: border-box; }
+body { margin:0; font: 15px/1.5 "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color:var(--fg); background:#fafafa; }
+header { background:#fff; border-bottom:1px solid var(--line); padding:14px 28px 8px; }
+header h1 { margin:0; font-size:26px; }
+header .sub { color:var(--muted); font-size:14px; }
+nav { margin-top:6px; display:flex; gap:14px; align-items:center; flex-wrap:wrap; font-size:14px; }
+nav a { color:#2b5d9b; text-decoration:none; }
+main { padding:6px 28px 30px; max-width:1800px; margin:0 auto; }
+section { margin-top:18px; }
+h2 { font-size:20px; margin:0 0 8px; border-bottom:1px solid var(--line); padding-bottom:4px; }
+h3 { font-size:16px; margin:0 0 2px; display:flex; align-items:center; justify-content:space-between; }
+button { font: 12px sans-serif; padding:2px 9px; border:1px solid #bbb; background:#f7f7f7; border-radius:4px; cursor:pointer; }
+button:hover { background:#eee; }
+.lesson { background:#fff; border-left:4px solid #4477AA; padding:8px 14px; margin-top:14px; }
+.lesson p { margin:6px 0 0; }
+.cards { display:flex; gap:12px; flex-wrap:wrap; }
+.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px 14px; min-width:180px; flex:1; }
+.card .lbl { color:var(--muted); font-size:13px; }
+.card .val { font-size:26px; font-weight:600; }
+.card .note { color:var(--muted); font-size:12.5px; }
+.routes { margin-top:8px; font-size:14px; }
+.chip { display:inline-flex; align-items:center; margin-right:12px; white-space:nowrap; }
+.sw { display:inline-block; width:14px; height:14px; border-radius:3px; margin-right:5px; }
+.legend { position:sticky; top:0; z-index:5; background:#fafafa; padding:8px 0; border-bottom:1px solid var(--line); font-size:14px; margin-top:14px; }
+.graphs { display:grid; grid-template-columns: 1fr 1fr; gap:14px; }
+@media (max-width: 1100px) { .graphs { grid-template-columns: 1fr; } }
+.pane { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px 10px; min-width:0; }
+.pane .subtitle { color:var(--muted); font-size:12.5px; margin-bottom:4px; }
+.tools button { margin-left:4px; }
+.view { position:relative; height:680px; overflow:hidden; border:1px solid #f0f0f0; border-radius:6px; cursor:grab; background:#fff; }
+.view svg { width:100%; height:100%; display:block; user-select:none; }
+.view .hint { position:absolute; right:8px; bottom:4px; font-size:11px; color:#999; pointer-events:none; }
+g.node, g.cluster { cursor:pointer; }
+g.node.xe-hl > g > a > path, g.node.xe-hl > g > a > polygon, g.node.xe-hl > g > a > ellipse,
+g.node.xe-hl > path, g.node.xe-hl > polygon, g.node.xe-hl > ellipse { stroke:var(--hl); stroke-width:4px; }
+g.cluster.xe-hl > path, g.cluster.xe-hl > polygon, g.cluster.xe-hl > g > a > path, g.cluster.xe-hl > g > a > polygon { stroke:var(--hl); stroke-width:4px; }
+.dim text { opacity:0.45; }
+table.kt { border-collapse:collapse; width:100%; background:#fff; font-size:13.5px; }
+table.kt.narrow { width:auto; }
+table.kt th, table.kt td { border-bottom:1px solid var(--line); padding:4px 8px; text-align:left; vertical-align:top; }
+table.kt th { background:#f3f4f6; position:sticky; top:38px; }
+table.kt td.num { text-align:right; font-variant-numeric: tabular-nums; white-space:nowrap; }
+table.kt tr:target, table.kt tr.xe-hl { background:#FFF1D6; }
+a.kname { font-family:"DejaVu Sans Mono", monospace; font-size:13px; color:#1f4e8c; }
+.bar { display:inline-block; width:60px; height:9px; background:#eee; border-radius:3px; margin-right:6px; vertical-align:middle; }
+.bar span { display:block; height:100%; border-radius:3px; }
+.muted { color:var(--muted); } .small { font-size:12.5px; }
+.charts { display:grid; grid-template-columns: 1fr 1fr; gap:12px; }
+@media (max-width: 1100px) { .charts { grid-template-columns: 1fr; } }
+.chart { background:#fff; border:1px solid var(--line); border-radius:8px; padding:4px; min-width:0; }
+.src { background:#fff; border:1px solid var(--line); border-radius:8px; padding:6px 0; font: 13.5px/1.5 "DejaVu Sans Mono", monospace; overflow-x:auto; }
+.src > div { white-space:pre; padding:0 10px; display:flex; align-items:baseline; }
+.src > div.has { background:#F4F8FC; }
+.src > div:target { background:#FFF1D6; border-left:3px solid var(--hl); }
+.src a.ln { color:#999; display:inline-block; width:3.2em; text-align:right; margin-right:1em; text-decoration:none; flex:none; }
+.src .code { flex:1; }
+.src .tags { margin-left:16px; font-family:sans-serif; font-size:11.5px; }
+a.ktag { border:2px solid; border-radius:10px; padding:0 6px; margin-left:4px; color:#333; text-decoration:none; background:#fff; }
+pre.stage { background:#fff; border:1px solid var(--line); padding:8px; font-size:12px; max-height:520px; overflow:auto; }
+pre.err { color:#b00020; white-space:pre-wrap; }
+details { margin:6px 0; } summary { cursor:pointer; font-weight:600; }
+table.kv th { text-align:left; color:var(--muted); font-weight:normal; padding-right:14px; } table.kv { font-size:13.5px; }
+footer { color:var(--muted); font-size:12.5px; padding:14px 28px; border-top:1px solid var(--line); }
+@media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, nav button { display:none; } }
+"""
+
+JS = r"""
+(function () {
+  "use strict";
+  const links = JSON.parse(document.getElementById("xe-links").textContent || "{}");
+  const PX = 96 / 72;
+  function save(name, mime, text) {
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(new Blob([text], { type: mime }));
+    a.download = name; document.body.appendChild(a); a.click();
+    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 500);
+  }
+  const panes = {};
+  document.querySelectorAll(".view").forEach((view) => {
+    const svg = view.querySelector("svg");
+    const prefix = view.dataset.prefix;
+    if (!svg) return;
+    const full = svg.getAttribute("viewBox").split(/[\s,]+/).map(Number);
+    let vb = full.slice();
+    const setVB = (v) => { vb = v; svg.setAttribute("viewBox", v.join(" ")); };
+    function initial() {
+      const W = view.clientWidth, H = view.clientHeight;
+      const fit = Math.min(W / full[2], H / full[3]);
+      const s = Math.max(fit, 0.75 * PX);  // legible: the whole graph if it fits so, else its top at 75 %
+      const w = W / s, h = H / s;
+      setVB([full[0] + (full[2] - w) / 2, s > fit ? full[1] : full[1] + (full[3] - h) / 2, w, h]);
+    }
+    function fitAll() {
+      const W = view.clientWidth, H = view.clientHeight, s = Math.min(W / full[2], H / full[3]);
+      const w = W / s, h = H / s;
+      setVB([full[0] + (full[2] - w) / 2, full[1] + (full[3] - h) / 2, w, h]);
+    }
+    function toSvg(ev) {
+      const r = svg.getBoundingClientRect();
+      return [vb[0] + (ev.clientX - r.left) / r.width * vb[2], vb[1] + (ev.clientY - r.top) / r.height * vb[3]];
+    }
+    function zoom(f, cx, cy) { setVB([cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f]); }
+    view.addEventListener("wheel", (ev) => { ev.preventDefault(); const p = toSvg(ev); zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, p[0], p[1]); }, { passive: false });
+    let drag = null, moved = false;
+    view.addEventListener("pointerdown", (ev) => { drag = [ev.clientX, ev.clientY, vb.slice()]; moved = false; });
+    window.addEventListener("pointermove", (ev) => {
+      if (!drag) return;
+      const r = svg.getBoundingClientRect(), dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
+      if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
+      setVB([drag[2][0] - dx / r.width * vb[2], drag[2][1] - dy / r.height * vb[3], vb[2], vb[3]]);
+    });
+    window.addEventListener("pointerup", () => { drag = null; });
+    function center(el) {
+      // node coordinates are in g.graph's space; its transform maps them to the viewBox's
+      const bb = el.getBBox(), g = svg.querySelector("g.graph");
+      const c = g.transform.baseVal.consolidate();
+      const p = svg.createSVGPoint(); p.x = bb.x + bb.width / 2; p.y = bb.y + bb.height / 2;
+      const q = c ? p.matrixTransform(c.matrix) : p;
+      setVB([q.x - vb[2] / 2, q.y - vb[3] / 2, vb[2], vb[3]]);
+    }
+    view.addEventListener("click", (ev) => {
+      if (moved) return;
+      const g = ev.target.closest("g.node, g.cluster");
+      if (!g) return;
+      const id = g.id.slice(prefix.length + 1);
+      select(prefix, id);
+    });
+    const pane = view.closest(".pane");
+    pane.querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
+      const act = b.dataset.act;
+      if (act === "fit") fitAll();
+      else if (act === "in") zoom(1 / 1.3, vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+      else if (act === "out") zoom(1.3, vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+      else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(svg));
+      else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
+    }));
+    panes[prefix] = { svg, center, initial };
+    initial();
+    window.addEventListener("resize", initial);
+  });
+  function el(prefix, id) { return document.getElementById(prefix + "-" + id); }
+  function clear() { document.querySelectorAll(".xe-hl").forEach((e) => e.classList.remove("xe-hl")); }
+  function mark(prefix, ids) {
+    let first = null;
+    ids.forEach((id) => { const e = el(prefix, id); if (e) { e.classList.add("xe-hl"); first = first || e; } });
+    return first;
+  }
+  function select(side, nid) {
+    clear();
+    const kind = nid.split(":")[0], name = nid.slice(kind.length + 1);
+    let kernel = null, pre = [];
+    if (side === "post") {
+      kernel = (kind === "k" || kind === "f") ? name : null;
+      if (kind === "x") for (const k in links.fused) if (links.fused[k].includes(name)) kernel = k;
+      if (kernel) pre = links.k2pre[kernel] || [];
+    } else if (kind === "op") {
+      pre = [name]; const ks = links.pre2k[name] || []; kernel = ks[0] || null;
+      mark("post", ks.flatMap((k) => ["k:" + k, "f:" + k]));
+    }
+    mark(side, [nid]);
+    if (kernel) {
+      const f = mark("post", ["k:" + kernel, "f:" + kernel]);
+      if (side !== "post" && f && panes.post) panes.post.center(f);
+      const row = document.getElementById("kernel-" + kernel);
+      if (row) row.classList.add("xe-hl");
+    }
+    const p = mark("pre", pre.map((n) => "op:" + n));
+    if (side !== "pre" && p && panes.pre) panes.pre.center(p);
+  }
+  document.querySelectorAll("a.kname").forEach((a) => a.addEventListener("click", () => {
+    setTimeout(() => { select("post", "k:" + a.dataset.node); const f = el("post", "k:" + a.dataset.node) || el("post", "f:" + a.dataset.node); if (f && panes.post) panes.post.center(f); }, 0);
+  }));
+  const dl = document.getElementById("dl-bundle");
+  if (dl) dl.addEventListener("click", () => {
+    const s = document.getElementById("xe-bundle");
+    save(s.dataset.name, "application/json", s.textContent.replace(/<\\(\/|!--)/g, "<$1"));
+  });
+})();
+"""
