@@ -174,9 +174,14 @@ st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight
             + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
 desc = b.source.get("description")
 if desc:
-    title, _, lesson = desc.partition("\n")
-    with st.expander(f"Lesson: {title}", expanded=False):
-        st.markdown(lesson.strip())
+    from sample_models.lessons import lesson as gallery_lesson
+
+    title, _, what_to_look_for = desc.partition("\n")
+    les = gallery_lesson(b)
+    with st.expander(f"Lesson: {title}", expanded=les is not None):
+        st.markdown(what_to_look_for.strip())
+        if les is not None:
+            st.markdown("**On this compile:** " + les.markdown())
 views.summary_strip(b)
 views.legend()
 

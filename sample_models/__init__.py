@@ -33,7 +33,12 @@ def gallery() -> dict[str, GalleryEntry]:
     for path in sorted(GALLERY_DIR.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        doc = ast.get_docstring(ast.parse(path.read_text())) or path.stem
+        tree = ast.parse(path.read_text())
+        defines = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        defines |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        if not {"model", "example_inputs"} <= defines:
+            continue  # a helper module (e.g. lessons.py), not a model
+        doc = ast.get_docstring(tree) or path.stem
         title, _, lesson = doc.partition("\n")
         out[path.stem] = GalleryEntry(path.stem, title.strip(), lesson.strip(), path)
     # The default first, the rest alphabetically.

@@ -1,0 +1,273 @@
+"""Lessons for the gallery, written from the numbers of the compile at hand.
+
+``lesson(bundle)`` returns the lesson for a gallery model's Bundle: markdown text that quotes
+this compile's kernels, bytes and names, and the claims it makes as checks (claim, holds).
+Nothing here is fixed text about what XLA "usually" does: every sentence that states a fact
+about the compile is computed from it, and a claim that does not hold on this compile is
+said so. Tests check that every claim holds on the CPU; the GPU check does the same on a GPU.
+Pure Python: reads a Bundle, never imports JAX.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from analysis.bundle import Bundle
+from analysis.kernels import Kernel
+from analysis.summary import human_bytes
+
+
+@dataclass
+class Check:
+    claim: str
+    holds: bool
+
+
+@dataclass
+class Lesson:
+    title: str
+    text: str
+    checks: list[Check] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        lines = [self.text, ""]
+        for c in self.checks:
+            lines.append(f"- {'✔' if c.holds else '✘ not on this compile:'} {c.claim}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _pre_ops(b: Bundle, opcode: str | None = None, scope: str | None = None, op_name_has: str | None = None):
+    pre = b.module("hlo_before")
+    if pre is None:
+        return []
+    from analysis.provenance import _walk_compute
+
+    out = []
+    for inst, key in _walk_compute(pre):
+        name = key[0] if key else ""
+        if opcode and inst.opcode != opcode:
+            continue
+        if scope and f"/{scope}/" not in name + "/":
+            continue
+        if op_name_has and op_name_has not in name:
+            continue
+        out.append(inst.name)
+    return out
+
+
+def _kernels_of(b: Bundle, ops) -> set[str]:
+    prov = b.provenance
+    if prov is None:
+        return set()
+    return {k for op in ops for k in prov.pre_to_kernels.get(op, [])}
+
+
+def _kernels(b: Bundle, route: str | None = None) -> list[Kernel]:
+    return [k for k in b.kernels if k.route != "control" and (route is None or k.route == route)]
+
+
+def _contains(k: Kernel, opcode: str) -> bool:
+    return k.opcode == opcode or opcode in k.fused_opcodes
+
+
+def _names(ks) -> str:
+    ks = sorted(ks)
+    return ", ".join(f"`{k}`" for k in ks[:4]) + (f" and {len(ks) - 4} more" if len(ks) > 4 else "")
+
+
+def _basics(b: Bundle) -> str:
+    m = b.metrics
+    return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
+            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended inside a multi-op fusion, and the "
+            f"estimated memory traffic fell from {human_bytes(m.get('unfused_bytes'))} to "
+            f"{human_bytes(m.get('fused_bytes'))}.")
+
+
+def _libraries(b: Bundle) -> str:
+    libs = b.metrics.get("kernels_by_library", {})
+    if not libs:
+        return "No kernel was handed to a library."
+    return "Library calls: " + ", ".join(f"{n} × {lib}" for lib, n in libs.items()) + "."
+
+
+# ----------------------------------------------------------------------------- per model
+
+
+def _mlp(b: Bundle) -> Lesson:
+    adds = _pre_ops(b, "add", scope="dense1")
+    maxes = _pre_ops(b, "maximum", scope="dense1")
+    k_add, k_max = _kernels_of(b, adds), _kernels_of(b, maxes)
+    shared = k_add & k_max
+    dots = _pre_ops(b, "dot")
+    k_dot = _kernels_of(b, dots)
+    text = (_basics(b) + f" The first layer's bias add ended in {_names(k_add) or 'no kernel'} and its ReLU in "
+            f"{_names(k_max) or 'no kernel'}. " + _libraries(b))
+    return Lesson("mlp", text, [
+        Check("dense1's bias add and ReLU run in the same kernel" + (f" ({_names(shared)})" if shared else ""), bool(shared)),
+        Check(f"fewer kernels than ops ({b.metrics.get('kernels_after')} < {b.metrics.get('compute_ops_before')})",
+              b.metrics.get("kernels_after", 0) < b.metrics.get("compute_ops_before", 0)),
+        Check(f"the {len(dots)} matmuls landed in {len(k_dot)} kernel(s): {_names(k_dot)}", len(k_dot) >= 1),
+    ])
+
+
+def _transformer_block(b: Bundle) -> Lesson:
+    dots = _pre_ops(b, "dot")
+    k_dot = _kernels_of(b, dots)
+    em = _kernels(b, "emitter")
+    multi = [k for k in em if k.is_multi_op_fusion]
+    text = (_basics(b) + f" The {len(dots)} matmuls (projections, QK^T, PV, MLP) are in {len(k_dot)} kernel(s); "
+            f"the norms, softmax, GELU and residual adds became {len(em)} generated kernel(s), {len(multi)} of them "
+            f"fusing several ops. " + _libraries(b))
+    return Lesson("transformer_block", text, [
+        Check(f"every matmul ended in a kernel ({len(k_dot)} kernels hold the {len(dots)} dots)", bool(dots) and bool(k_dot)),
+        Check(f"most generated kernels fuse several ops ({len(multi)} of {len(em)})", len(multi) * 2 >= len(em) > 0),
+        Check(f"fusion coverage above one half ({b.metrics.get('fusion_coverage', 0):.0%})",
+              b.metrics.get("fusion_coverage", 0) > 0.5),
+    ])
+
+
+def _attention(b: Bundle) -> Lesson:
+    naive = _kernels_of(b, _pre_ops(b, scope="naive"))
+    api = _kernels_of(b, _pre_ops(b, scope="fused_api"))
+    fmha = [k for k in b.kernels if (k.custom_call_target or "").startswith("__cudnn$fmha")
+            or (k.fusion_kind or "") == "__cudnn$fusion"]
+    score_bytes = 0
+    for k in b.kernels:
+        if k.name in naive and "exponential" in k.fused_opcodes:
+            score_bytes = max(score_bytes, k.bytes)
+    text = (_basics(b) + f" The naive attention needs {len(naive)} kernel(s); `jax.nn.dot_product_attention` "
+            f"needs {len(api)}." + (f" On this device the API became {len(fmha)} fused-attention library call(s)."
+                                    if fmha else " No fused-attention library call here (that needs cuDNN on a GPU).")
+            + (f" The kernel computing the softmax of the [heads, seq, seq] scores moves {human_bytes(score_bytes)}."
+               if score_bytes else ""))
+    checks = [Check(f"both versions compile to kernels (naive {len(naive)}, API {len(api)})", bool(naive) and bool(api))]
+    if b.platform == "gpu":
+        checks.append(Check("dot_product_attention became a cuDNN fused-attention call", bool(fmha)))
+    return Lesson("attention", text, checks)
+
+
+def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
+    reduces = _pre_ops(b, "reduce")
+    k_red = _kernels_of(b, reduces)
+    ew_before = len(_pre_ops(b)) - len(reduces)
+    lone = [k for k in _kernels(b) if k.opcode == "fusion" and len(k.fused_opcodes) == 1
+            and k.fused_opcodes[0] in ("exponential", "subtract", "divide", "multiply", "add")]
+    text = (_basics(b) + f" The {len(reduces)} reductions ({what}) are in {len(k_red)} kernel(s): {_names(k_red)}; "
+            f"the {ew_before} other ops were fused around them.")
+    return Lesson(name, text, [
+        Check(f"far fewer kernels than ops ({b.metrics.get('kernels_after')} vs {b.metrics.get('compute_ops_before')})",
+              b.metrics.get("kernels_after", 0) * 2 <= b.metrics.get("compute_ops_before", 0)),
+        Check("no elementwise op runs as a kernel of its own" + (f" (found {_names(k.name for k in lone)})" if lone else ""),
+              not lone),
+        Check(f"every reduction is inside a kernel ({len(k_red)} kernels)", bool(k_red) and bool(reduces)),
+    ])
+
+
+def _conv_bn_relu(b: Bundle) -> Lesson:
+    conv = _kernels_of(b, _pre_ops(b, "convolution"))
+    relu = _kernels_of(b, _pre_ops(b, "maximum", scope="relu"))
+    bn = _kernels_of(b, _pre_ops(b, scope="batchnorm"))
+    conv_routes = {b.kernel(k).route for k in conv if b.kernel(k)}
+    conv_libs = {b.kernel(k).library for k in conv if b.kernel(k) and b.kernel(k).library}
+    text = (_basics(b) + f" The convolution ran as {_names(conv)} ({', '.join(sorted(conv_libs)) or 'generated code'}); "
+            f"batch norm spread over {len(bn)} kernel(s) and the ReLU ended in {_names(relu)}.")
+    return Lesson("conv_bn_relu", text, [
+        Check("the convolution is a library call" + (f" ({', '.join(sorted(conv_libs))})" if conv_libs else ""),
+              conv_routes == {"library"}),
+        Check("the ReLU shares a kernel with the batch-norm scale and shift", bool(relu & bn)),
+    ])
+
+
+def _rnn_scan(b: Bundle) -> Lesson:
+    loops = [k for k in b.kernels if k.opcode == "while"]
+    inside = [k for k in b.kernels if k.context.endswith("body") and k.route != "control"]
+    t = (b.timings or {}).get("kernels", {}) if b.timings else {}
+    calls = max((t.get(k.name, {}).get("calls", 0) for k in inside), default=0)
+    text = (_basics(b) + f" `lax.scan` stayed a loop: {len(loops)} `while` op(s) whose body runs "
+            f"{len(inside)} kernel(s) per step" + (f", measured {calls} times per call." if calls else "."))
+    return Lesson("rnn_scan", text, [
+        Check("the scan is a while loop in the optimized module", bool(loops)),
+        Check(f"the cell's kernels live in the loop body ({len(inside)})", bool(inside)),
+    ])
+
+
+def _bf16_mixed(b: Bundle) -> Lesson:
+    converts = _pre_ops(b, "convert")
+    k_conv = _kernels_of(b, converts)
+    alone = [k for k in _kernels(b) if k.opcode == "convert" or
+             (k.opcode == "fusion" and set(k.fused_opcodes) <= {"convert", "bitcast", "reshape", "broadcast", "copy"})]
+    dot_k = [b.kernel(k) for k in _kernels_of(b, _pre_ops(b, "dot")) if b.kernel(k)]
+    bf16_kernels = [k for k in _kernels(b) if "bf16" in k.shape]
+    f32_dots = [k for k in dot_k if k.shape.startswith("f32")]
+    text = (_basics(b) + f" The {len(converts)} casts (`convert`) ended in {len(k_conv)} kernel(s), "
+            f"{len(alone)} of which do nothing but cast; {len(bf16_kernels)} kernel(s) produce bf16 arrays "
+            f"(half the bytes of f32) and {len(f32_dots)} of the {len(dot_k)} matmul kernels produce f32.")
+    if b.platform == "gpu":
+        checks = [Check("casts are fused into neighbouring work, not kernels of their own"
+                        + (f" (alone: {_names(k.name for k in alone)})" if alone else ""), not alone),
+                  Check("some kernels produce bf16 results", bool(bf16_kernels))]
+    else:
+        text += (" XLA:CPU normalizes bf16 arithmetic to f32 here: the bf16 operands are cast up and the "
+                 "matmuls run in f32, so the casts cost kernels instead of saving bytes.")
+        checks = [Check(f"the matmuls run in f32 on the CPU ({len(f32_dots)} of {len(dot_k)} dot kernels produce f32)",
+                        bool(dot_k) and len(f32_dots) == len(dot_k)),
+                  Check(f"the casts are paid for as kernels of their own ({len(alone)})", bool(alone))]
+    return Lesson("bf16_mixed", text, checks)
+
+
+def _layout_transpose(b: Bundle) -> Lesson:
+    absorbed = _pre_ops(b, "transpose", scope="absorbed")
+    k_abs = _kernels_of(b, absorbed)
+    dot_k = _kernels_of(b, _pre_ops(b, "dot"))
+    mat = _pre_ops(b, "transpose", scope="materialized")
+    k_mat = _kernels_of(b, mat)
+    layout_k = _kernels(b, "layout")
+    text = (_basics(b) + f" The transpose feeding the matmul ended in {_names(k_abs)} — "
+            + ("the matmul's own kernel: it reads the operand in the other order for free." if k_abs <= dot_k else
+               "a kernel of its own.")
+            + f" The returned transpose ended in {_names(k_mat)}; {len(layout_k)} kernel(s) are pure layout changes.")
+    return Lesson("layout_transpose", text, [
+        Check("the transpose before the dot launches no kernel of its own (absorbed into the dot)", bool(k_abs) and k_abs <= dot_k),
+        Check("the materialized transpose is computed by some kernel", bool(k_mat)),
+    ])
+
+
+def _shape_sweep(b: Bundle) -> Lesson:
+    shapes = ", ".join(f"{i['path']}: {i['dtype']}{i['shape']}" for i in b.source.get("inputs", []))
+    text = (_basics(b) + f" This executable is specialized to exactly these inputs: {shapes}. Another sequence "
+            "length is another compile — the Shape sweep page measures how many and how long.")
+    return Lesson("shape_sweep", text, [Check("compiled for one concrete shape", bool(b.source.get("inputs")))])
+
+
+def _train_step(b: Bundle) -> Lesson:
+    dots = _pre_ops(b, "dot")
+    k_dot = _kernels_of(b, dots)
+    sgd = _kernels_of(b, _pre_ops(b, scope="sgd"))
+    text = (_basics(b) + f" The forward and backward passes hold {len(dots)} matmuls (the backward ones "
+            f"transposed), in {len(k_dot)} kernel(s); the SGD update of the parameters runs in {len(sgd)} kernel(s).")
+    return Lesson("train_step", text, [
+        Check(f"the gradient adds matmuls: {len(dots)} dots for a 2-layer MLP", len(dots) > 2),
+        Check(f"the update is fused: {len(sgd)} kernel(s) for {len(_pre_ops(b, scope='sgd'))} ops",
+              0 < len(sgd) < len(_pre_ops(b, scope="sgd"))),
+    ])
+
+
+LESSONS = {
+    "mlp": _mlp, "transformer_block": _transformer_block, "attention": _attention,
+    "layernorm": lambda b: _reduction_lesson("layernorm", b, "mean and variance"),
+    "softmax": lambda b: _reduction_lesson("softmax", b, "max and sum"),
+    "softmax_layernorm": lambda b: _reduction_lesson("softmax_layernorm", b, "max, sum, mean, variance"),
+    "conv_bn_relu": _conv_bn_relu, "rnn_scan": _rnn_scan, "bf16_mixed": _bf16_mixed,
+    "layout_transpose": _layout_transpose, "shape_sweep": _shape_sweep, "train_step": _train_step,
+}
+
+
+def lesson(b: Bundle) -> Lesson | None:
+    """The lesson for a gallery model's bundle, from its own numbers; None for other inputs."""
+    fn = LESSONS.get(b.source.get("name", "")) if b.source.get("kind") == "gallery" else None
+    if fn is None or b.module("hlo_after") is None:
+        return None
+    return fn(b)
