@@ -3,8 +3,10 @@
     xla-explorer list
     xla-explorer analyze MODEL [--backend auto|cpu|gpu] [--option KEY=VALUE ...] [--out FILE]
                                [--measure [--iters N]] [--compare-fusion]
+    xla-explorer report MODEL --html OUT.html [--svg-dir DIR] [--module NAME]
 
-MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file or a Bundle JSON.
+MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file, a Bundle JSON or a
+zipped XLA dump folder (``--xla_dump_to`` output; its most interesting module, or ``--module``).
 User errors exit with status 2 and one line on stderr naming the file, line and phase.
 """
 
@@ -27,12 +29,48 @@ def _read_text(path: str) -> str:
         raise ExplorerError("load", "not a UTF-8 text file", path) from None
 
 
+def _is_zip(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
+    except OSError:
+        return False
+
+
+def load_dump(path: str, module: str | None = None, say=None):
+    """The Bundle of one module of a zipped XLA dump: ``module`` (a name or module id), else
+    the most interesting one."""
+    from analysis.dump import bundles_from_dump_zip
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ExplorerError("load", e.strerror or str(e), path) from None
+    bundles = bundles_from_dump_zip(data, path)
+    if module:
+        want = module.strip()
+        for b in bundles:
+            if want in (b.title, b.source.get("module_id"), (b.source.get("module_id") or "").lstrip("0")):
+                return b
+        raise ExplorerError("load", f"no module {want!r} in the dump (it has: "
+                                    + ", ".join(f"{b.source.get('module_id')} {b.title}" for b in bundles[:20]) + ")",
+                            path)
+    if len(bundles) > 1 and say:
+        say(f"{len(bundles)} modules in the dump; using {bundles[0].title} (module {bundles[0].source.get('module_id')}); "
+            "others: " + ", ".join(b.title for b in bundles[1:8]) + (" ..." if len(bundles) > 8 else "")
+            + " (pick one with --module)")
+    return bundles[0]
+
+
 def load_any(model: str, backend: str = "auto", options: dict | None = None, sandbox: bool = False,
-             progress=None):
+             progress=None, module: str | None = None, say=None):
     """A Bundle from whatever MODEL names."""
     from analysis.bundle import Bundle, bundle_from_hlo
 
     if os.path.exists(model) and not model.endswith(".py"):
+        if model.endswith(".zip") or _is_zip(model):
+            return load_dump(model, module, say)
         text = _read_text(model)
         if text.lstrip().startswith("{"):
             return Bundle.load(model)
@@ -83,7 +121,8 @@ def _cmd_analyze(args) -> int:
         measure = compare = False
     else:
         bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
-                          progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None)
+                          progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
+                          module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr))
     if measure or compare:
         from analysis import timings
         if measure:
@@ -104,6 +143,41 @@ def _cmd_analyze(args) -> int:
     else:
         sys.stdout.write(text + "\n")
     print(summary_text(bundle), file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from analysis.report import graph_exports, html_report
+
+    say = lambda msg: print(f"xla-explorer: {msg}", file=sys.stderr)  # noqa: E731
+    for target in filter(None, (args.html, args.svg_dir and os.path.join(args.svg_dir, "x"))):
+        folder = os.path.dirname(os.path.abspath(target))
+        if not os.path.isdir(folder) and not (target != args.html and os.path.isdir(os.path.dirname(folder))):
+            raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
+    options = None
+    if args.option:
+        from analysis.run import parse_options
+
+        options = parse_options(args.option)
+    bundle = load_any(args.model, args.backend, options, module=args.module, say=say)
+    text = html_report(bundle)
+    try:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise ExplorerError("write", e.strerror or str(e), args.html) from None
+    written = [args.html]
+    if args.svg_dir:
+        try:
+            os.makedirs(args.svg_dir, exist_ok=True)
+            for name, (_mime, data) in graph_exports(bundle).items():
+                path = os.path.join(args.svg_dir, name)
+                with open(path, "wb") as f:
+                    f.write(data)
+                written.append(path)
+        except OSError as e:
+            raise ExplorerError("write", e.strerror or str(e), args.svg_dir) from None
+    say(f"wrote {', '.join(written)} ({len(text) / 2 ** 20:.1f} MiB report)")
     return 0
 
 
@@ -129,7 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "--measure, time) side by side")
     a.add_argument("--sandbox", action="store_true", help="run a .py model file in the sandboxed worker")
     a.add_argument("-v", "--verbose", action="store_true", help="print phases as they run")
+    a.add_argument("--module", help="for a dump zip: the module (name or id) to use")
     a.set_defaults(fn=_cmd_analyze)
+    r = sub.add_parser("report", parents=[common],
+                       help="write one self-contained HTML report (works offline) of a model, bundle or dump")
+    r.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json or XLA dump .zip")
+    r.add_argument("--html", required=True, metavar="OUT.html", help="where to write the report")
+    r.add_argument("--svg-dir", metavar="DIR", help="also write both graphs as SVG and DOT files here")
+    r.add_argument("--module", help="for a dump zip: the module (name or id) to report on")
+    r.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    r.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
+    r.set_defaults(fn=_cmd_report)
     return p
 
 
