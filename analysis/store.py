@@ -87,29 +87,50 @@ class Store:
         return c
 
     def _check_and_init(self, c: sqlite3.Connection) -> None:
+        # Check and create in one write transaction, so two processes opening a new file at
+        # once cannot see each other's half-made schema.
+        try:
+            c.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as e:
+            raise self._error("the store file is damaged or not an SQLite database", e) from None
+        try:
+            self._check_schema(c)
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+            c.execute("INSERT OR IGNORE INTO meta VALUES ('app', ?)", (APP_MARKER,))
+            c.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(STORE_SCHEMA),))
+            c.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise self._error("cannot set up the store", e) from None
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
+        try:
+            self.journal_mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            raise self._error("cannot switch the store to WAL mode", e) from None
+
+    def _check_schema(self, c: sqlite3.Connection) -> None:
         try:
             tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as e:
             raise self._error("the store file is damaged or not an SQLite database", e) from None
-        if tables:
-            if "meta" not in tables:
-                raise self._error("not an XLA Explorer store", f"it holds other tables ({', '.join(sorted(tables)[:5])})")
-            try:
-                marker = dict(c.execute("SELECT key, value FROM meta WHERE key IN ('app', 'schema')"))
-            except sqlite3.DatabaseError as e:
-                raise self._error("the store file is damaged", e) from None
-            if marker.get("app") != APP_MARKER:
-                raise self._error("not an XLA Explorer store", "its meta table has no XLA Explorer marker")
-            if int(marker.get("schema", 0)) > STORE_SCHEMA:
-                raise self._error("the store was written by a newer XLA Explorer", f"schema {marker.get('schema')}")
+        if not tables:
+            return
+        if "meta" not in tables:
+            raise self._error("not an XLA Explorer store", f"it holds other tables ({', '.join(sorted(tables)[:5])})")
         try:
-            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            c.executescript(_SCHEMA)
-            c.execute("INSERT OR IGNORE INTO meta VALUES ('app', ?)", (APP_MARKER,))
-            c.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(STORE_SCHEMA),))
+            marker = dict(c.execute("SELECT key, value FROM meta WHERE key IN ('app', 'schema')"))
         except sqlite3.DatabaseError as e:
-            raise self._error("cannot set up the store", e) from None
-        self.journal_mode = mode
+            raise self._error("the store file is damaged", e) from None
+        if marker.get("app") != APP_MARKER:
+            raise self._error("not an XLA Explorer store", "its meta table has no XLA Explorer marker")
+        if int(marker.get("schema", 0)) > STORE_SCHEMA:
+            raise self._error("the store was written by a newer XLA Explorer", f"schema {marker.get('schema')}")
 
     def _run(self, what: str, sql: str, args=()) -> list:
         c = self._conn()

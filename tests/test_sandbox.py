@@ -27,8 +27,7 @@ needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run he
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
 
 # Only the infinite-loop test waits for it (it uses 12 s); generous so a worker that imports JAX
-# on a loaded
-# 2-core CI machine.
+# on a loaded 2-core CI machine is not mistaken for a hang.
 TIMEOUT = float(os.environ.get("XLA_EXPLORER_TEST_TIMEOUT_S", "45"))
 LIMITS = Limits(timeout_s=TIMEOUT, cpu_s=60, memory_mb=3072, nproc=64, file_mb=8, output_mb=2)
 
