@@ -116,7 +116,7 @@ def apply_limits(spec: dict) -> None:
         setl(resource.RLIMIT_NPROC, int(spec["nproc"]))
 
 
-_LIMIT_WORDS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "Cannot allocate memory")
+_LIMIT_WORDS = ("RESOURCE_EXHAUSTED", "MemoryError", "Out of memory", "out of memory", "Cannot allocate memory")
 
 
 def _as_limit(err: ExplorerError) -> ExplorerError:
