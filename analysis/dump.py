@@ -85,8 +85,7 @@ class _Reader:
                     chunks.append(chunk)
         except ExplorerError:
             raise
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, RuntimeError, NotImplementedError, OSError,
-                EOFError, ValueError) as e:  # damaged, encrypted, unsupported compression
+        except Exception as e:  # noqa: BLE001 - damaged (zlib/lzma errors, bad CRC), encrypted, unsupported
             raise ExplorerError("load", f"cannot read {posixpath.basename(info.filename)!r} in the zip: "
                                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
                                 self.zip_name) from None
