@@ -141,7 +141,11 @@ class Bundle:
             raise ExplorerError(e.phase, e.message, str(path), e.line, e.column) from None
 
     def content_hash(self) -> str:
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        """A short hash of what the bundle shows (its creation time left out, so the same
+        compile gives the same hash)."""
+        d = self.to_dict()
+        d.pop("created", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=_json_default).encode()).hexdigest()[:16]
 
 
 # What each JSON field must be (checked on load, so a view never meets e.g. a list as metrics).
