@@ -460,7 +460,7 @@ def html_report(bundle: Bundle) -> str:
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
         parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
-                     f"{_script_text(bundle_json)}</script>")
+                     f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
     parts.append(f"<script>{JS}</script></body></html>")
     return "".join(parts)
 
@@ -535,6 +535,7 @@ a.kname { font-family:"DejaVu Sans Mono", monospace; font-size:13px; color:#1f4e
 .src { background:#fff; border:1px solid var(--line); border-radius:8px; padding:6px 0; font: 13.5px/1.5 "DejaVu Sans Mono", monospace; overflow-x:auto; }
 .src > div { white-space:pre; padding:0 10px; display:flex; align-items:baseline; }
 .src > div.has { background:#F4F8FC; }
+.src > div, table.kt tr, section, .pane { scroll-margin-top: 64px; }
 .src > div:target { background:#FFF1D6; border-left:3px solid var(--hl); }
 .src a.ln { color:#999; display:inline-block; width:3.2em; text-align:right; margin-right:1em; text-decoration:none; flex:none; }
 .src .code { flex:1; }
@@ -572,7 +573,21 @@ JS = r"""
       const fit = Math.min(W / full[2], H / full[3]);
       const s = Math.max(fit, 0.75 * PX);  // legible: the whole graph if it fits so, else its top at 75 %
       const w = W / s, h = H / s;
-      setVB([full[0] + (full[2] - w) / 2, s > fit ? full[1] : full[1] + (full[3] - h) / 2, w, h]);
+      if (s <= fit) { setVB([full[0] + (full[2] - w) / 2, full[1] + (full[3] - h) / 2, w, h]); return; }
+      // too big to fit legibly: show its top, centred on where most nodes are (edges that loop
+      // wide around the graph would pull the plain centre off the nodes)
+      const xs = [];
+      const c = svg.querySelector("g.graph").transform.baseVal.consolidate();
+      svg.querySelectorAll("g.node").forEach((n) => {
+        const bb = n.getBBox(), p = svg.createSVGPoint();
+        p.x = bb.x + bb.width / 2; p.y = bb.y;
+        const q = c ? p.matrixTransform(c.matrix) : p;
+        if (q.y < full[1] + h) xs.push(q.x);
+      });
+      xs.sort((a, b) => a - b);
+      const cx = xs.length ? xs[Math.floor(xs.length / 2)] : full[0] + full[2] / 2;
+      const x0 = Math.min(Math.max(cx - w / 2, full[0]), full[0] + Math.max(full[2] - w, 0));
+      setVB([full[2] > w ? x0 : full[0] + (full[2] - w) / 2, full[1], w, h]);
     }
     function fitAll() {
       const W = view.clientWidth, H = view.clientHeight, s = Math.min(W / full[2], H / full[3]);
@@ -657,7 +672,7 @@ JS = r"""
   const dl = document.getElementById("dl-bundle");
   if (dl) dl.addEventListener("click", () => {
     const s = document.getElementById("xe-bundle");
-    save(s.dataset.name, "application/json", s.textContent.replace(/<\\(\/|!--)/g, "<$1"));
+    save(s.dataset.name, "application/json", s.textContent);
   });
 })();
 """
