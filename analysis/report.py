@@ -574,11 +574,12 @@ JS = r"""
       const s = Math.max(fit, 0.75 * PX);  // legible: the whole graph if it fits so, else its top at 75 %
       const w = W / s, h = H / s;
       if (s <= fit) { setVB([full[0] + (full[2] - w) / 2, full[1] + (full[3] - h) / 2, w, h]); return; }
-      // too big to fit legibly: show its top, centred on where most nodes are (edges that loop
-      // wide around the graph would pull the plain centre off the nodes)
+      // too big to fit legibly: show its top, centred on where most ops/kernels are (inputs and
+      // edges that loop wide around the graph would pull the plain centre off them)
       const xs = [];
       const c = svg.querySelector("g.graph").transform.baseVal.consolidate();
       svg.querySelectorAll("g.node").forEach((n) => {
+        if (!/^(k|x|op):/.test(n.id.slice(prefix.length + 1))) return;  // ops and kernels, not inputs
         const bb = n.getBBox(), p = svg.createSVGPoint();
         p.x = bb.x + bb.width / 2; p.y = bb.y;
         const q = c ? p.matrixTransform(c.matrix) : p;
