@@ -33,12 +33,19 @@ class Job:
     source: str = ""
     filename: str = "<pasted code>"
     name: str = "pasted"
-    kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe"
+    kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe" | "sweep"
     backend: str = "auto"
     compiler_options: dict = field(default_factory=dict)
     measure: bool = False
     iterations: int | None = None
     compare_fusion: bool = False
+    # Also record the pass pipeline: a snapshot after every pass that changed the module
+    # (``bundle.pass_log``, see ``analysis.passes``).
+    dump_passes: bool = False
+    # kind="sweep": ``{"lengths": [...], "buckets": [...], "repeats": N}``; ``source`` is a model
+    # whose ``example_inputs(n)`` takes the length (``analysis.sweep``). Result in
+    # ``bundle.metrics["shape_sweep"]``.
+    sweep: dict | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -54,13 +61,39 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
 
     if job.kind == "probe":
         raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
+    if job.kind == "sweep":
+        from analysis import sweep
+
+        return sweep.run_sweep(job, progress)
     if job.kind == "gallery":
         loaded = run.load_gallery(job.name)
     else:
         if progress:
             progress("load")
         loaded = run.load_source(job.source, job.filename, job.name)
-    bundle = run.compile_to_bundle(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind)
+    dump_dir = None
+    options = job.compiler_options
+    if job.dump_passes:
+        import tempfile
+
+        # Inside the worker's private /tmp (or $TMPDIR); removed once read.
+        dump_dir = tempfile.mkdtemp(prefix="xla-passes-")
+        options = {**job.compiler_options, "xla_dump_to": dump_dir, "xla_dump_hlo_pass_re": ".*"}
+    try:
+        bundle = run.compile_to_bundle(loaded, job.backend, options, progress, source_kind=job.kind)
+        if dump_dir is not None:
+            from analysis.passes import pass_log_from_dir
+
+            if progress:
+                progress("passes")
+            bundle.options["compiler_options"] = dict(job.compiler_options)  # not the dump's temp path
+            bundle.options["dump_passes"] = True
+            bundle.pass_log = pass_log_from_dir(dump_dir)
+    finally:
+        if dump_dir is not None:
+            import shutil
+
+            shutil.rmtree(dump_dir, ignore_errors=True)
     if job.measure or job.compare_fusion:
         from analysis import timings
 

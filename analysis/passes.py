@@ -1,0 +1,204 @@
+"""The pass pipeline: what each XLA pass did to the module, from per-pass HLO snapshots.
+
+With ``xla_dump_to=DIR`` and ``xla_dump_hlo_pass_re=.*`` XLA writes one snapshot after every
+pass that changed the module (and one at the start of every pipeline), named
+``module_NNNN.NAME.NNNN.<pipeline>.after_<pass>[.before_<nextpass>].txt`` (the names are read
+with ``analysis.dump``'s patterns, the same ones the dump import uses).
+
+``pass_log_from_dir(DIR)`` turns such a folder into the Bundle's ``pass_log``: the snapshots in
+pass order, those identical to the one before dropped (pipeline-start markers, passes that only
+touched what the text does not print), each with its instruction and kernel counts and, while
+all texts together stay under ``MAX_TEXT_BYTES``, its text. The rest of this module are pure
+functions the pass-pipeline page and the CLI share: which passes fuse, the diff of two
+snapshots, and which instructions a pass added, removed or fused. No JAX here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+
+from analysis.dump import _MODULE, _PASS  # the dump file-name patterns (one definition)
+from analysis.hlo import Module, parse_module
+from analysis.kernels import NO_KERNEL
+from analysis.options import FUSION_PASSES
+
+MAX_TEXT_BYTES = 20 * 2 ** 20  # keep snapshot texts in the pass log while they total less
+
+# Passes that fuse (the backends' fusion passes, their helpers, and anything named *fusion*).
+_FUSION_WORDS = re.compile(r"fusion|fuse|dot-library-rewriter|gemm-rewriter", re.I)
+
+
+def is_fusion_pass(name: str) -> bool:
+    """Whether a pass fuses or wraps instructions into kernels (for highlighting in the pipeline)."""
+    known = {p for ps in FUSION_PASSES.values() for p in ps}
+    return name in known or bool(_FUSION_WORDS.search(name or ""))
+
+
+# ----------------------------------------------------------------------------- reading a dump folder
+
+
+def snapshot_files(folder: str) -> list[dict]:
+    """The pass snapshots in a dump folder, in pass order: ``{index, pipeline, pass, next_pass,
+    file, module_id}``. With several modules in the folder, those of the module with the most
+    snapshots (the jitted program; small helper computations have few)."""
+    by_module: dict[str, list[dict]] = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for base in names:
+        m = _MODULE.match(base)
+        if not m or not base.endswith(".txt"):
+            continue
+        p = _PASS.match(m.group(2))
+        if not p:
+            continue
+        by_module.setdefault(m.group(1), []).append(
+            {"index": int(p.group("index")), "pipeline": p.group("pipeline"), "pass": p.group("pass"),
+             "next_pass": p.group("next"), "file": base, "module_id": m.group(1)})
+    if not by_module:
+        return []
+    best = max(by_module.values(), key=len)
+    return sorted(best, key=lambda e: e["index"])
+
+
+def counts(module: Module) -> dict:
+    """Instruction and kernel counts of one snapshot. ``kernels`` counts kernel-launching
+    instructions as ``analysis.kernels.kernels`` finds them (before fusion: every compute op);
+    ``None`` when the snapshot cannot be analyzed."""
+    from analysis.kernels import kernels
+
+    out = {"instructions": sum(len(c.instructions) for c in module.computations),
+           "entry_instructions": len(module.entry.instructions) if module.computations else 0,
+           "fusions": sum(1 for i in module.entry.instructions if i.opcode == "fusion") if module.computations else 0}
+    try:
+        out["kernels"] = sum(1 for k in kernels(module) if k.route != "control")
+    except Exception:  # noqa: BLE001 - an odd intermediate module must not lose the whole log
+        out["kernels"] = None
+    return out
+
+
+def build_pass_log(entries: list[dict], read_text, max_text_bytes: int = MAX_TEXT_BYTES) -> list[dict]:
+    """The pass log from snapshot entries (``snapshot_files`` order) and ``read_text(entry)``.
+
+    Keeps the first snapshot (the module as the pipeline received it) and every later one whose
+    text differs from the one kept before it. Each entry gets ``instructions``,
+    ``entry_instructions``, ``fusions``, ``kernels`` (``None`` if the snapshot does not parse),
+    ``bytes`` (text size) and ``text`` (``None`` once the kept texts would pass
+    ``max_text_bytes``)."""
+    out: list[dict] = []
+    prev: str | None = None
+    total = 0
+    for e in entries:
+        text = read_text(e)
+        if text is None or text == prev:
+            continue
+        prev = text
+        row = {k: e.get(k) for k in ("index", "pipeline", "pass", "next_pass", "file")}
+        try:
+            row.update(counts(parse_module(text)))
+        except Exception:  # noqa: BLE001 - keep the entry, without counts
+            row.update({"instructions": None, "entry_instructions": None, "fusions": None, "kernels": None})
+        row["bytes"] = len(text)
+        total += len(text)
+        row["text"] = text if total <= max_text_bytes else None
+        out.append(row)
+    if total > max_text_bytes:  # all or nothing: a diff needs both neighbours
+        for row in out:
+            row["text"] = None
+    return out
+
+
+def pass_log_from_dir(folder: str, max_text_bytes: int = MAX_TEXT_BYTES) -> list[dict]:
+    """The Bundle's ``pass_log`` from an ``xla_dump_to`` folder (see ``build_pass_log``)."""
+
+    def read(e: dict) -> str | None:
+        try:
+            with open(os.path.join(folder, e["file"]), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    return build_pass_log(snapshot_files(folder), read, max_text_bytes)
+
+
+# ----------------------------------------------------------------------------- what a pass did
+
+
+def label(entry: dict) -> str:
+    """``pipeline / pass`` for lists and axes."""
+    return f"{entry.get('pipeline', '?')} / {entry.get('pass', '?')}"
+
+
+def snapshot_diff(before: str, after: str, context: int = 2, max_lines: int = 4000) -> str:
+    """A unified diff of two snapshots (``before`` -> ``after``), at most ``max_lines`` lines."""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), "before the pass",
+                                      "after the pass", n=context, lineterm=""))
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more diff lines)"]
+    return "\n".join(lines)
+
+
+@dataclass
+class PassChange:
+    """What one pass did to the module's instructions (by name, all computations)."""
+
+    added: list[str] = field(default_factory=list)  # entry instructions new after the pass
+    removed: list[str] = field(default_factory=list)  # entry instructions gone after the pass
+    fused: dict[str, list[str]] = field(default_factory=dict)  # new fusion -> removed instructions it took in
+    added_anywhere: int = 0  # new names in all computations (fused computations included)
+    removed_anywhere: int = 0
+
+
+def _op_names(module: Module, inst) -> set[str]:
+    names = {inst.metadata.op_name} if inst.metadata.op_name else set()
+    for cname in inst.called_computations:
+        comp = module.by_name.get(cname)
+        if comp is not None:
+            names |= {i.metadata.op_name for i in comp.instructions if i.metadata.op_name}
+    return names
+
+
+def pass_change(before: Module, after: Module) -> PassChange:
+    """Instructions of the entry computation the pass added and removed, and for each new
+    fusion the removed instructions it absorbed (matched by ``op_name``: fused clones are
+    renamed, their metadata is kept)."""
+    b_entry = {i.name: i for i in before.entry.instructions}
+    a_entry = {i.name: i for i in after.entry.instructions}
+    ch = PassChange(added=[n for n in a_entry if n not in b_entry], removed=[n for n in b_entry if n not in a_entry])
+    b_all = {i.name for i in before.instructions()}
+    a_all = {i.name for i in after.instructions()}
+    ch.added_anywhere, ch.removed_anywhere = len(a_all - b_all), len(b_all - a_all)
+    taken: set[str] = set()
+    for n in ch.added:
+        inst = a_entry[n]
+        if inst.opcode != "fusion":
+            continue
+        ops = _op_names(after, inst)
+        got = [r for r in ch.removed if r not in taken and b_entry[r].opcode not in NO_KERNEL | {"parameter"}
+               and b_entry[r].metadata.op_name in ops]
+        # an op a new fusion re-wraps (a fusion replaced by a bigger one) counts too
+        got += [r for r in ch.removed if r not in taken and r not in got and b_entry[r].opcode == "fusion"
+                and _op_names(before, b_entry[r]) & ops]
+        if got:
+            ch.fused[n] = got
+            taken |= set(got)
+    return ch
+
+
+def summarize(log: list[dict]) -> list[str]:
+    """One line per pass for the CLI: index, pipeline/pass, instructions, kernels (with change)."""
+    out = []
+    prev_k = None
+    for e in log:
+        k = e.get("kernels")
+        delta = f" ({k - prev_k:+d})" if k is not None and prev_k is not None and k != prev_k else ""
+        mark = "  <- fusion" if is_fusion_pass(e.get("pass", "")) and delta else ""
+        out.append(f"{e.get('index', 0):4d}  {label(e):70s} {e.get('instructions') or '-':>6} instr "
+                   f"{k if k is not None else '-':>5} kernels{delta}{mark}")
+        if k is not None:
+            prev_k = k
+    return out
