@@ -1,0 +1,157 @@
+"""Two compiles side by side: summary deltas and which kernel of one is which kernel of the other.
+
+Kernels of two compiles of the same program (other options, another backend) are matched
+first by instruction name (XLA's names are stable when the same pass made the same thing), then
+by how much their source ops overlap: the Jaccard similarity of their ``op_names`` (the
+``metadata.op_name`` of every instruction a kernel holds, which fusion keeps). Matching is 1:1
+(``pair_kernels``), for the table; ``related`` is many-to-many (a fused kernel and the several
+unfused kernels that do its ops), for linking the two graphs. Pure functions of Bundles/Kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.kernels import Kernel
+
+
+@dataclass(frozen=True)
+class KernelMatch:
+    a: str | None  # kernel name on side A (None: only on side B)
+    b: str | None
+    how: str  # "name" | "ops" | "only a" | "only b"
+    score: float  # Jaccard similarity of the op_name sets (1.0 for identical)
+
+
+def jaccard(x, y) -> float:
+    x, y = set(x), set(y)
+    if not x and not y:
+        return 0.0
+    return len(x & y) / len(x | y)
+
+
+def _launching(kernels: list[Kernel]) -> list[Kernel]:
+    return [k for k in kernels if k.route != "control"]
+
+
+def pair_kernels(a: list[Kernel], b: list[Kernel], threshold: float = 0.0) -> list[KernelMatch]:
+    """1:1 matching: same name first (with some op in common, or no op names on either side),
+    then greedily the most similar op_name sets (above ``threshold``); the rest unmatched. Rows
+    in side A's order, then B's leftovers."""
+    a, b = _launching(a), _launching(b)
+    bmap = {k.name: k for k in b}
+    pairs: dict[str, tuple[str, str, float]] = {}
+    used_b: set[str] = set()
+    for k in a:
+        o = bmap.get(k.name)
+        if o is not None and (set(k.op_names) & set(o.op_names) or not (k.op_names or o.op_names)):
+            pairs[k.name] = (o.name, "name", jaccard(k.op_names, o.op_names) if k.op_names else 1.0)
+            used_b.add(o.name)
+    cands = []
+    for k in a:
+        if k.name in pairs or not k.op_names:
+            continue
+        for o in b:
+            if o.name in used_b or not o.op_names:
+                continue
+            s = jaccard(k.op_names, o.op_names)
+            if s > threshold:
+                cands.append((-s, k.name, o.name))
+    cands.sort()
+    for neg, an, bn in cands:
+        if an in pairs or bn in used_b:
+            continue
+        pairs[an] = (bn, "ops", -neg)
+        used_b.add(bn)
+    out = []
+    for k in a:
+        if k.name in pairs:
+            bn, how, s = pairs[k.name]
+            out.append(KernelMatch(k.name, bn, how, round(s, 3)))
+        else:
+            out.append(KernelMatch(k.name, None, "only a", 0.0))
+    out += [KernelMatch(None, o.name, "only b", 0.0) for o in b if o.name not in used_b]
+    return out
+
+
+def related(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
+    """For each kernel of A, the kernels of B that do some of its ops (op_name overlap; a same-named
+    kernel with no op names counts too), most overlapping first."""
+    b = _launching(b)
+    out: dict[str, list[str]] = {}
+    for k in _launching(a):
+        mine = set(k.op_names)
+        hits = []
+        for o in b:
+            common = len(mine & set(o.op_names))
+            if common or (o.name == k.name and not mine and not o.op_names):
+                hits.append((-common, -jaccard(mine, o.op_names), o.name))
+        out[k.name] = [n for *_, n in sorted(hits)]
+    return out
+
+
+def missing_ops(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
+    """Per kernel of A, its op names that no kernel of B carries (empty lists left out). A name
+    that is the scope of an op B carries counts as found: a scalar constant a fusion holds is named
+    after its enclosing scope (``jit(relu)``), and unfused it is no kernel of its own."""
+    have = {n for k in b for n in k.op_names}
+    scopes = {n.rsplit("/", i)[0] for n in have for i in range(1, n.count("/") + 1)}
+    out = {}
+    for k in _launching(a):
+        miss = [n for n in k.op_names if n not in have and n not in scopes]
+        if miss:
+            out[k.name] = miss
+    return out
+
+
+# ----------------------------------------------------------------------------- summary deltas
+
+
+def _step(b) -> float | None:
+    t = b.timings or {}
+    return t.get("step_median_s")
+
+
+SUMMARY_ROWS = (
+    ("ops before optimization", lambda b: b.metrics.get("compute_ops_before"), "count"),
+    ("kernels", lambda b: b.metrics.get("kernels_after"), "count"),
+    ("multi-op fusions", lambda b: b.metrics.get("multi_op_fusions"), "count"),
+    ("library calls", lambda b: (b.metrics.get("kernels_by_route") or {}).get("library"), "count"),
+    ("bytes moved by kernels", lambda b: b.metrics.get("fused_bytes"), "bytes"),
+    ("fusion coverage", lambda b: b.metrics.get("fusion_coverage"), "fraction"),
+    ("compile time", lambda b: (b.phase_seconds or {}).get("compile"), "seconds"),
+    ("measured step time", _step, "seconds"),
+)
+
+
+def summary_deltas(a, b) -> list[dict]:
+    """Rows ``{metric, kind, a, b, delta, ratio}`` for two Bundles (``None`` where either lacks it)."""
+    rows = []
+    for name, get, kind in SUMMARY_ROWS:
+        x, y = get(a), get(b)
+        delta = y - x if x is not None and y is not None else None
+        ratio = y / x if x and y is not None else None
+        rows.append({"metric": name, "kind": kind, "a": x, "b": y, "delta": delta, "ratio": ratio})
+    return rows
+
+
+def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
+    """The kernel table diff of two Bundles: one row per match (or unmatched kernel)."""
+    matches = matches if matches is not None else pair_kernels(a.kernels, b.kernels)
+    ka, kb = {k.name: k for k in a.kernels}, {k.name: k for k in b.kernels}
+    ta = ((a.timings or {}).get("kernels") or {})
+    tb = ((b.timings or {}).get("kernels") or {})
+    rows = []
+    for m in matches:
+        x, y = ka.get(m.a) if m.a else None, kb.get(m.b) if m.b else None
+        rows.append({
+            "A kernel": m.a or "", "A route": x.route if x else "", "A ops": len(x.op_names) if x else None,
+            "A bytes": x.bytes if x else None,
+            "A time (s)": (ta.get(m.a) or {}).get("median_s") if m.a else None,
+            "match": {"name": "same name", "ops": f"ops {m.score:.0%}", "only a": "only in A",
+                      "only b": "only in B"}[m.how],
+            "B kernel": m.b or "", "B route": y.route if y else "", "B ops": len(y.op_names) if y else None,
+            "B bytes": y.bytes if y else None,
+            "B time (s)": (tb.get(m.b) or {}).get("median_s") if m.b else None,
+        })
+    return rows

@@ -1,0 +1,64 @@
+"""What the extra pages (app/pages/) share: the session defaults, compiling a job with a status
+box, and the model picker. Every compile goes through ``app.runner`` (the worker and its queue);
+nothing here imports JAX."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from analysis.errors import ExplorerError
+from analysis.worker import Job
+from app import runner
+
+PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
+          "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
+          "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
+          "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
+
+
+def session_id() -> str:
+    return st.session_state.setdefault("session_id", os.urandom(6).hex())
+
+
+def compile_with_status(job: Job, label: str = "Compiling…"):
+    """Run ``job`` through the worker; returns the Bundle, or None after showing the error."""
+    holder = st.empty()
+    with holder.status(label, expanded=False) as status:
+        def progress(p: str) -> None:
+            head = p.split(":", 1)[0]
+            text = PHASES.get(head, p)
+            if head == "sweep" and ":" in p:
+                text = f"Sweeping: length {p.split(':', 1)[1]}"
+            elif head == "queued":
+                text = f"Waiting in the queue ({p.split(':', 1)[1]} ahead)"
+            status.update(label=text + "…")
+
+        try:
+            b = runner.compile_bundle(job, session=session_id(), progress=progress)
+        except ExplorerError as e:
+            status.update(label="Failed", state="error", expanded=False)
+            holder.empty()
+            st.error(e.one_line())
+            return None
+        status.update(label="Done", state="complete", expanded=False)
+    holder.empty()
+    return b
+
+
+def gallery_job(name: str, **kw) -> Job:
+    from sample_models import gallery
+
+    entry = gallery()[name]
+    return Job(kind="gallery", name=name, filename=str(entry.path), **kw)
+
+
+def backend_choice(key: str) -> str:
+    gpu = runner.gpu_present()
+    return st.radio("Backend", ["auto", "cpu", "gpu"], key=key, horizontal=True,
+                    help="auto = GPU when one is present, else CPU" + ("" if gpu else " (CPU only here)"))
+
+
+def platform_of(backend: str) -> str:
+    return "gpu" if backend == "gpu" or (backend == "auto" and runner.gpu_present()) else "cpu"
