@@ -87,7 +87,7 @@ def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
 @dataclass
 class Provenance:
     """``pre_to_kernels``: pre-op name -> kernel names; ``kernel_to_pre``: the reverse;
-    ``how``: pre-op name -> 'metadata', 'op_name', 'user', 'operand' (how it was matched)."""
+    ``how``: pre-op name -> "metadata", "op_name", "shape", "user" or "operand" (how it was matched)."""
 
     pre_to_kernels: dict[str, list[str]] = field(default_factory=dict)
     kernel_to_pre: dict[str, list[str]] = field(default_factory=dict)
@@ -149,6 +149,36 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
         if prov.how.get(inst.name) != "metadata":
             prov.how[inst.name] = how
 
+    # Kernels whose instructions carry no metadata at all (XLA built them in a rewrite, e.g. a
+    # dot re-created by a layout pass) are matched by structure: a pre-optimization op with the
+    # same opcode, element type and dimensions as one of their instructions.
+    matched = {kn for lst in by_key.values() for kn in lst}
+    by_shape: dict[tuple, list[Instruction]] = {}
+    for inst in ops:
+        if inst.opcode not in NOT_COMPUTE:
+            for sk in _structure_keys(inst):
+                by_shape.setdefault(sk, []).append(inst)
+    for k in post_kernels:
+        if k.route == "control" or k.name in matched:
+            continue
+        comp = post.by_name.get(k.computation)
+        members = [comp.by_name[k.name]] if comp is not None and k.name in comp.by_name else []
+        for cname in (members[0].called_computations if members and k.opcode == "fusion" else []):
+            members.extend(_all_inside(post, cname))
+        for inst in members:
+            if inst.opcode in NOT_COMPUTE or inst.opcode == "fusion":
+                continue
+            cands = []
+            for sk in _structure_keys(inst):
+                cands = by_shape.get(sk, [])
+                if cands:
+                    break
+            for cand in cands:
+                lst = prov.pre_to_kernels.setdefault(cand.name, [])
+                if k.name not in lst:
+                    lst.append(k.name)
+                prov.how.setdefault(cand.name, "shape")
+
     # Ops without a match inherit from users, then operands, until nothing changes.
     users: dict[str, list[Instruction]] = {}
     for comp in pre.computations:
@@ -178,6 +208,29 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
         for kn in kns:
             prov.kernel_to_pre.setdefault(kn, []).append(pre_name)
     return prov
+
+
+_FAMILY = {"dot": "contraction", "convolution": "contraction", "reduce": "reduction", "reduce-window": "reduction"}
+
+
+def _structure_keys(inst: Instruction) -> list[tuple]:
+    """Keys to match an instruction without metadata: opcode and shape; for contractions and
+    reductions also the work they do (XLA reshapes batched dots and turns reduces into
+    reduce-windows, which changes the shape but not the FLOPs)."""
+    from analysis.kernels import instruction_flops
+
+    try:
+        leaves = inst.shape.leaves()
+    except Exception:  # noqa: BLE001 - an unparseable shape matches nothing
+        return [(inst.opcode, inst.shape_text)]
+    keys = [(inst.opcode,) + tuple((s.element_type, s.dimensions) for s in leaves)]
+    fam = _FAMILY.get(inst.opcode)
+    if fam and inst.computation is not None:
+        try:
+            keys.append((fam, instruction_flops(inst, inst.computation)))
+        except Exception:  # noqa: BLE001
+            pass
+    return keys
 
 
 def _all_inside(module: Module, cname: str) -> list[Instruction]:

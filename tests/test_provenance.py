@@ -42,7 +42,7 @@ def _check_consistent(b):
     assert set(prov.pre_to_kernels) | set(prov.unmapped) == ops
     assert not set(prov.pre_to_kernels) & set(prov.unmapped)
     assert set(prov.how) == set(prov.pre_to_kernels)
-    assert set(prov.how.values()) <= {"metadata", "op_name", "user", "operand"}
+    assert set(prov.how.values()) <= {"metadata", "op_name", "shape", "user", "operand"}
     # kernel_to_pre is exactly the inverse relation of pre_to_kernels.
     forward = {(p, k) for p, ks in prov.pre_to_kernels.items() for k in ks}
     backward = {(p, k) for k, ps in prov.kernel_to_pre.items() for p in ps}
