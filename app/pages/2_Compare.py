@@ -1,0 +1,234 @@
+"""Compare: two compiles side by side.
+
+The same model with two sets of compiler options (default vs fusion disabled, or any
+KEY=VALUE), two gallery models, or two saved bundles (e.g. one made on a CPU and one on a GPU).
+Summary deltas, the kernel table matched across the two (``analysis.compare``: by name, then
+by the source ops they hold), and the two optimized graphs with matching kernels linked:
+click a kernel on one side and the kernels doing its ops light up on the other.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from analysis import compare  # noqa: E402
+from analysis.bundle import Bundle, bundle_from_hlo  # noqa: E402
+from analysis.errors import ExplorerError  # noqa: E402
+from analysis.graph import post_graph  # noqa: E402
+from analysis.options import format_options, presets  # noqa: E402
+from analysis.summary import human_bytes, human_seconds  # noqa: E402
+from app import views  # noqa: E402
+from app.page_helpers import backend_choice, compile_with_status, gallery_job, platform_of  # noqa: E402
+from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
+
+st.set_page_config(page_title="Compare · XLA Explorer", layout="wide")
+st.markdown(views.CSS, unsafe_allow_html=True)
+ss = st.session_state
+GALLERY = gallery()
+NAMES = list(GALLERY)
+ss.setdefault("cmp_sel", {})
+ss.setdefault("cmp_clicks", {})
+
+
+def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
+    from analysis.run import parse_options  # pure helper; does not import jax
+
+    names = list(pre)
+    p = st.selectbox("Options", names, index=names.index(default) if default in names else 0, key=preset_key)
+    free = st.text_area("More (KEY=VALUE per line)", key=free_key, height=68, placeholder="xla_cpu_enable_fast_math=true")
+    opts = dict(pre[p])
+    opts.update(parse_options([ln.strip() for ln in free.splitlines() if ln.strip() and not ln.strip().startswith("#")]))
+    return opts
+
+
+def _describe(b: Bundle) -> str:
+    env = b.environment
+    opts = (b.options or {}).get("compiler_options") or {}
+    o = format_options(opts).replace("\n", ", ") if opts else "default options"
+    return f"**{b.title}** · {env.get('device_kind') or env.get('platform', '?')} · {o}"
+
+
+def _load_upload(up) -> Bundle | None:
+    data = up.getvalue()
+    try:
+        text = data.decode("utf-8")
+        return Bundle.from_json(text) if text.lstrip().startswith("{") else bundle_from_hlo(text, up.name, up.name)
+    except UnicodeDecodeError:
+        st.error(f"{up.name}: not a UTF-8 text file")
+    except ExplorerError as e:
+        st.error(ExplorerError(e.phase, e.message, up.name, e.line, e.column).one_line())
+    return None
+
+
+# ----------------------------------------------------------------------------- sidebar
+
+with st.sidebar:
+    st.markdown("## Compare")
+    mode = st.radio("What to compare", ["One model, two option sets", "Two models", "Two bundles (upload)"], key="cmp_mode")
+    jobs = None
+    try:
+        if mode == "One model, two option sets":
+            model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model")
+            backend = backend_choice("cmp_backend")
+            pre = presets(platform_of(backend))
+            st.markdown("**A**")
+            oa = _options("cmp_preset_a", "cmp_free_a", pre, "Default")
+            st.markdown("**B**")
+            ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion disabled")
+            jobs = (gallery_job(model, backend=backend, compiler_options=oa),
+                    gallery_job(model, backend=backend, compiler_options=ob))
+        elif mode == "Two models":
+            ma = st.selectbox("Model A", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_a")
+            mb = st.selectbox("Model B", NAMES, index=NAMES.index("softmax_layernorm") if "softmax_layernorm" in NAMES else 0,
+                              key="cmp_model_b")
+            backend = backend_choice("cmp_backend2")
+            jobs = (gallery_job(ma, backend=backend), gallery_job(mb, backend=backend))
+        else:
+            ua = st.file_uploader("Bundle A (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_a")
+            ub = st.file_uploader("Bundle B (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_b")
+            if st.button("Open both", type="primary", key="cmp_open", width="stretch", disabled=not (ua and ub)):
+                a, b = _load_upload(ua), _load_upload(ub)
+                if a is not None and b is not None:
+                    ss.cmp_pair, ss.cmp_sel = (a, b), {}
+    except ExplorerError as e:
+        st.error(e.one_line())
+        jobs = None
+    if jobs is not None:
+        run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")
+        if run_it or ss.get("cmp_pair") is None:
+            a = compile_with_status(jobs[0], "Compiling A…")
+            b = compile_with_status(jobs[1], "Compiling B…") if a is not None else None
+            if a is not None and b is not None:
+                ss.cmp_pair, ss.cmp_sel = (a, b), {}
+
+pair = ss.get("cmp_pair")
+if not pair:
+    st.title("Compare")
+    st.info("Choose two compiles in the sidebar.")
+    st.stop()
+A, B = pair
+
+# ----------------------------------------------------------------------------- summary
+
+st.markdown("### Compare")
+h1, h2 = st.columns(2)
+h1.markdown("A: " + _describe(A))
+h2.markdown("B: " + _describe(B))
+
+rows = compare.summary_deltas(A, B)
+
+
+def _fmt(v, kind):
+    if v is None:
+        return "–"
+    return {"bytes": human_bytes, "seconds": human_seconds, "fraction": lambda x: f"{x:.0%}",
+            "count": lambda x: f"{x:,}"}[kind](v)
+
+
+shown = [r for r in rows if r["a"] is not None or r["b"] is not None]
+cols = st.columns(min(len(shown), 7) or 1)
+for col, r in zip(cols, shown[:7]):
+    delta = None
+    if r["delta"] is not None and r["delta"] != 0:
+        if r["kind"] == "fraction":
+            delta = f"{r['delta'] * 100:+.0f} pts"
+        elif r["kind"] == "count":
+            delta = f"{r['delta']:+,}"
+        else:
+            delta = f"{r['ratio']:.2f}× A" if r["ratio"] else None
+    worse_up = r["metric"] in ("kernels", "bytes moved by kernels", "compile time", "measured step time")
+    col.metric(f"{r['metric']} (B)", _fmt(r["b"], r["kind"]), delta=delta,
+               delta_color="inverse" if worse_up else "normal", help=f"A: {_fmt(r['a'], r['kind'])}")
+if A.timings is None or B.timings is None:
+    st.caption("Step times appear when both bundles were measured (main page: *Measure kernel timings*, then "
+               "download the bundle).")
+
+# ----------------------------------------------------------------------------- kernels matched
+
+matches = compare.pair_kernels(A.kernels, B.kernels)
+rel_ab = compare.related(A.kernels, B.kernels)
+rel_ba = compare.related(B.kernels, A.kernels)
+n_name = sum(1 for m in matches if m.how == "name")
+n_ops = sum(1 for m in matches if m.how == "ops")
+only_a = sum(1 for m in matches if m.how == "only a")
+only_b = sum(1 for m in matches if m.how == "only b")
+st.markdown(f"#### Kernels matched: {n_name} by name, {n_ops} by their ops; {only_a} only in A, {only_b} only in B")
+table = pd.DataFrame(compare.kernel_table(A, B, matches))
+if not any(table[c].notna().any() for c in ("A time (s)", "B time (s)")):
+    table = table.drop(columns=["A time (s)", "B time (s)"])
+ev = st.dataframe(table, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
+                  on_select="rerun", selection_mode="single-row", key="cmp_table")
+try:
+    picked = ev.selection.rows if ev is not None else []
+except AttributeError:
+    picked = []
+if picked:
+    m = matches[picked[0]]
+    want = {"side": "a", "name": m.a} if m.a else {"side": "b", "name": m.b}
+    if ss.get("cmp_table_pick") != picked[0]:
+        ss.cmp_table_pick = picked[0]
+        ss.cmp_sel = want
+
+# ----------------------------------------------------------------------------- graphs linked
+
+sel = ss.cmp_sel
+side, name = sel.get("side"), sel.get("name")
+hl_a: set[str] = set()
+hl_b: set[str] = set()
+if side == "a" and name:
+    hl_a, hl_b = {name}, set(rel_ab.get(name, []))
+elif side == "b" and name:
+    hl_b, hl_a = {name}, set(rel_ba.get(name, []))
+
+
+def _owner(b: Bundle, inst: str) -> str | None:
+    for k in b.kernels:
+        if k.name == inst or inst in k.fused_ops:
+            return k.name
+    return None
+
+
+def _click(which: str, b: Bundle, value) -> None:
+    if not isinstance(value, dict) or ss.cmp_clicks.get(which) == value.get("n"):
+        return
+    ss.cmp_clicks[which] = value.get("n")
+    kind, _, nm = str(value.get("id", "")).partition(":")
+    if kind in ("k", "f", "x"):
+        owner = _owner(b, nm)
+        if owner:
+            ss.cmp_sel = {"side": which, "name": owner}
+            st.rerun()
+
+
+if name:
+    other = hl_b if side == "a" else hl_a
+    st.markdown(f"Selected **{'A' if side == 'a' else 'B'}: `{name}`** — its ops are done by "
+                + (", ".join(f"`{x}`" for x in sorted(other)[:12]) + (" …" if len(other) > 12 else "")
+                   if other else "no kernel") + f" on the {'B' if side == 'a' else 'A'} side.")
+    if st.button("Clear selection", key="cmp_clear"):
+        ss.cmp_sel = {}
+        st.rerun()
+else:
+    st.caption("Click a kernel in either graph (or a row of the table): the kernels doing its ops light up on the "
+               "other side.")
+views.legend()
+ga, gb = st.columns(2)
+for col, which, b, hl in ((ga, "a", A, hl_a), (gb, "b", B, hl_b)):
+    with col:
+        mod = b.module("hlo_after")
+        if mod is None:
+            st.info(f"{which.upper()} has no optimized HLO.")
+            continue
+        spec = post_graph(mod, b.kernels, selected=name if side == which else None, highlight=hl)
+        spec.title = f"{which.upper()}: {b.title} — {b.metrics.get('kernels_after', '?')} kernels"
+        v = views.graph_widget(spec, f"cmp_g_{which}", height=620, focus=views.focus_id(spec, {"side": which, "name": name}
+                                                                                        if side == which else {}, which))
+        _click(which, b, v)
