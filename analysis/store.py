@@ -109,10 +109,23 @@ class Store:
             if c.in_transaction:
                 c.execute("ROLLBACK")
             raise
-        try:
-            self.journal_mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        except sqlite3.DatabaseError as e:
-            raise self._error("cannot switch the store to WAL mode", e) from None
+        # WAL is a property of the file: once one handle has switched it, the others find it so.
+        # Switching needs a moment with no other reader, and SQLite answers "database is locked"
+        # at once rather than waiting (the busy timeout does not cover it), so retry briefly.
+        last: Exception | None = None
+        for attempt in range(100):
+            try:
+                mode = c.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                self.journal_mode = mode
+                return
+            except sqlite3.OperationalError as e:
+                last = e
+                time.sleep(0.02 + 0.01 * (attempt % 5))
+            except sqlite3.DatabaseError as e:
+                raise self._error("cannot switch the store to WAL mode", e) from None
+        raise self._error("cannot switch the store to WAL mode", last)
 
     def _check_schema(self, c: sqlite3.Connection) -> None:
         try:
