@@ -1,0 +1,137 @@
+"""Shape specialization: every new input shape is a new compile; bucketing bounds them.
+
+A sweep job (``analysis.sweep``, run in the worker) calls a jitted model once per input length
+and records the first call's trace/lower/compile time, a cached call's time and how many
+executables the jitted function holds; then the same with the inputs zero-padded to a few
+bucket sizes. The page plots both runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import pandas as pd  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import streamlit as st  # noqa: E402
+from plotly.subplots import make_subplots  # noqa: E402
+
+from analysis.errors import ExplorerError  # noqa: E402
+from analysis.summary import human_seconds  # noqa: E402
+from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
+from analysis.worker import Job  # noqa: E402
+from app import views  # noqa: E402
+from app.page_helpers import backend_choice, compile_with_status  # noqa: E402
+from sample_models import gallery  # noqa: E402
+
+st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
+st.markdown(views.CSS, unsafe_allow_html=True)
+ss = st.session_state
+ENTRY = gallery()["shape_sweep"]
+PLAIN, BUCKET = "#D62728", "#2CA02C"
+
+with st.sidebar:
+    st.markdown("## Shape sweep")
+    src = st.radio("Model", ["shape_sweep (gallery)", "Paste code"], key="sw_source")
+    if src == "Paste code":
+        ss.setdefault("sw_code", ENTRY.source)
+        st.caption("Define `model(...)` and `example_inputs(n)` returning its arguments for length `n`.")
+        code = st.text_area("Code", key="sw_code", height=300)
+    else:
+        code = None
+        st.caption(ENTRY.title)
+    lengths_text = st.text_input("Input lengths", "100..1000 step 100", key="sw_lengths",
+                                 help="'100..1000 step 100', or a list: '100, 250, 300'")
+    buckets_text = st.text_input("Buckets (pad up to)", ", ".join(map(str, DEFAULT_BUCKETS)), key="sw_buckets",
+                                 help="Each length is padded with zeros to the smallest bucket that holds it.")
+    backend = backend_choice("sw_backend")
+    go_btn = st.button("Run the sweep", type="primary", key="sw_go", width="stretch")
+    if go_btn or ss.get("sw_bundle") is None:
+        try:
+            lengths, buckets = parse_lengths(lengths_text), parse_lengths(buckets_text, "buckets")
+        except ExplorerError as e:
+            st.error(e.one_line())
+        else:
+            if code is None:
+                job = Job(kind="sweep", name="shape_sweep", source=ENTRY.source, filename=str(ENTRY.path), backend=backend,
+                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": 5})
+            else:
+                job = Job(kind="sweep", name="pasted", source=code, filename="<pasted code>", backend=backend,
+                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": 5})
+            b = compile_with_status(job, f"Compiling for {len(lengths)} lengths, then bucketed…")
+            if b is not None:
+                ss.sw_bundle = b
+    st.caption("The sweep runs as a measurement job (alone), so the call times are not disturbed by other compiles.")
+
+b = ss.get("sw_bundle")
+sw = (b.metrics or {}).get("shape_sweep") if b is not None else None
+if not sw:
+    st.title("Shape sweep")
+    st.info("Run a sweep from the sidebar.")
+    st.stop()
+
+plain, bucketed, s = sw["plain"], sw["bucketed"], sw["summary"]
+st.markdown(f"### Shape specialization: {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+            f"{b.environment.get('device_kind') or b.environment.get('platform', '')} · {len(plain)} lengths · "
+            f"buckets {', '.join(map(str, sw['buckets']))}</span>", unsafe_allow_html=True)
+st.markdown("XLA compiles for **exact shapes**: each new input length is traced, lowered and compiled again. "
+            "Padding the inputs up to a few **bucket** sizes bounds the number of compiles — at the price of "
+            "computing on the padding (and a model must mask it: zeros change a `mean`).")
+
+c = st.columns(4)
+c[0].metric("Executables", f"{s['executables']} → {s['executables_bucketed']}",
+            help=f"Compiled programs the jitted function holds at the end, without → with bucketing "
+                 f"(counted by {sw.get('count_method', 'jit cache size')}).")
+c[1].metric("Total compile time", f"{human_seconds(s['compile_s'])} → {human_seconds(s['compile_s_bucketed'])}",
+            help="XLA compile time summed over the sweep (JAX's backend_compile events); tracing and lowering "
+                 "are in the table.")
+mc, mcb = s.get("mean_cached_call_s"), s.get("mean_cached_call_s_bucketed")
+c[2].metric("Mean cached call", f"{human_seconds(mc)} → {human_seconds(mcb)}" if mc and mcb else "–",
+            help="Median of 5 calls per length once compiled, averaged over the lengths.")
+c[3].metric("Padding overhead", f"{s['padding_overhead']:.0%}",
+            help="Extra elements computed with bucketing: sum of padded lengths / sum of lengths − 1.")
+
+x = [r["length"] for r in plain]
+fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07,
+                    subplot_titles=("First call: trace + lower + compile (ms)", "Cached call (ms)",
+                                    "Executables compiled so far"))
+for rows, name, color in ((plain, "exact shapes", PLAIN), (bucketed, "bucketed", BUCKET)):
+    first = [(r["trace_s"] + r["lower_s"] + r["compile_s"]) * 1e3 for r in rows]
+    hover = [f"length {r['length']}" + (f" → padded to {r['padded_to']}" if r["padded_to"] != r["length"] else "")
+             + (" · compiled" if r["compiled"] else " · cache hit") for r in rows]
+    fig.add_trace(go.Bar(x=x, y=first, name=name, marker_color=color, legendgroup=name, hovertext=hover,
+                         hovertemplate="%{hovertext}<br>%{y:.1f} ms<extra>" + name + "</extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=[r["cached_call_s"] * 1e3 for r in rows], name=name, mode="lines+markers",
+                             line=dict(color=color), legendgroup=name, showlegend=False, hovertext=hover,
+                             hovertemplate="%{hovertext}<br>%{y:.3f} ms<extra>" + name + "</extra>"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=x, y=[r["executables"] for r in rows], name=name, mode="lines+markers",
+                             line=dict(color=color, shape="hv", width=3), legendgroup=name, showlegend=False,
+                             hovertext=hover, hovertemplate="%{hovertext}<br>%{y} executables<extra>" + name + "</extra>"),
+                  row=1, col=3)
+fig.update_layout(height=360, barmode="group", margin=dict(l=10, r=10, t=40, b=10),
+                  legend=dict(orientation="h", y=-0.18, x=0.35))
+for col in (1, 2, 3):
+    fig.update_xaxes(title_text="input length", row=1, col=col)
+fig.update_yaxes(rangemode="tozero", row=1, col=3)
+st.plotly_chart(fig, width="stretch", key="sw_chart")
+
+with st.expander("Every call", expanded=False):
+    rows = []
+    for which, rs in (("exact", plain), ("bucketed", bucketed)):
+        for r in rs:
+            rows.append({"run": which, "length": r["length"], "padded to": r["padded_to"],
+                         "compiled": "yes" if r["compiled"] else "cache hit",
+                         "trace (ms)": round(r["trace_s"] * 1e3, 2), "lower (ms)": round(r["lower_s"] * 1e3, 2),
+                         "compile (ms)": round(r["compile_s"] * 1e3, 2),
+                         "first call (ms)": round(r["first_call_s"] * 1e3, 2),
+                         "cached call (ms)": round(r["cached_call_s"] * 1e3, 4), "executables": r["executables"]})
+    st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
+st.caption(f"The sweep took {human_seconds(sw.get('seconds'))} in the worker. The bundle is the ordinary compile at "
+           f"length {plain[0]['length']}; open it on the main page to see its graphs.")
+if st.button("Open this compile on the main page", key="sw_open"):
+    ss.bundle, ss.error, ss.sel = b, None, {}
+    st.switch_page("main.py")
