@@ -37,6 +37,40 @@ ss.setdefault("last_click", {})
 ss.setdefault("session_id", os.urandom(6).hex())
 
 GALLERY = gallery()
+TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source"}
+
+if "link_applied" not in ss:
+    # Opening a shared link: restore what it names (model or pasted code, backend, options,
+    # selection, tab); the compile below comes from the cache when the bundle is there.
+    from analysis import permalink
+
+    ss.link_applied = True
+    state = permalink.params_to_state(st.query_params.to_dict())
+    ss.link_errors = list(state["errors"])
+    ss.link_job = None
+    if state.get("code"):
+        try:
+            from analysis.store import default_store
+
+            src = permalink.resolve_code(state, default_store())
+        except ExplorerError as e:
+            src, _ = None, state["errors"].append(e.one_line())
+        ss.link_errors = list(state["errors"])
+        if src is not None:
+            ss.code, ss.source_kind, ss.code_id = src, "Paste code", state["code"]
+            ss.link_job = Job(kind="code", source=src, filename="<pasted code>", name="pasted")
+    elif state.get("model"):
+        ss.gallery_choice, ss.source_kind = state["model"], "Gallery"
+        ss.link_job = Job(kind="gallery", name=state["model"], filename=str(GALLERY[state["model"]].path))
+    if state.get("backend"):
+        ss.backend = state["backend"]
+    if state.get("options"):
+        ss.free_options = format_options(state["options"])
+    if ss.link_job is not None:
+        ss.link_job.backend = state.get("backend") or "auto"
+        ss.link_job.compiler_options = dict(state.get("options") or {})
+    ss.link_sel = permalink.selection(state)
+    ss.view = TABS.get(state.get("view") or "", None)
 
 
 def _parse_free_options(text: str) -> dict:
@@ -73,6 +107,17 @@ def compile_job(job: Job) -> None:
 
 def load_upload(upload) -> None:
     data = upload.getvalue()
+    if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+        from analysis.dump import bundles_from_dump_zip
+
+        try:
+            found = bundles_from_dump_zip(data, upload.name)
+        except ExplorerError as e:
+            ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+            return
+        ss.dump_bundles = found
+        ss.bundle, ss.error, ss.sel = found[0], None, {}
+        return
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -118,10 +163,16 @@ with st.sidebar:
             ss.code = st.text_area("Code", ss.code, height=360, key="code_area")
         job = Job(kind="code", source=ss.code, filename="<pasted code>", name="pasted")
     else:
-        up = st.file_uploader("HLO text (.hlo/.txt) or a bundle (.json)", type=["hlo", "txt", "json", "mlir"],
-                              key="upload")
+        up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
+                              type=["hlo", "txt", "json", "zip"], key="upload")
         if up is not None and st.button("Open", key="open_upload", type="primary", use_container_width=True):
             load_upload(up)
+        dumps = ss.get("dump_bundles") or []
+        if len(dumps) > 1:
+            names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
+            pick = st.selectbox("Module in the dump", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
+            if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
+                ss.bundle, ss.sel = dumps[pick], {}
 
     if job is not None:
         gpu = runner.gpu_present()
@@ -158,7 +209,14 @@ with st.sidebar:
 # ----------------------------------------------------------------------------- first load
 
 if ss.bundle is None and ss.error is None:
-    compile_job(Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path), backend="cpu"))
+    first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
+                                      backend="cpu")
+    compile_job(first)
+    if ss.bundle is not None and ss.get("link_sel"):
+        ss.sel = ss.link_sel
+    ss.link_sel = None
+for msg in ss.get("link_errors") or []:
+    st.warning(msg)
 
 b: Bundle | None = ss.bundle
 if b is None:
@@ -267,7 +325,8 @@ with right:
 st.markdown("#### Details")
 views.details_panel(b, ss.sel)
 
-tab_k, tab_t, tab_s = st.tabs(["Kernels & timings", "Text views", "Source"])
+tab_k, tab_t, tab_s = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
+                              on_change="rerun")
 with tab_k:
     try:
         from app.kernels_view import render_kernels_view
@@ -308,4 +367,55 @@ with tab_s:
         st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
     else:
         st.info("This input carries no source code (an imported HLO text or dump).")
-    st.download_button("Download bundle (JSON)", b.to_json(), file_name=f"{b.title}.bundle.json", key="dl_bundle")
+
+# ----------------------------------------------------------------------------- share & export
+
+st.markdown("#### Share and export")
+link_state = {"backend": b.options.get("backend"), "options": b.options.get("compiler_options") or {},
+              "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
+              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
+kind = b.source.get("kind")
+if kind == "gallery":
+    link_state["model"] = b.source.get("name")
+elif kind == "code" and b.source.get("code"):
+    if ss.get("code_id_for") != b.source["code"]:
+        try:
+            from analysis.store import default_store
+
+            ss.code_id = default_store().put_code(b.source["code"])
+            ss.code_id_for = b.source["code"]
+        except ExplorerError as e:
+            ss.code_id = None
+            st.caption(f"Pasted code cannot be linked: {e.one_line()}")
+    link_state["code"] = ss.get("code_id")
+from analysis import permalink  # noqa: E402
+from analysis import report  # noqa: E402
+
+linkable = bool(link_state.get("model") or link_state.get("code"))
+if linkable:
+    st.query_params.from_dict(permalink.state_to_params(link_state))
+share1, share2 = st.columns([3, 2])
+with share1:
+    if linkable:
+        base = (st.context.url or "").split("?")[0]
+        st.caption("Link to this view (model, options, selection and tab) — copy with the button on the right:")
+        st.code(base + permalink.query_string(link_state), language=None, wrap_lines=True)
+    else:
+        st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _report_html(bundle_json: str) -> str:
+    return report.html_report(Bundle.from_json(bundle_json))
+
+
+with share2:
+    bj = b.to_json()
+    st.download_button("Download HTML report (one file, works offline)", lambda: _report_html(bj),
+                       file_name=f"{b.title}.report.html", mime="text/html", key="dl_report",
+                       use_container_width=True)
+    st.download_button("Download bundle (JSON)", bj, file_name=f"{b.title}.bundle.json", key="dl_bundle",
+                       use_container_width=True)
+    with st.expander("Graphs as SVG / DOT"):
+        for fname, (mime, data) in report.graph_exports(b).items():
+            st.download_button(fname, data, file_name=fname, mime=mime, key=f"dl_{fname}")

@@ -125,3 +125,59 @@ def test_text_views_search(at):
     at.text_input(key="q_hlo_after").input("fusion").run()
     captions = [c.value for c in at.caption]
     assert any("matching line" in c for c in captions)
+
+
+def _run_with_link(params: dict) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_url_is_a_permalink_of_the_view(at):
+    b = at.session_state["bundle"]
+    fusion = next(k for k in b.kernels if k.is_multi_op_fusion)
+    at.text_input(key="find").input(fusion.name).run()
+    params = {k: v for k, v in at.query_params.items()}
+    assert params["model"] in ("mlp", ["mlp"])
+    node = params["node"][0] if isinstance(params["node"], list) else params["node"]
+    assert node == fusion.name
+    # the link shown for copying carries the same parameters
+    codes = "\n".join(c.value for c in at.code)
+    assert f"node={fusion.name}" in codes and "model=mlp" in codes
+
+
+def test_opening_a_link_restores_model_options_and_selection():
+    at = _run_with_link({"model": "softmax", "backend": "cpu", "opt": "xla_disable_hlo_passes=fusion"})
+    b = at.session_state["bundle"]
+    assert b.source["name"] == "softmax"
+    assert b.options["compiler_options"] == {"xla_disable_hlo_passes": "fusion"}
+    assert at.session_state["free_options"].strip() == "xla_disable_hlo_passes=fusion"
+    k = b.kernels[0].name
+    at2 = _run_with_link({"model": "softmax", "backend": "cpu", "opt": "xla_disable_hlo_passes=fusion",
+                          "node": k, "side": "post", "view": "source"})
+    assert at2.session_state["sel"] == {"side": "post", "name": k}
+
+
+def test_a_bad_link_warns_and_the_app_still_works():
+    at = _run_with_link({"model": "no_such_model", "line": "abc"})
+    warnings = " ".join(w.value for w in at.warning)
+    assert "no_such_model" in warnings and "line" in warnings
+    assert at.session_state["bundle"].source["name"] == "mlp"
+
+
+def test_pasted_code_gets_a_link_that_reopens_it(at):
+    at.radio(key="source_kind").set_value("Paste code").run()
+    code = ("import jax.numpy as jnp\n\ndef model(x):\n    return jnp.tanh(x) * 3\n\n"
+            "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
+    at.session_state["code"] = code
+    at.run()
+    at.button(key="compile").click().run()
+    assert at.session_state["bundle"].source["code"] == code
+    cid = at.query_params["code"]
+    cid = cid[0] if isinstance(cid, list) else cid
+    at2 = _run_with_link({"code": cid})
+    assert at2.session_state["code"] == code
+    assert at2.session_state["bundle"].source["code"] == code
