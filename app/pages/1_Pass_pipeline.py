@@ -79,6 +79,17 @@ def _log_rows(log: list[dict]) -> list[dict]:
     return rows
 
 
+def _first_fusion(log: list) -> int:
+    """Open on the first fusion pass that changed the kernel count (the interesting step)."""
+    prev = None
+    for j, r in enumerate(log):
+        k = r.get("kernels") if isinstance(r, dict) else None
+        if prev is not None and k is not None and k != prev and passes.is_fusion_pass(r.get("pass", "")):
+            return j
+        prev = k if k is not None else prev
+    return 0
+
+
 # ----------------------------------------------------------------------------- sidebar
 
 with st.sidebar:
@@ -99,13 +110,13 @@ with st.sidebar:
                                     "Compiling with a snapshot after every pass…")
             if b is not None:
                 ss.pp_bundle, ss.pp_for = b, want
-                ss.pp_step = 0
+                ss.pp_step = _first_fusion(b.pass_log or [])
         elif ss.get("pp_for") != want:
             st.caption("Press the button to compile this choice.")
     else:
         st.caption(f"The bundle open on the main page: **{cur.title}** ({len(cur.pass_log)} snapshots).")
         if ss.get("pp_bundle") is not cur:
-            ss.pp_bundle, ss.pp_for, ss.pp_step = cur, ("current", id(cur)), 0
+            ss.pp_bundle, ss.pp_for, ss.pp_step = cur, ("current", id(cur)), _first_fusion(cur.pass_log)
     st.caption("XLA writes a snapshot after every pass that changed the module "
                "(`xla_dump_hlo_pass_re=.*`); identical snapshots are left out.")
 
@@ -163,9 +174,13 @@ for i in range(1, n):
         fig.add_annotation(x=i, y=ks[i], text=f"{r['pass']}<br>{ks[i - 1]}→{ks[i]} kernels", showarrow=True,
                            arrowhead=2, ax=40, ay=-45, font=dict(size=12, color="#B35806"), bgcolor="white")
 fig.add_vline(x=ss.pp_step, line=dict(color="#D62728", width=2))
-fig.update_layout(height=300, margin=dict(l=10, r=10, t=10, b=10), hovermode="x unified",
-                  legend=dict(orientation="h", y=1.12, x=0), xaxis_title="pass (in the order XLA ran them)",
-                  yaxis_title="count")
+fig.update_layout(height=320, margin=dict(l=10, r=10, t=10, b=10), hovermode="x unified",
+                  legend=dict(orientation="h", y=1.12, x=0), yaxis_title="count")
+if n <= 40:  # name the passes on the axis while they fit
+    fig.update_xaxes(tickvals=list(range(n)), ticktext=[f"{j} {r.get('pass', '')[:22]}" for j, r in enumerate(log)],
+                     tickangle=-35, tickfont=dict(size=11))
+else:
+    fig.update_xaxes(title_text="pass (in the order XLA ran them)")
 st.plotly_chart(fig, width="stretch", key="pp_chart")
 
 # ----------------------------------------------------------------------------- scrubber

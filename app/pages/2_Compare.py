@@ -134,19 +134,33 @@ def _fmt(v, kind):
 
 
 shown = [r for r in rows if r["a"] is not None or r["b"] is not None]
-cols = st.columns(min(len(shown), 7) or 1)
-for col, r in zip(cols, shown[:7]):
-    delta = None
-    if r["delta"] is not None and r["delta"] != 0:
-        if r["kind"] == "fraction":
-            delta = f"{r['delta'] * 100:+.0f} pts"
-        elif r["kind"] == "count":
-            delta = f"{r['delta']:+,}"
-        else:
-            delta = f"{r['ratio']:.2f}× A" if r["ratio"] else None
-    worse_up = r["metric"] in ("kernels", "bytes moved by kernels", "compile time", "measured step time")
-    col.metric(f"{r['metric']} (B)", _fmt(r["b"], r["kind"]), delta=delta,
-               delta_color="inverse" if worse_up else "normal", help=f"A: {_fmt(r['a'], r['kind'])}")
+
+
+def _change(r) -> str:
+    if r["delta"] is None:
+        return ""
+    if r["delta"] == 0:
+        return "same"
+    if r["kind"] == "fraction":
+        return f"{r['delta'] * 100:+.0f} points"
+    if r["kind"] == "count":
+        return f"{r['delta']:+,}" + (f"  ({r['ratio']:.2f}×)" if r["ratio"] else "")
+    return f"{r['ratio']:.2f}×" if r["ratio"] else ""
+
+
+sl, sr = st.columns([3, 2])
+with sl:
+    st.dataframe(pd.DataFrame([{"": r["metric"], "A": _fmt(r["a"], r["kind"]), "B": _fmt(r["b"], r["kind"]),
+                                "B vs A": _change(r)} for r in shown]),
+                 hide_index=True, width="stretch", key="cmp_summary")
+with sr:
+    kk = next(r for r in rows if r["metric"] == "kernels")
+    by = next(r for r in rows if r["metric"] == "bytes moved by kernels")
+    if kk["a"] is not None and kk["b"] is not None:
+        st.metric("Kernels A → B", f"{kk['a']} → {kk['b']}", delta=_change(kk) or None, delta_color="inverse")
+    if by["ratio"]:
+        st.metric("Bytes moved A → B", f"{by['ratio']:.2f}×", delta=f"{human_bytes(by['a'])} → {human_bytes(by['b'])}",
+                  delta_color="off")
 if A.timings is None or B.timings is None:
     st.caption("Step times appear when both bundles were measured (main page: *Measure kernel timings*, then "
                "download the bundle).")
@@ -164,8 +178,12 @@ st.markdown(f"#### Kernels matched: {n_name} by name, {n_ops} by their ops; {onl
 table = pd.DataFrame(compare.kernel_table(A, B, matches))
 if not any(table[c].notna().any() for c in ("A time (s)", "B time (s)")):
     table = table.drop(columns=["A time (s)", "B time (s)"])
+for c in ("A ops", "B ops", "A bytes", "B bytes"):
+    table[c] = table[c].astype("Int64")
 ev = st.dataframe(table, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
-                  on_select="rerun", selection_mode="single-row", key="cmp_table")
+                  on_select="rerun", selection_mode="single-row", key="cmp_table",
+                  column_config={"A kernel": st.column_config.TextColumn(width="medium"),
+                                 "B kernel": st.column_config.TextColumn(width="medium")})
 try:
     picked = ev.selection.rows if ev is not None else []
 except AttributeError:

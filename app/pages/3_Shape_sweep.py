@@ -82,15 +82,27 @@ st.markdown("XLA compiles for **exact shapes**: each new input length is traced,
             "Padding the inputs up to a few **bucket** sizes bounds the number of compiles — at the price of "
             "computing on the padding (and a model must mask it: zeros change a `mean`).")
 
+
+
+def _pair(x: float | None, y: float | None) -> str:
+    """Two durations in one unit, short enough for a metric: '224 → 75 ms'."""
+    if x is None or y is None:
+        return "–"
+    top = max(x, y)
+    scale, unit = (1, "s") if top >= 1 else (1e3, "ms") if top >= 1e-3 else (1e6, "µs")
+    fmt = (lambda v: f"{v * scale:.0f}") if top * scale >= 20 else (lambda v: f"{v * scale:.1f}")
+    return f"{fmt(x)} → {fmt(y)} {unit}"
+
+
 c = st.columns(4)
 c[0].metric("Executables", f"{s['executables']} → {s['executables_bucketed']}",
             help=f"Compiled programs the jitted function holds at the end, without → with bucketing "
                  f"(counted by {sw.get('count_method', 'jit cache size')}).")
-c[1].metric("Total compile time", f"{human_seconds(s['compile_s'])} → {human_seconds(s['compile_s_bucketed'])}",
+c[1].metric("Total compile time", _pair(s["compile_s"], s["compile_s_bucketed"]),
             help="XLA compile time summed over the sweep (JAX's backend_compile events); tracing and lowering "
                  "are in the table.")
 mc, mcb = s.get("mean_cached_call_s"), s.get("mean_cached_call_s_bucketed")
-c[2].metric("Mean cached call", f"{human_seconds(mc)} → {human_seconds(mcb)}" if mc and mcb else "–",
+c[2].metric("Mean cached call", _pair(mc, mcb),
             help="Median of 5 calls per length once compiled, averaged over the lengths.")
 c[3].metric("Padding overhead", f"{s['padding_overhead']:.0%}",
             help="Extra elements computed with bucketing: sum of padded lengths / sum of lengths − 1.")
