@@ -181,6 +181,51 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_passes(args) -> int:
+    """Print the pass pipeline: every pass that changed the module, with instruction and kernel counts."""
+    from analysis.passes import summarize
+
+    options = None
+    if args.option:
+        from analysis.run import parse_options
+
+        options = parse_options(args.option)
+    model = args.model
+    if os.path.exists(model) and not model.endswith(".py"):
+        b = load_any(model, module=args.module, say=lambda m: print(m, file=sys.stderr))
+        log = b.pass_log or []
+        if not log:
+            raise ExplorerError("load", "this input has no pass log (compile a model, or zip a dump made with "
+                                        "xla_dump_hlo_pass_re=.*)", model)
+    else:
+        from analysis.worker import Job, execute
+
+        if not os.path.exists(model) and (model.endswith(".py") or os.sep in model):
+            raise ExplorerError("load", "no such file", model)
+        if model.endswith(".py"):
+            job = Job(kind="file", source=_read_text(model), filename=os.path.abspath(model),
+                      name=os.path.basename(model)[:-3], backend=args.backend, compiler_options=options or {},
+                      dump_passes=True)
+        else:
+            job = Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
+                      dump_passes=True)
+        b = execute(job)
+        log = b.pass_log or []
+    if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
+        from analysis.hlo import parse_module
+        from analysis.passes import counts
+
+        for e in log:  # imported dumps carry texts only
+            if e.get("text"):
+                try:
+                    e.update(counts(parse_module(e["text"])))
+                except Exception:  # noqa: BLE001
+                    pass
+    print(f"{b.title}: {len(log)} snapshots (passes that changed the module, in order)")
+    print("\n".join(summarize(log)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -214,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     r.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     r.set_defaults(fn=_cmd_report)
+    ps = sub.add_parser("passes", parents=[common],
+                        help="list the XLA passes that changed the module, with instruction and kernel counts")
+    ps.add_argument("model", help="gallery name, .py model file, bundle .json with a pass log or XLA dump .zip")
+    ps.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    ps.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
+    ps.add_argument("--module", help="for a dump zip: the module (name or id)")
+    ps.set_defaults(fn=_cmd_passes)
     return p
 
 

@@ -197,7 +197,7 @@ def summarize(log: list[dict]) -> list[str]:
         k = e.get("kernels")
         delta = f" ({k - prev_k:+d})" if k is not None and prev_k is not None and k != prev_k else ""
         mark = "  <- fusion" if is_fusion_pass(e.get("pass", "")) and delta else ""
-        out.append(f"{e.get('index', 0):4d}  {label(e):70s} {e.get('instructions') or '-':>6} instr "
+        out.append(f"{e.get('index', 0):4d}  {label(e)[:64]:64s} {e.get('instructions') or '-':>6} instr "
                    f"{k if k is not None else '-':>5} kernels{delta}{mark}")
         if k is not None:
             prev_k = k
