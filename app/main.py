@@ -186,7 +186,8 @@ with st.sidebar:
                             placeholder="xla_cpu_enable_fast_math=true")
         if pre[preset]:
             st.caption("Preset sets: `" + format_options(pre[preset]).replace("\n", "`, `") + "`")
-        measure = st.checkbox("Measure kernel timings", key="measure", value=False)
+        measure = st.checkbox("Measure kernel timings", key="measure", value=True,
+                              help="Run the compiled program and time every kernel with the profiler")
         compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
         if st.button("Compile", type="primary", key="compile", use_container_width=True):
             try:
@@ -211,6 +212,7 @@ with st.sidebar:
 if ss.bundle is None and ss.error is None:
     first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
                                       backend="cpu")
+    first.measure = True
     compile_job(first)
     if ss.bundle is not None and ss.get("link_sel"):
         ss.sel = ss.link_sel
@@ -236,7 +238,7 @@ if desc:
 
     title, _, what_to_look_for = desc.partition("\n")
     les = gallery_lesson(b)
-    with st.expander(f"Lesson: {title}", expanded=les is not None):
+    with st.expander(f"Lesson: {title}", expanded=False):
         st.markdown(what_to_look_for.strip())
         if les is not None:
             st.markdown("**On this compile:** " + les.markdown())
