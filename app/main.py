@@ -304,23 +304,20 @@ def handle_click(side: str, value) -> None:
     st.rerun()
 
 
+def graph_column(spec, side: str, collapsed_note: str, missing: str) -> None:
+    if spec is None:
+        st.info(missing)
+        return
+    handle_click(side, views.graph_widget(spec, f"g_{side}", focus=views.focus_id(spec, ss.sel, side)))
+    if spec.collapsed:
+        st.caption(f"{len(spec.collapsed)} {collapsed_note}: click one to open it.")
+
+
 left, right = st.columns(2)
 with left:
-    if pre_spec is not None:
-        v = views.graph_widget(pre_spec, "g_pre", focus=views.focus_id(pre_spec, ss.sel, "pre"))
-        handle_click("pre", v)
-        if pre_spec.collapsed:
-            st.caption(f"{len(pre_spec.collapsed)} name scope(s) collapsed (large graph): click one to open it.")
-    else:
-        st.info("No pre-optimization HLO in this input.")
+    graph_column(pre_spec, "pre", "name scope(s) collapsed (large graph)", "No pre-optimization HLO in this input.")
 with right:
-    if post_spec is not None:
-        v = views.graph_widget(post_spec, "g_post", focus=views.focus_id(post_spec, ss.sel, "post"))
-        handle_click("post", v)
-        if post_spec.collapsed:
-            st.caption(f"{len(post_spec.collapsed)} fusion(s) drawn collapsed: click one to open it.")
-    else:
-        st.info("No optimized HLO in this input.")
+    graph_column(post_spec, "post", "fusion(s) drawn collapsed", "No optimized HLO in this input.")
 
 # ----------------------------------------------------------------------------- below the graphs
 
