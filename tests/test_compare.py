@@ -1,0 +1,100 @@
+"""Compare: kernel matching (analysis.compare) on hand-made kernels and on two real compiles of
+mlp (default vs fusion disabled), and the Compare page."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from analysis import compare
+from analysis.kernels import Kernel
+from analysis.options import fusion_disabled_options
+
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "pages", "2_Compare.py")
+
+
+def K(name, ops, route="emitter"):
+    return Kernel(name=name, opcode="fusion", route=route, computation="main", shape="f32[4]", op_names=tuple(ops))
+
+
+def test_pairing_by_name_then_by_ops():
+    a = [K("fusion", ["f/add", "f/mul"]), K("dot.1", ["f/dot"], "library"), K("copy.2", ["f/t"]),
+         K("while", [], "control")]
+    b = [K("fusion", ["f/add"]), K("dot_general.7", ["f/dot"], "library"), K("mul.3", ["f/mul"]), K("extra", ["g/x"])]
+    m = {(x.a, x.b): x for x in compare.pair_kernels(a, b)}
+    assert m[("fusion", "fusion")].how == "name" and m[("fusion", "fusion")].score == 0.5
+    assert m[("dot.1", "dot_general.7")].how == "ops" and m[("dot.1", "dot_general.7")].score == 1.0
+    assert m[("copy.2", None)].how == "only a"
+    assert {x.b for x in m.values() if x.how == "only b"} == {"mul.3", "extra"}
+    assert "while" not in {x.a for x in m.values()}  # control flow is not a kernel row
+    rel = compare.related(a, b)
+    assert rel["fusion"] == ["fusion", "mul.3"]
+    assert rel["copy.2"] == []
+    assert compare.missing_ops(a, b) == {"copy.2": ["f/t"]}
+    assert compare.jaccard([], []) == 0.0
+
+
+def test_same_name_without_common_ops_is_not_a_name_match():
+    m = compare.pair_kernels([K("fusion.1", ["a/x"])], [K("fusion.1", ["b/y"])])
+    assert {x.how for x in m} == {"only a", "only b"}
+
+
+@pytest.fixture(scope="module")
+def pair(gallery_bundle):
+    return gallery_bundle("mlp"), gallery_bundle("mlp", **fusion_disabled_options("cpu"))
+
+
+def test_default_vs_unfused_on_real_bundles(pair):
+    default, unfused = pair
+    assert unfused.metrics["kernels_after"] > default.metrics["kernels_after"]
+    # every op of every default kernel is done by some unfused kernel
+    assert compare.missing_ops(default.kernels, unfused.kernels) == {}
+    rel = compare.related(default.kernels, unfused.kernels)
+    assert all(rel[k.name] for k in default.kernels if k.route != "control")
+    # a multi-op fusion is done by several unfused kernels
+    multi = [k for k in default.kernels if k.is_multi_op_fusion]
+    assert multi and any(len(rel[k.name]) >= 2 for k in multi)
+    matches = compare.pair_kernels(default.kernels, unfused.kernels)
+    assert sorted(m.a for m in matches if m.a) == sorted(k.name for k in default.kernels if k.route != "control")
+    assert sorted(m.b for m in matches if m.b) == sorted(k.name for k in unfused.kernels if k.route != "control")
+    assert all(m.b for m in matches if m.a)  # every default kernel found a partner
+    rows = {r["metric"]: r for r in compare.summary_deltas(default, unfused)}
+    assert rows["kernels"]["delta"] == unfused.metrics["kernels_after"] - default.metrics["kernels_after"] > 0
+    assert rows["fusion coverage"]["b"] == 0.0 and rows["fusion coverage"]["a"] > 0.5
+    assert rows["measured step time"]["delta"] is None
+    table = compare.kernel_table(default, unfused, matches)
+    assert len(table) == len(matches) and table[0]["A kernel"]
+
+
+def test_page_compares_default_and_fusion_disabled():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert b.options["compiler_options"] == fusion_disabled_options("cpu")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "xla_disable_hlo_passes=fusion" in text
+    assert "Kernels matched:" in text
+    summaries = [d.value for d in at.dataframe if "B vs A" in d.value.columns]
+    assert summaries and "kernels" in list(summaries[0].iloc[:, 0])
+    assert {m.label: m.value for m in at.metric}["Kernels A → B"] == \
+        f"{a.metrics['kernels_after']} → {b.metrics['kernels_after']}"
+    # select a fused kernel of A: its unfused counterparts are named
+    fused = next(k for k in a.kernels if k.is_multi_op_fusion)
+    at.session_state["cmp_sel"] = {"side": "a", "name": fused.name}
+    at.run()
+    assert not at.exception
+    sel = next(m.value for m in at.markdown if m.value.startswith("Selected"))
+    for other in compare.related(a.kernels, b.kernels)[fused.name][:3]:
+        assert f"`{other}`" in sel
+    # two models
+    at.radio(key="cmp_mode").set_value("Two models").run()
+    at.selectbox(key="cmp_model_b").set_value("softmax").run()
+    at.button(key="cmp_go").click().run()
+    assert not at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.title, b.title) == ("mlp", "softmax")

@@ -1,0 +1,116 @@
+"""The pass pipeline: a real CPU compile of mlp with dump_passes, the pure helpers of
+analysis.passes, the `passes` CLI command and the Pass pipeline page."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from analysis import passes
+from analysis.hlo import parse_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, "app", "pages", "1_Pass_pipeline.py")
+
+
+@pytest.fixture(scope="module")
+def mlp_passes():
+    pytest.importorskip("jax")
+    from analysis.worker import Job, execute
+
+    return execute(Job(kind="gallery", name="mlp", backend="cpu", dump_passes=True))
+
+
+def _fusion_step(log):
+    return next(i for i, e in enumerate(log) if e["pass"] == "fusion")
+
+
+def test_pass_log_is_ordered_and_has_the_fusion_pass(mlp_passes):
+    log = mlp_passes.pass_log
+    assert len(log) >= 3
+    idx = [e["index"] for e in log]
+    assert idx == sorted(idx) and len(set(idx)) == len(idx)
+    assert all(e["text"] and e["instructions"] and e["kernels"] is not None for e in log)
+    i = _fusion_step(log)
+    assert log[i]["kernels"] < log[i - 1]["kernels"], "fusion must cut the kernel count"
+    assert log[-1]["kernels"] == mlp_passes.metrics["kernels_after"]
+    # consecutive snapshots differ (identical ones are left out)
+    assert all(a["text"] != b["text"] for a, b in zip(log, log[1:]))
+    # the dump's temp folder does not leak into the bundle's options
+    assert mlp_passes.options["compiler_options"] == {}
+    assert mlp_passes.options["dump_passes"] is True
+    assert "xla_dump_to" not in str(mlp_passes.options)
+
+
+def test_fusion_pass_diff_and_change(mlp_passes):
+    log = mlp_passes.pass_log
+    i = _fusion_step(log)
+    d = passes.snapshot_diff(log[i - 1]["text"], log[i]["text"])
+    assert d.startswith("--- before the pass") and "+" in d and "fusion(" in d
+    ch = passes.pass_change(parse_module(log[i - 1]["text"]), parse_module(log[i]["text"]))
+    assert ch.fused, "the fusion pass fused something"
+    for fusion, absorbed in ch.fused.items():
+        assert fusion in ch.added and set(absorbed) <= set(ch.removed)
+    assert passes.is_fusion_pass("fusion") and passes.is_fusion_pass("priority-fusion")
+    assert not passes.is_fusion_pass("algsimp")
+
+
+def test_build_pass_log_drops_repeats_and_caps_texts():
+    a = "HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p)\n}\n"
+    b = a.replace("negate", "abs")
+    entries = [{"index": i, "pipeline": "p", "pass": f"pass{i}", "file": str(i)} for i in range(4)]
+    texts = {"0": a, "1": a, "2": b, "3": "not hlo"}
+    log = passes.build_pass_log(entries, lambda e: texts[e["file"]])
+    assert [e["pass"] for e in log] == ["pass0", "pass2", "pass3"]
+    assert log[0]["kernels"] == 1 and log[0]["instructions"] == 2
+    assert log[2]["kernels"] is None  # unparsable: kept, without counts
+    capped = passes.build_pass_log(entries, lambda e: texts[e["file"]], max_text_bytes=10)
+    assert all(e["text"] is None for e in capped)
+
+
+def test_snapshot_files_reads_dump_names(tmp_path):
+    names = ["module_0007.jit_f.0002.simplification.after_algsimp.before_dce.txt",
+             "module_0007.jit_f.0001.simplification.after_pipeline-start.before_algsimp.txt",
+             "module_0007.jit_f.0003.copy-insertion.after_adding_copies_to_resolve_interference.txt",
+             "module_0007.jit_f.before_optimizations.txt", "module_0003.jit_g.0001.x.after_y.txt", "README"]
+    for n in names:
+        (tmp_path / n).write_text("x")
+    got = passes.snapshot_files(str(tmp_path))
+    assert [(e["index"], e["pass"], e["next_pass"]) for e in got] == [
+        (1, "pipeline-start", "algsimp"), (2, "algsimp", "dce"), (3, "adding_copies_to_resolve_interference", None)]
+    assert passes.snapshot_files(str(tmp_path / "absent")) == []
+
+
+def test_cli_passes(capsys):
+    pytest.importorskip("jax")
+    from analysis.cli import main
+
+    assert main(["passes", "mlp", "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "mlp:" in out and "/ fusion" in out and "<- fusion" in out
+
+
+def test_page_steps_through_the_passes():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["pp_backend"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    b = at.session_state["pp_bundle"]
+    log = b.pass_log
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Passes that changed the module"] == str(len(log) - 1)
+    assert metrics["Kernels: first → last"] == f"{log[0]['kernels']} → {log[-1]['kernels']}"
+    # opens on the fusion pass: what it fused, the diff, the graph
+    i = _fusion_step(log)
+    assert at.slider(key="pp_step").value == i
+    text = "\n".join(m.value for m in at.markdown)
+    assert "What it did:** fused" in text and "`fusion`" in text
+    assert any(c.language == "diff" and "+++ after the pass" in c.value for c in at.code)
+    at.button(key="pp_prev").click().run()
+    assert not at.exception
+    assert at.slider(key="pp_step").value == i - 1
+    at.slider(key="pp_step").set_value(0).run()
+    assert "the module as the pipeline received it" in "\n".join(m.value for m in at.markdown)

@@ -1,0 +1,92 @@
+"""Shape specialization: bucket arithmetic, a real sweep in the worker's body (fewer
+executables with bucketing, padding only the axes that follow the length), and the page."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from analysis.errors import ExplorerError
+from analysis.sweep import bucket_for, parse_lengths, summary
+
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "pages", "3_Shape_sweep.py")
+
+
+def test_bucket_for():
+    assert [bucket_for(n, [256, 512, 1024]) for n in (1, 256, 257, 1000, 1024, 1025, 3000)] == \
+        [256, 256, 512, 1024, 1024, 2048, 3072]
+    assert bucket_for(7, []) == 7
+
+
+def test_parse_lengths():
+    assert parse_lengths("100..1000 step 100") == list(range(100, 1001, 100))
+    assert parse_lengths("100, 250 300") == [100, 250, 300]
+    assert parse_lengths("8:33:8") == [8, 16, 24, 32]
+    for bad in ("", "abc", "0", "1..100000"):
+        with pytest.raises(ExplorerError) as e:
+            parse_lengths(bad)
+        assert e.value.phase == "options"
+
+
+def test_summary_counts():
+    plain = [{"length": 10, "padded_to": 10, "compile_s": 1.0, "first_call_s": 1.1, "cached_call_s": 0.1, "executables": 1},
+             {"length": 30, "padded_to": 30, "compile_s": 1.0, "first_call_s": 1.1, "cached_call_s": 0.3, "executables": 2}]
+    buck = [dict(r, padded_to=32, executables=1, compile_s=1.0 if i == 0 else 0.0) for i, r in enumerate(plain)]
+    s = summary(plain, buck)
+    assert (s["executables"], s["executables_bucketed"]) == (2, 1)
+    assert s["compile_s"] == 2.0 and s["compile_s_bucketed"] == 1.0
+    assert s["padding_overhead"] == pytest.approx(64 / 40 - 1)
+
+
+def test_sweep_job_bucketing_compiles_less():
+    pytest.importorskip("jax")
+    from analysis.worker import Job, execute
+
+    # 128 is also the model's width: padding must touch only the axis that follows the length
+    b = execute(Job(kind="sweep", name="shape_sweep", backend="cpu",
+                    sweep={"lengths": [100, 128, 300], "buckets": [512], "repeats": 2}))
+    sw = b.metrics["shape_sweep"]
+    plain, buck = sw["plain"], sw["bucketed"]
+    assert [r["length"] for r in plain] == [100, 128, 300]
+    assert [r["executables"] for r in plain] == [1, 2, 3]
+    assert [r["padded_to"] for r in buck] == [512, 512, 512]
+    assert [r["executables"] for r in buck] == [1, 1, 1]
+    assert sw["summary"]["executables_bucketed"] < sw["summary"]["executables"]
+    assert all(r["compiled"] and r["compile_s"] > 0 for r in plain)
+    assert [r["compiled"] for r in buck] == [True, False, False]
+    assert buck[1]["compile_s"] == 0.0
+    assert all(r["cached_call_s"] > 0 for r in plain + buck)
+    assert b.kernels and b.stages["hlo_after"]  # the bundle is the compile at the first length
+
+
+def test_sweep_needs_a_length_argument():
+    pytest.importorskip("jax")
+    from analysis.worker import Job, execute
+
+    src = "import jax.numpy as jnp\ndef model(x):\n    return x * 2\ndef example_inputs():\n    return (jnp.ones(3),)\n"
+    with pytest.raises(ExplorerError) as e:
+        execute(Job(kind="sweep", source=src, name="p", backend="cpu", sweep={"lengths": [4, 8]}))
+    assert e.value.phase == "inputs" and "example_inputs(n)" in e.value.message
+
+
+def test_page_plots_both_runs():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["sw_lengths"] = "100, 200, 300"
+    at.session_state["sw_buckets"] = "512"
+    at.session_state["sw_backend"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Executables"] == "3 → 1"
+    assert "ms" in metrics["Total compile time"] or "µs" in metrics["Total compile time"]
+    assert any("exact shapes" in m.value for m in at.markdown)
+    rows = at.dataframe[0].value
+    assert list(rows["run"]).count("bucketed") == 3 and set(rows["padded to"][rows["run"] == "bucketed"]) == {512}
+    at.text_input(key="sw_lengths").set_value("ten").run()
+    at.button(key="sw_go").click().run()
+    assert not at.exception
+    assert any("lengths" in e.value for e in at.error)
+    assert at.session_state["sw_bundle"] is not None  # the last sweep stays on screen
