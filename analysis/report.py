@@ -10,8 +10,8 @@ with line anchors (``#L12``) that the kernel table links to, and the stage texts
 ``graph_exports(bundle)`` and ``exports(bundle)`` give the same pieces as files
 (``{file name: (mime type, bytes)}``) for download buttons and the CLI.
 
-Reads a Bundle only: no JAX, no Streamlit. The charts come from ``app.kernels_view``, whose
-figure builders are pure (plotly only); without plotly the report simply has no charts.
+Reads a Bundle only: no JAX, no Streamlit. The charts are ``analysis.charts``' (the same the
+app draws); without plotly the report simply has no charts.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def _what(k: Kernel) -> str:
 
 def _rows(b: Bundle) -> list[dict]:
     try:
-        from app.kernels_view import kernel_rows
+        from analysis.charts import kernel_rows
     except ImportError:  # plotly missing: the same rows without timings
         kernel_rows = None
     if kernel_rows is not None:
@@ -308,7 +308,7 @@ def _kernel_table(b: Bundle) -> str:
 def _charts(b: Bundle) -> tuple[str, str]:
     """(charts HTML with plotly.js inlined once, fusion comparison HTML)."""
     try:
-        from app.kernels_view import figures, fusion_table
+        from analysis.charts import figures, fusion_table
     except ImportError as e:  # plotly not installed
         return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
     measured = bool((b.timings or {}).get("kernels"))

@@ -1,0 +1,284 @@
+"""Charts of a Bundle's kernels: the table rows and five plotly figures (top kernels, treemap,
+one-step timeline, roofline, fusion comparison).
+
+Pure: Bundle in, plotly figure out (no Streamlit, no JAX), so they are tested directly and used
+by both the app (``app.kernels_view``) and the HTML report (``analysis.report``).
+Colours are the routes' (``analysis.kernels.ROUTE_COLORS``) everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.bundle import Bundle
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.summary import human_bytes, human_seconds
+
+UNKNOWN_COLOR = "#777777"
+FONT = dict(size=13)
+
+
+def _color(route: str) -> str:
+    return ROUTE_COLORS.get(route, UNKNOWN_COLOR)
+
+
+def _label(route: str) -> str:
+    return ROUTE_LABELS.get(route, route)
+
+
+def _us(s) -> float | None:
+    return None if s is None else s * 1e6
+
+
+def measured(bundle: Bundle) -> bool:
+    return bool(bundle.timings and bundle.timings.get("kernels"))
+
+
+# ----------------------------------------------------------------------------- table
+
+
+def kernel_rows(bundle: Bundle) -> list[dict]:
+    """One row per kernel: what the table shows. Measured columns are None when the bundle
+    carries no timings; kernels that did not run have calls 0."""
+    t = bundle.timings or {}
+    timed = t.get("kernels") or {}
+    rows = []
+    seen = set()
+    for k in bundle.kernels:
+        r = timed.get(k.name)
+        seen.add(k.name)
+        rows.append({
+            "kernel": k.name, "route": k.route, "library": k.library or "",
+            "calls": r["calls"] if r else (0 if timed else None),
+            "time_us": _us(r["median_s"]) if r else None,
+            "share": r["share"] if r else None,
+            "gbps": r.get("gbps") if r else None,
+            "gflops": (r["flops_per_s"] / 1e9) if r and r.get("flops_per_s") else None,
+            "pct_of_peak": r.get("pct_of_peak") if r else None,
+            "bytes": k.bytes, "flops": k.flops,
+            "inclusive": bool(r and r.get("inclusive")),
+            "context": k.context,
+        })
+    for name, r in timed.items():  # measured compile differed (GPU): rows the bundle lacks
+        if name not in seen:
+            rows.append({"kernel": name, "route": r.get("route", "unknown"), "library": r.get("library") or "",
+                         "calls": r["calls"], "time_us": _us(r["median_s"]), "share": r["share"],
+                         "gbps": r.get("gbps"), "gflops": (r["flops_per_s"] / 1e9) if r.get("flops_per_s") else None,
+                         "pct_of_peak": r.get("pct_of_peak"), "bytes": r.get("bytes"), "flops": r.get("flops"),
+                         "inclusive": bool(r.get("inclusive")), "context": r.get("context", "")})
+    if timed:
+        # Slowest first (time is per step, all calls summed); control flow, whose time
+        # includes the kernels it runs, last.
+        rows.sort(key=lambda r: (r["inclusive"], -(r["time_us"] or 0)))
+    return rows
+
+
+def _leaf_rows(bundle: Bundle) -> list[dict]:
+    """Measured rows of kernels that do work themselves (control flow's inclusive time left out)."""
+    t = bundle.timings or {}
+    return [r for r in (t.get("kernels") or {}).values() if not r.get("inclusive")]
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _empty(title: str, text: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=text, showarrow=False, font=dict(size=14), xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_layout(title=title, xaxis_visible=False, yaxis_visible=False, height=260, font=FONT)
+    return fig
+
+
+def top_kernels_figure(bundle: Bundle, n: int = 15) -> go.Figure:
+    """Horizontal bars of the kernels with the most time per step (median), coloured by route.
+    Unmeasured bundles show bytes moved instead."""
+    if measured(bundle):
+        rows = sorted(_leaf_rows(bundle), key=lambda r: -r["median_s"])[:n]
+        vals = [r["median_s"] * 1e6 for r in rows]
+        names = [r["name"] for r in rows]
+        routes = [r["route"] for r in rows]
+        text = [f"{human_seconds(r['median_s'])} · {r['share']:.0%}" + (f" · ×{r['calls']:g}" if r["calls"] != 1 else "")
+                for r in rows]
+        xtitle, title = "time per step (µs, median)", f"Top {len(rows)} kernels by time"
+    else:
+        ks = sorted((k for k in bundle.kernels if k.route != "control"), key=lambda k: -k.bytes)[:n]
+        vals = [k.bytes / 2 ** 20 for k in ks]
+        names, routes = [k.name for k in ks], [k.route for k in ks]
+        text = [human_bytes(k.bytes) for k in ks]
+        xtitle, title = "bytes moved (MiB, estimate)", f"Top {len(ks)} kernels by bytes (not measured)"
+    if not names:
+        return _empty(title, "no kernels")
+    fig = go.Figure()
+    for route in ROUTES + ("unknown",):
+        idx = [i for i, r in enumerate(routes) if r == route]
+        if not idx:
+            continue
+        fig.add_bar(y=[names[i] for i in idx], x=[vals[i] for i in idx], orientation="h",
+                    marker_color=_color(route), name=_label(route), text=[text[i] for i in idx],
+                    textposition="auto", customdata=[names[i] for i in idx],
+                    hovertemplate="%{y}<br>%{text}<extra>" + _label(route) + "</extra>")
+    fig.update_layout(title=title, xaxis_title=xtitle, barmode="stack", font=FONT,
+                      yaxis=dict(categoryorder="array", categoryarray=names[::-1]),
+                      height=max(260, 28 * len(names) + 120), legend_title_text="route",
+                      margin=dict(l=10, r=10, t=50, b=40))
+    return fig
+
+
+def treemap_figure(bundle: Bundle) -> go.Figure:
+    """Route -> library -> kernel, sized by measured time (or bytes when not measured)."""
+    if measured(bundle):
+        items = [(r["route"], r.get("library") or _label(r["route"]), r["name"], r["median_s"] * 1e6)
+                 for r in _leaf_rows(bundle) if r["median_s"] > 0]
+        unit, title = "µs", "Where the step's time goes"
+    else:
+        items = [(k.route, k.library or _label(k.route), k.name, k.bytes / 2 ** 20)
+                 for k in bundle.kernels if k.route != "control" and k.bytes]
+        unit, title = "MiB", "Where the bytes go (not measured)"
+    if not items:
+        return _empty(title, "no kernels")
+    ids, labels, parents, values, colors, custom = [], [], [], [], [], []
+    routes: dict[str, float] = {}
+    libs: dict[tuple[str, str], float] = {}
+    for route, lib, name, v in items:
+        routes[route] = routes.get(route, 0) + v
+        libs[(route, lib)] = libs.get((route, lib), 0) + v
+    for route, v in routes.items():
+        ids.append(route), labels.append(_label(route)), parents.append(""), values.append(v)
+        colors.append(_color(route)), custom.append("")
+    for (route, lib), v in libs.items():
+        ids.append(f"{route}/{lib}"), labels.append(lib), parents.append(route), values.append(v)
+        colors.append(_color(route)), custom.append("")
+    for route, lib, name, v in items:
+        ids.append(f"{route}/{lib}/{name}"), labels.append(name), parents.append(f"{route}/{lib}")
+        values.append(v), colors.append(_color(route)), custom.append(name)
+    fig = go.Figure(go.Treemap(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+                               marker=dict(colors=colors), customdata=custom,
+                               hovertemplate="%{label}<br>%{value:.3g} " + unit + " · %{percentRoot:.1%}<extra></extra>",
+                               texttemplate="%{label}<br>%{percentRoot:.0%}"))
+    fig.update_layout(title=title, margin=dict(l=5, r=5, t=50, b=5), height=460, font=FONT)
+    return fig
+
+
+def timeline_figure(bundle: Bundle) -> go.Figure:
+    """A Gantt chart of one (median) step: one row per thread/stream, one bar per kernel
+    launch; control flow (which spans the kernels it runs) on its own row."""
+    t = bundle.timings or {}
+    events = (t.get("timeline") or {}).get("events") or []
+    if not events:
+        return _empty("One step", "not measured" if not t else "no events recorded")
+    lines = sorted({e["line"] for e in events})
+    short = {ln: (f"thread {i + 1}" if not ln.startswith("/device") else ln.split(" ", 1)[-1]) for i, ln in enumerate(lines)}
+    fig = go.Figure()
+    for route in ROUTES + ("unknown",):
+        evs = [e for e in events if e["route"] == route]
+        if not evs:
+            continue
+        rows = [short[e["line"]] + (" · control" if route == "control" else "") for e in evs]
+        fig.add_bar(base=[e["start_s"] * 1e6 for e in evs], x=[max(e["duration_s"] * 1e6, 1e-3) for e in evs],
+                    y=rows, orientation="h", name=_label(route), marker_color=_color(route),
+                    opacity=0.45 if route == "control" else 1.0, customdata=[e["name"] for e in evs],
+                    text=[e["name"] for e in evs], textposition="inside", insidetextanchor="middle",
+                    hovertemplate="%{customdata}<br>start %{base:.1f} µs, %{x:.2f} µs<extra></extra>")
+    fig.update_layout(title="One step, kernel by kernel (median step)", xaxis_title="µs from the step's first kernel",
+                      barmode="overlay", height=220 + 40 * len(lines), font=FONT, legend_title_text="route",
+                      margin=dict(l=10, r=10, t=50, b=40))
+    return fig
+
+
+def roofline_figure(bundle: Bundle) -> go.Figure:
+    """Arithmetic intensity (FLOP/byte) against achieved FLOP/s per kernel, log-log, under the
+    device's roofs: memory (bytes/s × intensity) capped by each compute peak."""
+    t = bundle.timings or {}
+    pts = [r for r in _leaf_rows(bundle) if r.get("flops_per_s") and r.get("arithmetic_intensity")]
+    if not pts:
+        return _empty("Roofline", "not measured" if not t else "no kernel with both FLOPs and bytes")
+    peaks = t.get("peaks") or {}
+    ai = [r["arithmetic_intensity"] for r in pts]
+    lo = 10 ** math.floor(math.log10(min(ai)) - 0.5)
+    hi = 10 ** math.ceil(math.log10(max(ai)) + 0.5)
+    fig = go.Figure()
+    bw = peaks.get("memory_bytes_per_s")
+    fpeaks = peaks.get("flops_per_s") or {}
+    if bw:
+        for name, fp in sorted(fpeaks.items(), key=lambda kv: -kv[1]):
+            ridge = fp / bw
+            xs = [lo, max(lo, min(ridge, hi)), hi]
+            ys = [min(fp, x * bw) for x in xs]
+            fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#444", width=1.5, dash="dot" if name != max(fpeaks, key=fpeaks.get) else "solid"),
+                            name=f"roof: {name} {fp / 1e9:.3g} GFLOP/s", hoverinfo="name")
+        if not fpeaks:
+            fig.add_scatter(x=[lo, hi], y=[lo * bw, hi * bw], mode="lines", line=dict(color="#444"),
+                            name=f"memory {bw / 1e9:.3g} GB/s")
+    tot = max(r["median_s"] for r in pts)
+    for route in ROUTES + ("unknown",):
+        rs = [r for r in pts if r["route"] == route]
+        if not rs:
+            continue
+        fig.add_scatter(x=[r["arithmetic_intensity"] for r in rs], y=[r["flops_per_s"] for r in rs], mode="markers",
+                        marker=dict(color=_color(route), size=[8 + 22 * math.sqrt(r["median_s"] / tot) for r in rs],
+                                    line=dict(color="white", width=1)),
+                        name=_label(route), customdata=[r["name"] for r in rs],
+                        text=[f"{r['name']}<br>{human_seconds(r['median_s'])}, {r.get('gbps') or 0:.1f} GB/s"
+                              + (f", {r['pct_of_peak']:.0f}% of peak" if r.get("pct_of_peak") is not None else "")
+                              for r in rs],
+                        hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>")
+    src = peaks.get("source")
+    fig.update_layout(title="Roofline" + (f" ({'data-sheet peaks' if src == 'table' else 'calibrated peaks'})" if src else ""),
+                      xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
+                      yaxis=dict(type="log", title="achieved FLOP/s"), height=480, font=FONT,
+                      margin=dict(l=10, r=10, t=50, b=40))
+    return fig
+
+
+def fusion_table(bundle: Bundle) -> list[dict]:
+    """Rows "kernels / bytes / step time / device busy" x "fusion off / default / saved"."""
+    fc = bundle.fusion_comparison
+    if not fc:
+        return []
+    d, u = fc["default"], fc["unfused"]
+
+    def row(what, a, b, fmt):
+        saved = (a - b) if a is not None and b is not None else None
+        pct = f" ({saved / a:.0%})" if saved is not None and a else ""
+        return {"": what, "fusion off": fmt(a) if a is not None else "-", "default": fmt(b) if b is not None else "-",
+                "saved": (fmt(saved) + pct) if saved is not None else "-"}
+
+    rows = [row("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}"),
+            row("bytes moved (estimate)", u["bytes"], d["bytes"], human_bytes)]
+    if fc.get("measured"):
+        rows.append(row("step (wall-clock median)", u["step_median_s"], d["step_median_s"], human_seconds))
+        rows.append(row("kernels busy per step", u["device_busy_s"], d["device_busy_s"], human_seconds))
+    return rows
+
+
+def fusion_figure(bundle: Bundle) -> go.Figure:
+    """Fusion off vs default, side by side: kernels, bytes and (when measured) time."""
+    fc = bundle.fusion_comparison
+    if not fc:
+        return _empty("What fusion saved", "not compared: compile with fusion comparison on")
+    d, u = fc["default"], fc["unfused"]
+    panels = [("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}"),
+              ("bytes moved (MiB)", u["bytes"] / 2 ** 20, d["bytes"] / 2 ** 20, lambda v: f"{v:.2f}")]
+    if fc.get("measured") and u.get("step_median_s") and d.get("step_median_s"):
+        panels.append(("step time (µs)", u["step_median_s"] * 1e6, d["step_median_s"] * 1e6, lambda v: f"{v:.0f}"))
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
+    for i, (name, a, b, fmt) in enumerate(panels, start=1):
+        fig.add_bar(x=["fusion off", "default"], y=[a, b], marker_color=["#BBBBBB", ROUTE_COLORS["emitter"]],
+                    text=[fmt(a), fmt(b)], textposition="outside", showlegend=False, row=1, col=i,
+                    hovertemplate="%{x}: %{text}<extra>" + name + "</extra>")
+        fig.update_yaxes(range=[0, max(a, b) * 1.25 or 1], visible=False, row=1, col=i)
+    head = f"Fusion: {u['kernels']} → {d['kernels']} kernels, {human_bytes(u['bytes'])} → {human_bytes(d['bytes'])}"
+    if len(panels) == 3:
+        head += f", {human_seconds(u['step_median_s'])} → {human_seconds(d['step_median_s'])}"
+    fig.update_layout(title=head, height=340, font=FONT, margin=dict(l=10, r=10, t=80, b=30))
+    return fig
+
+
+def figures(bundle: Bundle) -> dict[str, go.Figure]:
+    """Every chart of the view, by tab name."""
+    return {"Top kernels": top_kernels_figure(bundle), "Treemap": treemap_figure(bundle),
+            "Timeline": timeline_figure(bundle), "Roofline": roofline_figure(bundle),
+            "Fusion off": fusion_figure(bundle)}
