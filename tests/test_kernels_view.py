@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.bundle import Bundle
-from analysis.kernels import ROUTE_COLORS
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS
 from app import kernels_view as kv
 
 
@@ -47,7 +47,7 @@ def test_top_kernels_bars_are_coloured_by_route(bundle):
     names = set()
     for tr in fig.data:
         assert tr.type == "bar"
-        route = next(r for r, lab in kv.ROUTE_LABELS.items() if lab == tr.name)
+        route = next(r for r, lab in ROUTE_LABELS.items() if lab == tr.name)
         assert tr.marker.color == ROUTE_COLORS[route]
         names |= set(tr.customdata)
     assert names == set(bundle.timings["kernels"])
