@@ -88,7 +88,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "") -> str | None:
             "% of peak": st.column_config.NumberColumn(format="%.0f%%", help="max of bandwidth and compute use vs the device's peaks"),
             "calls": st.column_config.NumberColumn(format="%g", help="executions per step"),
         }
-        ev = st.dataframe(df, hide_index=True, use_container_width=True, column_config=config,
+        ev = st.dataframe(df, hide_index=True, width="stretch", column_config=config,
                           on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
         p = _picked_from_table(ev, [r["kernel"] for r in rows])
         if p:
@@ -105,13 +105,13 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "") -> str | None:
                            f"{','.join(fc['disabled_passes'])}. {fc.get('note', '')}")
             selectable = name in ("Top kernels", "Timeline", "Roofline")
             if selectable:
-                ev = st.plotly_chart(fig, use_container_width=True, key=f"{kp}_fig_{name}",
+                ev = st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}",
                                      on_select="rerun", selection_mode="points")
                 p = _picked_from_chart(ev)
                 if p:
                     picks.append(p)
             else:
-                st.plotly_chart(fig, use_container_width=True, key=f"{kp}_fig_{name}")
+                st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}")
 
     from analysis.timings import trace_bytes
 

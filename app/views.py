@@ -361,7 +361,7 @@ def text_views(b: Bundle, sel: dict) -> None:
             c1, c2 = st.columns([3, 1])
             q = c1.text_input("Search", key=f"q_{stage}", placeholder="filter lines (text or regex)")
             c2.download_button(f"Download {STAGE_LABELS[stage]}", text, file_name=f"{b.title}.{stage}.txt",
-                               key=f"dl_{stage}", use_container_width=True)
+                               key=f"dl_{stage}", width="stretch")
             lines = text.splitlines()
             if q:
                 try:

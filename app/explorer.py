@@ -1,0 +1,420 @@
+"""The explorer page (``app/main.py`` is the entry point that names the pages).
+
+The page: a sidebar to choose what to compile (gallery, pasted code, uploaded HLO or bundle),
+the backend and compiler options; a summary strip; the pre- and post-optimization graphs side
+by side with the selection linked across; the details of what is selected; kernels and
+timings; the stage texts and the source. Compiles run in a worker process (``app.runner``);
+this process only reads Bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import streamlit as st  # noqa: E402
+
+from analysis.bundle import Bundle, bundle_from_hlo  # noqa: E402
+from analysis.errors import ExplorerError  # noqa: E402
+from analysis.options import format_options, presets  # noqa: E402
+from analysis.worker import Job  # noqa: E402
+from app import runner, views  # noqa: E402
+from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
+
+st.set_page_config(page_title="XLA Explorer", layout="wide")
+st.markdown(views.CSS, unsafe_allow_html=True)
+
+ss = st.session_state
+ss.setdefault("bundle", None)
+ss.setdefault("error", None)
+ss.setdefault("sel", {})
+ss.setdefault("expand", {"scopes": [], "fusions": [], "collapsed": []})
+ss.setdefault("last_click", {})
+ss.setdefault("session_id", os.urandom(6).hex())
+
+GALLERY = gallery()
+TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source"}
+
+if "link_applied" not in ss:
+    # Opening a shared link: restore what it names (model or pasted code, backend, options,
+    # selection, tab); the compile below comes from the cache when the bundle is there.
+    from analysis import permalink
+
+    ss.link_applied = True
+    state = permalink.params_to_state(st.query_params.to_dict())
+    ss.link_errors = list(state["errors"])
+    ss.link_job = None
+    if state.get("code"):
+        try:
+            from analysis.store import default_store
+
+            src = permalink.resolve_code(state, default_store())
+        except ExplorerError as e:
+            src, _ = None, state["errors"].append(e.one_line())
+        ss.link_errors = list(state["errors"])
+        if src is not None:
+            ss.code, ss.source_kind, ss.code_id = src, "Paste code", state["code"]
+            ss.link_job = Job(kind="code", source=src, filename="<pasted code>", name="pasted")
+    elif state.get("model"):
+        ss.gallery_choice, ss.source_kind = state["model"], "Gallery"
+        ss.link_job = Job(kind="gallery", name=state["model"], filename=str(GALLERY[state["model"]].path))
+    if state.get("backend"):
+        ss.backend = state["backend"]
+    if state.get("options"):
+        ss.free_options = format_options(state["options"])
+    if ss.link_job is not None:
+        ss.link_job.backend = state.get("backend") or "auto"
+        ss.link_job.compiler_options = dict(state.get("options") or {})
+    ss.link_sel = permalink.selection(state)
+    ss.view = TABS.get(state.get("view") or "", None)
+
+
+def _parse_free_options(text: str) -> dict:
+    from analysis.run import parse_options  # pure helper; importing run does not import jax
+
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return parse_options(lines)
+
+
+def compile_job(job: Job) -> None:
+    """Run a job in the worker with phase progress; keep the old bundle on error."""
+    phases = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
+              "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
+              "compare": "Compiling and measuring with fusion disabled", "queued": "Waiting in the queue"}
+    holder = st.empty()
+    with holder.status("Compiling…", expanded=True) as status:
+        def progress(p: str) -> None:
+            status.update(label=phases.get(p, p) + "…")
+            status.write(phases.get(p, p))
+
+        try:
+            b = runner.compile_bundle(job, session=ss.session_id, progress=progress)
+        except ExplorerError as e:
+            ss.error = e.one_line()
+            status.update(label="Failed", state="error", expanded=False)
+            return
+        status.update(label="Compiled", state="complete", expanded=False)
+    holder.empty()
+    ss.bundle = b
+    ss.error = None
+    ss.sel = {}
+    ss.expand = {"scopes": [], "fusions": [], "collapsed": []}
+
+
+def load_upload(upload) -> None:
+    data = upload.getvalue()
+    if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+        from analysis.dump import bundles_from_dump_zip
+
+        try:
+            found = bundles_from_dump_zip(data, upload.name)
+        except ExplorerError as e:
+            ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+            return
+        ss.dump_bundles = found
+        ss.bundle, ss.error, ss.sel = found[0], None, {}
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        ss.error = f"load error at {upload.name}: not a UTF-8 text file"
+        return
+    try:
+        if text.lstrip().startswith("{"):
+            b = Bundle.from_json(text)
+        else:
+            b = bundle_from_hlo(text, os.path.splitext(upload.name)[0], upload.name)
+    except ExplorerError as e:
+        if not e.file:
+            e.file = upload.name
+        ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+        return
+    ss.bundle, ss.error, ss.sel = b, None, {}
+
+
+# ----------------------------------------------------------------------------- sidebar
+
+with st.sidebar:
+    st.markdown("## XLA Explorer")
+    source_kind = st.radio("Model", ["Gallery", "Paste code", "Upload HLO / bundle"], key="source_kind",
+                           horizontal=False)
+    job = None
+    if source_kind == "Gallery":
+        names = list(GALLERY)
+        choice = st.selectbox("Gallery model", names, key="gallery_choice",
+                              format_func=lambda n: f"{n} — {GALLERY[n].title.split(':')[0]}")
+        st.caption(GALLERY[choice].title)
+        job = Job(kind="gallery", name=choice, filename=str(GALLERY[choice].path))
+    elif source_kind == "Paste code":
+        ss.setdefault("code", GALLERY[DEFAULT_MODEL].source)
+        st.caption("Define `model(...)` and `example_inputs()` returning its arguments.")
+        try:
+            from streamlit_ace import st_ace
+
+            typed = st_ace(value=ss.code, language="python", theme="tomorrow", key="ace",
+                           height=360, font_size=13, show_gutter=True, auto_update=True, wrap=False)
+            if typed is not None:
+                ss.code = typed
+        except ImportError:  # plain text area if the editor component is missing
+            ss.code = st.text_area("Code", ss.code, height=360, key="code_area")
+        job = Job(kind="code", source=ss.code, filename="<pasted code>", name="pasted")
+    else:
+        up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
+                              type=["hlo", "txt", "json", "zip"], key="upload")
+        if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
+            load_upload(up)
+        dumps = ss.get("dump_bundles") or []
+        if len(dumps) > 1:
+            names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
+            pick = st.selectbox("Module in the dump", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
+            if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
+                ss.bundle, ss.sel = dumps[pick], {}
+
+    if job is not None:
+        gpu = runner.gpu_present()
+        backend = st.radio("Backend", ["auto", "cpu", "gpu"], key="backend", horizontal=True,
+                           help="auto = GPU when one is present, else CPU")
+        st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+        platform = "gpu" if backend == "gpu" or (backend == "auto" and gpu) else "cpu"
+        pre = presets(platform)
+        preset = st.selectbox("Compiler options", list(pre), key="preset")
+        free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
+                            placeholder="xla_cpu_enable_fast_math=true")
+        if pre[preset]:
+            st.caption("Preset sets: `" + format_options(pre[preset]).replace("\n", "`, `") + "`")
+        measure = st.checkbox("Measure kernel timings", key="measure", value=True,
+                              help="Run the compiled program and time every kernel with the profiler")
+        compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
+        if st.button("Compile", type="primary", key="compile", width="stretch"):
+            try:
+                opts = dict(pre[preset])
+                opts.update(_parse_free_options(free))
+            except ExplorerError as e:
+                ss.error = e.one_line()
+            else:
+                job.backend = backend
+                job.compiler_options = opts
+                job.measure = measure
+                job.compare_fusion = compare
+                compile_job(job)
+    if ss.error:
+        st.error(ss.error)
+    isolated, why = runner.sandbox_state()
+    if not isolated:
+        st.warning(f"Pasted code is NOT isolated: {why}")
+
+# ----------------------------------------------------------------------------- first load
+
+if ss.bundle is None and ss.error is None:
+    first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
+                                      backend="cpu")
+    first.measure = True
+    compile_job(first)
+    if ss.bundle is not None and ss.get("link_sel"):
+        ss.sel = ss.link_sel
+    ss.link_sel = None
+for msg in ss.get("link_errors") or []:
+    st.warning(msg)
+
+b: Bundle | None = ss.bundle
+if b is None:
+    st.title("XLA Explorer")
+    st.error(ss.error or "Nothing compiled yet.")
+    st.stop()
+
+# ----------------------------------------------------------------------------- header
+
+env = b.environment
+st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+            f"{env.get('device_kind') or env.get('platform', '')} · {env.get('backend', '')}"
+            + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
+desc = b.source.get("description")
+if desc:
+    from sample_models.lessons import lesson as gallery_lesson
+
+    title, _, what_to_look_for = desc.partition("\n")
+    les = gallery_lesson(b)
+    with st.expander(f"Lesson: {title}", expanded=False):
+        st.markdown(what_to_look_for.strip())
+        if les is not None:
+            st.markdown("**On this compile:** " + les.markdown())
+views.summary_strip(b)
+views.legend()
+
+# ----------------------------------------------------------------------------- search & selection
+
+c1, c2, c3 = st.columns([3, 2, 1])
+query = c1.text_input("Find an op", key="find", placeholder="name, op_name (e.g. attention/dot) or source line (e.g. 14)")
+hits = views.search(b, query) if query else []
+if query:
+    if hits:
+        labels = [f"{'before' if s == 'pre' else 'after'}: {n} — {d}" for s, n, d in hits]
+        pick = c2.selectbox("Matches", range(len(hits)), format_func=lambda i: labels[i], key="find_pick")
+        s, n, _ = hits[pick]
+        if query.strip().isdigit():
+            ss.sel = {"line": int(query.strip())}
+        elif ss.sel.get("name") != n:
+            ss.sel = {"side": s, "name": n}
+    else:
+        c2.caption("No op matches.")
+focus = c3.toggle("Focus", key="focus", help="Show only the neighbourhood (2 steps) of the selection")
+if ss.sel:
+    cur = ss.sel.get("name") or f"line {ss.sel.get('line')}"
+    cc1, cc2 = st.columns([5, 1])
+    cc1.caption(f"Selected: **{cur}** ({'before' if ss.sel.get('side') == 'pre' else 'after' if ss.sel.get('side') else 'source'} optimization)")
+    if cc2.button("Clear", key="clear_sel", help="Clear the selection"):
+        ss.sel = {}
+        st.rerun()
+
+# ----------------------------------------------------------------------------- graphs side by side
+
+pre_spec, post_spec = views.build_graphs(b, ss.sel, ss.expand, 2 if focus else None)
+
+
+def handle_click(side: str, value) -> None:
+    if not value or not isinstance(value, dict):
+        return
+    key = f"{side}_click"
+    if ss.last_click.get(key) == value.get("n"):
+        return
+    ss.last_click[key] = value.get("n")
+    nid = value.get("id", "")
+    kind, _, name = nid.partition(":")
+    if kind == "s":  # collapsed scope: expand it
+        ss.expand["scopes"] = list(set(ss.expand["scopes"]) | {name})
+    elif kind == "op":
+        ss.sel = {"side": "pre", "name": name}
+    elif kind in ("k", "f"):
+        ss.sel = {"side": "post", "name": name}
+        k = b.kernel(name)
+        if kind == "k" and k is not None and k.opcode == "fusion" and name in (post_spec.collapsed if post_spec else []):
+            ss.expand["fusions"] = list(set(ss.expand["fusions"]) | {name})
+    elif kind == "x":
+        owner = views.kernel_containing(b, name)
+        if owner:
+            ss.sel = {"side": "post", "name": owner}
+    elif kind == "p":
+        ss.sel = {"side": side, "name": name}
+    else:
+        return
+    st.rerun()
+
+
+def graph_column(spec, side: str, collapsed_note: str, missing: str) -> None:
+    if spec is None:
+        st.info(missing)
+        return
+    handle_click(side, views.graph_widget(spec, f"g_{side}", focus=views.focus_id(spec, ss.sel, side)))
+    if spec.collapsed:
+        st.caption(f"{len(spec.collapsed)} {collapsed_note}: click one to open it.")
+
+
+left, right = st.columns(2)
+with left:
+    graph_column(pre_spec, "pre", "name scope(s) collapsed (large graph)", "No pre-optimization HLO in this input.")
+with right:
+    graph_column(post_spec, "post", "fusion(s) drawn collapsed", "No optimized HLO in this input.")
+
+# ----------------------------------------------------------------------------- below the graphs
+
+st.markdown("#### Details")
+views.details_panel(b, ss.sel)
+
+tab_k, tab_t, tab_s = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
+                              on_change="rerun")
+with tab_k:
+    try:
+        from app.kernels_view import render_kernels_view
+    except ImportError:
+        render_kernels_view = None
+    if render_kernels_view is not None:
+        picked = render_kernels_view(b, key_prefix="main")
+        if picked and picked != ss.sel.get("name"):
+            ss.sel = {"side": "post", "name": picked}
+            st.rerun()
+    else:
+        import pandas as pd
+
+        st.dataframe(pd.DataFrame([{"kernel": k.name, "route": k.route, "library": k.library, "bytes": k.bytes,
+                                    "flops": k.flops} for k in b.kernels]), width="stretch")
+with tab_t:
+    views.text_views(b, ss.sel)
+with tab_s:
+    code = b.source.get("code")
+    if code:
+        from app.views import ops_on_line
+
+        lines_with_ops = {}
+        for i in range(1, len(code.splitlines()) + 1):
+            ops = ops_on_line(b, i)
+            if ops:
+                lines_with_ops[i] = ops
+        opts = [None] + sorted(lines_with_ops)
+        src_lines = code.splitlines()
+        cur = ss.sel.get("line")
+        pick = st.selectbox("Source line", opts, index=opts.index(cur) if cur in opts else 0, key="src_line",
+                            format_func=lambda i: "— pick a line to light up its ops —" if i is None else
+                            f"line {i}: {src_lines[i - 1].strip()[:70]}  ({len(lines_with_ops[i])} ops)")
+        if pick is not None and pick != cur:
+            ss.sel = {"line": pick}
+            st.rerun()
+        st.markdown(views.code_html(code, {cur} if cur else set(), "s"), unsafe_allow_html=True)
+        st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
+    else:
+        st.info("This input carries no source code (an imported HLO text or dump).")
+
+# ----------------------------------------------------------------------------- share & export
+
+st.markdown("#### Share and export")
+link_state = {"backend": b.options.get("backend"), "options": b.options.get("compiler_options") or {},
+              "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
+              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
+kind = b.source.get("kind")
+if kind == "gallery":
+    link_state["model"] = b.source.get("name")
+elif kind == "code" and b.source.get("code"):
+    if ss.get("code_id_for") != b.source["code"]:
+        try:
+            from analysis.store import default_store
+
+            ss.code_id = default_store().put_code(b.source["code"])
+            ss.code_id_for = b.source["code"]
+        except ExplorerError as e:
+            ss.code_id = None
+            st.caption(f"Pasted code cannot be linked: {e.one_line()}")
+    link_state["code"] = ss.get("code_id")
+from analysis import permalink  # noqa: E402
+from analysis import report  # noqa: E402
+
+linkable = bool(link_state.get("model") or link_state.get("code"))
+if linkable:
+    st.query_params.from_dict(permalink.state_to_params(link_state))
+share1, share2 = st.columns([3, 2])
+with share1:
+    if linkable:
+        base = (st.context.url or "").split("?")[0]
+        st.caption("Link to this view (model, options, selection and tab) — copy with the button on the right:")
+        st.code(base + permalink.query_string(link_state), language=None, wrap_lines=True)
+    else:
+        st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _report_html(bundle_json: str) -> str:
+    return report.html_report(Bundle.from_json(bundle_json))
+
+
+with share2:
+    bj = b.to_json()
+    st.download_button("Download HTML report (one file, works offline)", lambda: _report_html(bj),
+                       file_name=f"{b.title}.report.html", mime="text/html", key="dl_report",
+                       width="stretch")
+    st.download_button("Download bundle (JSON)", bj, file_name=f"{b.title}.bundle.json", key="dl_bundle",
+                       width="stretch")
+    with st.expander("Graphs as SVG / DOT"):
+        for fname, (mime, data) in report.graph_exports(b).items():
+            st.download_button(fname, data, file_name=fname, mime=mime, key=f"dl_{fname}")
