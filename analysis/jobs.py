@@ -116,6 +116,7 @@ def cache_key(job: Job, device_kind: str) -> str:
     from analysis.store import content_key
 
     d = asdict(job)
+    d.pop("peaks", None)  # how timings are judged, not what is measured
     d["source"] = job_source(job)
     return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)
 
@@ -364,6 +365,14 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             say("cached")
             found.__dict__["_cache"] = "hit"
             return found
+    peaks_key = None
+    if store is not None and (job.measure or job.compare_fusion) and job.peaks is None:
+        # A CPU calibration made by an earlier job on this machine, so the worker need not redo it.
+        peaks_key = "peaks:" + probe_meta_key()
+        try:
+            job.peaks = store.get_meta(peaks_key)
+        except ExplorerError as e:
+            warnings.warn(e.one_line())
     h = queue.submit(job, session=session, key=key, progress=progress)
     if on_submit:
         on_submit(h)
@@ -372,6 +381,13 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         say(f"queued:{pos}")
     bundle = h.result(timeout)
     bundle.__dict__["_cache"] = "miss"
+    measured_peaks = (bundle.timings or {}).get("peaks")
+    if peaks_key and job.peaks is None and isinstance(measured_peaks, dict) \
+            and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):
+        try:
+            store.put_meta(peaks_key, measured_peaks)
+        except ExplorerError as e:
+            warnings.warn(e.one_line())
     return bundle
 
 

@@ -46,6 +46,10 @@ class Job:
     # whose ``example_inputs(n)`` takes the length (``analysis.sweep``). Result in
     # ``bundle.metrics["shape_sweep"]``.
     sweep: dict | None = None
+    # Calibrated CPU peaks the parent remembered from an earlier job on this machine (the
+    # sandbox gives the worker no writable place of its own to cache them). Not part of the
+    # cache key: it changes how a measurement is judged, not what is measured.
+    peaks: dict | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -97,6 +101,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     if job.measure or job.compare_fusion:
         from analysis import timings
 
+        if job.peaks:
+            timings.remember_peaks(bundle.environment, job.peaks)
         if job.measure:
             if progress:
                 progress("measure")

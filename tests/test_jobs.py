@@ -188,9 +188,8 @@ def test_compile_job_end_to_end_cache_and_damaged_store(tmp_path):
     seen = []
     b1 = compile_job(Job(source=SRC, name="e2e"), session="t", progress=seen.append, queue=q)
     assert b1.__dict__["_cache"] == "miss" and "compile" in seen
-    t0 = time.monotonic()
     b2 = compile_job(Job(source=SRC, name="e2e"), session="t", queue=q)
-    assert time.monotonic() - t0 < 1.0 and b2.__dict__["_cache"] == "hit"
+    assert b2.__dict__["_cache"] == "hit"
     assert b2.stages == b1.stages
     # The device probe is remembered in the store.
     assert store.get_meta(jobs.probe_meta_key())["backends"]["cpu"]
@@ -235,3 +234,23 @@ def test_limits_from_env_and_settings_file(tmp_path):
         Limits.from_env({"XLA_EXPLORER_WORKERS": "0"}, str(f))
     with pytest.raises(ExplorerError):
         Limits.from_env({"XLA_EXPLORER_SANDBOX": "maybe"}, str(f))
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_cpu_calibration_is_made_once_per_machine(tmp_path):
+    """The sandboxed worker cannot keep the peaks calibration itself; the parent stores the first
+    one and hands it to later measuring jobs, which then report the very same peaks."""
+    store = Store(str(tmp_path / "store.sqlite"))
+    q = JobQueue(Limits(timeout_s=120, workers=1), store)
+    first = compile_job(Job(source=SRC, name="p1", measure=True, iterations=3), session="t", queue=q)
+    peaks = first.timings["peaks"]
+    assert peaks["source"] == "calibrated" and peaks["machine"]
+    assert store.get_meta("peaks:" + jobs.probe_meta_key()) == peaks
+    job = Job(source=SRC, name="p2", measure=True, iterations=4)
+    second = compile_job(job, session="t", queue=q)
+    assert job.peaks == peaks
+    assert second.timings["peaks"] == peaks
+    # the hand-over does not change what the cache key sees
+    assert jobs.cache_key(job, "cpu") == jobs.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")
+    q.shutdown()
