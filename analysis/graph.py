@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from analysis.hlo import Computation, Instruction, Module
-from analysis.kernels import NO_KERNEL, ROUTE_COLORS, ROUTE_LABELS, Kernel
+from analysis.kernels import NO_KERNEL, ROUTE_COLORS, Kernel
 
 LAYOUT_MARK = "#D62728"
 HIGHLIGHT = "#FF7F0E"

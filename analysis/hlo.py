@@ -454,7 +454,6 @@ def parse_module(text: str) -> Module:
         if b:
             line += text.count("\n", pos, b.end())
             pos = b.end()
-        ws = pos
         while pos < n and text[pos] in " \t\r":
             pos += 1
         if pos >= n:
@@ -529,7 +528,6 @@ def parse_module(text: str) -> Module:
             line += text.count("\n", s, e.end())
             pos = e.end()
         comps.append(comp)
-        del ws
     if not comps:
         raise src.error("module has no computations", n)
     module.computations = comps

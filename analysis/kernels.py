@@ -15,7 +15,7 @@ are skipped, and so are the instructions inside a fusion: they are part of its k
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from analysis.hlo import Computation, Instruction, Module
 

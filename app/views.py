@@ -295,14 +295,12 @@ def details_panel(b: Bundle, sel: dict) -> None:
             if side == "post":
                 absorbed = prov.kernel_to_pre.get(name, [])
                 st.markdown(f"**Absorbed {len(absorbed)} op(s) from before optimization**")
-                pre = b.module("hlo_before")
                 rows = []
                 for op in absorbed[:60]:
                     pi = _find(b, "pre", op)
                     if pi is not None:
                         rows.append(f"`{op}` {pi.opcode} — {pi.metadata.op_name or ''}")
                 st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
-                del pre
             else:
                 ks = prov.pre_to_kernels.get(name, [])
                 how = prov.how.get(name)

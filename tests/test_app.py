@@ -71,7 +71,6 @@ def test_find_selects_and_details_show_absorbed_ops(at):
 
 
 def test_source_line_lights_up_ops(at):
-    b = at.session_state["bundle"]
     sb = at.selectbox(key="src_line")
     line = next(o for o in sb.options if o != "— pick a line to light up its ops —")
     sb.select(line).run()

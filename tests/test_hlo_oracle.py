@@ -20,7 +20,6 @@ future version renames, the name comparison will say so loudly rather than silen
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -275,14 +274,3 @@ def test_metadata_resolves_to_this_file(hlo_text):
                for i in located for s in i.metadata.stack)
     scoped = [i for i in mod.instructions() if "encoder/layer0" in i.metadata.op_name]
     assert scoped
-
-
-def test_parse_is_not_slower_than_oracle_by_much(hlo_text):
-    """A coarse guard (the benchmark measures properly): ours within 10x of the C++ parser."""
-    text = hlo_text("grad_mlp", "optimized") + "\n"
-    def best(f):
-        b = float("inf")
-        for _ in range(5):
-            t = time.perf_counter(); f(text); b = min(b, time.perf_counter() - t)
-        return b
-    assert best(parse_module) < 10 * best(_hlo.hlo_module_from_text) + 0.002

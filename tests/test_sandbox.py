@@ -8,7 +8,6 @@ reason when bwrap cannot create a sandbox here). Each worker start imports JAX, 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import tempfile
 import threading
