@@ -30,6 +30,7 @@ HIGHLIGHT = "#FF7F0E"
 DIM_FONT = "#9A9A9A"
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
+MAX_LABELLED_EDGES = 160  # above this many edges, shapes move from edge labels to tooltips
 
 
 @dataclass
@@ -76,7 +77,12 @@ class GraphSpec:
 
     # -- renderers --------------------------------------------------------------------------
 
-    def to_dot(self, rankdir: str = "TB") -> str:
+    def to_dot(self, rankdir: str = "TB", edge_labels: bool | None = None) -> str:
+        """DOT text. Edge labels (shape and layout) are drawn when the graph is small enough for
+        them to stay readable and cheap to lay out (each label is a node for Graphviz); always
+        in the edge's tooltip."""
+        if edge_labels is None:
+            edge_labels = len(self.edges) <= MAX_LABELLED_EDGES
         out = [
             "digraph G {",
             f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize=11, nodesep=0.25, ranksep=0.35,'
@@ -110,10 +116,14 @@ class GraphSpec:
             emit_cluster(cid, "  ")
         for n in members.get(None, []):
             out.append("  " + self._node_dot(n))
+        drawn: set[tuple[str, str]] = set()
         for e in self.edges:
+            if (e.src, e.dst) in drawn:  # one arrow per pair of nodes (collapsed groups repeat them)
+                continue
+            drawn.add((e.src, e.dst))
             attrs = []
             if e.label:
-                attrs.append(f'label="{_esc(e.label)}"')
+                attrs.append(f'{"label" if edge_labels else "tooltip"}="{_esc(e.label)}"')
             if e.lhead:
                 attrs.append(f'lhead="cluster_{_esc(e.lhead)}"')
             if e.layout_mark:
@@ -439,6 +449,10 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
             continue
         if inst.opcode == "constant" and inst.shape.num_elements <= 1:
             producers[inst.name] = ""
+            continue
+        if inst.opcode == "broadcast" and inst.operands and producers.get(inst.operands[0]) == "" \
+                and not inst.is_root and inst.name not in highlight:
+            producers[inst.name] = ""  # a scalar constant splatted to a shape: drawn as nothing, like the scalar
             continue
         if inst.opcode in ("get-tuple-element", "tuple", "bitcast") and inst.operands and not inst.is_root:
             producers[inst.name] = producers.get(inst.operands[0], "")

@@ -1,0 +1,159 @@
+"""Graphs of a module: what the nodes, clusters and edges say, and that Graphviz lays them out."""
+
+from __future__ import annotations
+
+import re
+import xml.dom.minidom
+
+from analysis.graph import (HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES, post_graph, pre_graph, render_svg,
+                            layout_is_default, scope_of)
+from analysis.hlo import parse_module
+from analysis.kernels import ROUTE_COLORS, kernels
+
+LAYOUT_HLO = """HloModule t, is_scheduled=true
+
+%fused_computation (p0: f32[64,32]) -> f32[64,32] {
+  %p0 = f32[64,32]{1,0} parameter(0)
+  ROOT %n = f32[64,32]{1,0} negate(%p0)
+}
+
+ENTRY %main (a: f32[32,64]) -> f32[64,32] {
+  %a = f32[32,64]{1,0} parameter(0)
+  %t = f32[64,32]{0,1} transpose(%a), dimensions={1,0}
+  %c = f32[64,32]{1,0} copy(%t)
+  ROOT %f = f32[64,32]{1,0} fusion(%c), kind=kLoop, calls=%fused_computation
+}
+"""
+
+
+def test_post_graph_has_every_kernel_coloured_by_route(gallery_bundle):
+    b = gallery_bundle("mlp")
+    g = post_graph(b.module("hlo_after"), b.kernels)
+    dot = g.to_dot()
+    for k in b.kernels:
+        node = g.nodes[f"k:{k.name}"]
+        assert node.kind == "kernel" and node.route == k.route
+        assert f'fillcolor="{ROUTE_COLORS[k.route]}"' in g._node_dot(node)
+    # small fusions are clusters holding their fused instructions
+    fusion = next(k for k in b.kernels if k.is_multi_op_fusion)
+    cid = f"f:{fusion.name}"
+    assert cid in g.clusters
+    inside = [n for n in g.nodes.values() if n.cluster == cid and n.kind == "fused"]
+    assert len(inside) >= 2
+    assert f'subgraph "cluster_{cid}"' in dot
+    # library kernels are labelled with their library
+    for k in b.kernels:
+        if k.route == "library":
+            text = g.clusters[f"f:{k.name}"].label if f"f:{k.name}" in g.clusters else g.nodes[f"k:{k.name}"].label
+            assert k.library in text
+    # edges carry shapes with layouts
+    assert any(re.fullmatch(r"f32\[\d+(,\d+)*\]\{[\d,]+\}", e.label) for e in g.edges)
+
+
+def test_layout_changes_are_marked():
+    m = parse_module(LAYOUT_HLO)
+    ks = kernels(m)
+    g = post_graph(m, ks)
+    assert {k.name: k.route for k in ks} == {"t": "layout", "c": "layout", "f": "emitter"}
+    assert g.nodes["k:t"].layout_change and g.nodes["k:c"].layout_change
+    assert not g.nodes["k:f"].layout_change
+    # the {0,1} value leaving the transpose is not the default layout: its edge is marked
+    marked = [e for e in g.edges if e.layout_mark]
+    assert [(e.src, e.dst) for e in marked] == [("k:t", "k:c")]
+    assert LAYOUT_MARK in g.to_dot()
+    assert not layout_is_default(m.entry.by_name["t"]) and layout_is_default(m.entry.by_name["c"])
+
+
+def test_selection_and_highlight_are_drawn_and_the_rest_dimmed(gallery_bundle):
+    b = gallery_bundle("mlp")
+    k = next(k for k in b.kernels if k.is_multi_op_fusion)
+    absorbed = set(b.provenance.kernel_to_pre[k.name])
+    post = post_graph(b.module("hlo_after"), b.kernels, selected=k.name, highlight={k.name})
+    assert post.clusters[f"f:{k.name}"].selected
+    others = [n for n in post.nodes.values() if n.kind == "kernel" and n.id != f"k:{k.name}"]
+    assert others and all(n.dimmed for n in others)
+    pre = pre_graph(b.module("hlo_before"), highlight=absorbed)
+    lit = {n.id.split(":", 1)[1] for n in pre.nodes.values() if n.highlighted}
+    assert lit and lit <= absorbed
+    assert HIGHLIGHT in pre.to_dot()
+
+
+def test_pre_graph_groups_by_scope_and_inlines_nested_jits(gallery_bundle):
+    b = gallery_bundle("mlp")
+    g = pre_graph(b.module("hlo_before"))
+    assert {"scope:dense1", "scope:dense2", "scope:dense1/relu"} <= set(g.clusters)
+    assert g.clusters["scope:dense1/relu"].parent == "scope:dense1"
+    # the ReLU's maximum (inside jit(relu)) is fed by the bias add of dense1
+    maximum = next(n for n in g.nodes.values() if n.cluster == "scope:dense1/relu" and n.label.startswith("maximum"))
+    feeders = {e.src for e in g.edges if e.dst == maximum.id}
+    assert any(g.nodes[f].label.startswith("add") for f in feeders if f in g.nodes)
+    assert scope_of("jit(model)/attention/jit(softmax)/exp") == "attention/softmax"
+
+
+def test_large_graphs_collapse_and_open_on_request(gallery_bundle):
+    b = gallery_bundle("transformer_block")
+    pre = b.module("hlo_before")
+    folded = pre_graph(pre, collapse=True)
+    assert set(folded.collapsed) == {"ln1", "attention", "ln2", "mlp"}
+    assert all(n.kind != "op" or n.cluster is None for n in folded.nodes.values())
+    opened = pre_graph(pre, collapse=True, expand_scopes={"attention"})
+    assert "attention" not in opened.collapsed and any(c.startswith("scope:attention") for c in opened.clusters)
+    post = post_graph(b.module("hlo_after"), b.kernels, collapse_all=True)
+    assert not post.clusters and len(post.collapsed) == sum(1 for k in b.kernels if k.fused_ops)
+    one = post.collapsed[0]
+    post2 = post_graph(b.module("hlo_after"), b.kernels, collapse_all=True, expand={one})
+    assert list(post2.clusters) == [f"f:{one}"]
+
+
+def test_neighbourhood_keeps_only_nearby_nodes(gallery_bundle):
+    b = gallery_bundle("transformer_block")
+    g = post_graph(b.module("hlo_after"), b.kernels, collapse_all=True)
+    center = f"k:{b.kernels[len(b.kernels) // 2].name}"
+    near = g.neighbourhood(center, hops=1)
+    assert center in near.nodes and len(near.nodes) < len(g.nodes)
+    for e in near.edges:
+        assert e.src in near.nodes and e.dst in near.nodes
+    assert all(center in (e.src, e.dst) for e in near.edges)
+
+
+def test_graphviz_lays_it_out_with_clickable_ids(gallery_bundle):
+    b = gallery_bundle("mlp")
+    g = post_graph(b.module("hlo_after"), b.kernels)
+    svg = g.to_svg()
+    doc = xml.dom.minidom.parseString(svg)
+    ids = {el.getAttribute("id") for el in doc.getElementsByTagName("g")}
+    assert {f"k:{k.name}" for k in b.kernels} <= ids
+    assert any(i.startswith("f:") for i in ids)  # clusters are clickable too
+
+
+DEEP = """
+import jax
+import jax.numpy as jnp
+
+def model(x, w):
+    for i in range(16):
+        with jax.named_scope(f"layer{i}"):
+            h = jnp.tanh(x @ w)
+            x = (h - h.mean()) * jax.nn.sigmoid(x) + x * 0.5
+    return x
+
+def example_inputs():
+    return (jnp.ones((8, 16)), jnp.ones((16, 16)))
+"""
+
+
+def test_many_edges_move_shapes_to_tooltips(source_bundle):
+    b = source_bundle(DEEP, "deep")
+    g = pre_graph(b.module("hlo_before"), collapse=False)
+    assert len(g.edges) > MAX_LABELLED_EDGES
+    dot = g.to_dot()
+    assert "->" in dot and not re.search(r'->[^\n]*label="', dot)
+    assert re.search(r'->[^\n]*tooltip="f32', dot)
+    assert re.search(r'->[^\n]*label="f32', g.to_dot(edge_labels=True))
+
+
+def test_render_svg_reports_graphviz_errors():
+    import pytest
+
+    with pytest.raises(RuntimeError, match="Graphviz failed"):
+        render_svg("digraph { a -> }")
