@@ -1,7 +1,8 @@
 """XLA Explorer — the Streamlit entry point: ``streamlit run app/main.py``.
 
 It only names the pages; the explorer (graphs side by side, details, kernels, texts) is
-``app/explorer.py``, the others are in ``app/pages/``. Every page reads Bundles and sends
+``app/explorer.py``, the others are in ``app/sections/`` (not ``pages/``: Streamlit would also
+serve a ``pages/`` folder on its own, bypassing this navigation). Every page reads Bundles and sends
 compiles to the worker; none imports JAX.
 """
 
@@ -20,8 +21,8 @@ import streamlit as st  # noqa: E402
 st.set_page_config(page_title="XLA Explorer", layout="wide")
 nav = st.navigation([
     st.Page(os.path.join(HERE, "explorer.py"), title="Explorer", default=True),
-    st.Page(os.path.join(HERE, "pages", "1_Pass_pipeline.py"), title="Pass pipeline", url_path="Pass_pipeline"),
-    st.Page(os.path.join(HERE, "pages", "2_Compare.py"), title="Compare", url_path="Compare"),
-    st.Page(os.path.join(HERE, "pages", "3_Shape_sweep.py"), title="Shape sweep", url_path="Shape_sweep"),
+    st.Page(os.path.join(HERE, "sections", "pass_pipeline.py"), title="Pass pipeline", url_path="Pass_pipeline"),
+    st.Page(os.path.join(HERE, "sections", "compare.py"), title="Compare", url_path="Compare"),
+    st.Page(os.path.join(HERE, "sections", "shape_sweep.py"), title="Shape sweep", url_path="Shape_sweep"),
 ])
 nav.run()

@@ -1,4 +1,4 @@
-"""What the extra pages (app/pages/) share: the session defaults, compiling a job with a status
+"""What the extra pages (app/sections/) share: the session defaults, compiling a job with a status
 box, and the model picker. Every compile goes through ``app.runner`` (the worker and its queue);
 nothing here imports JAX."""
 

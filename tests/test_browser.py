@@ -104,6 +104,9 @@ def test_transformer_block_select_fusion_details(server, browser):
         timeout=180_000)
     frames = _graph_frames(page)
     assert len(frames) == 2
+    nav = page.get_by_test_id("stSidebarNav").inner_text()
+    for title in ("Explorer", "Pass pipeline", "Compare", "Shape sweep"):
+        assert title in nav
     post = frames[1]
     # the post graph is the transformer's: its parameters are there
     post.wait_for_selector("g.node[id*='params__wqkv']", timeout=60_000)

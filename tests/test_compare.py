@@ -11,7 +11,7 @@ from analysis import compare
 from analysis.kernels import Kernel
 from analysis.options import fusion_disabled_options
 
-PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "pages", "2_Compare.py")
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "compare.py")
 
 
 def K(name, ops, route="emitter"):

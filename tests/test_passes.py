@@ -11,7 +11,7 @@ from analysis import passes
 from analysis.hlo import parse_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGE = os.path.join(ROOT, "app", "pages", "1_Pass_pipeline.py")
+PAGE = os.path.join(ROOT, "app", "sections", "pass_pipeline.py")
 
 
 @pytest.fixture(scope="module")

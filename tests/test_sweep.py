@@ -10,7 +10,7 @@ import pytest
 from analysis.errors import ExplorerError
 from analysis.sweep import bucket_for, parse_lengths, summary
 
-PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "pages", "3_Shape_sweep.py")
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "shape_sweep.py")
 
 
 def test_bucket_for():
