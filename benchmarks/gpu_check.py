@@ -16,7 +16,11 @@ Checks (exit status 1 if one fails; 2 if there is no GPU at all):
 - the attributed kernels cover >= 80% of the device-busy time (command buffers are off for
   the measured executable, so every kernel is its own event);
 - kernel_details (grid, block, registers, ...) were read for the timed kernels;
-- fusion off gives more kernels than the default compile.
+- fusion off gives more kernels than the default compile;
+- every claim of the model's lesson (``sample_models/lessons.py``) holds on this GPU.
+
+Copy the bundles to ``tests/fixtures/gpu/`` and commit them: ``tests/test_gpu_fixtures.py``
+then tests GPU parsing, classification, attribution and the lessons on any machine.
 
 Sized to finish in a few minutes on one GPU (small iteration counts).
 """
@@ -83,7 +87,7 @@ def check_model(name: str, iters: int, out_dir: str) -> dict:
 
     t0 = time.perf_counter()
     loaded = run.load_gallery(name)
-    b = run.compile_to_bundle(loaded, "gpu")
+    b = run.compile_to_bundle(loaded, "gpu", source_kind="gallery")
     timings.measure_bundle(b, iterations=iters)
     timings.compare_fusion(b, loaded, measure=True, iterations=iters)
     b.save(os.path.join(out_dir, f"{name}.bundle.json"))
@@ -110,6 +114,12 @@ def check_model(name: str, iters: int, out_dir: str) -> dict:
     fc = b.fusion_comparison
     if not fc["unfused"]["kernels"] > fc["default"]["kernels"]:
         problems.append(f"fusion off has {fc['unfused']['kernels']} kernels, default {fc['default']['kernels']}")
+    from sample_models.lessons import lesson
+
+    les = lesson(b)
+    for c in (les.checks if les else []):
+        if not c.holds:
+            problems.append(f"lesson claim does not hold on this GPU: {c.claim}")
     by_lib: dict[str, int] = {}
     for k in special:
         by_lib[k.library or k.route] = by_lib.get(k.library or k.route, 0) + 1
