@@ -82,14 +82,13 @@ def _parse_free_options(text: str) -> dict:
 
 def compile_job(job: Job) -> None:
     """Run a job in the worker with phase progress; keep the old bundle on error."""
-    phases = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
-              "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
-              "compare": "Compiling and measuring with fusion disabled", "queued": "Waiting in the queue"}
+    from app.page_helpers import phase_text
+
     holder = st.empty()
     with holder.status("Compiling…", expanded=True) as status:
         def progress(p: str) -> None:
-            status.update(label=phases.get(p, p) + "…")
-            status.write(phases.get(p, p))
+            status.update(label=phase_text(p) + "…")
+            status.write(phase_text(p))
 
         try:
             b = runner.compile_bundle(job, session=ss.session_id, progress=progress)

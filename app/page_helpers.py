@@ -22,18 +22,23 @@ def session_id() -> str:
     return st.session_state.setdefault("session_id", os.urandom(6).hex())
 
 
+def phase_text(p: str) -> str:
+    """A worker/queue progress message (``trace``, ``queued:2``, ``sweep:300``) in words."""
+    head = p.split(":", 1)[0]
+    text = PHASES.get(head, p)
+    if head == "sweep" and ":" in p:
+        text = f"Sweeping: length {p.split(':', 1)[1]}"
+    elif head == "queued":
+        text = f"Waiting in the queue ({p.split(':', 1)[1]} ahead)"
+    return text
+
+
 def compile_with_status(job: Job, label: str = "Compiling…"):
     """Run ``job`` through the worker; returns the Bundle, or None after showing the error."""
     holder = st.empty()
     with holder.status(label, expanded=False) as status:
         def progress(p: str) -> None:
-            head = p.split(":", 1)[0]
-            text = PHASES.get(head, p)
-            if head == "sweep" and ":" in p:
-                text = f"Sweeping: length {p.split(':', 1)[1]}"
-            elif head == "queued":
-                text = f"Waiting in the queue ({p.split(':', 1)[1]} ahead)"
-            status.update(label=text + "…")
+            status.update(label=phase_text(p) + "…")
 
         try:
             b = runner.compile_bundle(job, session=session_id(), progress=progress)
