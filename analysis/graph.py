@@ -206,14 +206,44 @@ class GraphSpec:
 
 def render_svg(dot: str, timeout: float = 60.0) -> str:
     """Lay out DOT with Graphviz's ``dot`` and return SVG text."""
+    return render_svgs([dot], timeout)[0]
+
+
+def render_svgs(dots: list[str], timeout: float = 60.0) -> list[str]:
+    """Lay out several graphs at once, one ``dot`` process each (the two sides of the explorer
+    are laid out in parallel rather than one after the other)."""
+    procs = []
     try:
-        proc = subprocess.run(["dot", "-Tsvg"], input=dot.encode(), capture_output=True, timeout=timeout)
+        for _ in dots:
+            procs.append(subprocess.Popen(["dot", "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE))
     except FileNotFoundError:
+        for p in procs:
+            p.kill()
         raise RuntimeError("Graphviz 'dot' is not installed (apt-get install graphviz)") from None
-    if proc.returncode != 0:
-        raise RuntimeError("Graphviz failed: " + proc.stderr.decode(errors="replace").strip()[:300])
-    svg = proc.stdout.decode()
-    return svg[svg.find("<svg"):]
+    import threading
+
+    results: list[tuple[bytes, bytes] | None] = [None] * len(dots)
+
+    def feed(i: int) -> None:
+        try:
+            results[i] = procs[i].communicate(dots[i].encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            procs[i].kill()
+            results[i] = (b"", b"timed out")
+
+    threads = [threading.Thread(target=feed, args=(i,)) for i in range(len(dots))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out = []
+    for p, (stdout, stderr) in zip(procs, results):
+        if p.returncode != 0:
+            raise RuntimeError("Graphviz failed: " + stderr.decode(errors="replace").strip()[:300])
+        svg = stdout.decode()
+        out.append(svg[svg.find("<svg"):])
+    return out
 
 
 def _esc(s: str) -> str:

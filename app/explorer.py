@@ -272,6 +272,10 @@ if ss.sel:
 # ----------------------------------------------------------------------------- graphs side by side
 
 pre_spec, post_spec = views.build_graphs(b, ss.sel, ss.expand, 2 if focus else None)
+try:
+    views.layout_all([pre_spec, post_spec])  # both sides laid out in parallel
+except RuntimeError:
+    pass  # each graph_widget reports the error where its graph would be
 
 
 def handle_click(side: str, value) -> None:

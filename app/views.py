@@ -7,12 +7,14 @@ import html
 import json
 import os
 import re
+import threading
+from collections import OrderedDict
 
 import streamlit as st
 import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
-from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg
+from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.summary import human_bytes, human_seconds
@@ -82,9 +84,38 @@ CSS = """
 # ----------------------------------------------------------------------------- graphs
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+# Laid-out SVG by DOT text, shared by every session of this server (a layout is a pure function
+# of its DOT); a small LRU of our own rather than st.cache_data so both sides can be laid out in
+# parallel threads.
+_SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
+_SVG_LOCK = threading.Lock()
+_SVG_MAX = 64
+
+
+def layout_all(specs) -> None:
+    """Lay out every graph not yet in the cache, all at once."""
+    dots = [s.to_dot() for s in specs if s is not None]
+    with _SVG_LOCK:
+        missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE))
+    if not missing:
+        return
+    svgs = render_svgs(missing)
+    with _SVG_LOCK:
+        for d, svg in zip(missing, svgs):
+            _SVG_CACHE[d] = svg
+        while len(_SVG_CACHE) > _SVG_MAX:
+            _SVG_CACHE.popitem(last=False)
+
+
 def _svg(dot: str) -> str:
-    return render_svg(dot)
+    with _SVG_LOCK:
+        if dot in _SVG_CACHE:
+            _SVG_CACHE.move_to_end(dot)
+            return _SVG_CACHE[dot]
+    svg = render_svg(dot)
+    with _SVG_LOCK:
+        _SVG_CACHE[dot] = svg
+    return svg
 
 
 def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None) -> dict | None:

@@ -30,12 +30,12 @@ def bare_compile(loaded):
 
 
 def ours(loaded):
-    from analysis.graph import post_graph, pre_graph
+    from analysis.graph import post_graph, pre_graph, render_svgs
     from analysis.run import compile_to_bundle
 
     b = compile_to_bundle(loaded, "cpu")
-    pre_graph(b.module("hlo_before")).to_svg()
-    post_graph(b.module("hlo_after"), b.kernels).to_svg()
+    # as the app does: both sides laid out by Graphviz at once
+    render_svgs([pre_graph(b.module("hlo_before")).to_dot(), post_graph(b.module("hlo_after"), b.kernels).to_dot()])
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
                 "from analysis.run import load_gallery\nimport jax\n"
                 "m = load_gallery(%r)\njax.jit(m.model).lower(*m.inputs).compile()" % (ROOT, model)]
     w_bare, w_ours = [], []
-    from analysis.graph import post_graph, pre_graph
+    from analysis.graph import post_graph, pre_graph, render_svgs
     from analysis.worker import Job, run_job
 
     for _ in range(max(2, n // 2)):
@@ -76,8 +76,7 @@ def main() -> None:
         w_bare.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         b = run_job(Job(kind="gallery", name=model, backend="cpu"))
-        pre_graph(b.module("hlo_before")).to_svg()
-        post_graph(b.module("hlo_after"), b.kernels).to_svg()
+        render_svgs([pre_graph(b.module("hlo_before")).to_dot(), post_graph(b.module("hlo_after"), b.kernels).to_dot()])
         w_ours.append(time.perf_counter() - t0)
     mb, mo = statistics.median(w_bare), statistics.median(w_ours)
     print(f"new process {model}: python+jax+bare compile {mb:.2f} s, worker+graphs {mo:.2f} s, "
