@@ -94,12 +94,15 @@ def compile_job(job: Job) -> None:
             b = runner.compile_bundle(job, session=ss.session_id, progress=progress)
         except ExplorerError as e:
             ss.error = e.one_line()
+            ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
+            holder.empty()  # the error itself is shown next to the code
             return
         status.update(label="Compiled", state="complete", expanded=False)
     holder.empty()
     ss.bundle = b
     ss.error = None
+    ss.error_at = None
     ss.sel = {}
     ss.expand = {"scopes": [], "fusions": [], "collapsed": []}
 
@@ -150,16 +153,10 @@ with st.sidebar:
         job = Job(kind="gallery", name=choice, filename=str(GALLERY[choice].path))
     elif source_kind == "Paste code":
         ss.setdefault("code", GALLERY[DEFAULT_MODEL].source)
-        st.caption("Define `model(...)` and `example_inputs()` returning its arguments.")
-        try:
-            from streamlit_ace import st_ace
-
-            typed = st_ace(value=ss.code, language="python", theme="tomorrow", key="ace",
-                           height=360, font_size=13, show_gutter=True, auto_update=True, wrap=False)
-            if typed is not None:
-                ss.code = typed
-        except ImportError:  # plain text area if the editor component is missing
-            ss.code = st.text_area("Code", ss.code, height=360, key="code_area")
+        if ss.get("ace") is not None:  # what the editor (in the main pane) holds now
+            ss.code = ss.ace
+        st.caption("Edit the code in the main pane: define `model(...)` and `example_inputs()` returning its "
+                   "arguments, then Compile.")
         job = Job(kind="code", source=ss.code, filename="<pasted code>", name="pasted")
     else:
         up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
@@ -224,6 +221,29 @@ if b is None:
     st.title("XLA Explorer")
     st.error(ss.error or "Nothing compiled yet.")
     st.stop()
+
+# ----------------------------------------------------------------------------- the code editor
+
+if source_kind == "Paste code":
+    st.markdown("#### Your code")
+    try:
+        from streamlit_ace import st_ace
+
+        marks = []
+        where = ss.get("error_at")
+        if ss.error and where and where[0] == "<pasted code>" and where[1]:
+            # the failing line marked in the editor's gutter
+            marks = [{"row": where[1] - 1, "column": max((where[2] or 1) - 1, 0), "type": "error",
+                      "text": str(where[3])[:300]}]
+        typed = st_ace(value=ss.code, language="python", theme="tomorrow", key="ace", height=300, font_size=13,
+                       show_gutter=True, auto_update=True, wrap=False, tab_size=4, annotations=marks)
+        if typed is not None:
+            ss.code = typed
+    except ImportError:  # a plain text area if the editor component is missing
+        ss.code = st.text_area("Code", ss.code, height=300, key="code_area")
+    if ss.error:
+        st.error(ss.error)
+    st.caption("Runs in a sandboxed worker process (no network, limited time and memory), never in this server.")
 
 # ----------------------------------------------------------------------------- header
 

@@ -149,3 +149,43 @@ def test_malformed_hlo_upload_shows_error_and_app_survives(server, browser, tmp_
     # the previous graphs are still there
     assert len(_graph_frames(page)) == 2
     page.screenshot(path=os.path.join(OUT, "bad_upload.png"))
+
+
+def _ace_frame(page, timeout_s: float = 60):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        found = [f for f in page.frames if "streamlit_ace" in (f.url or "") and not f.is_detached()]
+        if found:
+            return found[0]
+        page.wait_for_timeout(300)
+    raise AssertionError("the code editor did not appear")
+
+
+def test_pasted_code_error_is_marked_in_the_editor(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Paste code").click()
+    page.wait_for_function("() => [...document.querySelectorAll('iframe')].some(f => f.src.includes('streamlit_ace'))",
+                           timeout=60_000)
+    editor = _ace_frame(page)
+    editor.wait_for_selector(".ace_content", timeout=60_000)
+    editor.locator(".ace_content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("y = = 2")
+    page.keyboard.press("Escape")  # close the editor's completion popup
+    page.wait_for_timeout(1500)  # the editor sends its text to the app
+    page.get_by_role("button", name="Compile", exact=True).click()
+    err = page.locator("[data-testid='stMain'] [data-testid='stAlert']").filter(has_text="syntax error at <pasted code>:")
+    err.first.wait_for(timeout=120_000)
+    text = err.first.inner_text()
+    line = int(text.split("<pasted code>:")[1].split(":")[0])
+    # the editor marks that line, and still holds what was typed
+    editor = _ace_frame(page)
+    editor.wait_for_selector(".ace_gutter-cell.ace_error", timeout=30_000)
+    assert editor.locator(".ace_gutter-cell.ace_error").first.inner_text().strip() == str(line)
+    assert "y = = 2" in editor.locator(".ace_content").first.inner_text()
+    # the graphs of the last good compile are still shown
+    assert len(_graph_frames(page)) == 2
+    page.screenshot(path=os.path.join(OUT, "pasted_code_error.png"))
