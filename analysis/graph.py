@@ -326,7 +326,10 @@ def kernel_label(k: Kernel, timing: dict | None = None) -> str:
     if timing and timing.get("median_s") is not None:
         from analysis.summary import human_seconds
 
-        label += f"\n{human_seconds(timing['median_s'])} · {timing.get('share', 0):.0%} of step"
+        share = timing.get("share") or 0
+        label += f"\n{human_seconds(timing['median_s'])} · {share:.0%}" if share >= 0.1 else \
+            f"\n{human_seconds(timing['median_s'])} · {share:.1%}"
+        label += " of step"
     return label
 
 

@@ -129,6 +129,9 @@ def test_transformer_block_select_fusion_details(server, browser):
     assert "fused computation" in body
     assert "Source (lines" in body
     os.makedirs(OUT, exist_ok=True)
+    page.locator("iframe[title='app.views.xla_graph']").first.scroll_into_view_if_needed()
+    page.mouse.wheel(0, -120)
+    page.wait_for_timeout(800)
     page.screenshot(path=os.path.join(OUT, "transformer_block_selected.png"))
     # the pre-optimization graph now highlights what the kernel absorbed (orange border)
     pre_svg = _graph_frames(page)[0].locator("svg").inner_html()
