@@ -21,6 +21,9 @@ UNKNOWN_COLOR = "#777777"
 FONT = dict(size=13)
 
 
+SELECTED = "#FF7F0E"  # the selection colour every view shares (analysis.graph.HIGHLIGHT)
+
+
 def _color(route: str) -> str:
     return ROUTE_COLORS.get(route, UNKNOWN_COLOR)
 
@@ -92,9 +95,9 @@ def _empty(title: str, text: str) -> go.Figure:
     return fig
 
 
-def top_kernels_figure(bundle: Bundle, n: int = 15) -> go.Figure:
+def top_kernels_figure(bundle: Bundle, n: int = 15, selected: str | None = None) -> go.Figure:
     """Horizontal bars of the kernels with the most time per step (median), coloured by route.
-    Unmeasured bundles show bytes moved instead."""
+    Unmeasured bundles show bytes moved instead. The ``selected`` kernel's bar is outlined."""
     if measured(bundle):
         rows = sorted(_leaf_rows(bundle), key=lambda r: -r["median_s"])[:n]
         vals = [r["median_s"] * 1e6 for r in rows]
@@ -117,7 +120,10 @@ def top_kernels_figure(bundle: Bundle, n: int = 15) -> go.Figure:
         if not idx:
             continue
         fig.add_bar(y=[names[i] for i in idx], x=[vals[i] for i in idx], orientation="h",
-                    marker_color=_color(route), name=_label(route), text=[text[i] for i in idx],
+                    marker=dict(color=_color(route),
+                                line=dict(color=[SELECTED if names[i] == selected else _color(route) for i in idx],
+                                          width=[4 if names[i] == selected else 0 for i in idx])),
+                    name=_label(route), text=[text[i] for i in idx],
                     textposition="auto", customdata=[names[i] for i in idx],
                     hovertemplate="%{y}<br>%{text}<extra>" + _label(route) + "</extra>")
     fig.update_layout(title=title, xaxis_title=xtitle, barmode="stack", font=FONT,
@@ -188,7 +194,7 @@ def timeline_figure(bundle: Bundle) -> go.Figure:
     return fig
 
 
-def roofline_figure(bundle: Bundle) -> go.Figure:
+def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
     """Arithmetic intensity (FLOP/byte) against achieved FLOP/s per kernel, log-log, under the
     device's roofs: memory (bytes/s × intensity) capped by each compute peak."""
     t = bundle.timings or {}
@@ -219,7 +225,8 @@ def roofline_figure(bundle: Bundle) -> go.Figure:
             continue
         fig.add_scatter(x=[r["arithmetic_intensity"] for r in rs], y=[r["flops_per_s"] for r in rs], mode="markers",
                         marker=dict(color=_color(route), size=[8 + 22 * math.sqrt(r["median_s"] / tot) for r in rs],
-                                    line=dict(color="white", width=1)),
+                                    line=dict(color=[SELECTED if r["name"] == selected else "white" for r in rs],
+                                              width=[4 if r["name"] == selected else 1 for r in rs])),
                         name=_label(route), customdata=[r["name"] for r in rs],
                         text=[f"{r['name']}<br>{human_seconds(r['median_s'])}, {r.get('gbps') or 0:.1f} GB/s"
                               + (f", {r['pct_of_peak']:.0f}% of peak" if r.get("pct_of_peak") is not None else "")
@@ -277,8 +284,8 @@ def fusion_figure(bundle: Bundle) -> go.Figure:
     return fig
 
 
-def figures(bundle: Bundle) -> dict[str, go.Figure]:
-    """Every chart of the view, by tab name."""
-    return {"Top kernels": top_kernels_figure(bundle), "Treemap": treemap_figure(bundle),
-            "Timeline": timeline_figure(bundle), "Roofline": roofline_figure(bundle),
+def figures(bundle: Bundle, selected: str | None = None) -> dict[str, go.Figure]:
+    """Every chart of the view, by tab name; the ``selected`` kernel is outlined where it shows."""
+    return {"Top kernels": top_kernels_figure(bundle, selected=selected), "Treemap": treemap_figure(bundle),
+            "Timeline": timeline_figure(bundle), "Roofline": roofline_figure(bundle, selected=selected),
             "Fusion off": fusion_figure(bundle)}

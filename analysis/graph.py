@@ -75,6 +75,10 @@ class GraphSpec:
     clusters: dict[str, Cluster] = field(default_factory=dict)
     collapsed: list[str] = field(default_factory=list)  # what was folded, for the UI to say
 
+    @property
+    def max_share(self) -> float:
+        return max((n.time_share or 0 for n in self.nodes.values()), default=0.0)
+
     # -- renderers --------------------------------------------------------------------------
 
     def to_dot(self, rankdir: str = "TB", edge_labels: bool | None = None) -> str:
@@ -83,6 +87,7 @@ class GraphSpec:
         in the edge's tooltip."""
         if edge_labels is None:
             edge_labels = len(self.edges) <= MAX_LABELLED_EDGES
+        self.__dict__["_top"] = self.max_share
         out = [
             "digraph G {",
             f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize=11, nodesep=0.25, ranksep=0.35,'
@@ -139,6 +144,16 @@ class GraphSpec:
             a["fillcolor"] = color
             a["fontcolor"] = "white" if n.route in ("library", "triton", "emitter") else "black"
             a["penwidth"] = "1.2"
+            top = self.__dict__.get("_top", None)
+            if top is None:
+                top = self.__dict__["_top"] = self.max_share
+            if n.time_share is not None and top:
+                # measured: the kernels that take most of the step are drawn in full colour,
+                # the rest paler in proportion (the label says the share in numbers)
+                weight = (n.time_share / top) ** 0.5
+                a["fillcolor"] = _tint(color, 0.75 * (1 - weight))
+                if weight < 0.55:
+                    a["fontcolor"] = "black"
         elif n.kind == "param":
             a.update(shape="ellipse", style="filled", fillcolor="#EEEEEE")
         elif n.kind == "const":

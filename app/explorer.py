@@ -355,7 +355,7 @@ with tab_k:
     except ImportError:
         render_kernels_view = None
     if render_kernels_view is not None:
-        picked = render_kernels_view(b, key_prefix="main")
+        picked = render_kernels_view(b, key_prefix="main", selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
         if picked and picked != ss.sel.get("name"):
             ss.sel = {"side": "post", "name": picked}
             st.rerun()

@@ -39,9 +39,10 @@ def _picked_from_table(event, names: list[str]) -> str | None:
     return None
 
 
-def render_kernels_view(bundle: Bundle, key_prefix: str = "") -> str | None:
+def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | None = None) -> str | None:
     """Draw the kernels table, the notes and the charts; return the name of a kernel the user
-    has just picked (a new table row or chart point), else None."""
+    has just picked (a new table row or chart point), else None. ``selected`` (a kernel picked
+    elsewhere, e.g. in the graph) is marked in the table and the charts."""
     import pandas as pd
     import streamlit as st
 
@@ -88,13 +89,18 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "") -> str | None:
             "% of peak": st.column_config.NumberColumn(format="%.0f%%", help="max of bandwidth and compute use vs the device's peaks"),
             "calls": st.column_config.NumberColumn(format="%g", help="executions per step"),
         }
-        ev = st.dataframe(df, hide_index=True, width="stretch", column_config=config,
+        shown = df
+        if selected and selected in set(df["kernel"]):
+            shown = df.style.apply(lambda row: ["background-color: #FFE8D1" if row["kernel"] == selected else ""
+                                                for _ in row], axis=1)
+            st.caption(f"`{selected}` (selected in the graph) is marked in the table and the charts.")
+        ev = st.dataframe(shown, hide_index=True, width="stretch", column_config=config,
                           on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
         p = _picked_from_table(ev, [r["kernel"] for r in rows])
         if p:
             picks.append(p)
 
-    figs = figures(bundle)
+    figs = figures(bundle, selected=selected)
     tabs = st.tabs(list(figs))
     for tab, (name, fig) in zip(tabs, figs.items()):
         with tab:

@@ -157,3 +157,18 @@ def test_render_svg_reports_graphviz_errors():
 
     with pytest.raises(RuntimeError, match="Graphviz failed"):
         render_svg("digraph { a -> }")
+
+
+def test_measured_kernels_are_shaded_by_their_share_of_the_step(gallery_bundle):
+    b = gallery_bundle("mlp")
+    names = [k.name for k in b.kernels]
+    shares = {n: (0.9 if i == 0 else 0.01) for i, n in enumerate(names)}
+    timings = {n: {"median_s": 1e-4 * shares[n], "share": shares[n]} for n in names}
+    g = post_graph(b.module("hlo_after"), b.kernels, timings=timings, collapse_all=True)
+    fills = {n: re.search(r'fillcolor="(#[0-9A-Fa-f]{6})"', g._node_dot(g.nodes[f"k:{n}"])).group(1).upper()
+             for n in names}
+    top = b.kernels[0]
+    assert fills[top.name] == ROUTE_COLORS[top.route].upper()  # the big one in full colour
+    for k in b.kernels[1:]:
+        assert fills[k.name] != ROUTE_COLORS[k.route].upper()  # the small ones paler
+    assert "90% of step" in g.nodes[f"k:{top.name}"].label and "1.0% of step" in g.nodes[f"k:{names[1]}"].label

@@ -131,3 +131,16 @@ def test_render_unmeasured(bundle):
     at = _app(bundle.to_json(), prefix="").run()
     assert not at.exception
     assert any("Not measured" in c.value for c in at.caption)
+
+
+def test_the_kernel_selected_in_the_graph_is_outlined_in_the_charts(bundle):
+    from analysis.charts import SELECTED, roofline_figure, top_kernels_figure
+
+    name = max(bundle.timings["kernels"].values(), key=lambda r: r["median_s"])["name"]
+    fig = top_kernels_figure(bundle, selected=name)
+    outlined = [(y, w) for tr in fig.data for y, w in zip(tr.y, tr.marker.line.width) if w]
+    assert outlined == [(name, 4)]
+    assert all(c == SELECTED for tr in fig.data for y, c in zip(tr.y, tr.marker.line.color) if y == name)
+    roof = roofline_figure(bundle, selected=name)
+    marked = [cd for tr in roof.data if tr.mode == "markers" for cd, w in zip(tr.customdata, tr.marker.line.width) if w == 4]
+    assert marked in ([name], [])  # on the roofline when it has both FLOPs and bytes
