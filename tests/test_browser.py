@@ -114,11 +114,11 @@ def test_transformer_block_select_fusion_details(server, browser):
     assert frames[0].locator("g.node").count() > 20
     assert post.locator("g.node").count() > 20
     # select a fusion: click an emitter fusion kernel node in the post-optimization graph
-    # an XLA-emitter fusion: its kernel node is filled with the emitter colour
-    node_id = post.evaluate("""() => [...document.querySelectorAll("g.node[id^='k:']")].find(
-        g => [...g.querySelectorAll('path,polygon')].some(p => (p.getAttribute('fill') || '').toUpperCase() === '#228833')
-    ).id""")
-    name = node_id.split(":", 1)[1]
+    # an XLA-emitter loop fusion: a cluster labelled "kLoop fusion"; click its kernel node
+    cluster_id = post.evaluate("""() => [...document.querySelectorAll("g.cluster[id^='f:']")].find(
+        g => (g.textContent || '').includes('kLoop fusion')).id""")
+    name = cluster_id.split(":", 1)[1]
+    node_id = f"k:{name}"
     post.locator(f"g.node[id='{node_id}']").dispatch_event("click")
     page.wait_for_function(
         "(n) => document.body.innerText.includes('Selected: ' + n) && /Absorbed \\d+ op/.test(document.body.innerText)",
