@@ -75,6 +75,8 @@ CSS = """
            border-radius: 6px; padding: 6px 0; overflow-x: auto; max-height: 420px; overflow-y: auto; }
 .xe-code div { white-space: pre; padding: 0 10px; }
 .xe-code div.hl { background: #FFF1D6; border-left: 3px solid #FF7F0E; }
+.xe-code div.gap { color: #aaa; padding-left: 4.5em; }
+.xe-wrap div { white-space: pre-wrap; padding-left: 4.4em; text-indent: -4.4em; }
 .xe-code span.ln { color: #999; display: inline-block; width: 3.2em; text-align: right; margin-right: 1em; user-select: none; }
 .block-container { padding-top: 2.2rem; }
 </style>
@@ -252,12 +254,26 @@ def kernel_containing(b: Bundle, inst_name: str) -> str | None:
 # ----------------------------------------------------------------------------- details
 
 
-def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src") -> str:
+def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src", context: int | None = None) -> str:
+    """Source with line numbers and the given lines highlighted; with ``context``, only the
+    highlighted lines and that many around each (wrapped, for a narrow column)."""
+    lines = source.splitlines()
+    keep = None
+    if context is not None and highlight_lines:
+        keep = {j for i in highlight_lines for j in range(i - context, i + context + 1)}
     rows = []
-    for i, line in enumerate(source.splitlines(), 1):
+    skipped = False
+    for i, line in enumerate(lines, 1):
+        if keep is not None and i not in keep:
+            if not skipped:
+                rows.append("<div class='gap'>⋯</div>")
+            skipped = True
+            continue
+        skipped = False
         cls = " class='hl'" if i in highlight_lines else ""
         rows.append(f"<div id='{anchor_prefix}-{i}'{cls}><span class='ln'>{i}</span>{html.escape(line) or ' '}</div>")
-    return "<div class='xe-code'>" + "".join(rows) + "</div>"
+    wrap = " xe-wrap" if keep is not None else ""
+    return f"<div class='xe-code{wrap}'>" + "".join(rows) + "</div>"
 
 
 def _find(b: Bundle, side: str, name: str) -> Instruction | None:
@@ -341,7 +357,7 @@ def details_panel(b: Bundle, sel: dict) -> None:
         code = b.source.get("code")
         if code and src_lines:
             st.markdown("**Source** (lines " + ", ".join(map(str, sorted(src_lines))) + ")")
-            st.markdown(code_html(code, src_lines, "d"), unsafe_allow_html=True)
+            st.markdown(code_html(code, src_lines, "d", context=2), unsafe_allow_html=True)
         elif inst.metadata.source is not None:
             st.markdown(f"**Source** {inst.metadata.source}")
 
