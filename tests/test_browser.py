@@ -86,9 +86,17 @@ def _graph_frames(page, n=2, timeout=180_000):
         page.wait_for_timeout(500)
 
 
-def _wait_idle(page, timeout=180_000):
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+def _retry(page, fn, tries: int = 10):
+    """Run ``fn`` again if Streamlit swapped a frame under it (a rerun replaces iframes)."""
+    from playwright.sync_api import Error
+
+    for i in range(tries):
+        try:
+            return fn()
+        except Error:
+            if i == tries - 1:
+                raise
+            page.wait_for_timeout(500)
 
 
 def test_transformer_block_select_fusion_details(server, browser):
@@ -111,10 +119,11 @@ def test_transformer_block_select_fusion_details(server, browser):
     # the post graph is the transformer's: its parameters are there
     post.wait_for_selector("g.node[id*='params__wqkv']", timeout=60_000)
     # both graphs really are Graphviz SVG with nodes
-    assert frames[0].locator("g.node").count() > 20
-    assert post.locator("g.node").count() > 20
+    assert _retry(page, lambda: _graph_frames(page)[0].locator("g.node").count()) > 20
+    assert _retry(page, lambda: _graph_frames(page)[1].locator("g.node").count()) > 20
     # select a fusion: click an emitter fusion kernel node in the post-optimization graph
     # an XLA-emitter loop fusion: a cluster labelled "kLoop fusion"; click its kernel node
+    post = _graph_frames(page)[1]
     cluster_id = post.evaluate("""() => [...document.querySelectorAll("g.cluster[id^='f:']")].find(
         g => (g.textContent || '').includes('kLoop fusion')).id""")
     name = cluster_id.split(":", 1)[1]
@@ -129,12 +138,19 @@ def test_transformer_block_select_fusion_details(server, browser):
     assert "fused computation" in body
     assert "Source (lines" in body
     os.makedirs(OUT, exist_ok=True)
-    page.locator("iframe[title='app.views.xla_graph']").first.scroll_into_view_if_needed()
+    from playwright.sync_api import Error as PlaywrightError
+
+    for _ in range(10):  # the frame may be swapped by a rerun while we scroll to it
+        try:
+            page.locator("iframe[title='app.views.xla_graph']").first.scroll_into_view_if_needed(timeout=5_000)
+            break
+        except PlaywrightError:
+            page.wait_for_timeout(500)
     page.mouse.wheel(0, -120)
     page.wait_for_timeout(800)
     page.screenshot(path=os.path.join(OUT, "transformer_block_selected.png"))
     # the pre-optimization graph now highlights what the kernel absorbed (orange border)
-    pre_svg = _graph_frames(page)[0].locator("svg").inner_html()
+    pre_svg = _retry(page, lambda: _graph_frames(page)[0].locator("svg").inner_html())
     assert "#ff7f0e" in pre_svg.lower()
 
 
