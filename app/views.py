@@ -120,6 +120,19 @@ def _svg(dot: str) -> str:
     return svg
 
 
+def route_legend(spec: GraphSpec) -> list[dict]:
+    """The routes (and marks) that occur in this graph, for the legend drawn over it."""
+    routes = {n.route for n in spec.nodes.values() if n.kind == "kernel" and n.route}
+    routes |= {c.route for c in spec.clusters.values() if c.route}
+    items = [{"label": ROUTE_LABELS[r], "fill": ROUTE_COLORS[r]} for r in ROUTES if r in routes]
+    if any(n.layout_change for n in spec.nodes.values()) or any(e.layout_mark for e in spec.edges):
+        items.append({"label": "layout change", "fill": "white", "border": "2px dashed #D62728"})
+    if any(n.highlighted or n.selected for n in spec.nodes.values()) or any(c.highlighted or c.selected
+                                                                              for c in spec.clusters.values()):
+        items.append({"label": "selected / linked", "fill": "white", "border": "2px solid #FF7F0E"})
+    return items
+
+
 def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None) -> dict | None:
     """Draw a GraphSpec; returns {"id": clicked node id, "n": click counter} or None."""
     dot = spec.to_dot()
@@ -129,7 +142,7 @@ def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None
         st.error(str(e))
         return None
     return _COMPONENT(svg=svg, key_svg=str(hash(svg)), title=spec.title, height=height, focus=focus,
-                      key=key, default=None)
+                      legend=route_legend(spec), key=key, default=None)
 
 
 def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:
