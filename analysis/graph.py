@@ -367,10 +367,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
         k = by_name.get(inst.name) if inst.opcode not in NO_KERNEL else None
         tid = (timings or {}).get(inst.name)
         if inst.opcode == "parameter":
-            nid = f"p:{inst.name}"
-            g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "param",
-                                tooltip=f"parameter {inst.name}: {inst.shape_text}")
-            producers[inst.name] = nid
+            producers[inst.name] = _param_node(g, inst, inst.name)
             continue
         if inst.opcode == "constant":
             if inst.shape.num_elements <= 1 and not inst.shape.is_tuple:
@@ -459,6 +456,13 @@ def _draw_fused(g: GraphSpec, module: Module, inst: Instruction, cid: str, highl
     return ids
 
 
+def _param_node(g: GraphSpec, inst: Instruction, label: str) -> str:
+    nid = f"p:{inst.name}"
+    g.nodes[nid] = Node(nid, f"{label}\n{short_shape(inst.shape_text)}", "param",
+                        tooltip=f"parameter {inst.name}: {inst.shape_text}")
+    return nid
+
+
 def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, producers: dict[str, str],
                lhead: str | None = None) -> None:
     seen = set()
@@ -488,10 +492,7 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
     producers: dict[str, str] = {}
     for inst, scope in insts:
         if inst.opcode == "parameter" and inst.computation is comp:
-            nid = f"p:{inst.name}"
-            g.nodes[nid] = Node(nid, f"{inst.metadata.op_name or inst.name}\n{short_shape(inst.shape_text)}", "param",
-                                tooltip=f"parameter {inst.name}: {inst.shape_text}")
-            producers[inst.name] = nid
+            producers[inst.name] = _param_node(g, inst, inst.metadata.op_name or inst.name)
             continue
         if inst.opcode == "parameter":
             continue

@@ -343,17 +343,11 @@ def _fused_opcodes(inst: Instruction, module: Module) -> list[str]:
 
 def _fusion_flops(inst: Instruction, module: Module) -> int:
     total = 0
-    for cname in inst.called_computations:
-        comp = module.by_name.get(cname)
-        if comp is None:
-            continue
-        for sub in comp.instructions:
-            if sub.opcode == "fusion":
-                total += _fusion_flops(sub, module)
-            elif sub.opcode == "custom-call":
-                total += _custom_call_flops(sub, comp)
-            else:
-                total += instruction_flops(sub, comp)
+    for sub in _fused_instructions(inst, module):
+        if sub.opcode == "custom-call":
+            total += _custom_call_flops(sub, sub.computation)
+        else:
+            total += instruction_flops(sub, sub.computation)
     return total
 
 
