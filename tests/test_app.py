@@ -20,6 +20,14 @@ def at():
     return at
 
 
+def _paste_and_compile(at, code: str) -> None:
+    """Switch to pasted code, put ``code`` in the editor's place and press Compile."""
+    at.radio(key="source_kind").set_value("Paste code").run()
+    at.session_state["code"] = code
+    at.run()
+    at.button(key="compile").click().run()
+
+
 def _metric(at, label):
     for m in at.metric:
         if m.label == label:
@@ -80,11 +88,8 @@ def test_source_line_lights_up_ops(at):
 
 
 def test_broken_pasted_code_shows_error_and_keeps_code(at):
-    at.radio(key="source_kind").set_value("Paste code").run()
     bad = "import jax\ndef model(x):\n    return x +\n"
-    at.session_state["code"] = bad
-    at.run()
-    at.button(key="compile").click().run()
+    _paste_and_compile(at, bad)
     assert not at.exception
     errors = [e.value for e in at.error]
     assert any("syntax error" in e and ":3" in e for e in errors), errors
@@ -94,12 +99,9 @@ def test_broken_pasted_code_shows_error_and_keeps_code(at):
 
 
 def test_pasted_code_trace_error_names_user_line(at):
-    at.radio(key="source_kind").set_value("Paste code").run()
     code = ("import jax.numpy as jnp\n\ndef model(x, y):\n    return x @ y\n\n"
             "def example_inputs():\n    return (jnp.ones((3, 4)), jnp.ones((5, 6)))\n")
-    at.session_state["code"] = code
-    at.run()
-    at.button(key="compile").click().run()
+    _paste_and_compile(at, code)
     errors = [e.value for e in at.error]
     assert any("trace error" in e and ":4" in e for e in errors), errors
 
@@ -168,12 +170,9 @@ def test_a_bad_link_warns_and_the_app_still_works():
 
 
 def test_pasted_code_gets_a_link_that_reopens_it(at):
-    at.radio(key="source_kind").set_value("Paste code").run()
     code = ("import jax.numpy as jnp\n\ndef model(x):\n    return jnp.tanh(x) * 3\n\n"
             "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
-    at.session_state["code"] = code
-    at.run()
-    at.button(key="compile").click().run()
+    _paste_and_compile(at, code)
     assert at.session_state["bundle"].source["code"] == code
     cid = at.query_params["code"]
     cid = cid[0] if isinstance(cid, list) else cid
