@@ -76,7 +76,8 @@ def summary_text(b: Bundle) -> str:
         if peaks.get("memory_bytes_per_s"):
             fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}")
-        lines.append("  top kernels             :   route         median  calls  share     GB/s  % peak")
+        lines.append("  top kernels             :")
+        lines.append(f"    {'kernel':34s} {'route':10s} {'median':>10s} {'calls':>6s} {'share':>6s}  {'GB/s':>8s} {'% peak':>7s}")
         rows = sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))
         for row in rows[:10]:
             gbps = row.get("gbps")
@@ -92,6 +93,10 @@ def summary_text(b: Bundle) -> str:
             lines.append("    * control flow: its time includes the kernels it runs")
         if t.get("coverage_note"):
             lines.append(f"  note                    : {t['coverage_note']}")
+        from analysis.timings import over_peak_note
+
+        if over_peak_note(t):
+            lines.append(f"  note                    : {over_peak_note(t)}")
         if t.get("command_buffer_note"):
             lines.append(f"  note                    : {t['command_buffer_note']}")
     fc = b.fusion_comparison

@@ -806,3 +806,16 @@ def compare_fusion(bundle, loaded=None, measure: bool = True, iterations: int | 
     bundle.fusion_comparison = cmp
     bundle.__dict__["_unfused_bundle"] = unfused
     return bundle
+
+
+def over_peak_note(t: dict | None) -> str | None:
+    """Why some kernels show more than 100% of peak, when they do: small kernels whose data
+    stays in cache beat a memory roof measured by streaming far more than the caches hold."""
+    if not t or not t.get("kernels"):
+        return None
+    over = [r["name"] for r in t["kernels"].values() if (r.get("pct_of_peak") or 0) > 100]
+    if not over:
+        return None
+    return (f"{len(over)} kernel(s) show over 100% of peak: their data stayed in cache, which is faster than "
+            "the memory-bandwidth roof (measured streaming arrays much larger than the caches).")
+

@@ -67,6 +67,10 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             fl = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             st.caption(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
                        f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
+        from analysis.timings import over_peak_note
+
+        if over_peak_note(t):
+            st.caption(over_peak_note(t))
     else:
         st.caption("Not measured: kernels, bytes and FLOPs from the optimized HLO. Turn on measuring to time them.")
 

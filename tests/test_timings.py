@@ -236,3 +236,12 @@ def test_cli_measure_and_compare(tmp_path, capsys):
     b = Bundle.load(out)
     assert b.timings["iterations"] == 3 and b.fusion_comparison["measured"]
     assert base64.b64decode(b.timings["trace_json_gz_b64"])[:2] == b"\x1f\x8b"
+
+
+def test_over_peak_is_explained_only_when_it_happens():
+    from analysis.timings import over_peak_note
+
+    under = {"kernels": {"a": {"name": "a", "pct_of_peak": 40.0}, "b": {"name": "b", "pct_of_peak": None}}}
+    assert over_peak_note(under) is None and over_peak_note(None) is None
+    over = {"kernels": {"a": {"name": "a", "pct_of_peak": 180.0}, "b": {"name": "b", "pct_of_peak": 20.0}}}
+    assert over_peak_note(over).startswith("1 kernel(s) show over 100% of peak")
