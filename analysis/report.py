@@ -300,6 +300,10 @@ def _kernel_table(b: Bundle) -> str:
         for key in ("coverage_note", "command_buffer_note"):
             if t.get(key):
                 notes.append(t[key])
+        from analysis.timings import over_peak_note
+
+        if over_peak_note(t):
+            notes.append(over_peak_note(t))
     else:
         notes.append("Not measured: bytes and FLOPs are estimated from the optimized HLO's shapes.")
     return "".join(out) + "".join(f"<p class='muted small'>{_e(n)}</p>" for n in notes)
