@@ -200,21 +200,24 @@ def _bf16_mixed(b: Bundle) -> Lesson:
     alone = [k for k in _kernels(b) if k.opcode == "convert" or
              (k.opcode == "fusion" and set(k.fused_opcodes) <= {"convert", "bitcast", "reshape", "broadcast", "copy"})]
     dot_k = [b.kernel(k) for k in _kernels_of(b, _pre_ops(b, "dot")) if b.kernel(k)]
-    bf16_kernels = [k for k in _kernels(b) if "bf16" in k.shape]
-    f32_dots = [k for k in dot_k if k.shape.startswith("f32")]
+    bf16_dots = [k for k in dot_k if k.shape.startswith("bf16")]
+    norm_k = [b.kernel(k) for k in _kernels_of(b, _pre_ops(b, scope="residual_norm")) if b.kernel(k)]
     text = (_basics(b) + f" The {len(converts)} casts (`convert`) ended in {len(k_conv)} kernel(s), "
-            f"{len(alone)} of which do nothing but cast; {len(bf16_kernels)} kernel(s) produce bf16 arrays "
-            f"(half the bytes of f32) and {len(f32_dots)} of the {len(dot_k)} matmul kernels produce f32.")
-    if b.platform == "gpu":
-        checks = [Check("casts are fused into neighbouring work, not kernels of their own"
-                        + (f" (alone: {_names(k.name for k in alone)})" if alone else ""), not alone),
-                  Check("some kernels produce bf16 results", bool(bf16_kernels))]
+            f"{len(alone)} of which do nothing but cast. ")
+    if dot_k and len(bf16_dots) == len(dot_k):
+        text += (f"The {len(dot_k)} matmul kernels compute in bf16 natively: their results are half the bytes "
+                 "of f32.")
+    elif dot_k and not bf16_dots:
+        text += (f"The {len(dot_k)} matmul kernels produce f32: this XLA normalizes the bf16 arithmetic to f32 on "
+                 f"{b.platform.upper()}, so here the casts cost work instead of saving bytes.")
     else:
-        text += (" XLA:CPU normalizes bf16 arithmetic to f32 here: the bf16 operands are cast up and the "
-                 "matmuls run in f32, so the casts cost kernels instead of saving bytes.")
-        checks = [Check(f"the matmuls run in f32 on the CPU ({len(f32_dots)} of {len(dot_k)} dot kernels produce f32)",
-                        bool(dot_k) and len(f32_dots) == len(dot_k)),
-                  Check(f"the casts are paid for as kernels of their own ({len(alone)})", bool(alone))]
+        text += f"{len(bf16_dots)} of the {len(dot_k)} matmul kernels produce bf16."
+    checks = [
+        Check(f"every cast is inside some kernel ({len(k_conv)} kernels hold the {len(converts)} casts)",
+              bool(converts) and all(b.provenance and b.provenance.pre_to_kernels.get(c) for c in converts)),
+        Check("the residual and normalization run in f32" + (f" ({_names(k.name for k in norm_k)})" if norm_k else ""),
+              bool(norm_k) and all(k.shape.startswith("f32") for k in norm_k if k.route != "layout")),
+    ]
     return Lesson("bf16_mixed", text, checks)
 
 
