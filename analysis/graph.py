@@ -128,7 +128,9 @@ class GraphSpec:
             drawn.add((e.src, e.dst))
             attrs = []
             if e.label:
-                attrs.append(f'{"label" if edge_labels else "tooltip"}="{_esc(e.label)}"')
+                # edges of a collapsed group stand for many values: their shapes go to the tooltip
+                grouped = e.src.startswith("s:") or e.dst.startswith("s:")
+                attrs.append(f'{"label" if edge_labels and not grouped else "tooltip"}="{_esc(e.label)}"')
             if e.lhead:
                 attrs.append(f'lhead="cluster_{_esc(e.lhead)}"')
             if e.layout_mark:

@@ -126,8 +126,45 @@ def _unquote(s: str) -> str:
         try:
             return json.loads(s)
         except ValueError:
-            return s[1:-1]
+            pass
+        # XLA escapes strings C-style (CEscape), which JSON does not fully accept: \' for a quote,
+        # octal bytes. Decode those escapes by hand.
+        return _c_unescape(s[1:-1])
     return s
+
+
+_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "?": "?"}
+
+
+def _c_unescape(body: str) -> str:
+    out = bytearray()  # octal/hex escapes are bytes of UTF-8 text
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == "\\" and i + 1 < n:
+            nxt = body[i + 1]
+            if nxt in _C_ESCAPES:
+                out += _C_ESCAPES[nxt].encode()
+                i += 2
+                continue
+            if nxt in "01234567":
+                j = i + 1
+                while j < min(i + 4, n) and body[j] in "01234567":
+                    j += 1
+                out.append(int(body[i + 1:j], 8) & 0xFF)
+                i = j
+                continue
+            if nxt == "x":
+                j = i + 2
+                while j < min(i + 4, n) and body[j] in "0123456789abcdefABCDEF":
+                    j += 1
+                if j > i + 2:
+                    out.append(int(body[i + 2:j], 16))
+                    i = j
+                    continue
+        out += c.encode()
+        i += 1
+    return out.decode("utf-8", errors="replace")
 
 
 @lru_cache(maxsize=65536)

@@ -719,3 +719,17 @@ def test_large_valid_module():
     assert len(m.entry.instructions) == 20001 and m.entry.root.name == "a20000"
     assert m.entry.root.line == 4 + 20000
     assert re.fullmatch(r"a\d+", m.entry.instructions[-1].operands[0])
+
+
+def test_c_style_escapes_in_strings_are_decoded():
+    # XLA prints metadata strings with C escapes: \' for a quote (pytree paths), octal UTF-8 bytes
+    text = (
+        'HloModule m\n\nENTRY main {\n'
+        '  p = f32[2]{0} parameter(0), metadata={op_name="params[\\\'w1\\\']"}\n'
+        '  ROOT n = f32[2]{0} negate(p), metadata={op_name="caf\\303\\251/neg" source_file="a\\\\b.py" source_line=3}\n'
+        '}\n')
+    m = parse_module(text)
+    assert m.entry.by_name["p"].metadata.op_name == "params['w1']"
+    n = m.entry.by_name["n"].metadata
+    assert n.op_name == "café/neg"
+    assert n.source.file == "a\\b.py" and n.source.line == 3
