@@ -363,6 +363,13 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             found, key = None, (key if e.phase == "store" else None)
         if found is not None:
             say("cached")
+            from analysis.bundle import reanalyze
+            from analysis.hlo import HloParseError
+
+            try:
+                reanalyze(found)  # the compile is cached; the analysis is always this version's
+            except HloParseError as e:
+                warnings.warn(f"cached bundle not re-analyzed: {e}")
             found.__dict__["_cache"] = "hit"
             return found
     peaks_key = None

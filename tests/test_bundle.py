@@ -172,3 +172,17 @@ def test_older_schema_and_unknown_fields_load(good):
 def test_missing_file(tmp_path):
     e = _load_error(tmp_path / "nope.json")
     assert e.message
+
+
+def test_reanalyze_recomputes_and_keeps_extra_metrics(gallery_bundle):
+    from analysis.bundle import reanalyze
+
+    b = Bundle.from_json(gallery_bundle("mlp").to_json())
+    fresh = [k.name for k in b.kernels]
+    b.kernels = b.kernels[:1]  # as if an older analysis had found fewer
+    b.metrics["kernels_after"] = -1
+    b.metrics["shape_sweep"] = {"lengths": [1, 2]}
+    reanalyze(b)
+    assert [k.name for k in b.kernels] == fresh
+    assert b.metrics["kernels_after"] == len(fresh)
+    assert b.metrics["shape_sweep"] == {"lengths": [1, 2]}
