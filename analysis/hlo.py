@@ -249,8 +249,9 @@ class Instruction:
         mod = self.computation.module if self.computation is not None else None
         source = None
         stack: tuple[SourceLocation, ...] = ()
-        if "stack_frame_id" in raw and mod is not None:
-            stack = mod.stack_trace(int(raw["stack_frame_id"]))
+        frame = str(raw.get("stack_frame_id", ""))
+        if frame.isdigit() and mod is not None:  # a malformed id resolves to no location
+            stack = mod.stack_trace(int(frame))
             source = stack[0] if stack else None
         elif "source_file" in raw or "source_line" in raw:
             def num(k):

@@ -351,6 +351,15 @@ def _fusion_flops(inst: Instruction, module: Module) -> int:
     return total
 
 
+def _estimate(fn, *args) -> int:
+    """FLOPs from shapes, or 0 where the text is inconsistent (a hand-edited or damaged HLO can
+    name a contracting dimension the operand does not have; XLA's own output never does)."""
+    try:
+        return fn(*args)
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError):
+        return 0
+
+
 def _source_lines(insts) -> tuple[tuple[str, int], ...]:
     seen: dict[tuple[str, int], None] = {}
     for i in insts:
@@ -379,11 +388,11 @@ def kernels(module: Module, platform: str | None = None) -> list[Kernel]:
             flops = 0
             if inst.opcode == "fusion":
                 fused = _fused_instructions(inst, module)
-                flops = _fusion_flops(inst, module)
+                flops = _estimate(_fusion_flops, inst, module)
             elif inst.opcode == "custom-call":
-                flops = _custom_call_flops(inst, comp)
+                flops = _estimate(_custom_call_flops, inst, comp)
             else:
-                flops = instruction_flops(inst, comp)
+                flops = _estimate(instruction_flops, inst, comp)
             contained = [inst] + fused
             op_names = tuple(dict.fromkeys(i.metadata.op_name for i in contained if i.metadata.op_name))
             out.append(Kernel(
