@@ -18,8 +18,9 @@ if ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from analysis.bundle import Bundle, bundle_from_hlo  # noqa: E402
-from analysis.errors import ExplorerError  # noqa: E402
+from analysis.bundle import Bundle, bundle_from_hlo, reanalyze  # noqa: E402
+from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
+from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, presets  # noqa: E402
 from analysis.worker import Job  # noqa: E402
 from app import runner, views  # noqa: E402
@@ -128,6 +129,12 @@ def load_upload(upload) -> None:
     try:
         if text.lstrip().startswith("{"):
             b = Bundle.from_json(text)
+            # what the viewer derives it derives itself: an uploaded file's kernels, provenance and
+            # metrics are recomputed from its HLO texts (which are parsed, so checked)
+            try:
+                reanalyze(b)
+            except HloParseError as e:
+                raise from_parse_error(e, upload.name) from None
         else:
             b = bundle_from_hlo(text, os.path.splitext(upload.name)[0], upload.name)
     except ExplorerError as e:
@@ -355,7 +362,12 @@ with tab_k:
     except ImportError:
         render_kernels_view = None
     if render_kernels_view is not None:
-        picked = render_kernels_view(b, key_prefix="main", selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
+        try:
+            picked = render_kernels_view(b, key_prefix="main",
+                                         selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
+            picked = None
+            st.error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")
         if picked and picked != ss.sel.get("name"):
             ss.sel = {"side": "post", "name": picked}
             st.rerun()

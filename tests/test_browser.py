@@ -208,3 +208,31 @@ def test_pasted_code_error_is_marked_in_the_editor(server, browser):
     # the graphs of the last good compile are still shown
     assert len(_graph_frames(page)) == 2
     page.screenshot(path=os.path.join(OUT, "pasted_code_error.png"))
+
+
+def test_corrupted_bundle_uploads_are_reported(server, browser, tmp_path, gallery_bundle):
+    import json
+
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    good = gallery_bundle("softmax").to_json()
+    # 1. a truncated file: a load error naming the file and where the JSON broke
+    cut = tmp_path / "cut.bundle.json"
+    cut.write_text(good[: len(good) // 2])
+    page.locator("input[type=file]").set_input_files(str(cut))
+    page.get_by_role("button", name="Open").click()
+    page.get_by_text("load error at cut.bundle.json").first.wait_for(timeout=60_000)
+    # 2. valid JSON whose measurements are nonsense: the bundle opens, the timings say what is wrong
+    d = json.loads(good)
+    d["timings"] = {"kernels": {"x": "not a row"}, "iterations": "many"}
+    odd = tmp_path / "odd.bundle.json"
+    odd.write_text(json.dumps(d))
+    page.locator("input[type=file]").set_input_files(str(odd))
+    page.get_by_role("button", name="Open").click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('h3')].some(h => h.textContent.startsWith('softmax'))", timeout=60_000)
+    page.get_by_role("tab", name="Kernels & timings").click()
+    page.get_by_text("timings error").first.wait_for(timeout=60_000)
+    assert len(_graph_frames(page)) == 2  # the graphs of the uploaded bundle are drawn
