@@ -570,8 +570,9 @@ def _flatten_calls(module: Module, comp: Computation) -> list[tuple[Instruction,
                 args = inst.operand_instructions()
                 for sub, sub_scope in list(inner):
                     if sub.opcode == "parameter" and sub.computation is callee:
-                        idx = int(sub.operand_text.strip() or 0)
-                        if idx < len(args):
+                        num = sub.operand_text.strip()
+                        idx = int(num) if num.isdigit() else -1  # parameter(N)
+                        if 0 <= idx < len(args):
                             out.append((_Alias(sub, args[idx]), sub_scope))
                 inner = [(i, s) for i, s in inner if not (i.opcode == "parameter" and i.computation is callee)]
                 prefix = scope_of(inst.metadata.op_name + "/x") if inst.metadata.op_name else scope

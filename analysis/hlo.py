@@ -62,7 +62,7 @@ _VALUE = (
 )
 _NAME = r"[A-Za-z_$.\-][\w.\-$]*"
 # An array shape: element type, dimensions (static, '<=N' bounded, '?' unbounded), layout.
-_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*+\](?:\{[^}\n]*+\})?"
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*+\](?:\{[0-9,]*+(?::[^}\n]*+)?\})?"
 
 _INSTR_RE = re.compile(
     r"[ \t]*(?P<root>ROOT[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*=[ \t]*"

@@ -86,6 +86,14 @@ def _graph_frames(page, n=2, timeout=180_000):
         page.wait_for_timeout(500)
 
 
+def _upload(page, path) -> None:
+    """Choose a file in the sidebar's uploader, wait until it is uploaded, press Open."""
+    page.locator("input[type=file]").set_input_files(str(path))
+    page.get_by_test_id("stSidebar").get_by_text(os.path.basename(str(path))).first.wait_for(timeout=60_000)
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Open").click()
+
+
 def _retry(page, fn, tries: int = 10):
     """Run ``fn`` again if Streamlit swapped a frame under it (a rerun replaces iframes)."""
     from playwright.sync_api import Error
@@ -161,8 +169,7 @@ def test_malformed_hlo_upload_shows_error_and_app_survives(server, browser, tmp_
     page.get_by_text("Upload HLO / bundle").click()
     bad = tmp_path / "broken.hlo"
     bad.write_text("HloModule m\n\nENTRY main {\n  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} add(a, nope)\n}\n")
-    page.locator("input[type=file]").set_input_files(str(bad))
-    page.get_by_role("button", name="Open").click()
+    _upload(page, bad)
     err = page.get_by_text("parse error at broken.hlo:5")
     err.wait_for(timeout=60_000)
     # the previous graphs are still there
@@ -221,16 +228,14 @@ def test_corrupted_bundle_uploads_are_reported(server, browser, tmp_path, galler
     # 1. a truncated file: a load error naming the file and where the JSON broke
     cut = tmp_path / "cut.bundle.json"
     cut.write_text(good[: len(good) // 2])
-    page.locator("input[type=file]").set_input_files(str(cut))
-    page.get_by_role("button", name="Open").click()
+    _upload(page, cut)
     page.get_by_text("load error at cut.bundle.json").first.wait_for(timeout=60_000)
     # 2. valid JSON whose measurements are nonsense: the bundle opens, the timings say what is wrong
     d = json.loads(good)
     d["timings"] = {"kernels": {"x": "not a row"}, "iterations": "many"}
     odd = tmp_path / "odd.bundle.json"
     odd.write_text(json.dumps(d))
-    page.locator("input[type=file]").set_input_files(str(odd))
-    page.get_by_role("button", name="Open").click()
+    _upload(page, odd)
     page.wait_for_function(
         "() => [...document.querySelectorAll('h3')].some(h => h.textContent.startsWith('softmax'))", timeout=60_000)
     page.get_by_role("tab", name="Kernels & timings").click()

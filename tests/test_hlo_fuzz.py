@@ -18,6 +18,8 @@ MUTATIONS = 400
 
 
 def _mutate(text: str, rng: random.Random) -> str:
+    if not text:
+        return text
     op = rng.randrange(7)
     i = rng.randrange(len(text))
     if op == 0:  # drop a character
