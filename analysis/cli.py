@@ -233,13 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     # sub-command from resetting a --debug given before it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show full tracebacks")
+    # what every command that may compile accepts
+    compiling = argparse.ArgumentParser(add_help=False)
+    compiling.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    compiling.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
+    compiling.add_argument("--module", help="for a dump zip: the module (name or id) to use")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
-    a = sub.add_parser("analyze", parents=[common],
+    a = sub.add_parser("analyze", parents=[common, compiling],
                        help="compile a model (or read HLO / a bundle) and write its bundle")
     a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
-    a.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    a.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     a.add_argument("--out", help="write the bundle JSON here instead of stdout")
     a.add_argument("--measure", action="store_true", help="run and time every kernel")
     a.add_argument("--iters", type=int, default=None, help="timed iterations (default: ~1-3 s worth)")
@@ -248,23 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "--measure, time) side by side")
     a.add_argument("--sandbox", action="store_true", help="run a .py model file in the sandboxed worker")
     a.add_argument("-v", "--verbose", action="store_true", help="print phases as they run")
-    a.add_argument("--module", help="for a dump zip: the module (name or id) to use")
     a.set_defaults(fn=_cmd_analyze)
-    r = sub.add_parser("report", parents=[common],
+    r = sub.add_parser("report", parents=[common, compiling],
                        help="write one self-contained HTML report (works offline) of a model, bundle or dump")
     r.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json or XLA dump .zip")
     r.add_argument("--html", required=True, metavar="OUT.html", help="where to write the report")
     r.add_argument("--svg-dir", metavar="DIR", help="also write both graphs as SVG and DOT files here")
-    r.add_argument("--module", help="for a dump zip: the module (name or id) to report on")
-    r.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    r.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     r.set_defaults(fn=_cmd_report)
-    ps = sub.add_parser("passes", parents=[common],
+    ps = sub.add_parser("passes", parents=[common, compiling],
                         help="list the XLA passes that changed the module, with instruction and kernel counts")
     ps.add_argument("model", help="gallery name, .py model file, bundle .json with a pass log or XLA dump .zip")
-    ps.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    ps.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
-    ps.add_argument("--module", help="for a dump zip: the module (name or id)")
     ps.set_defaults(fn=_cmd_passes)
     return p
 
