@@ -629,6 +629,9 @@ MALFORMED = {
     "undefined_operand": (H + "  ROOT n = f32[4]{0} add(p, nothere)\n}\n", 5, "'nothere'"),
     "unknown_called_computation": (H + "  ROOT n = f32[4]{0} call(p), to_apply=%nowhere\n}\n", 5, "'nowhere'"),
     "bad_dimension": (H + "  ROOT n = f32[4,x]{1,0} negate(p)\n}\n", 5, "bad shape"),
+    # The array-shape scan accepts any of [0-9,<=?] between the brackets; '=32' (a damaged '<=32')
+    # must still be refused at parse time, not later when .shape is read.
+    "bad_dynamic_dimension": (H + "  ROOT n = f32[4,=32]{1,0} negate(p)\n}\n", 5, "bad shape"),
     "bad_tuple_shape": (H + "  ROOT n = (f32[4]{0}, f32[4,x]) tuple(p, p)\n}\n", 5, "bad shape"),
     "garbage_line": (H + "  this is not HLO\n}\n", 5, "expected an instruction"),
     "missing_opcode": (H + "  ROOT n = f32[4]{0}\n}\n", 5, "opcode"),
