@@ -23,6 +23,7 @@ import collections
 import importlib.metadata
 import os
 import platform
+import queue as _queue
 import threading
 import time
 import warnings
@@ -151,6 +152,10 @@ class JobHandle:
 
     def done(self) -> bool:
         return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the job is done or ``timeout`` passes; True if done."""
+        return self._done.wait(timeout)
 
     def result(self, timeout: float | None = None):
         """The Bundle; raises the job's ExplorerError, or TimeoutError if not done in time."""
@@ -380,13 +385,27 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             job.peaks = store.get_meta(peaks_key)
         except ExplorerError as e:
             warnings.warn(e.one_line())
-    h = queue.submit(job, session=session, key=key, progress=progress)
+    # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
+    # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
+    phases: _queue.SimpleQueue = _queue.SimpleQueue()
+    h = queue.submit(job, session=session, key=key, progress=phases.put)
     if on_submit:
         on_submit(h)
-    pos = h.position()
-    if pos:
-        say(f"queued:{pos}")
-    bundle = h.result(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    shown_pos = None
+    while True:
+        done = h.wait(0.1)
+        while not phases.empty():
+            say(phases.get_nowait())
+        if done:
+            break
+        pos = h.position()
+        if pos and pos != shown_pos and h.phase is None:
+            say(f"queued:{pos}")
+        shown_pos = pos
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
+    bundle = h.result(0)
     bundle.__dict__["_cache"] = "miss"
     measured_peaks = (bundle.timings or {}).get("peaks")
     if peaks_key and job.peaks is None and isinstance(measured_peaks, dict) \

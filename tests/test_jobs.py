@@ -103,6 +103,31 @@ def test_positions_count_down():
     q.shutdown()
 
 
+def test_progress_reaches_the_caller_thread_with_the_queue_position_as_it_moves():
+    # A UI can only draw from its own thread: every progress message must arrive there, and a
+    # waiting job's position must be reported again when the job ahead of it finishes.
+    q, r = queue(workers=1, delay=0.3)
+    ahead = [q.submit(Job(name=f"a{i}"), session=f"s{i}") for i in range(3)]  # one runs, two wait
+    time.sleep(0.05)
+    seen: list[tuple[str, str]] = []
+    b = compile_job(Job(name="mine"), session="me", queue=q, use_cache=False,
+                    progress=lambda p: seen.append((p, threading.current_thread().name)))
+    assert b.title == "mine"
+    assert {t for _, t in seen} == {threading.current_thread().name}
+    msgs = [p for p, _ in seen]
+    assert msgs[:2] == ["queued:2", "queued:1"] and msgs[-1] == "compile"
+    for h in ahead:
+        h.result(10)
+    q.shutdown()
+
+
+def test_compile_job_timeout():
+    q, r = queue(workers=1, delay=0.5)
+    with pytest.raises(TimeoutError):
+        compile_job(Job(name="slow"), queue=q, use_cache=False, timeout=0.1)
+    q.shutdown()
+
+
 def test_session_limit():
     q, r = queue(workers=1, session_jobs=2, delay=0.3)
     q.submit(Job(name="a"), session="alice")
