@@ -166,6 +166,15 @@ def _json_default(o):
     return str(o)
 
 
+def device_label(environment: dict | None) -> str:
+    """The device a bundle was compiled for, in words; says so when no such device was present."""
+    env = environment or {}
+    label = env.get("device_kind") or env.get("platform") or "?"
+    if env.get("deviceless"):
+        label += " (target; compiled without one, no autotuning)"
+    return label
+
+
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 

@@ -1,7 +1,7 @@
 """``xla-explorer``: the pipeline without a browser.
 
     xla-explorer list
-    xla-explorer analyze MODEL [--backend auto|cpu|gpu] [--option KEY=VALUE ...] [--out FILE]
+    xla-explorer analyze MODEL [--backend auto|cpu|gpu | --gpu-target h100|h200] [--option KEY=VALUE ...] [--out FILE]
                                [--measure [--iters N]] [--compare-fusion]
     xla-explorer report MODEL --html OUT.html [--svg-dir DIR] [--module NAME]
 
@@ -64,7 +64,7 @@ def load_dump(path: str, module: str | None = None, say=None):
 
 
 def load_any(model: str, backend: str = "auto", options: dict | None = None, sandbox: bool = False,
-             progress=None, module: str | None = None, say=None):
+             progress=None, module: str | None = None, say=None, gpu_target: str | None = None):
     """A Bundle from whatever MODEL names."""
     from analysis.bundle import Bundle, bundle_from_hlo
 
@@ -88,10 +88,11 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         if not isolated:
             print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
         return compile_job(Job(source=_read_text(model), filename=os.path.abspath(model), kind="file",
-                               name=os.path.basename(model)[:-3], backend=backend, compiler_options=options or {}),
+                               name=os.path.basename(model)[:-3], backend=backend, compiler_options=options or {},
+                               gpu_target=gpu_target),
                            session="cli", progress=progress)
     from analysis.run import analyze_model
-    return analyze_model(model, backend, options, progress)
+    return analyze_model(model, backend, options, progress, gpu_target=gpu_target)
 
 
 def _cmd_list(args) -> int:
@@ -111,18 +112,22 @@ def _cmd_analyze(args) -> int:
     compare = getattr(args, "compare_fusion", False)
     if args.iters is not None and args.iters < 1:
         raise ExplorerError("options", f"--iters must be at least 1, not {args.iters}")
+    if args.gpu_target and measure:
+        raise ExplorerError("options", "--gpu-target compiles for a GPU that is not here: nothing can be "
+                                       "measured (leave out --measure; --compare-fusion still compares kernels and bytes)")
     if args.sandbox and args.model.endswith(".py") and (measure or compare):
         # Measuring needs the compiled program, which lives in the worker: measure there.
         from analysis.worker import Job, run_job
         bundle = run_job(Job(source=_read_text(args.model), filename=os.path.abspath(args.model),
                              name=os.path.basename(args.model)[:-3], kind="file", backend=args.backend,
                              compiler_options=options, measure=measure, iterations=args.iters,
-                             compare_fusion=compare))
+                             compare_fusion=compare, gpu_target=args.gpu_target))
         measure = compare = False
     else:
         bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
                           progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
-                          module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr))
+                          module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
+                          gpu_target=args.gpu_target)
     if measure or compare:
         from analysis import timings
         if measure:
@@ -159,7 +164,7 @@ def _cmd_report(args) -> int:
         from analysis.run import parse_options
 
         options = parse_options(args.option)
-    bundle = load_any(args.model, args.backend, options, module=args.module, say=say)
+    bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target)
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:
@@ -205,10 +210,10 @@ def _cmd_passes(args) -> int:
         if model.endswith(".py"):
             job = Job(kind="file", source=_read_text(model), filename=os.path.abspath(model),
                       name=os.path.basename(model)[:-3], backend=args.backend, compiler_options=options or {},
-                      dump_passes=True)
+                      dump_passes=True, gpu_target=args.gpu_target)
         else:
             job = Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
-                      dump_passes=True)
+                      dump_passes=True, gpu_target=args.gpu_target)
         b = execute(job)
         log = b.pass_log or []
     if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
@@ -238,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     compiling.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     compiling.add_argument("--module", help="for a dump zip: the module (name or id) to use")
+    from analysis.gpu_targets import GPU_TARGETS
+
+    compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
+                           help="compile for this GPU without one (compile only, no autotuning; "
+                                "needs the cuda extra)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
     a = sub.add_parser("analyze", parents=[common, compiling],

@@ -23,7 +23,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from analysis.hlo import Computation, Instruction, Module
-from analysis.kernels import NO_KERNEL, ROUTE_COLORS, Kernel
+from analysis.kernels import NO_KERNEL, ROUTE_COLORS, Kernel, tile_text
 
 LAYOUT_MARK = "#D62728"
 HIGHLIGHT = "#FF7F0E"
@@ -327,10 +327,7 @@ def kernel_label(k: Kernel, timing: dict | None = None) -> str:
         what = k.library or "library"
         body = f"{what} · {k.custom_call_target or k.fusion_kind or k.opcode}"
     elif k.route == "triton":
-        cfg = k.triton_config or {}
-        tiles = "x".join(str(cfg[t]) for t in ("block_m", "block_n", "block_k") if t in cfg)
-        if not tiles and "output_tiles" in cfg:
-            tiles = "tiles " + str(cfg["output_tiles"])[:30]
+        tiles = tile_text(k.triton_config)
         body = "Triton" + (f" · {tiles}" if tiles else "") + (f" · {k.fusion_kind}" if k.fusion_kind else "")
     elif k.route == "emitter":
         n = len(k.fused_opcodes)

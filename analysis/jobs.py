@@ -118,6 +118,8 @@ def cache_key(job: Job, device_kind: str) -> str:
 
     d = asdict(job)
     d.pop("peaks", None)  # how timings are judged, not what is measured
+    if d.get("gpu_target") is None:
+        d.pop("gpu_target", None)  # keys made before GPU targets existed stay valid
     d["source"] = job_source(job)
     return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)
 

@@ -61,8 +61,13 @@ CUSTOM_CALL_LIBRARIES = (
 )
 FUSION_LIBRARIES = {
     "__ynn_fusion": "YNNPACK", "__xnn_fusion": "XNNPACK", "__cudnn$fusion": "cuDNN",
-    "__onednn_fusion": "oneDNN", "__custom_fusion": "CUTLASS",
+    "__onednn_fusion": "oneDNN",
 }
+# ``__custom_fusion`` is XLA GPU's hook for hand-written kernels; which one is named in
+# ``custom_fusion_config.name``. "dynamic_slice_fusion" is not a library kernel: it wraps a slice
+# copy or a library call whose operand addresses follow a loop counter (no copy of the slice).
+DYNAMIC_SLICE_FUSIONS = ("dynamic_slice_fusion", "address_computation", "dynamic_address_computation")
+_SLICING = frozenset({"dynamic-slice", "dynamic-update-slice", "constant"})
 TRITON_KINDS = ("__triton_gemm", "__triton", "__triton_nested_gemm_fusion", "__triton_fusion",
                 "__triton_scaled_dot_fusion", "__triton_collective_fusion")
 
@@ -275,6 +280,33 @@ def triton_config(inst: Instruction) -> dict | None:
     return cfg or None
 
 
+def tile_text(cfg: dict | None, full: bool = False) -> str:
+    """A Triton configuration in words: ``tile 1×16×8 · 2 warps`` (the output tile of a generic
+    Triton fusion, ``output_tiles``) or ``tile 64×128×32 (m×n×k) · split-K 4 · 4 warps`` (a GEMM
+    config, ``block_m/n/k``). ``full`` adds stages and CTAs."""
+    if not cfg:
+        return ""
+    parts = []
+    if any(t in cfg for t in ("block_m", "block_n", "block_k")):
+        parts.append("tile " + "×".join(str(cfg.get(t, "?")) for t in ("block_m", "block_n", "block_k")) + " (m×n×k)")
+        if (cfg.get("split_k") or 1) != 1:
+            parts.append(f"split-K {cfg['split_k']}")
+    tiles = cfg.get("output_tiles")
+    if isinstance(tiles, list) and tiles:
+        sizes = ["×".join(str(s) for s in t.get("sizes", [])) for t in tiles if isinstance(t, dict)]
+        sizes = [s for s in sizes if s]
+        if sizes:
+            parts.append(("tile " if len(sizes) == 1 else "tiles ") + ", ".join(sizes))
+    if cfg.get("num_warps"):
+        parts.append(f"{cfg['num_warps']} warp" + ("s" if cfg["num_warps"] != 1 else ""))
+    if full:
+        if cfg.get("num_stages"):
+            parts.append(f"{cfg['num_stages']} stage" + ("s" if cfg["num_stages"] != 1 else ""))
+        if (cfg.get("num_ctas") or 1) != 1:
+            parts.append(f"{cfg['num_ctas']} CTAs")
+    return " · ".join(parts)
+
+
 def _maybe_int(v):
     """int64 fields of a backend config print as strings ("64"); read them as ints, also
     inside lists and objects (``output_tiles: [{"sizes": ["1", "128"]}]``)."""
@@ -294,6 +326,8 @@ def classify(inst: Instruction, platform: str, module: Module) -> tuple[str, str
         kind = inst.fusion_kind or ""
         if kind in FUSION_LIBRARIES:
             return "library", FUSION_LIBRARIES[kind]
+        if kind == "__custom_fusion":
+            return _custom_fusion_route(inst, module)
         if kind.startswith("__triton"):
             return "triton", "Triton"
         if kind == "__dynamic_memcpy":
@@ -320,6 +354,23 @@ def classify(inst: Instruction, platform: str, module: Module) -> tuple[str, str
     if op == "fft":
         return "library", ("cuFFT" if platform == "gpu" else "DUCC")
     return "emitter", None
+
+
+def _custom_fusion_route(inst: Instruction, module: Module) -> tuple[str, str | None]:
+    fbc = (inst.backend_config or {}).get("fusion_backend_config") or {}
+    name = str((fbc.get("custom_fusion_config") or {}).get("name") or "")
+    if name in DYNAMIC_SLICE_FUSIONS:
+        inner = _fused_instructions(inst, module)
+        calls = [i for i in inner if i.opcode == "custom-call"]
+        if calls:  # e.g. a cuBLAS gemm reading a loop-indexed slice in place
+            return "library", custom_call_library(calls[0].custom_call_target or "")
+        ops = [i.opcode for i in inner if i.opcode != "parameter"]
+        if ops and all(o in DATA_MOVEMENT or o in _SLICING for o in ops):
+            return "layout", None
+        return "emitter", None
+    if name.startswith("cutlass") or not name:
+        return "library", "CUTLASS"
+    return "library", name
 
 
 def _fused_instructions(inst: Instruction, module: Module) -> list[Instruction]:

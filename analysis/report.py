@@ -21,7 +21,7 @@ import html
 import json
 import re
 
-from analysis.bundle import STAGE_LABELS, STAGES, Bundle
+from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.summary import human_bytes, human_flops, human_seconds
 
@@ -120,7 +120,7 @@ def _inline_svg(spec, prefix: str) -> tuple[str, str]:
 
 def _environment_rows(b: Bundle) -> list[tuple[str, str]]:
     env = b.environment
-    rows = [("device", env.get("device_kind") or env.get("platform")), ("backend", env.get("backend")),
+    rows = [("device", device_label(env)), ("backend", env.get("backend")),
             ("platform", env.get("platform")), ("jax", env.get("jax")), ("jaxlib", env.get("jaxlib")),
             ("python", env.get("python")), ("machine", env.get("machine")), ("origin", env.get("origin"))]
     opts = (b.options or {}).get("compiler_options") or {}
@@ -412,7 +412,7 @@ def html_report(bundle: Bundle) -> str:
     stages = _stages_html(b)
     bundle_json = b.to_json()
     embed = len(bundle_json) <= MAX_EMBEDDED_BUNDLE
-    sub = " · ".join(_e(x) for x in (env.get("device_kind") or env.get("platform"), env.get("backend"),
+    sub = " · ".join(_e(x) for x in (device_label(env), env.get("backend"),
                                       ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
     nav = [("summary", "Summary"), ("graphs", "Graphs"), ("kernels", "Kernels")]
     if charts:

@@ -150,6 +150,25 @@ def select_device(backend: str):
                                        f"(present: {', '.join(available_backends())})") from None
 
 
+def gpu_target_device(name: str):
+    """A device of the named GPU target (``analysis.gpu_targets``) to compile for without a GPU.
+    Needs the CUDA plugin (the ``cuda`` extra); with no GPU present, set
+    ``JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1`` before jax is imported so the plugin loads anyway."""
+    from analysis.gpu_targets import target_config
+
+    cfg = target_config(name)
+    from jax.experimental import topologies
+
+    try:
+        topo = topologies.get_topology_desc(platform="cuda", target_config=cfg, topology="1x1x1")
+    except Exception as e:  # noqa: BLE001 - no plugin, or a plugin that refused to load
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ExplorerError("options", f"cannot compile for GPU target {name!r} here: {first} "
+                                       "(needs the cuda extra; with no GPU, set "
+                                       "JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1)") from None
+    return topo.devices[0]
+
+
 def available_backends() -> list[str]:
     import jax
 
@@ -163,18 +182,23 @@ def available_backends() -> list[str]:
     return out
 
 
-def environment(device) -> dict:
+def environment(device, gpu_target: str | None = None) -> dict:
     import jax
     import jaxlib
 
-    return {
+    env = {
         "jax": jax.__version__, "jaxlib": jaxlib.__version__,
         "python": _platform.python_version(), "backend": device.platform,
         "platform": "gpu" if device.platform in ("gpu", "cuda", "rocm") else device.platform,
         "device_kind": getattr(device, "device_kind", device.platform),
-        "device_count": len(jax.devices(device.platform)),
+        "device_count": 1 if gpu_target else len(jax.devices(device.platform)),
         "machine": _platform.machine(), "cpu_count": os.cpu_count(),
     }
+    if gpu_target:
+        # compiled for a described device, not on one: no autotuning, nothing run
+        env["deviceless"] = True
+        env["gpu_target"] = gpu_target.lower()
+    return env
 
 
 def describe_inputs(inputs: tuple) -> list[dict]:
@@ -211,18 +235,33 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def compile_to_bundle(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
-                      progress: Callable[[str], None] | None = None, source_kind: str = "code") -> Bundle:
-    """Trace, lower, compile and analyze; returns a complete Bundle or raises ExplorerError."""
+                      progress: Callable[[str], None] | None = None, source_kind: str = "code",
+                      gpu_target: str | None = None) -> Bundle:
+    """Trace, lower, compile and analyze; returns a complete Bundle or raises ExplorerError.
+
+    With ``gpu_target`` (a name in ``analysis.gpu_targets``) the program is compiled for that GPU
+    without one being present: the inputs are only shapes, and the bundle cannot be measured."""
     import jax
 
     compiler_options = dict(compiler_options or {})
     say = progress or (lambda phase: None)
-    device = select_device(backend)
+    if gpu_target:
+        device, backend = gpu_target_device(gpu_target), "gpu"
+    else:
+        device = select_device(backend)
     fn = loaded.filename
     times: dict[str, float] = {}
 
     try:
-        args = jax.device_put(loaded.inputs, device)
+        if gpu_target:
+            from jax.sharding import SingleDeviceSharding
+
+            on = SingleDeviceSharding(device)
+            args = jax.tree_util.tree_map(
+                lambda x: jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x), sharding=on),
+                loaded.inputs)
+        else:
+            args = jax.device_put(loaded.inputs, device)
     except Exception as e:  # noqa: BLE001
         raise _error_from_exception("inputs", e, fn) from None
 
@@ -264,15 +303,16 @@ def compile_to_bundle(loaded: LoadedModel, backend: str = "auto", compiler_optio
         source={"kind": source_kind, "name": loaded.name, "file": fn, "code": loaded.source,
                 "description": loaded.description, "inputs": describe_inputs(loaded.inputs)},
         options={"backend": backend, "compiler_options": compiler_options},
-        environment=environment(device),
+        environment=environment(device, gpu_target),
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         cost_analysis=cost, memory_analysis=memory, created=now(),
     )
     analyze(bundle)
     times["analyze"] = time.perf_counter() - t0
     bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
-    bundle.__dict__["_compiled"] = compiled  # for measurement in the same process; not serialized
-    bundle.__dict__["_args"] = args
+    if not gpu_target:  # a deviceless compile has nothing to run on
+        bundle.__dict__["_compiled"] = compiled  # for measurement in the same process; not serialized
+        bundle.__dict__["_args"] = args
     return bundle
 
 
@@ -306,15 +346,19 @@ def _memory_analysis(compiled) -> dict | None:
 
 
 def analyze_model(model: str, backend: str = "auto", compiler_options: dict | None = None,
-                  progress: Callable[[str], None] | None = None) -> Bundle:
+                  progress: Callable[[str], None] | None = None, gpu_target: str | None = None) -> Bundle:
     """``model`` is a gallery name or a path to a ``.py`` model file."""
+    if gpu_target:
+        # before the model's example inputs start JAX's backends: with no GPU the CUDA plugin
+        # only loads when told to skip its device checks
+        os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
     if model.endswith(".py") or os.sep in model:
         loaded = load_file(model)
         kind = "file"
     else:
         loaded = load_gallery(model)
         kind = "gallery"
-    return compile_to_bundle(loaded, backend, compiler_options, progress, source_kind=kind)
+    return compile_to_bundle(loaded, backend, compiler_options, progress, source_kind=kind, gpu_target=gpu_target)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual check

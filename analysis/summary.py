@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
+from analysis.bundle import Bundle, device_label
 from analysis.kernels import ROUTE_LABELS, ROUTES
 
 
@@ -45,7 +45,7 @@ def human_seconds(s: float | None) -> str:
 def summary_text(b: Bundle) -> str:
     m = b.metrics
     env = b.environment
-    lines = [f"{b.title}  ·  {env.get('device_kind') or env.get('platform', '?')} "
+    lines = [f"{b.title}  ·  {device_label(env)} "
              f"({env.get('backend', '?')}{', jax ' + env['jax'] if env.get('jax') else ''})"]
     if "compute_ops_before" in m:
         lines.append(f"  ops before optimization : {m['compute_ops_before']}")

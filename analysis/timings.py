@@ -82,8 +82,9 @@ from analysis.options import FUSION_PASSES  # noqa: E402
 
 FUSION_NOTES = {
     "cpu": "With fusion off, dots also lose their YNNPACK library fusion and run through Eigen.",
-    "gpu": "With fusion off, dots that Triton would have fused go to cuBLAS; cuBLAS epilogue "
-           "fusion (bias/activation inside __cublas$lt$matmul) comes from gemm-rewriter and stays.",
+    "gpu": "With fusion off, dots that Triton would have fused go to cuBLAS and normalizations "
+           "lose their one-kernel Triton form; a bias/activation epilogue folded into a cuBLAS "
+           "call comes from gemm-rewriter and stays, as does a split-K dot's reduction.",
 }
 GPU_MEASURE_OPTIONS = {"xla_gpu_enable_command_buffer": ""}
 
@@ -569,7 +570,8 @@ def _recompile(bundle, loaded, extra_options: dict):
     options = dict(bundle.options.get("compiler_options") or {})
     options.update(extra_options)
     other = run.compile_to_bundle(loaded, bundle.options.get("backend", "auto"), options,
-                                  source_kind=bundle.source.get("kind", "code"))
+                                  source_kind=bundle.source.get("kind", "code"),
+                                  gpu_target=bundle.environment.get("gpu_target"))
     return other
 
 

@@ -50,6 +50,9 @@ class Job:
     # sandbox gives the worker no writable place of its own to cache them). Not part of the
     # cache key: it changes how a measurement is judged, not what is measured.
     peaks: dict | None = None
+    # Compile for this GPU target (``analysis.gpu_targets``) without a GPU: compile-only, needs
+    # the CUDA plugin (the ``cuda`` extra).
+    gpu_target: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -69,6 +72,12 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
         from analysis import sweep
 
         return sweep.run_sweep(job, progress)
+    if job.gpu_target and job.measure:
+        raise ExplorerError("options", f"a compile for GPU target {job.gpu_target!r} without a GPU cannot be "
+                                       "measured (there is nothing to run it on)")
+    if job.gpu_target:
+        # With no GPU the CUDA plugin refuses to load unless told to skip its device checks.
+        os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")
     if job.kind == "gallery":
         loaded = run.load_gallery(job.name)
     else:
@@ -84,7 +93,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
         dump_dir = tempfile.mkdtemp(prefix="xla-passes-")
         options = {**job.compiler_options, "xla_dump_to": dump_dir, "xla_dump_hlo_pass_re": ".*"}
     try:
-        bundle = run.compile_to_bundle(loaded, job.backend, options, progress, source_kind=job.kind)
+        bundle = run.compile_to_bundle(loaded, job.backend, options, progress, source_kind=job.kind,
+                                       gpu_target=job.gpu_target)
         if dump_dir is not None:
             from analysis.passes import pass_log_from_dir
 

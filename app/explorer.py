@@ -18,7 +18,7 @@ if ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from analysis.bundle import Bundle, bundle_from_hlo, reanalyze  # noqa: E402
+from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # noqa: E402
 from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, presets  # noqa: E402
@@ -256,7 +256,7 @@ if source_kind == "Paste code":
 
 env = b.environment
 st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{env.get('device_kind') or env.get('platform', '')} · {env.get('backend', '')}"
+            f"{device_label(env)} · {env.get('backend', '')}"
             + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
 desc = b.source.get("description")
 if desc:

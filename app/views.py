@@ -16,7 +16,7 @@ import streamlit.components.v1 as components
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
 from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
 from analysis.hlo import Instruction
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.summary import human_bytes, human_seconds
 
 _COMPONENT = components.declare_component(
@@ -331,7 +331,7 @@ def details_panel(b: Bundle, sel: dict) -> None:
         if k is not None:
             facts = [f"moves ~{human_bytes(k.bytes)}", f"{k.flops:,} FLOPs (from shapes)"]
             if k.triton_config:
-                facts.append("Triton tiles " + ", ".join(f"{a}={v}" for a, v in k.triton_config.items()))
+                facts.append("Triton " + tile_text(k.triton_config, full=True))
             if k.context:
                 facts.append(f"runs inside {k.context}")
             t = ((b.timings or {}).get("kernels") or {}).get(name)

@@ -184,3 +184,20 @@ def test_internal_errors_are_one_line(capsys, monkeypatch, tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0
     assert "internal error" in r.stderr and "--debug" in r.stderr
+
+
+def test_gpu_target_cannot_be_measured(capsys):
+    assert_user_error(main_in_process(capsys, "analyze", "mlp", "--gpu-target", "h200", "--measure"),
+                      "options error", "--gpu-target")
+
+
+def test_gpu_target_without_the_cuda_plugin_is_one_clear_line(capsys):
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("jax-cuda12-plugin")
+        pytest.skip("the CUDA plugin is installed here: the compile would succeed")
+    except PackageNotFoundError:
+        pass
+    assert_user_error(main_in_process(capsys, "analyze", "mlp", "--gpu-target", "h200"),
+                      "options error", "cannot compile for GPU target 'h200'", "cuda extra")

@@ -434,3 +434,15 @@ def test_mlp_matmuls_without_ynnpack_run_through_eigen(gallery_bundle):
     assert len(dots) == 2
     assert all((k.route, k.library) == ("library", "Eigen") for k in dots)
     assert sorted(k.flops for k in dots) == sorted([2 * 128 * 512 * 256, 2 * 128 * 128 * 512])
+
+
+def test_tile_text_reads_both_triton_config_forms():
+    from analysis.kernels import tile_text
+
+    gemm = {"block_m": 64, "block_n": 128, "block_k": 32, "split_k": 4, "num_warps": 4, "num_stages": 3}
+    assert tile_text(gemm) == "tile 64×128×32 (m×n×k) · split-K 4 · 4 warps"
+    assert tile_text(gemm, full=True).endswith("· 3 stages")
+    generic = {"output_tiles": [{"sizes": [1, 16, 8]}], "num_warps": 1, "num_ctas": 1}
+    assert tile_text(generic) == "tile 1×16×8 · 1 warp"
+    assert tile_text({"output_tiles": [{"sizes": [4, 512]}, {"sizes": [4]}]}) == "tiles 4×512, 4"
+    assert tile_text(None) == "" and tile_text({}) == ""

@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from analysis import compare  # noqa: E402
-from analysis.bundle import Bundle, bundle_from_hlo  # noqa: E402
+from analysis.bundle import Bundle, bundle_from_hlo, device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.graph import post_graph  # noqa: E402
 from analysis.options import format_options, presets  # noqa: E402
@@ -53,7 +53,7 @@ def _describe(b: Bundle) -> str:
     env = b.environment
     opts = (b.options or {}).get("compiler_options") or {}
     o = format_options(opts).replace("\n", ", ") if opts else "default options"
-    return f"**{b.title}** · {env.get('device_kind') or env.get('platform', '?')} · {o}"
+    return f"**{b.title}** · {device_label(env)} · {o}"
 
 
 def _load_upload(up) -> Bundle | None:

@@ -23,6 +23,7 @@ import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from analysis import passes  # noqa: E402
+from analysis.bundle import device_label  # noqa: E402
 from analysis.graph import post_graph, pre_graph  # noqa: E402
 from analysis.hlo import parse_module  # noqa: E402
 from analysis.kernels import kernels as find_kernels  # noqa: E402
@@ -135,7 +136,7 @@ if not log:
 
 env = b.environment
 st.markdown(f"### Pass pipeline: {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{env.get('device_kind') or env.get('platform', '')} · {len(log)} snapshots</span>",
+            f"{device_label(env)} · {len(log)} snapshots</span>",
             unsafe_allow_html=True)
 
 ks = [r.get("kernels") for r in log]

@@ -20,6 +20,7 @@ import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 from plotly.subplots import make_subplots  # noqa: E402
 
+from analysis.bundle import device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.summary import human_seconds  # noqa: E402
 from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
@@ -76,7 +77,7 @@ if not sw:
 
 plain, bucketed, s = sw["plain"], sw["bucketed"], sw["summary"]
 st.markdown(f"### Shape specialization: {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{b.environment.get('device_kind') or b.environment.get('platform', '')} · {len(plain)} lengths · "
+            f"{device_label(b.environment)} · {len(plain)} lengths · "
             f"buckets {', '.join(map(str, sw['buckets']))}</span>", unsafe_allow_html=True)
 st.markdown("XLA compiles for **exact shapes**: each new input length is traced, lowered and compiled again. "
             "Padding the inputs up to a few **bucket** sizes bounds the number of compiles — at the price of "

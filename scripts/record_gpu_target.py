@@ -1,0 +1,87 @@
+"""Record GPU-compiled bundles of the gallery on a machine without a GPU.
+
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python scripts/record_gpu_target.py [--target h200] [OUT_DIR]
+
+Needs JAX's CUDA plugin (``pip install -e '.[cuda]'``, in this venv or another one), no GPU.
+XLA's GPU compiler is given a description of the target (``analysis.gpu_targets``) instead of a
+device, so what comes out is the real optimized GPU module for that device, chosen without
+autotuning; nothing is run, so the bundles carry no timings (``environment["deviceless"]``).
+
+OUT_DIR (default ``tests/fixtures/gpu_target``) receives, for every gallery model,
+``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for ``mlp``,
+the pass-by-pass log; and ``passes.json``: every pass name in a full pass dump of
+``transformer_block`` and the passes that changed it, with kernel counts, which is how
+``analysis.options.FUSION_PASSES['gpu']`` was checked. ``tests/test_gpu_target.py`` tests them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+
+os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")  # before jax loads its plugins
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def pass_names(target: str, model: str) -> dict:
+    """Compile ``model`` with a full pass dump; the pass names from the dump's file names."""
+    import jax
+    from jax.sharding import SingleDeviceSharding
+
+    from analysis import run
+    from analysis.passes import pass_log_from_dir
+
+    loaded = run.load_gallery(model)
+    on = SingleDeviceSharding(run.gpu_target_device(target))
+    args = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on), loaded.inputs)
+    with tempfile.TemporaryDirectory() as d:
+        jax.jit(loaded.model).lower(*args).compile(compiler_options={"xla_dump_to": d, "xla_dump_hlo_pass_re": ".*"})
+        names = sorted({m.group(1) for f in os.listdir(d)
+                        for m in re.finditer(r"\.(?:after|before)_([A-Za-z0-9_\-]+)", f)})
+        log = pass_log_from_dir(d)
+    return {"model": model, "all_passes_in_dump": names,
+            "changed": [{k: e.get(k) for k in ("pass", "pipeline", "kernels", "instructions")} for e in log]}
+
+
+def main(argv=None) -> int:
+    from analysis.gpu_targets import GPU_TARGETS
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", default=os.path.join(ROOT, "tests", "fixtures", "gpu_target"))
+    ap.add_argument("--target", default="h200", choices=sorted(GPU_TARGETS))
+    ap.add_argument("--models", help="comma-separated gallery names (default: all)")
+    a = ap.parse_args(argv)
+
+    from analysis.errors import ExplorerError
+    from analysis.worker import Job, execute
+    from sample_models import gallery
+
+    os.makedirs(a.out, exist_ok=True)
+    names = a.models.split(",") if a.models else list(gallery())
+    failed = []
+    for name in names:
+        try:
+            b = execute(Job(kind="gallery", name=name, gpu_target=a.target, compare_fusion=True,
+                            dump_passes=(name == "mlp")))
+        except ExplorerError as e:
+            failed.append(name)
+            print(f"{name}: {e.one_line()}", file=sys.stderr)
+            continue
+        path = os.path.join(a.out, f"{name}.bundle.json")
+        b.save(path)
+        fc = b.fusion_comparison or {}
+        print(f"{name:20s} {len(b.kernels):3d} kernels (fusion off: {fc.get('unfused', {}).get('kernels')})  -> {path}")
+    with open(os.path.join(a.out, "passes.json"), "w") as f:
+        json.dump({"target": a.target, **pass_names(a.target, "transformer_block")}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
