@@ -43,3 +43,13 @@ def gallery() -> dict[str, GalleryEntry]:
         out[path.stem] = GalleryEntry(path.stem, title.strip(), lesson.strip(), path)
     # The default first, the rest alphabetically.
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != DEFAULT_MODEL, kv[0])))
+
+
+RECORDED_DIR = GALLERY_DIR / "recorded"
+
+
+def recorded_bundle_path(name: str, target: str) -> Path | None:
+    """The gallery model ``name`` compiled by XLA:GPU for ``target`` (e.g. ``h200``) without a
+    GPU, as ``scripts/record_gpu_target.py`` recorded it (default options), if there is one."""
+    path = RECORDED_DIR / target.lower() / f"{name}.bundle.json"
+    return path if path.is_file() else None

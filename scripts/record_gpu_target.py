@@ -7,11 +7,13 @@ XLA's GPU compiler is given a description of the target (``analysis.gpu_targets`
 device, so what comes out is the real optimized GPU module for that device, chosen without
 autotuning; nothing is run, so the bundles carry no timings (``environment["deviceless"]``).
 
-OUT_DIR (default ``tests/fixtures/gpu_target``) receives, for every gallery model,
+OUT_DIR (default ``sample_models/recorded/<target>``) receives, for every gallery model,
 ``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for ``mlp``,
 the pass-by-pass log; and ``passes.json``: every pass name in a full pass dump of
 ``transformer_block`` and the passes that changed it, with kernel counts, which is how
-``analysis.options.FUSION_PASSES['gpu']`` was checked. ``tests/test_gpu_target.py`` tests them.
+``analysis.options.FUSION_PASSES['gpu']`` was checked. The app shows these bundles when asked
+for an H200 compile on a machine without the CUDA plugin; ``tests/test_gpu_target.py`` tests them
+(and fails when a gallery model changed since it was recorded).
 """
 
 from __future__ import annotations
@@ -54,10 +56,11 @@ def main(argv=None) -> int:
     from analysis.gpu_targets import GPU_TARGETS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", nargs="?", default=os.path.join(ROOT, "tests", "fixtures", "gpu_target"))
+    ap.add_argument("out", nargs="?", help="default: sample_models/recorded/<target>")
     ap.add_argument("--target", default="h200", choices=sorted(GPU_TARGETS))
     ap.add_argument("--models", help="comma-separated gallery names (default: all)")
     a = ap.parse_args(argv)
+    a.out = a.out or os.path.join(ROOT, "sample_models", "recorded", a.target)
 
     from analysis.errors import ExplorerError
     from analysis.worker import Job, execute

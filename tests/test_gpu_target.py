@@ -1,6 +1,6 @@
 """Real XLA:GPU output, tested on a machine without a GPU.
 
-``tests/fixtures/gpu_target/`` holds the gallery compiled by XLA's GPU compiler for an H200
+``sample_models/recorded/h200/`` holds the gallery compiled by XLA's GPU compiler for an H200
 target without a device (``scripts/record_gpu_target.py``: JAX's CUDA plugin given a target
 description; no autotuning, nothing run). These are real optimized GPU modules — cuBLAS/cuDNN
 custom calls, Triton GEMM and softmax fusions with their tiles, a while loop with dynamic-slice
@@ -23,7 +23,7 @@ from analysis.options import FUSION_PASSES
 from sample_models import gallery
 from sample_models.lessons import lesson
 
-HERE = os.path.join(os.path.dirname(__file__), "fixtures", "gpu_target")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_models", "recorded", "h200")
 FIXTURES = sorted(glob.glob(os.path.join(HERE, "*.bundle.json")))
 
 
@@ -43,6 +43,9 @@ def recorded() -> dict[str, Bundle]:
 
 def test_every_gallery_model_was_recorded_for_a_gpu_target(recorded):
     assert set(recorded) == set(gallery())
+    for name, entry in gallery().items():
+        # recorded from the model as it is now (else re-run scripts/record_gpu_target.py)
+        assert recorded[name].source["code"] == entry.source, f"{name}: recording is stale"
     for name, b in recorded.items():
         env = b.environment
         assert env["platform"] == "gpu" and env["deviceless"] is True, name
