@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-BACKENDS = ("auto", "cpu", "gpu")
+BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
 VIEWS = ("kernels", "text", "source")  # the tabs under the graphs: Kernels & timings, Text views, Source
 SIDES = ("pre", "post")
 STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line")

@@ -62,7 +62,8 @@ def summary_text(b: Bundle) -> str:
     if by_route:
         parts = [f"{ROUTE_LABELS[r]} {by_route[r]}" for r in ROUTES if by_route.get(r)]
         lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
-    libs = m.get("kernels_by_library", {})
+    # Triton kernels are generated code, not library calls (their count is in the route line)
+    libs = {k: v for k, v in m.get("kernels_by_library", {}).items() if k != "Triton"}
     if libs:
         lines.append("  library calls           : " + ", ".join(f"{k} {v}" for k, v in libs.items()))
     if b.phase_seconds:

@@ -179,18 +179,34 @@ with st.sidebar:
 
     if job is not None:
         gpu = runner.gpu_present()
-        backend = st.radio("Backend", ["auto", "cpu", "gpu"], key="backend", horizontal=True,
-                           help="auto = GPU when one is present, else CPU")
-        st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
-        platform = "gpu" if backend == "gpu" or (backend == "auto" and gpu) else "cpu"
+        target = runner.APP_GPU_TARGET
+        backend = st.radio("Backend", ["auto", "cpu", "gpu", target], key="backend", horizontal=True,
+                           format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v,
+                           help=f"auto = GPU when one is present, else CPU. {target.upper()} (no GPU) = XLA's GPU "
+                                f"compiler for an {target.upper()}, run here without one: the real GPU program "
+                                "(cuBLAS, cuDNN, Triton), compiled without autotuning and never run, so no timings.")
+        on_target = backend == target
+        if on_target:
+            st.caption(f"{target.upper()} compile without a GPU: "
+                       + ("live (JAX's CUDA plugin is installed)." if runner.cuda_plugin_present() else
+                          "the gallery's recorded compiles (default options); install the `cuda` extra to "
+                          "compile anything."))
+        else:
+            st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+        platform = "gpu" if backend in ("gpu", target) or (backend == "auto" and gpu) else "cpu"
         pre = presets(platform)
         preset = st.selectbox("Compiler options", list(pre), key="preset")
         free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
                             placeholder="xla_cpu_enable_fast_math=true")
         if pre[preset]:
             st.caption("Preset sets: `" + format_options(pre[preset]).replace("\n", "`, `") + "`")
-        measure = st.checkbox("Measure kernel timings", key="measure", value=True,
-                              help="Run the compiled program and time every kernel with the profiler")
+        if on_target:  # shown unticked, leaving the user's own choice for the other backends alone
+            st.checkbox("Measure kernel timings", value=False, disabled=True, key="measure_off",
+                        help="Needs the device: a compile without one cannot be run")
+            measure = False
+        else:
+            measure = st.checkbox("Measure kernel timings", key="measure", value=True,
+                                  help="Run the compiled program and time every kernel with the profiler")
         compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
         if st.button("Compile", type="primary", key="compile", width="stretch"):
             try:
@@ -201,7 +217,7 @@ with st.sidebar:
             else:
                 job.backend = backend
                 job.compiler_options = opts
-                job.measure = measure
+                job.measure = measure and not on_target
                 job.compare_fusion = compare
                 compile_job(job)
     if ss.error:
@@ -258,6 +274,10 @@ env = b.environment
 st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
             f"{device_label(env)} · {env.get('backend', '')}"
             + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
+if env.get("deviceless"):
+    st.info(f"XLA:GPU's real program for an {device_label(env).split(' (')[0]}, compiled without one"
+            + (f" (recorded {b.created[:10]})" if b.__dict__.get("_recorded") else "")
+            + ": untuned and never run, so no timings.", icon=":material/memory:")
 desc = b.source.get("description")
 if desc:
     from sample_models.lessons import lesson as gallery_lesson
@@ -405,7 +425,7 @@ with tab_s:
 # ----------------------------------------------------------------------------- share & export
 
 st.markdown("#### Share and export")
-link_state = {"backend": b.options.get("backend"), "options": b.options.get("compiler_options") or {},
+link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"), "options": b.options.get("compiler_options") or {},
               "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
               "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
 kind = b.source.get("kind")

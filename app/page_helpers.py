@@ -59,11 +59,21 @@ def gallery_job(name: str, **kw) -> Job:
     return Job(kind="gallery", name=name, filename=str(entry.path), **kw)
 
 
-def backend_choice(key: str) -> str:
+def backend_choice(key: str, label: str = "Backend", with_target: bool = False, default: str = "auto") -> str:
+    """The backend radio; ``with_target`` adds the GPU target compiled without a GPU (compile-only
+    views: nothing is run)."""
     gpu = runner.gpu_present()
-    return st.radio("Backend", ["auto", "cpu", "gpu"], key=key, horizontal=True,
-                    help="auto = GPU when one is present, else CPU" + ("" if gpu else " (CPU only here)"))
+    target = runner.APP_GPU_TARGET
+    options = ["auto", "cpu", "gpu"] + ([target] if with_target else [])
+    help_text = "auto = GPU when one is present, else CPU" + ("" if gpu else " (CPU only here)")
+    if with_target:
+        help_text += (f". {target.upper()} (no GPU) = XLA's GPU compiler for an {target.upper()} without one "
+                      "(compile only; without JAX's CUDA plugin, the gallery's recorded compiles)")
+    return st.radio(label, options, key=key, horizontal=True, index=options.index(default),
+                    format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v, help=help_text)
 
 
 def platform_of(backend: str) -> str:
+    if backend == runner.APP_GPU_TARGET:
+        return "gpu"
     return "gpu" if backend == "gpu" or (backend == "auto" and runner.gpu_present()) else "cpu"

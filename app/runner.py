@@ -11,7 +11,17 @@ from analysis.bundle import Bundle
 from analysis.worker import Job
 
 
+# The GPU target the app offers as a backend: XLA's GPU compiler for this device, without one.
+APP_GPU_TARGET = "h200"
+
+
 def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None) -> Bundle:
+    if job.backend == APP_GPU_TARGET:  # the backend choice names the target (also in links)
+        job.gpu_target, job.backend = APP_GPU_TARGET, "auto"
+    if job.gpu_target:
+        job.measure = False  # nothing to run it on
+        if not cuda_plugin_present():
+            return recorded_target_bundle(job)
     try:
         from analysis.jobs import compile_job
     except ImportError:  # the queue is optional for the viewer; fall back to a plain worker
@@ -21,12 +31,40 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
     return compile_job(job, session=session, progress=progress)
 
 
+def cuda_plugin_present() -> bool:
+    """JAX's CUDA plugin is installed (the ``cuda`` extra), checked without importing JAX."""
+    return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+
+
 def gpu_present() -> bool:
     """Cheap check without importing JAX: an NVIDIA device node and JAX's CUDA plugin."""
     has_dev = os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
-    has_plugin = any(importlib.util.find_spec(m) is not None
-                     for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
-    return has_dev and has_plugin
+    return has_dev and cuda_plugin_present()
+
+
+def recorded_target_bundle(job: Job) -> Bundle:
+    """Without the CUDA plugin a GPU-target compile cannot run here; for a gallery model with
+    default options the compile ``scripts/record_gpu_target.py`` recorded is shown instead."""
+    from analysis.bundle import reanalyze
+    from analysis.errors import ExplorerError
+    from sample_models import recorded_bundle_path
+
+    target = job.gpu_target.upper()
+    need = (f"compiling for the {target} target needs JAX's CUDA plugin (.venv/bin/pip install -e '.[cuda]'; "
+            f"no GPU needed); without it the app shows the gallery's recorded {target} compiles")
+    if job.kind != "gallery":
+        raise ExplorerError("options", need, job.filename)
+    if job.compiler_options:
+        raise ExplorerError("options", need + ", made with default options", job.filename)
+    path = recorded_bundle_path(job.name, job.gpu_target)
+    if path is None:
+        raise ExplorerError("options", need + f" (none recorded for {job.name})", job.filename)
+    b = Bundle.load(str(path))
+    reanalyze(b)  # the compile is recorded; the analysis is this version's
+    if not job.compare_fusion:
+        b.fusion_comparison = None
+    b.__dict__["_recorded"] = str(path)
+    return b
 
 
 def sandbox_state() -> tuple[bool, str]:

@@ -179,3 +179,52 @@ def test_pasted_code_gets_a_link_that_reopens_it(at):
     at2 = _run_with_link({"code": cid})
     assert at2.session_state["code"] == code
     assert at2.session_state["bundle"].source["code"] == code
+
+
+def _plugin_installed() -> bool:
+    from app.runner import cuda_plugin_present
+
+    return cuda_plugin_present()
+
+
+def test_h200_backend_shows_the_recorded_gpu_compile(at):
+    if _plugin_installed():
+        pytest.skip("with the CUDA plugin the app compiles live instead of showing the recording")
+    at.selectbox(key="gallery_choice").select("conv_bn_relu").run()
+    at.radio(key="backend").set_value("h200").run()
+    # nothing can be measured without the device: the control says so
+    assert at.checkbox(key="measure_off").disabled and not at.checkbox(key="measure_off").value
+    at.checkbox(key="compare").check().run()
+    at.button(key="compile").click().run()
+    assert not at.exception
+    b = at.session_state["bundle"]
+    assert b.environment["deviceless"] and b.environment["device_kind"] == "NVIDIA H200"
+    assert b.timings is None and b.fusion_comparison["unfused"]["kernels"] > len(b.kernels)
+    conv = [k for k in b.kernels if k.library == "cuDNN"]
+    assert conv and _metric(at, "Library calls") == str(b.metrics["kernels_by_route"]["library"])
+    assert any("compiled without one" in i.value and "no timings" in i.value for i in at.info)
+    # the address bar names the target, so the link reopens the same GPU compile
+    assert at.query_params["backend"] == ["h200"] or at.query_params["backend"] == "h200"
+
+
+def test_h200_backend_for_pasted_code_without_the_plugin_is_a_clear_error(at):
+    if _plugin_installed():
+        pytest.skip("with the CUDA plugin pasted code compiles for the target")
+    code = "import jax.numpy as jnp\n\ndef model(x):\n    return x * 2\n\ndef example_inputs():\n    return (jnp.ones(4),)\n"
+    at.radio(key="source_kind").set_value("Paste code").run()
+    at.session_state["code"] = code
+    at.radio(key="backend").set_value("h200").run()
+    at.button(key="compile").click().run()
+    errors = [e.value for e in at.error]
+    assert any("options error" in e and "CUDA plugin" in e and "recorded" in e for e in errors), errors
+    assert at.session_state["code"] == code
+    assert at.session_state["bundle"].source["name"] == "mlp"  # the previous compile stays
+
+
+def test_opening_an_h200_link():
+    if _plugin_installed():
+        pytest.skip("with the CUDA plugin the link compiles live")
+    at = _run_with_link({"model": "attention", "backend": "h200"})
+    b = at.session_state["bundle"]
+    assert b.source["name"] == "attention" and b.environment.get("gpu_target") == "h200"
+    assert any((k.custom_call_target or "").startswith("__cudnn$fmha") for k in b.kernels)

@@ -241,3 +241,23 @@ def test_corrupted_bundle_uploads_are_reported(server, browser, tmp_path, galler
     page.get_by_role("tab", name="Kernels & timings").click()
     page.get_by_text("timings error").first.wait_for(timeout=60_000)
     assert len(_graph_frames(page)) == 2  # the graphs of the uploaded bundle are drawn
+
+
+def test_h200_link_opens_the_gpu_compile_in_the_browser(server, browser):
+    """A shared link naming the H200 target: both graphs, Triton and cuDNN kernels coloured as
+    such, and the notice that this compile was made without the device."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server + "/?model=attention&backend=h200")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('h3')].some(h => h.textContent.startsWith('attention'))",
+        timeout=180_000)
+    frames = _graph_frames(page)
+    assert len(frames) == 2
+    body = page.locator("[data-testid='stMain']").first.inner_text()
+    assert "NVIDIA H200" in body and "no timings" in body
+    post_svg = _retry(page, lambda: _graph_frames(page)[1].locator("svg").inner_html())
+    assert "__cudnn$fmha" in post_svg and "Triton · tile" in post_svg
+    # the legend overlay names the routes present: library (cuDNN) and Triton
+    legend = _retry(page, lambda: _graph_frames(page)[1].locator("#legend").inner_text())
+    assert "Triton" in legend and "Library call" in legend
+    page.screenshot(path=os.path.join(OUT, "attention_h200.png"))

@@ -98,3 +98,28 @@ def test_page_compares_default_and_fusion_disabled():
     assert not at.exception
     a, b = at.session_state["cmp_pair"]
     assert (a.title, b.title) == ("mlp", "softmax")
+
+
+def test_page_compares_cpu_with_the_h200_target():
+    from streamlit.testing.v1 import AppTest
+
+    from app.runner import cuda_plugin_present
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    at.radio(key="cmp_mode").set_value("One model, two backends").run()
+    assert at.radio(key="cmp_backend_a").value == "cpu" and at.radio(key="cmp_backend_b").value == "h200"
+    at.selectbox(key="cmp_model_be").set_value("transformer_block").run()
+    at.button(key="cmp_go").click().run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.platform == "cpu" and b.environment["gpu_target"] == "h200"
+    assert cuda_plugin_present() or b.__dict__.get("_recorded")
+    # the same source ops pair up across the two compilers
+    matches = compare.pair_kernels(a.kernels, b.kernels)
+    by_ops = [m for m in matches if m.a and m.b and m.how == "ops"]
+    assert len(by_ops) >= 5
+    assert {k.route for k in b.kernels} >= {"triton"} and "triton" not in {k.route for k in a.kernels}
+    text = "\n".join(m.value for m in at.markdown)
+    assert "NVIDIA H200" in text and "Kernels matched:" in text

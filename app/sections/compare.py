@@ -25,7 +25,7 @@ from analysis.errors import ExplorerError  # noqa: E402
 from analysis.graph import post_graph  # noqa: E402
 from analysis.options import format_options, presets  # noqa: E402
 from analysis.summary import human_bytes, human_seconds  # noqa: E402
-from app import views  # noqa: E402
+from app import runner, views  # noqa: E402
 from app.page_helpers import backend_choice, compile_with_status, gallery_job, platform_of  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -72,7 +72,10 @@ def _load_upload(up) -> Bundle | None:
 
 with st.sidebar:
     st.markdown("## Compare")
-    mode = st.radio("What to compare", ["One model, two option sets", "Two models", "Two bundles (upload)"], key="cmp_mode")
+    mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends", "Two models",
+                                        "Two bundles (upload)"], key="cmp_mode",
+                    help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
+                         "same ops")
     jobs = None
     try:
         if mode == "One model, two option sets":
@@ -85,6 +88,11 @@ with st.sidebar:
             ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion disabled")
             jobs = (gallery_job(model, backend=backend, compiler_options=oa),
                     gallery_job(model, backend=backend, compiler_options=ob))
+        elif mode == "One model, two backends":
+            model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_be")
+            ba = backend_choice("cmp_backend_a", "Backend A", with_target=True, default="cpu")
+            bb = backend_choice("cmp_backend_b", "Backend B", with_target=True, default=runner.APP_GPU_TARGET)
+            jobs = (gallery_job(model, backend=ba), gallery_job(model, backend=bb))
         elif mode == "Two models":
             ma = st.selectbox("Model A", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_a")
             mb = st.selectbox("Model B", NAMES, index=NAMES.index("softmax_layernorm") if "softmax_layernorm" in NAMES else 0,
@@ -157,7 +165,9 @@ with sr:
     kk = next(r for r in rows if r["metric"] == "kernels")
     by = next(r for r in rows if r["metric"] == "bytes moved by kernels")
     if kk["a"] is not None and kk["b"] is not None:
-        st.metric("Kernels A → B", f"{kk['a']} → {kk['b']}", delta=_change(kk) or None, delta_color="inverse")
+        same = kk["delta"] == 0  # no arrow for "same": Streamlit draws any text delta as a rise
+        st.metric("Kernels A → B", f"{kk['a']} → {kk['b']}", delta=None if same else (_change(kk) or None),
+                  delta_color="inverse")
     if by["ratio"]:
         st.metric("Bytes moved A → B", f"{by['ratio']:.2f}×", delta=f"{human_bytes(by['a'])} → {human_bytes(by['b'])}",
                   delta_color="off")
