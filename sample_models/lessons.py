@@ -80,17 +80,35 @@ def _names(ks) -> str:
 
 def _basics(b: Bundle) -> str:
     m = b.metrics
+    unfused, fused = m.get("unfused_bytes"), m.get("fused_bytes")
+    rose = unfused is not None and fused is not None and fused > unfused
+    traffic = (f"the estimated memory traffic rose from {human_bytes(unfused)} to {human_bytes(fused)} — some "
+               "kernels here move more than the ops they replace (a matmul split into partial sums, say)"
+               if rose else
+               f"the estimated memory traffic fell from {human_bytes(unfused)} to {human_bytes(fused)}")
     return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
-            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended inside a multi-op fusion, and the "
-            f"estimated memory traffic fell from {human_bytes(m.get('unfused_bytes'))} to "
-            f"{human_bytes(m.get('fused_bytes'))}.")
+            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended inside a multi-op fusion, and "
+            f"{traffic}.")
 
 
 def _libraries(b: Bundle) -> str:
-    libs = b.metrics.get("kernels_by_library", {})
-    if not libs:
-        return "No kernel was handed to a library."
-    return "Library calls: " + ", ".join(f"{n} × {lib}" for lib, n in libs.items()) + "."
+    # Triton kernels are generated code, counted apart from library calls
+    libs = {lib: n for lib, n in b.metrics.get("kernels_by_library", {}).items() if lib != "Triton"}
+    triton = b.metrics.get("kernels_by_route", {}).get("triton", 0)
+    text = ("Library calls: " + ", ".join(f"{n} × {lib}" for lib, n in libs.items()) + "."
+            if libs else "No kernel was handed to a library.")
+    if triton:
+        text += f" {triton} kernel(s) were generated through Triton."
+    return text
+
+
+def _split_k_note(b: Bundle, k_dot: set[str]) -> str:
+    """Kernels holding a matmul's ops without a dot: the sum of a matmul split along K."""
+    adders = [k for k in b.kernels if k.name in k_dot and not _contains(k, "dot") and _contains(k, "reduce")]
+    if not adders:
+        return ""
+    return (f" A matmul was split along its contraction (split-K): its partial sums are added up by "
+            f"{_names(k.name for k in adders)}.")
 
 
 # ----------------------------------------------------------------------------- per model
@@ -103,8 +121,16 @@ def _mlp(b: Bundle) -> Lesson:
     shared = k_add & k_max
     dots = _pre_ops(b, "dot")
     k_dot = _kernels_of(b, dots)
-    text = (_basics(b) + f" The first layer's bias add ended in {_names(k_add) or 'no kernel'} and its ReLU in "
-            f"{_names(k_max) or 'no kernel'}. " + _libraries(b))
+    by_name = {k.name: k for k in b.kernels}
+    next_dot = _kernels_of(b, _pre_ops(b, "dot", scope="dense2"))
+    prologue = [n for n in shared if n in next_dot and _contains(by_name[n], "dot")]
+    where = (f"both ended in {_names(shared)}" if shared else
+             f"the bias add ended in {_names(k_add) or 'no kernel'} and the ReLU in {_names(k_max) or 'no kernel'}")
+    if prologue:
+        where += (", the second layer's matmul kernel: it applies them as it loads its input, so the first "
+                  "layer's activations are never written to memory")
+    text = (_basics(b) + f" The first layer's bias add and ReLU: {where}." + _split_k_note(b, k_dot) + " "
+            + _libraries(b))
     return Lesson("mlp", text, [
         Check("dense1's bias add and ReLU run in the same kernel" + (f" ({_names(shared)})" if shared else ""), bool(shared)),
         Check(f"fewer kernels than ops ({b.metrics.get('kernels_after')} < {b.metrics.get('compute_ops_before')})",
@@ -116,11 +142,14 @@ def _mlp(b: Bundle) -> Lesson:
 def _transformer_block(b: Bundle) -> Lesson:
     dots = _pre_ops(b, "dot")
     k_dot = _kernels_of(b, dots)
-    em = _kernels(b, "emitter")
+    # generated kernels without a matmul: XLA's emitters, and Triton for normalizations on a GPU
+    em = [k for k in b.kernels if k.route in ("emitter", "triton") and not _contains(k, "dot")]
     multi = [k for k in em if k.is_multi_op_fusion]
+    n_triton = sum(1 for k in em if k.route == "triton")
     text = (_basics(b) + f" The {len(dots)} matmuls (projections, QK^T, PV, MLP) are in {len(k_dot)} kernel(s); "
-            f"the norms, softmax, GELU and residual adds became {len(em)} generated kernel(s), {len(multi)} of them "
-            f"fusing several ops. " + _libraries(b))
+            f"the norms, softmax, GELU and residual adds became {len(em)} generated kernel(s)"
+            + (f" ({n_triton} through Triton)" if n_triton else "") + f", {len(multi)} of them "
+            f"fusing several ops." + _split_k_note(b, k_dot) + " " + _libraries(b))
     return Lesson("transformer_block", text, [
         Check(f"every matmul ended in a kernel ({len(k_dot)} kernels hold the {len(dots)} dots)", bool(dots) and bool(k_dot)),
         Check(f"most generated kernels fuse several ops ({len(multi)} of {len(em)})", len(multi) * 2 >= len(em) > 0),
