@@ -350,7 +350,11 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
     root = os.geteuid() == 0
     rl = {"cpu_s": limits.cpu_s, "file_mb": limits.file_mb}
-    rl["data_mb" if gpu else "as_mb"] = limits.memory_mb
+    # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
+    # here, or a compile for a GPU target without one) memory is bounded by the data segment;
+    # an address-space limit makes them crash (a segfault in the worker).
+    cuda = gpu or bool(job.get("gpu_target"))
+    rl["data_mb" if cuda else "as_mb"] = limits.memory_mb
     if use_bwrap and root:
         os.chown(scratch, UID_BASE + slot, UID_BASE + slot)
         rl["nproc"] = limits.nproc + _tasks_of_uid(UID_BASE + slot)

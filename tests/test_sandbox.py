@@ -11,6 +11,7 @@ import os
 import socket
 import tempfile
 import threading
+import resource
 import time
 import uuid
 
@@ -287,3 +288,16 @@ def test_require_refuses_without_sandbox(monkeypatch):
     finally:
         monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
         sandbox.sandbox_status(refresh=True)
+
+
+def test_a_gpu_target_job_is_bounded_by_data_not_address_space(still_served):
+    # CUDA's libraries reserve far more address space than they use and crash under an
+    # address-space limit, so a compile for a GPU target bounds the data segment instead.
+    src = ("import resource\n"
+           "raise RuntimeError('limits as=%d data=%d' % (resource.getrlimit(resource.RLIMIT_AS)[0],\n"
+           "                                             resource.getrlimit(resource.RLIMIT_DATA)[0]))\n" + TAIL)
+    err = run_hostile(src, gpu_target="h200")
+    assert f"as={resource.RLIM_INFINITY} data={LIMITS.memory_mb * 2 ** 20}" in err.message, err
+    err = run_hostile(src)  # an ordinary job: the address space is what is limited
+    assert f"as={LIMITS.memory_mb * 2 ** 20} data={resource.RLIM_INFINITY}" in err.message, err
+    still_served()
