@@ -97,10 +97,12 @@ def compile_job(job: Job) -> None:
             ss.error = e.one_line()
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
-            holder.empty()  # the error itself is shown next to the code
-            return
-        status.update(label="Compiled", state="complete", expanded=False)
-    holder.empty()
+            b = None
+        else:
+            status.update(label="Compiled", state="complete", expanded=False)
+    holder.empty()  # once the status box is closed; an error is shown next to the code
+    if b is None:
+        return
     ss.bundle = b
     ss.error = None
     ss.error_at = None

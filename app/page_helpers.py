@@ -36,6 +36,7 @@ def phase_text(p: str) -> str:
 def compile_with_status(job: Job, label: str = "Compiling…"):
     """Run ``job`` through the worker; returns the Bundle, or None after showing the error."""
     holder = st.empty()
+    failed = None
     with holder.status(label, expanded=False) as status:
         def progress(p: str) -> None:
             status.update(label=phase_text(p) + "…")
@@ -43,12 +44,15 @@ def compile_with_status(job: Job, label: str = "Compiling…"):
         try:
             b = runner.compile_bundle(job, session=session_id(), progress=progress)
         except ExplorerError as e:
+            failed = e
             status.update(label="Failed", state="error", expanded=False)
-            holder.empty()
-            st.error(e.one_line())
-            return None
-        status.update(label="Done", state="complete", expanded=False)
+        else:
+            status.update(label="Done", state="complete", expanded=False)
+    # emptied only once the status box is closed (it writes to its own slot when it closes)
     holder.empty()
+    if failed is not None:
+        st.error(failed.one_line())
+        return None
     return b
 
 

@@ -60,6 +60,15 @@ def recorded_target_bundle(job: Job) -> Bundle:
     if path is None:
         raise ExplorerError("options", need + f" (none recorded for {job.name})", job.filename)
     b = Bundle.load(str(path))
+    if job.dump_passes and not b.pass_log:
+        import json
+
+        from sample_models import gallery
+
+        logged = [n for n in gallery() if (q := recorded_bundle_path(n, job.gpu_target))
+                  and json.loads(q.read_text()).get("pass_log")]
+        raise ExplorerError("options", need + f"; of those, only {', '.join(logged) or 'none'} carry the pass "
+                                              "log", job.filename)
     reanalyze(b)  # the compile is recorded; the analysis is this version's
     if not job.compare_fusion:
         b.fusion_comparison = None

@@ -32,6 +32,10 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
+# Gallery models recorded with their pass-by-pass log (for the Pass pipeline page)
+PASS_LOGGED = ("mlp", "softmax", "transformer_block", "conv_bn_relu")
+
+
 def pass_names(target: str, model: str) -> dict:
     """Compile ``model`` with a full pass dump; the pass names from the dump's file names."""
     import jax
@@ -72,7 +76,7 @@ def main(argv=None) -> int:
     for name in names:
         try:
             b = execute(Job(kind="gallery", name=name, gpu_target=a.target, compare_fusion=True,
-                            dump_passes=(name == "mlp")))
+                            dump_passes=(name in PASS_LOGGED)))
         except ExplorerError as e:
             failed.append(name)
             print(f"{name}: {e.one_line()}", file=sys.stderr)

@@ -114,3 +114,34 @@ def test_page_steps_through_the_passes():
     assert at.slider(key="pp_step").value == i - 1
     at.slider(key="pp_step").set_value(0).run()
     assert "the module as the pipeline received it" in "\n".join(m.value for m in at.markdown)
+
+
+def test_pass_pipeline_page_on_the_h200_target():
+    """The recorded H200 compile of transformer_block carries its pass log: the page steps
+    through XLA:GPU's pipeline and its fusion passes; a model recorded without one is a clear error."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.runner import cuda_plugin_present
+
+    if cuda_plugin_present():
+        pytest.skip("with the CUDA plugin the page records passes live")
+    page = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections",
+                        "pass_pipeline.py")
+    at = AppTest.from_file(page, default_timeout=240)
+    at.session_state["pp_backend"] = "cpu"
+    at.run()
+    at.selectbox(key="pp_model").set_value("transformer_block").run()
+    at.radio(key="pp_backend").set_value("h200").run()
+    at.button(key="pp_compile").click().run()
+    assert not at.exception, at.exception
+    b = at.session_state["pp_bundle"]
+    assert b.environment["gpu_target"] == "h200" and b.pass_log
+    passes = [e["pass"] for e in b.pass_log]
+    assert "priority-fusion" in passes and "triton-softmax-rewriter" in passes
+    at = AppTest.from_file(page, default_timeout=240)
+    at.session_state["pp_backend"] = "h200"
+    at.session_state["pp_model"] = "rnn_scan"
+    at.run()
+    assert not at.exception, at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "pass log" in errors and "transformer_block" in errors

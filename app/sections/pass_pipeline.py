@@ -103,7 +103,7 @@ with st.sidebar:
         names = list(GALLERY)
         model = st.selectbox("Gallery model", names, key="pp_model", index=names.index(DEFAULT_MODEL),
                              format_func=lambda n: f"{n} — {GALLERY[n].title.split(':')[0]}")
-        backend = backend_choice("pp_backend")
+        backend = backend_choice("pp_backend", with_target=True)
         go_btn = st.button("Compile and record passes", type="primary", key="pp_compile", width="stretch")
         want = (model, backend)
         if go_btn or (ss.get("pp_for") is None):
@@ -151,7 +151,11 @@ c[1].metric("Kernels: first → last", f"{ks[0] if ks[0] is not None else '–'}
                  "is one; after, every fusion, library call and unfused op.")
 c[2].metric("Instructions: first → last", f"{ins[0] or '–'} → {ins[-1] or '–'}",
             help="All instructions in all computations (fused computations included).")
-c[3].metric("Biggest kernel drop", f"{passes.label(log[big[0]]).split(' / ')[-1]} (−{big[1]})" if big and big[1] > 0 else "–")
+if big and big[1] > 0:  # the pass name goes under the number: long names do not fit the big value font
+    c[3].metric("Biggest kernel drop", f"−{big[1]} kernels", delta=passes.label(log[big[0]]).split(" / ")[-1],
+                delta_color="off", delta_arrow="off")
+else:
+    c[3].metric("Biggest kernel drop", "–")
 
 n = len(log)
 ss.setdefault("pp_step", 0)
