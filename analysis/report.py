@@ -23,7 +23,7 @@ import re
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
-from analysis.summary import human_bytes, human_flops, human_seconds
+from analysis.summary import human_bytes, human_flops, human_seconds, library_calls
 
 MAX_STAGE_CHARS = 1_000_000  # longer stage texts are cut in the report (the bundle keeps them)
 MAX_EMBEDDED_BUNDLE = 8 * 2 ** 20  # embed the bundle JSON (for "download") up to this size
@@ -152,7 +152,7 @@ def _summary_html(b: Bundle) -> str:
              f"{human_bytes(m.get('unfused_bytes'))} unfused → {human_bytes(m.get('fused_bytes'))} fused "
              f"({m.get('bytes_saved_fraction', 0):.0%})")
     by_route = m.get("kernels_by_route") or {}
-    libs = m.get("kernels_by_library") or {}
+    libs = library_calls(m)
     card("library calls", str(by_route.get("library", 0)), ", ".join(f"{k} {v}" for k, v in libs.items()) or "none")
     ct = (b.phase_seconds or {}).get("compile")
     card("compile time", human_seconds(ct) if ct is not None else "–",

@@ -6,6 +6,12 @@ from analysis.bundle import Bundle, device_label
 from analysis.kernels import ROUTE_LABELS, ROUTES
 
 
+def library_calls(metrics: dict) -> dict:
+    """Library name -> kernels handed to it. ``kernels_by_library`` also counts Triton kernels
+    (their code generator is named there); they are generated code, so they are left out."""
+    return {k: v for k, v in (metrics.get("kernels_by_library") or {}).items() if k != "Triton"}
+
+
 def human_bytes(n: float | int | None) -> str:
     if n is None:
         return "-"
@@ -62,8 +68,7 @@ def summary_text(b: Bundle) -> str:
     if by_route:
         parts = [f"{ROUTE_LABELS[r]} {by_route[r]}" for r in ROUTES if by_route.get(r)]
         lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
-    # Triton kernels are generated code, not library calls (their count is in the route line)
-    libs = {k: v for k, v in m.get("kernels_by_library", {}).items() if k != "Triton"}
+    libs = library_calls(m)
     if libs:
         lines.append("  library calls           : " + ", ".join(f"{k} {v}" for k, v in libs.items()))
     if b.phase_seconds:

@@ -17,7 +17,7 @@ from analysis.bundle import STAGE_LABELS, STAGES, Bundle
 from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
-from analysis.summary import human_bytes, human_seconds
+from analysis.summary import human_bytes, human_seconds, library_calls
 
 _COMPONENT = components.declare_component(
     "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))
@@ -42,7 +42,7 @@ def summary_strip(b: Bundle) -> None:
                    help="Estimated: every op reading and writing memory (unfused) versus every kernel doing so "
                         f"(fused): {human_bytes(m.get('unfused_bytes'))} → {human_bytes(m.get('fused_bytes'))}.")
     by_route = m.get("kernels_by_route", {})
-    libs = m.get("kernels_by_library", {})
+    libs = library_calls(m)
     cols[3].metric("Library calls", by_route.get("library", 0),
                    help="Kernels handed to a library: " + (", ".join(f"{k} {v}" for k, v in libs.items()) or "none"))
     ct = b.phase_seconds.get("compile")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from analysis.bundle import Bundle
 from analysis.kernels import Kernel
-from analysis.summary import human_bytes
+from analysis.summary import human_bytes, library_calls
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _basics(b: Bundle) -> str:
 
 def _libraries(b: Bundle) -> str:
     # Triton kernels are generated code, counted apart from library calls
-    libs = {lib: n for lib, n in b.metrics.get("kernels_by_library", {}).items() if lib != "Triton"}
+    libs = library_calls(b.metrics)
     triton = b.metrics.get("kernels_by_route", {}).get("triton", 0)
     text = ("Library calls: " + ", ".join(f"{n} × {lib}" for lib, n in libs.items()) + "."
             if libs else "No kernel was handed to a library.")

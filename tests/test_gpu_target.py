@@ -154,3 +154,15 @@ def test_graphs_show_library_and_triton_routes(recorded):
     assert pre_graph(b.module("hlo_before")).to_dot().count("->") > 50
     conv = recorded["conv_bn_relu"]
     assert "cuDNN" in post_graph(conv.module("hlo_after"), conv.kernels).to_dot()
+
+
+def test_triton_kernels_are_not_counted_as_library_calls(recorded):
+    from analysis.report import html_report
+    from analysis.summary import summary_text
+
+    tb = summary_text(recorded["transformer_block"])
+    assert "Triton 9" in tb and "library calls" not in tb  # 9 Triton kernels, no library call
+    att = summary_text(recorded["attention"])
+    assert "library calls           : cuDNN 1" in att
+    html = html_report(recorded["attention"])
+    assert "Triton 3, cuDNN 1" not in html and "cuDNN 1" in html
