@@ -87,7 +87,8 @@ def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
 @dataclass
 class Provenance:
     """``pre_to_kernels``: pre-op name -> kernel names; ``kernel_to_pre``: the reverse;
-    ``how``: pre-op name -> "metadata", "op_name", "shape", "user" or "operand" (how it was matched)."""
+    ``how``: pre-op name -> "metadata", "op_name", "shape", "user", "operand" or "scope" (how it was
+    matched; "scope": computed inside a library call of the same name scope, e.g. a cuBLAS epilogue)."""
 
     pre_to_kernels: dict[str, list[str]] = field(default_factory=dict)
     kernel_to_pre: dict[str, list[str]] = field(default_factory=dict)
@@ -202,6 +203,30 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                     prov.pre_to_kernels[inst.name] = found
                     prov.how[inst.name] = relation
                     changed = True
+                    break
+    # A library call can compute ops it keeps no metadata of: cuBLAS folds a bias add and an
+    # activation into its epilogue (``"epilogue":"BIAS_RELU"``), cuDNN a bias and activation
+    # into a convolution. An op still unmatched (typically inside a nested jit like
+    # ``jax.nn.relu``, so no neighbour reaches it) goes to the library call(s) of its nearest
+    # enclosing name scope: ``jit(model)/dense1/jit(relu)/max`` -> the call made for
+    # ``jit(model)/dense1/dot_general``.
+    lib_scopes: dict[str, list[str]] = {}
+    for k in post_kernels:
+        if k.route == "library" and k.opcode == "custom-call":
+            for on in k.op_names:
+                lst = lib_scopes.setdefault(on.rsplit("/", 1)[0], [])
+                if k.name not in lst:
+                    lst.append(k.name)
+    if lib_scopes:
+        for inst, key in walked:
+            if inst.name in prov.pre_to_kernels or key is None:
+                continue
+            parts = key[0].split("/")
+            for j in range(len(parts) - 1, 0, -1):
+                found = lib_scopes.get("/".join(parts[:j]))
+                if found:
+                    prov.pre_to_kernels[inst.name] = list(found)
+                    prov.how[inst.name] = "scope"
                     break
     prov.unmapped = [i.name for i in ops if i.name not in prov.pre_to_kernels]
     for pre_name, kns in prov.pre_to_kernels.items():

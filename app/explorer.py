@@ -191,8 +191,8 @@ with st.sidebar:
         if on_target:
             st.caption(f"{target.upper()} compile without a GPU: "
                        + ("live (JAX's CUDA plugin is installed)." if runner.cuda_plugin_present() else
-                          "the gallery's recorded compiles (default options); install the `cuda` extra to "
-                          "compile anything."))
+                          "the gallery's recorded compiles (presets Default, Fusion disabled and Triton GEMM "
+                          "off); install the `cuda` extra to compile anything."))
         else:
             st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
         platform = "gpu" if backend in ("gpu", target) or (backend == "auto" and gpu) else "cpu"

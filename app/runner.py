@@ -49,16 +49,18 @@ def recorded_target_bundle(job: Job) -> Bundle:
     from analysis.errors import ExplorerError
     from sample_models import recorded_bundle_path
 
+    from analysis.options import presets
+
     target = job.gpu_target.upper()
     need = (f"compiling for the {target} target needs JAX's CUDA plugin (.venv/bin/pip install -e '.[cuda]'; "
             f"no GPU needed); without it the app shows the gallery's recorded {target} compiles")
     if job.kind != "gallery":
         raise ExplorerError("options", need, job.filename)
-    if job.compiler_options:
-        raise ExplorerError("options", need + ", made with default options", job.filename)
-    path = recorded_bundle_path(job.name, job.gpu_target)
+    recorded = [p for p in presets("gpu") if recorded_bundle_path(job.name, job.gpu_target, p)]
+    preset = next((p for p, opts in presets("gpu").items() if opts == dict(job.compiler_options)), None)
+    path = recorded_bundle_path(job.name, job.gpu_target, preset) if preset else None
     if path is None:
-        raise ExplorerError("options", need + f" (none recorded for {job.name})", job.filename)
+        raise ExplorerError("options", need + f" (for {job.name}: {', '.join(recorded) or 'none'})", job.filename)
     b = Bundle.load(str(path))
     if job.dump_passes and not b.pass_log:
         import json

@@ -53,6 +53,13 @@ def summary_strip(b: Bundle) -> None:
         st.markdown("<div class='xe-routes'>Kernels: " + " · ".join(parts) + "</div>", unsafe_allow_html=True)
 
 
+# How provenance matched an op (analysis.provenance), in words; the weaker matches are flagged in lists.
+HOW_WORDS = {"metadata": "its metadata", "op_name": "its op name", "shape": "opcode and shape (the kernel has no metadata)",
+             "user": "the op that uses it", "operand": "the op it reads",
+             "scope": "name scope: computed inside this library call, e.g. a cuBLAS epilogue"}
+HOW_HINTED = {"shape", "user", "operand", "scope"}
+
+
 def legend() -> None:
     chips = "".join(
         f"<span class='xe-chip'><span class='xe-sw' style='background:{ROUTE_COLORS[r]}'></span>{ROUTE_LABELS[r]}</span>"
@@ -359,12 +366,13 @@ def details_panel(b: Bundle, sel: dict) -> None:
                 for op in absorbed[:60]:
                     pi = _find(b, "pre", op)
                     if pi is not None:
-                        rows.append(f"`{op}` {pi.opcode} — {pi.metadata.op_name or ''}")
+                        rows.append(f"`{op}` {pi.opcode} — {pi.metadata.op_name or ''}"
+                                    + (f" _({HOW_WORDS[prov.how[op]]})_" if prov.how.get(op) in HOW_HINTED else ""))
                 st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
             else:
                 ks = prov.pre_to_kernels.get(name, [])
                 how = prov.how.get(name)
-                st.markdown(f"**Ended in {len(ks)} kernel(s)**" + (f" (matched by {how})" if how else ""))
+                st.markdown(f"**Ended in {len(ks)} kernel(s)**" + (f" (matched by {HOW_WORDS.get(how, how)})" if how else ""))
                 st.markdown("\n".join(f"- `{kn}`" for kn in ks) or "_optimized away (folded or eliminated)_")
         src_lines = _source_lines(b, side, name, k)
         code = b.source.get("code")

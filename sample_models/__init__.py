@@ -48,8 +48,10 @@ def gallery() -> dict[str, GalleryEntry]:
 RECORDED_DIR = GALLERY_DIR / "recorded"
 
 
-def recorded_bundle_path(name: str, target: str) -> Path | None:
+def recorded_bundle_path(name: str, target: str, preset: str = "Default") -> Path | None:
     """The gallery model ``name`` compiled by XLA:GPU for ``target`` (e.g. ``h200``) without a
-    GPU, as ``scripts/record_gpu_target.py`` recorded it (default options), if there is one."""
-    path = RECORDED_DIR / target.lower() / f"{name}.bundle.json"
+    GPU with the options of ``preset`` (``analysis.options.presets('gpu')``), as
+    ``scripts/record_gpu_target.py`` recorded it, if there is one."""
+    slug = "" if preset == "Default" else "." + preset.lower().replace(" ", "-")
+    path = RECORDED_DIR / target.lower() / f"{name}{slug}.bundle.json"
     return path if path.is_file() else None

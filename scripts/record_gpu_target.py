@@ -8,8 +8,9 @@ device, so what comes out is the real optimized GPU module for that device, chos
 autotuning; nothing is run, so the bundles carry no timings (``environment["deviceless"]``).
 
 OUT_DIR (default ``sample_models/recorded/<target>``) receives, for every gallery model,
-``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for ``mlp``,
-the pass-by-pass log; and ``passes.json``: every pass name in a full pass dump of
+``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for a few
+models, the pass-by-pass log; ``<model>.fusion-disabled.bundle.json`` and
+``<model>.triton-gemm-off.bundle.json`` with those presets; and ``passes.json``: every pass name in a full pass dump of
 ``transformer_block`` and the passes that changed it, with kernel counts, which is how
 ``analysis.options.FUSION_PASSES['gpu']`` was checked. The app shows these bundles when asked
 for an H200 compile on a machine without the CUDA plugin; ``tests/test_gpu_target.py`` tests them
@@ -31,6 +32,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+
+# Presets recorded besides the default ("Autotuning off" is what a compile without the device is
+# anyway): with them the Compare page shows, e.g., Triton GEMMs next to cuBLAS calls.
+OTHER_PRESETS = ("Fusion disabled", "Triton GEMM off")
 
 # Gallery models recorded with their pass-by-pass log (for the Pass pipeline page)
 PASS_LOGGED = ("mlp", "softmax", "transformer_block", "conv_bn_relu")
@@ -67,6 +72,7 @@ def main(argv=None) -> int:
     a.out = a.out or os.path.join(ROOT, "sample_models", "recorded", a.target)
 
     from analysis.errors import ExplorerError
+    from analysis.options import presets
     from analysis.worker import Job, execute
     from sample_models import gallery
 
@@ -85,6 +91,11 @@ def main(argv=None) -> int:
         b.save(path)
         fc = b.fusion_comparison or {}
         print(f"{name:20s} {len(b.kernels):3d} kernels (fusion off: {fc.get('unfused', {}).get('kernels')})  -> {path}")
+        for preset in OTHER_PRESETS:  # so the app can compare presets on the target, too
+            v = execute(Job(kind="gallery", name=name, gpu_target=a.target, compiler_options=presets("gpu")[preset]))
+            slug = preset.lower().replace(" ", "-")
+            v.save(os.path.join(a.out, f"{name}.{slug}.bundle.json"))
+            print(f"{'':20s} {len(v.kernels):3d} kernels with {preset}")
     with open(os.path.join(a.out, "passes.json"), "w") as f:
         json.dump({"target": a.target, **pass_names(a.target, "transformer_block")}, f, indent=1)
     return 1 if failed else 0

@@ -123,3 +123,25 @@ def test_page_compares_cpu_with_the_h200_target():
     assert {k.route for k in b.kernels} >= {"triton"} and "triton" not in {k.route for k in a.kernels}
     text = "\n".join(m.value for m in at.markdown)
     assert "NVIDIA H200" in text and "Kernels matched:" in text
+
+
+def test_page_compares_triton_with_cublas_on_the_h200_target():
+    from streamlit.testing.v1 import AppTest
+
+    from app.runner import cuda_plugin_present
+
+    if cuda_plugin_present():
+        pytest.skip("with the CUDA plugin the page compiles live")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "h200"
+    at.session_state["cmp_preset_b"] = "Triton GEMM off"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert {k.library for k in a.kernels if k.route != "emitter"} == {"Triton"}
+    assert {k.library for k in b.kernels} == {"cuBLAS"}  # mlp: two cuBLAS calls, epilogues included
+    # a preset that was not recorded is named as such
+    at.selectbox(key="cmp_preset_b").set_value("Autotuning off").run()
+    at.button(key="cmp_go").click().run()
+    errors = " ".join(e.value for e in at.error)
+    assert "Default, Fusion disabled, Triton GEMM off" in errors, errors

@@ -24,11 +24,17 @@ from sample_models import gallery
 from sample_models.lessons import lesson
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_models", "recorded", "h200")
-FIXTURES = sorted(glob.glob(os.path.join(HERE, "*.bundle.json")))
+ALL = sorted(glob.glob(os.path.join(HERE, "*.bundle.json")))
+FIXTURES = [p for p in ALL if os.path.basename(p).count(".") == 2]  # <model>.bundle.json: default options
+VARIANTS = [p for p in ALL if p not in FIXTURES]  # <model>.<preset>.bundle.json
 
 
 def _name(path: str) -> str:
     return os.path.basename(path).split(".")[0]
+
+
+def _id(path: str) -> str:
+    return os.path.basename(path)[:-len(".bundle.json")]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,7 @@ def test_every_gallery_model_was_recorded_for_a_gpu_target(recorded):
 
 
 @pytest.mark.parametrize("stage", ["hlo_before", "hlo_after"])
-@pytest.mark.parametrize("path", FIXTURES, ids=_name)
+@pytest.mark.parametrize("path", ALL, ids=_id)
 def test_parser_matches_xla_parser_on_gpu_output(path, stage):
     pytest.importorskip("jaxlib._hlo")
     from tests.test_hlo_oracle import _compare
@@ -166,3 +172,43 @@ def test_triton_kernels_are_not_counted_as_library_calls(recorded):
     assert "library calls           : cuDNN 1" in att
     html = html_report(recorded["attention"])
     assert "Triton 3, cuDNN 1" not in html and "cuDNN 1" in html
+
+
+def test_presets_were_recorded_from_the_current_models_with_their_options():
+    from analysis.options import presets
+
+    assert len(VARIANTS) == 2 * len(FIXTURES)
+    for p in VARIANTS:
+        b = Bundle.load(p)
+        name, slug = _id(p).split(".")
+        preset = next(k for k in presets("gpu") if k.lower().replace(" ", "-") == slug)
+        assert b.options["compiler_options"] == presets("gpu")[preset], p
+        assert b.source["code"] == gallery()[name].source, f"{p}: recording is stale"
+        assert b.environment["gpu_target"] == "h200" and b.environment["deviceless"]
+
+
+def test_triton_gemm_off_hands_the_matmuls_and_their_epilogue_to_cublas(recorded):
+    off = analyze(Bundle.load(os.path.join(HERE, "mlp.triton-gemm-off.bundle.json")))
+    assert [(k.route, k.library, k.custom_call_target) for k in off.kernels] == \
+        [("library", "cuBLAS", "__cublas$lt$matmul")] * 2
+    # dense1's bias add and ReLU are computed by its cuBLAS call (epilogue BIAS_RELU), which keeps
+    # only the dot's metadata: provenance maps them to that call by name scope
+    from sample_models.lessons import _kernels_of, _pre_ops
+
+    first = next(k for k in off.kernels if any("dense1" in n for n in k.op_names))
+    assert '"epilogue":"BIAS_RELU"' in off.module("hlo_after").by_name[first.computation].by_name[first.name].attributes["backend_config"]
+    for opcode in ("add", "maximum"):
+        ops = _pre_ops(off, opcode, scope="dense1")
+        assert ops and _kernels_of(off, ops) == {first.name}, opcode
+    relu = _pre_ops(off, "maximum", scope="dense1")
+    assert {off.provenance.how[n] for n in relu} == {"scope"}
+    assert off.provenance.mapped_fraction == 1.0
+    # and the default compile made the same matmuls with Triton
+    assert {k.route for k in recorded["mlp"].kernels} == {"triton", "emitter"}
+
+
+def test_fusion_disabled_recording_matches_the_default_recordings_comparison(recorded):
+    for name, b in recorded.items():
+        off = Bundle.load(os.path.join(HERE, f"{name}.fusion-disabled.bundle.json"))
+        launching = [k for k in analyze(off).kernels if k.route != "control"]  # as the comparison counts
+        assert len(launching) == b.fusion_comparison["unfused"]["kernels"], name

@@ -80,7 +80,7 @@ with st.sidebar:
     try:
         if mode == "One model, two option sets":
             model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model")
-            backend = backend_choice("cmp_backend")
+            backend = backend_choice("cmp_backend", with_target=True)
             pre = presets(platform_of(backend))
             st.markdown("**A**")
             oa = _options("cmp_preset_a", "cmp_free_a", pre, "Default")
@@ -97,7 +97,7 @@ with st.sidebar:
             ma = st.selectbox("Model A", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_a")
             mb = st.selectbox("Model B", NAMES, index=NAMES.index("softmax_layernorm") if "softmax_layernorm" in NAMES else 0,
                               key="cmp_model_b")
-            backend = backend_choice("cmp_backend2")
+            backend = backend_choice("cmp_backend2", with_target=True)
             jobs = (gallery_job(ma, backend=backend), gallery_job(mb, backend=backend))
         else:
             ua = st.file_uploader("Bundle A (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_a")
