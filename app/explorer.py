@@ -296,7 +296,8 @@ views.legend()
 # ----------------------------------------------------------------------------- search & selection
 
 c1, c2, c3 = st.columns([3, 2, 1])
-query = c1.text_input("Find an op", key="find", placeholder="name, op_name (e.g. attention/dot) or source line (e.g. 14)")
+query = c1.text_input("Find an op", key="find", label_visibility="collapsed",
+                      placeholder="Find an op: its name, an op_name path (attention/dot) or a line")
 hits = views.search(b, query) if query else []
 if query:
     if hits:

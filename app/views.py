@@ -64,8 +64,9 @@ def legend() -> None:
     chips = "".join(
         f"<span class='xe-chip'><span class='xe-sw' style='background:{ROUTE_COLORS[r]}'></span>{ROUTE_LABELS[r]}</span>"
         for r in ROUTES)
-    chips += ("<span class='xe-chip'><span class='xe-sw' style='border:2px dashed #D62728;background:white'></span>"
-              "layout change / non-default layout</span>"
+    chips += ("<span class='xe-chip' title='a copy or transpose kernel, or an edge whose layout differs between "
+              "producer and consumer (non-default layout)'><span class='xe-sw' "
+              "style='border:2px dashed #D62728;background:white'></span>layout change</span>"
               "<span class='xe-chip'><span class='xe-sw' style='border:3px solid #FF7F0E;background:white'></span>"
               "selected / linked</span>")
     st.markdown(f"<div class='xe-legend'>{chips}</div>", unsafe_allow_html=True)
@@ -75,7 +76,8 @@ CSS = """
 <style>
 .xe-legend { position: sticky; top: 2.8rem; z-index: 50; background: white; padding: 4px 0 6px 0;
              border-bottom: 1px solid #eee; margin-bottom: 4px; }
-.xe-chip { display: inline-flex; align-items: center; margin-right: 14px; font-size: 0.85rem; white-space: nowrap; }
+.xe-chip { display: inline-flex; align-items: center; margin-right: 12px; font-size: 0.85rem; white-space: nowrap; }
+[data-testid="stMetricValue"] { font-size: 1.9rem; }
 .xe-sw { display: inline-block; width: 14px; height: 14px; border-radius: 3px; margin-right: 5px; }
 .xe-routes { font-size: 0.9rem; color: #444; margin-top: -6px; }
 .xe-code { font-family: "DejaVu Sans Mono", monospace; font-size: 12.5px; line-height: 1.45; border: 1px solid #e6e6e6;
