@@ -21,9 +21,10 @@ import streamlit as st  # noqa: E402
 from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # noqa: E402
 from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
-from analysis.options import format_options, presets  # noqa: E402
+from analysis.options import format_options  # noqa: E402
 from analysis.worker import Job  # noqa: E402
 from app import runner, views  # noqa: E402
+from app.page_helpers import presets_for  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -195,8 +196,7 @@ with st.sidebar:
                           "off); install the `cuda` extra to compile anything."))
         else:
             st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
-        platform = "gpu" if backend in ("gpu", target) or (backend == "auto" and gpu) else "cpu"
-        pre = presets(platform)
+        pre = presets_for(backend)
         preset = st.selectbox("Compiler options", list(pre), key="preset")
         free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
                             placeholder="xla_cpu_enable_fast_math=true")

@@ -77,6 +77,17 @@ def backend_choice(key: str, label: str = "Backend", with_target: bool = False, 
                     format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v, help=help_text)
 
 
+def presets_for(backend: str) -> dict[str, dict]:
+    """The compiler-option presets that mean something for ``backend``: a compile for the GPU
+    target without the device is never autotuned, so "Autotuning off" is left out there."""
+    from analysis.options import presets
+
+    pre = presets(platform_of(backend))
+    if backend == runner.APP_GPU_TARGET:
+        pre.pop("Autotuning off", None)
+    return pre
+
+
 def platform_of(backend: str) -> str:
     if backend == runner.APP_GPU_TARGET:
         return "gpu"

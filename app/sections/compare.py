@@ -23,10 +23,10 @@ from analysis import compare  # noqa: E402
 from analysis.bundle import Bundle, bundle_from_hlo, device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.graph import post_graph  # noqa: E402
-from analysis.options import format_options, presets  # noqa: E402
+from analysis.options import format_options  # noqa: E402
 from analysis.summary import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
-from app.page_helpers import backend_choice, compile_with_status, gallery_job, platform_of  # noqa: E402
+from app.page_helpers import backend_choice, compile_with_status, gallery_job, presets_for  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="Compare · XLA Explorer", layout="wide")
@@ -81,7 +81,7 @@ with st.sidebar:
         if mode == "One model, two option sets":
             model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model")
             backend = backend_choice("cmp_backend", with_target=True)
-            pre = presets(platform_of(backend))
+            pre = presets_for(backend)
             st.markdown("**A**")
             oa = _options("cmp_preset_a", "cmp_free_a", pre, "Default")
             st.markdown("**B**")
