@@ -17,7 +17,9 @@ Checks (exit status 1 if one fails; 2 if there is no GPU at all):
   the measured executable, so every kernel is its own event);
 - kernel_details (grid, block, registers, ...) were read for the timed kernels;
 - fusion off gives more kernels than the default compile;
-- every claim of the model's lesson (``sample_models/lessons.py``) holds on this GPU.
+- every claim of the model's lesson (``sample_models/lessons.py``) holds on this GPU;
+- and, not a check: kernels per route/library of this autotuned compile next to the recorded
+  untuned H200 compile made without a device (``sample_models/recorded/h200``).
 
 Copy the bundles to ``tests/fixtures/gpu/`` and commit them: ``tests/test_gpu_fixtures.py``
 then tests GPU parsing, classification, attribution and the lessons on any machine.
@@ -82,6 +84,27 @@ def pass_dump(out_dir: str) -> dict:
     return res
 
 
+def _versus_recorded(b, name: str) -> dict | None:
+    """What the device compile (autotuned) chose next to the recorded compile for an H200 made
+    without a device (untuned, ``sample_models/recorded/h200``): kernels per route and library."""
+    from collections import Counter
+
+    from analysis.bundle import Bundle, reanalyze
+    from sample_models import recorded_bundle_path
+
+    path = recorded_bundle_path(name, "h200")
+    if path is None:
+        return None
+    rec = Bundle.load(str(path))
+    reanalyze(rec)
+
+    def routes(x):
+        return dict(Counter(f"{k.route}:{k.library}" if k.library else k.route for k in x.kernels))
+
+    return {"device": routes(b), "recorded_untuned": routes(rec),
+            "kernels": [len(b.kernels), len(rec.kernels)]}
+
+
 def check_model(name: str, iters: int, out_dir: str) -> dict:
     from analysis import run, timings
 
@@ -124,6 +147,7 @@ def check_model(name: str, iters: int, out_dir: str) -> dict:
     for k in special:
         by_lib[k.library or k.route] = by_lib.get(k.library or k.route, 0) + 1
     return {
+        "versus_recorded_untuned": _versus_recorded(b, name),
         "model": name, "ok": not problems, "problems": problems, "seconds": round(time.perf_counter() - t0, 1),
         "device_kind": b.environment.get("device_kind"), "jax": b.environment.get("jax"),
         "kernels": len(b.kernels), "library_or_triton": by_lib,
