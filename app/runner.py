@@ -43,13 +43,13 @@ def gpu_present() -> bool:
 
 
 def recorded_target_bundle(job: Job) -> Bundle:
-    """Without the CUDA plugin a GPU-target compile cannot run here; for a gallery model with
-    default options the compile ``scripts/record_gpu_target.py`` recorded is shown instead."""
+    """Without the CUDA plugin a GPU-target compile cannot run here; for a gallery model with the
+    options of a recorded preset, the compile ``scripts/record_gpu_target.py`` recorded is shown
+    instead (re-analyzed by this version of the code)."""
     from analysis.bundle import reanalyze
     from analysis.errors import ExplorerError
-    from sample_models import recorded_bundle_path
-
     from analysis.options import presets
+    from sample_models import recorded_bundle_path
 
     target = job.gpu_target.upper()
     need = (f"compiling for the {target} target needs JAX's CUDA plugin (.venv/bin/pip install -e '.[cuda]'; "
