@@ -290,6 +290,13 @@ if desc:
         st.markdown(what_to_look_for.strip())
         if les is not None:
             st.markdown("**On this compile:** " + les.markdown())
+        if b.source.get("kind") == "gallery" and b.platform == "cpu":
+            from urllib.parse import urlencode
+
+            h200 = urlencode({"model": b.source.get("name"), "backend": runner.APP_GPU_TARGET})
+            st.markdown(f"**On a GPU:** the same model as XLA compiles it for an H200 — no GPU needed: "
+                        f"[open it]({'?' + h200}), or put both side by side on the Compare page "
+                        "(*One model, two backends*).")
 views.summary_strip(b)
 views.legend()
 

@@ -228,3 +228,8 @@ def test_opening_an_h200_link():
     b = at.session_state["bundle"]
     assert b.source["name"] == "attention" and b.environment.get("gpu_target") == "h200"
     assert any((k.custom_call_target or "").startswith("__cudnn$fmha") for k in b.kernels)
+
+
+def test_a_cpu_lesson_links_to_the_same_model_on_the_h200(at):
+    text = _markdown_text(at)
+    assert "On a GPU:" in text and "(?model=mlp&backend=h200)" in text
