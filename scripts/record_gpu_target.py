@@ -10,7 +10,8 @@ autotuning; nothing is run, so the bundles carry no timings (``environment["devi
 OUT_DIR (default ``sample_models/recorded/<target>``) receives, for every gallery model,
 ``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for a few
 models, the pass-by-pass log; ``<model>.fusion-disabled.bundle.json`` and
-``<model>.triton-gemm-off.bundle.json`` with those presets; and ``passes.json``: every pass name in a full pass dump of
+``<model>.triton-gemm-off.bundle.json`` with those presets;
+``tensor_parallel_2gpu.{before,after}.hlo``, an MLP split over two GPUs (an all-reduce); and ``passes.json``: every pass name in a full pass dump of
 ``transformer_block`` and the passes that changed it, with kernel counts, which is how
 ``analysis.options.FUSION_PASSES['gpu']`` was checked. The app shows these bundles when asked
 for an H200 compile on a machine without the CUDA plugin; ``tests/test_gpu_target.py`` tests them
@@ -61,6 +62,36 @@ def pass_names(target: str, model: str) -> dict:
             "changed": [{k: e.get(k) for k in ("pass", "pipeline", "kernels", "instructions")} for e in log]}
 
 
+def tensor_parallel(target: str, out: str) -> None:
+    """A two-layer MLP split over two GPUs of the target (Megatron style: the first weight by
+    columns, the second by rows), so the second matmul's partial sums meet in an all-reduce:
+    XLA:GPU's collectives, as HLO texts before and after optimization (a test fixture; the
+    gallery runs on one device)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import topologies
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from analysis.gpu_targets import target_config
+
+    topo = topologies.get_topology_desc(platform="cuda", target_config=target_config(target), topology="1x1x2")
+    mesh = topologies.make_mesh(topo, (2,), ("x",))
+
+    def mlp(x, w1, w2):
+        return jax.nn.relu(x @ w1) @ w2
+
+    def arg(shape, spec):
+        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+
+    lowered = jax.jit(mlp, out_shardings=NamedSharding(mesh, P())).lower(
+        arg((128, 256), P()), arg((256, 512), P(None, "x")), arg((512, 256), P("x", None)))
+    with open(os.path.join(out, "tensor_parallel_2gpu.before.hlo"), "w") as f:
+        f.write(lowered.as_text(dialect="hlo", debug_info=True))
+    with open(os.path.join(out, "tensor_parallel_2gpu.after.hlo"), "w") as f:
+        f.write(lowered.compile().as_text())
+
+
 def main(argv=None) -> int:
     from analysis.gpu_targets import GPU_TARGETS
 
@@ -96,6 +127,7 @@ def main(argv=None) -> int:
             slug = preset.lower().replace(" ", "-")
             v.save(os.path.join(a.out, f"{name}.{slug}.bundle.json"))
             print(f"{'':20s} {len(v.kernels):3d} kernels with {preset}")
+    tensor_parallel(a.target, a.out)
     with open(os.path.join(a.out, "passes.json"), "w") as f:
         json.dump({"target": a.target, **pass_names(a.target, "transformer_block")}, f, indent=1)
     return 1 if failed else 0

@@ -212,3 +212,39 @@ def test_fusion_disabled_recording_matches_the_default_recordings_comparison(rec
         off = Bundle.load(os.path.join(HERE, f"{name}.fusion-disabled.bundle.json"))
         launching = [k for k in analyze(off).kernels if k.route != "control"]  # as the comparison counts
         assert len(launching) == b.fusion_comparison["unfused"]["kernels"], name
+
+
+def _tensor_parallel() -> tuple[str, str]:
+    def read(stage):
+        with open(os.path.join(HERE, f"tensor_parallel_2gpu.{stage}.hlo")) as f:
+            return f.read()
+
+    return read("before"), read("after")
+
+
+@pytest.mark.parametrize("stage", [0, 1], ids=["before", "after"])
+def test_parser_matches_xla_parser_on_a_two_gpu_program(stage):
+    # mesh-style replica groups (replica_groups=mesh['axis_0'=1,'axis_1'=2] {'axis_1'}),
+    # async all-reduce, sharding annotations
+    pytest.importorskip("jaxlib._hlo")
+    from tests.test_hlo_oracle import _compare
+
+    assert _compare(_tensor_parallel()[stage]) > 0
+
+
+def test_the_all_reduce_of_a_tensor_parallel_mlp_is_a_collective_kernel():
+    from analysis.bundle import bundle_from_hlo
+
+    before, after = _tensor_parallel()
+    b = bundle_from_hlo(after, "tensor_parallel_2gpu", before_text=before)
+    assert b.platform == "gpu"
+    coll = [k for k in b.kernels if k.route == "collective"]
+    # one all-reduce, launched by its start; the done launches nothing
+    assert [k.opcode for k in coll] == ["all-reduce-start"]
+    assert coll[0].bytes == 2 * 128 * 256 * 4  # this device's partial sums in, the sum out
+    assert "all-reduce-done" not in {k.opcode for k in b.kernels}
+    # the second matmul's partial sums are what it reduces: provenance maps the dot there too
+    assert coll[0].name in {kn for kns in b.provenance.pre_to_kernels.values() for kn in kns}
+    assert b.provenance.mapped_fraction >= 0.9
+    dot = post_graph(b.module("hlo_after"), b.kernels).to_dot()
+    assert 'id="k:all-reduce-start"' in dot
