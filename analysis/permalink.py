@@ -82,6 +82,16 @@ def _split_options(text: str) -> list[str]:
     return [s.strip() for s in out if s.strip()]
 
 
+def encode_options(options: dict) -> str:
+    """Compiler options as one query parameter: ``a=1;b=x\\;y``."""
+    return ";".join(f"{_escape(str(k))}={_escape(_format_value(v))}" for k, v in options.items())
+
+
+def decode_options(text: str) -> list[str]:
+    """The ``KEY=VALUE`` items of an ``encode_options`` parameter."""
+    return _split_options(text)
+
+
 def state_to_params(state: dict) -> dict[str, str]:
     """The query parameters of a view state (unset keys are left out)."""
     p: dict[str, str] = {}
@@ -93,7 +103,7 @@ def state_to_params(state: dict) -> dict[str, str]:
         p["backend"] = str(state["backend"])
     opts = state.get("options") or {}
     if opts:
-        p["opt"] = ";".join(f"{_escape(str(k))}={_escape(_format_value(v))}" for k, v in opts.items())
+        p["opt"] = encode_options(opts)
     if state.get("view"):
         p["view"] = str(state["view"])
     if state.get("node"):
@@ -166,7 +176,7 @@ def params_to_state(params, gallery_names=None) -> dict:
         if backend.lower() in BACKENDS:
             state["backend"] = backend.lower()
         else:
-            errors.append(f"link: unknown backend {backend[:20]!r} (auto, cpu or gpu)")
+            errors.append(f"link: unknown backend {backend[:20]!r} ({', '.join(BACKENDS)})")
 
     opt = get("opt")
     if opt:

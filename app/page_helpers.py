@@ -18,6 +18,48 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
           "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
 
 
+def link_to_widgets(page: str, spec: dict) -> None:
+    """Opening a link to this page: its query parameters go into the widgets they name, once per
+    session (later runs leave the user's choices alone). ``spec``: parameter -> (widget key,
+    allowed values — a list, a dict from link value to widget value, or None for free text —,
+    and a function that turns the link's text into the widget's value, or None). A value that is
+    not a choice is reported (see ``link_warning``) and ignored."""
+    ss = st.session_state
+    flag = f"_link_read_{page}"
+    if ss.get(flag):
+        return
+    ss[flag] = True
+    params = st.query_params.to_dict()
+    bad = []
+    for param, (key, allowed, convert) in spec.items():
+        if param not in params:
+            continue
+        value = params[param]
+        if allowed is not None and value not in allowed:
+            bad.append(f"{param}={value[:40]}")
+            continue
+        if isinstance(allowed, dict):
+            value = allowed[value]
+        ss[key] = convert(value) if convert else value
+    if bad:
+        ss[f"_link_warn_{page}"] = ("This link asks for " + ", ".join(bad) + ", which is not a choice here; "
+                                    "the page's defaults are used instead.")
+
+
+def link_warning(page: str) -> None:
+    msg = st.session_state.pop(f"_link_warn_{page}", None)
+    if msg:
+        st.warning(msg)
+
+
+def default_index(key: str, options: list, default) -> int:
+    """The index for a widget's default: 0 when a link already put a value under ``key`` (a
+    widget given both a default and a session value makes Streamlit show a warning)."""
+    if key in st.session_state or default not in options:
+        return 0
+    return options.index(default)
+
+
 def session_id() -> str:
     return st.session_state.setdefault("session_id", os.urandom(6).hex())
 
@@ -73,7 +115,7 @@ def backend_choice(key: str, label: str = "Backend", with_target: bool = False, 
     if with_target:
         help_text += (f". {target.upper()} (no GPU) = XLA's GPU compiler for an {target.upper()} without one "
                       "(compile only; without JAX's CUDA plugin, the gallery's recorded compiles)")
-    return st.radio(label, options, key=key, horizontal=True, index=options.index(default),
+    return st.radio(label, options, key=key, horizontal=True, index=default_index(key, options, default),
                     format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v, help=help_text)
 
 

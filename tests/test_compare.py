@@ -146,3 +146,31 @@ def test_page_compares_triton_with_cublas_on_the_h200_target():
     at.button(key="cmp_go").click().run()
     errors = " ".join(e.value for e in at.error)
     assert "Default, Fusion disabled, Triton GEMM off" in errors, errors
+
+
+def test_a_link_reopens_the_same_comparison():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"mode": "backends", "model": "softmax", "a": "cpu", "b": "h200"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.title, a.platform, b.title, b.environment.get("gpu_target")) == ("softmax", "cpu", "softmax", "h200")
+    assert at.radio(key="cmp_mode").value == "One model, two backends"
+    # the page keeps the address bar on what it shows
+    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert shown == {"mode": "backends", "model": "softmax", "a": "cpu", "b": "h200"}
+
+    # option sets, with free options; and a value that is no choice is named, not obeyed
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"mode": "options", "model": "mlp", "backend": "cpu", "a": "Default", "b": "Nonsense",
+                 "b_opt": "xla_disable_hlo_passes=fusion"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    assert any("b=Nonsense" in w.value for w in at.warning)
+    a, b = at.session_state["cmp_pair"]
+    assert b.options["compiler_options"]["xla_disable_hlo_passes"].startswith("fusion")
+    assert at.text_area(key="cmp_free_b").value == "xla_disable_hlo_passes=fusion"

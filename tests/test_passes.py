@@ -145,3 +145,28 @@ def test_pass_pipeline_page_on_the_h200_target():
     assert not at.exception, at.exception
     errors = " ".join(e.value for e in at.error)
     assert "pass log" in errors and "transformer_block" in errors
+
+
+def test_a_link_reopens_the_same_pass():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"model": "softmax", "backend": "cpu", "step": "2"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    b = at.session_state["pp_bundle"]
+    assert b.title == "softmax" and at.slider(key="pp_step").value == 2
+    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert shown == {"model": "softmax", "backend": "cpu", "step": "2"}
+    # stepping on moves the link with it
+    at.button(key="pp_next").click().run()
+    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert shown["step"] == "3"
+    # a model that is not in the gallery is named, and the default opens instead
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.query_params["model"] = "nope"
+    at.query_params["backend"] = "cpu"
+    at.run()
+    assert any("model=nope" in w.value for w in at.warning)
+    assert at.session_state["pp_bundle"].title == "mlp"

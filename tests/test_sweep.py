@@ -90,3 +90,16 @@ def test_page_plots_both_runs():
     assert not at.exception
     assert any("lengths" in e.value for e in at.error)
     assert at.session_state["sw_bundle"] is not None  # the last sweep stays on screen
+
+
+def test_a_link_reruns_the_same_sweep():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"lengths": "100, 300", "buckets": "512", "backend": "cpu"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    assert {m.label: m.value for m in at.metric}["Executables"] == "2 → 1"
+    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert shown == {"lengths": "100, 300", "buckets": "512", "backend": "cpu"}

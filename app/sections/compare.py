@@ -26,7 +26,10 @@ from analysis.graph import post_graph  # noqa: E402
 from analysis.options import format_options  # noqa: E402
 from analysis.summary import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
-from app.page_helpers import backend_choice, compile_with_status, gallery_job, presets_for  # noqa: E402
+from analysis import permalink  # noqa: E402
+from app.page_helpers import (  # noqa: E402
+    backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
+)
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="Compare · XLA Explorer", layout="wide")
@@ -42,7 +45,7 @@ def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
     from analysis.run import parse_options  # pure helper; does not import jax
 
     names = list(pre)
-    p = st.selectbox("Options", names, index=names.index(default) if default in names else 0, key=preset_key)
+    p = st.selectbox("Options", names, index=default_index(preset_key, names, default), key=preset_key)
     free = st.text_area("More (KEY=VALUE per line)", key=free_key, height=68, placeholder="xla_cpu_enable_fast_math=true")
     opts = dict(pre[p])
     opts.update(parse_options([ln.strip() for ln in free.splitlines() if ln.strip() and not ln.strip().startswith("#")]))
@@ -68,18 +71,48 @@ def _load_upload(up) -> Bundle | None:
     return None
 
 
+# ----------------------------------------------------------------------------- links
+
+# A link names the mode and that mode's choices: ?mode=backends&model=mlp&a=cpu&b=h200
+MODES = {"options": "One model, two option sets", "backends": "One model, two backends", "models": "Two models"}
+BACKEND_CHOICES = ["auto", "cpu", "gpu", runner.APP_GPU_TARGET]
+
+
+def _link_spec() -> dict:
+    q = st.query_params.to_dict()
+    mode = q.get("mode")
+    spec = {"mode": ("cmp_mode", MODES, None)}
+    if mode == "options":
+        pre = list(presets_for(q.get("backend", "auto")))
+        lines = lambda v: "\n".join(permalink.decode_options(v))  # noqa: E731
+        spec.update(model=("cmp_model", NAMES, None), backend=("cmp_backend", BACKEND_CHOICES, None),
+                    a=("cmp_preset_a", pre, None), b=("cmp_preset_b", pre, None),
+                    a_opt=("cmp_free_a", None, lines), b_opt=("cmp_free_b", None, lines))
+    elif mode == "backends":
+        spec.update(model=("cmp_model_be", NAMES, None), a=("cmp_backend_a", BACKEND_CHOICES, None),
+                    b=("cmp_backend_b", BACKEND_CHOICES, None))
+    elif mode == "models":
+        spec.update(a=("cmp_model_a", NAMES, None), b=("cmp_model_b", NAMES, None),
+                    backend=("cmp_backend2", BACKEND_CHOICES, None))
+    return spec
+
+
+link_to_widgets("compare", _link_spec())
+
 # ----------------------------------------------------------------------------- sidebar
 
 with st.sidebar:
     st.markdown("## Compare")
+    link_warning("compare")
     mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends", "Two models",
                                         "Two bundles (upload)"], key="cmp_mode",
                     help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
                          "same ops")
-    jobs = None
+    jobs = link = None
     try:
         if mode == "One model, two option sets":
-            model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model")
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model", NAMES, DEFAULT_MODEL),
+                                 key="cmp_model")
             backend = backend_choice("cmp_backend", with_target=True)
             pre = presets_for(backend)
             st.markdown("**A**")
@@ -88,24 +121,33 @@ with st.sidebar:
             ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion disabled")
             jobs = (gallery_job(model, backend=backend, compiler_options=oa),
                     gallery_job(model, backend=backend, compiler_options=ob))
+            link = {"mode": "options", "model": model, "backend": backend, "a": ss.cmp_preset_a,
+                    "b": ss.cmp_preset_b}
+            for side, key in (("a_opt", "cmp_free_a"), ("b_opt", "cmp_free_b")):
+                extra = [ln.strip() for ln in (ss.get(key) or "").splitlines() if ln.strip()]
+                if extra:
+                    link[side] = ";".join(permalink._escape(ln) for ln in extra)
         elif mode == "One model, two backends":
-            model = st.selectbox("Gallery model", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_be")
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, DEFAULT_MODEL),
+                                 key="cmp_model_be")
             ba = backend_choice("cmp_backend_a", "Backend A", with_target=True, default="cpu")
             bb = backend_choice("cmp_backend_b", "Backend B", with_target=True, default=runner.APP_GPU_TARGET)
             jobs = (gallery_job(model, backend=ba), gallery_job(model, backend=bb))
+            link = {"mode": "backends", "model": model, "a": ba, "b": bb}
         elif mode == "Two models":
-            ma = st.selectbox("Model A", NAMES, index=NAMES.index(DEFAULT_MODEL), key="cmp_model_a")
-            mb = st.selectbox("Model B", NAMES, index=NAMES.index("softmax_layernorm") if "softmax_layernorm" in NAMES else 0,
+            ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, DEFAULT_MODEL), key="cmp_model_a")
+            mb = st.selectbox("Model B", NAMES, index=default_index("cmp_model_b", NAMES, "softmax_layernorm"),
                               key="cmp_model_b")
             backend = backend_choice("cmp_backend2", with_target=True)
             jobs = (gallery_job(ma, backend=backend), gallery_job(mb, backend=backend))
+            link = {"mode": "models", "a": ma, "b": mb, "backend": backend}
         else:
             ua = st.file_uploader("Bundle A (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_a")
             ub = st.file_uploader("Bundle B (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_b")
             if st.button("Open both", type="primary", key="cmp_open", width="stretch", disabled=not (ua and ub)):
                 a, b = _load_upload(ua), _load_upload(ub)
                 if a is not None and b is not None:
-                    ss.cmp_pair, ss.cmp_sel = (a, b), {}
+                    ss.cmp_pair, ss.cmp_sel, ss.cmp_link = (a, b), {}, None  # uploads have no link
     except ExplorerError as e:
         st.error(e.one_line())
         jobs = None
@@ -115,8 +157,10 @@ with st.sidebar:
             a = compile_with_status(jobs[0], "Compiling A…")
             b = compile_with_status(jobs[1], "Compiling B…") if a is not None else None
             if a is not None and b is not None:
-                ss.cmp_pair, ss.cmp_sel = (a, b), {}
+                ss.cmp_pair, ss.cmp_sel, ss.cmp_link = (a, b), {}, link
 
+# the address bar names what is shown (a link to it reopens the same comparison)
+st.query_params.from_dict(ss.get("cmp_link") or {})
 pair = ss.get("cmp_pair")
 if not pair:
     st.title("Compare")

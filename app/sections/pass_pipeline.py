@@ -28,7 +28,10 @@ from analysis.graph import post_graph, pre_graph  # noqa: E402
 from analysis.hlo import parse_module  # noqa: E402
 from analysis.kernels import kernels as find_kernels  # noqa: E402
 from app import views  # noqa: E402
-from app.page_helpers import backend_choice, compile_with_status, gallery_job  # noqa: E402
+from app import runner  # noqa: E402
+from app.page_helpers import (  # noqa: E402
+    backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning,
+)
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="Pass pipeline · XLA Explorer", layout="wide")
@@ -93,15 +96,21 @@ def _first_fusion(log: list) -> int:
 
 # ----------------------------------------------------------------------------- sidebar
 
+# A link names the gallery model, the backend and the pass shown: ?model=softmax&backend=h200&step=3
+link_to_widgets("passes", {"model": ("pp_model", list(GALLERY), None),
+                           "backend": ("pp_backend", ["auto", "cpu", "gpu", runner.APP_GPU_TARGET], None),
+                           "step": ("pp_link_step", None, lambda v: int(v) if v.isdigit() else None)})
+
 with st.sidebar:
     st.markdown("## Pass pipeline")
+    link_warning("passes")
     cur = ss.get("bundle")
     have_current = cur is not None and bool(getattr(cur, "pass_log", None))
     sources = ["Gallery model"] + (["Current bundle"] if have_current else [])
     src = st.radio("Model", sources, key="pp_source")
     if src == "Gallery model":
         names = list(GALLERY)
-        model = st.selectbox("Gallery model", names, key="pp_model", index=names.index(DEFAULT_MODEL),
+        model = st.selectbox("Gallery model", names, key="pp_model", index=default_index("pp_model", names, DEFAULT_MODEL),
                              format_func=lambda n: f"{n} — {GALLERY[n].title.split(':')[0]}")
         backend = backend_choice("pp_backend", with_target=True)
         go_btn = st.button("Compile and record passes", type="primary", key="pp_compile", width="stretch")
@@ -112,6 +121,9 @@ with st.sidebar:
             if b is not None:
                 ss.pp_bundle, ss.pp_for = b, want
                 ss.pp_step = _first_fusion(b.pass_log or [])
+                linked = ss.pop("pp_link_step", None)  # a link's pass, once
+                if linked is not None and b.pass_log:
+                    ss.pp_step = min(linked, len(b.pass_log) - 1)
         elif ss.get("pp_for") != want:
             st.caption("Press the button to compile this choice.")
     else:
@@ -200,6 +212,13 @@ if s3.button("next ▶", key="pp_next", width="stretch", disabled=ss.pp_step >= 
 s2.slider("Pass", 0, max(n - 1, 1), key="pp_step", label_visibility="collapsed",
           help="Step through the passes", disabled=n < 2)
 i = min(ss.pp_step, n - 1)
+# the address bar names what is shown: a gallery compile's model, backend and pass (the bundle of
+# the main page has no link of its own here)
+pp_for = ss.get("pp_for")
+if isinstance(pp_for, tuple) and pp_for and pp_for[0] != "current":
+    st.query_params.from_dict({"model": pp_for[0], "backend": pp_for[1], "step": str(i)})
+else:
+    st.query_params.clear()
 e = log[i]
 prev = log[i - 1] if i > 0 else None
 

@@ -26,7 +26,7 @@ from analysis.summary import human_seconds  # noqa: E402
 from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
 from analysis.worker import Job  # noqa: E402
 from app import views  # noqa: E402
-from app.page_helpers import backend_choice, compile_with_status  # noqa: E402
+from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
 from sample_models import gallery  # noqa: E402
 
 st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
@@ -35,8 +35,15 @@ ss = st.session_state
 ENTRY = gallery()["shape_sweep"]
 PLAIN, BUCKET = "#D62728", "#2CA02C"
 
+# A link names the sweep of the gallery model: ?lengths=100..1000 step 100&buckets=256, 512, 1024&backend=cpu
+link_to_widgets("sweep", {"lengths": ("sw_lengths", None, None), "buckets": ("sw_buckets", None, None),
+                          "backend": ("sw_backend", ["auto", "cpu", "gpu"], None)})
+ss.setdefault("sw_lengths", "100..1000 step 100")
+ss.setdefault("sw_buckets", ", ".join(map(str, DEFAULT_BUCKETS)))
+
 with st.sidebar:
     st.markdown("## Shape sweep")
+    link_warning("sweep")
     src = st.radio("Model", ["shape_sweep (gallery)", "Paste code"], key="sw_source")
     if src == "Paste code":
         ss.setdefault("sw_code", ENTRY.source)
@@ -45,9 +52,9 @@ with st.sidebar:
     else:
         code = None
         st.caption(ENTRY.title)
-    lengths_text = st.text_input("Input lengths", "100..1000 step 100", key="sw_lengths",
+    lengths_text = st.text_input("Input lengths", key="sw_lengths",
                                  help="'100..1000 step 100', or a list: '100, 250, 300'")
-    buckets_text = st.text_input("Buckets (pad up to)", ", ".join(map(str, DEFAULT_BUCKETS)), key="sw_buckets",
+    buckets_text = st.text_input("Buckets (pad up to)", key="sw_buckets",
                                  help="Each length is padded with zeros to the smallest bucket that holds it.")
     backend = backend_choice("sw_backend")
     go_btn = st.button("Run the sweep", type="primary", key="sw_go", width="stretch")
@@ -66,6 +73,10 @@ with st.sidebar:
             b = compile_with_status(job, f"Compiling for {len(lengths)} lengths, then bucketed…")
             if b is not None:
                 ss.sw_bundle = b
+                # pasted code has no link here (the main page links pasted code)
+                ss.sw_link = None if code is not None else {"lengths": lengths_text, "buckets": buckets_text,
+                                                            "backend": backend}
+    st.query_params.from_dict(ss.get("sw_link") or {})
     st.caption("The sweep runs as a measurement job (alone), so the call times are not disturbed by other compiles.")
 
 b = ss.get("sw_bundle")
