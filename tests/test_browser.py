@@ -261,3 +261,16 @@ def test_h200_link_opens_the_gpu_compile_in_the_browser(server, browser):
     legend = _retry(page, lambda: _graph_frames(page)[1].locator("#legend").inner_text())
     assert "Triton" in legend and "Library call" in legend
     page.screenshot(path=os.path.join(OUT, "attention_h200.png"))
+
+
+def test_compare_link_puts_the_cpu_next_to_the_h200(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(server + "/Compare?mode=backends&model=mlp&a=cpu&b=h200")
+    page.wait_for_function("() => document.body.innerText.includes('Kernels matched')", timeout=180_000)
+    frames = _graph_frames(page)
+    assert len(frames) == 2
+    a_svg = _retry(page, lambda: _graph_frames(page)[0].locator("svg").inner_html())
+    b_svg = _retry(page, lambda: _graph_frames(page)[1].locator("svg").inner_html())
+    assert "YNNPACK" in a_svg and "Triton · tile" in b_svg
+    assert page.url.endswith("/Compare?mode=backends&model=mlp&a=cpu&b=h200")
+    page.screenshot(path=os.path.join(OUT, "compare_cpu_h200.png"))
