@@ -71,6 +71,9 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
 
         if over_peak_note(t):
             st.caption(over_peak_note(t))
+    elif (bundle.environment or {}).get("deviceless"):
+        st.caption("Not measured: compiled without its GPU, so there is nothing to run. Kernels, bytes and FLOPs "
+                   "come from the optimized HLO.")
     else:
         st.caption("Not measured: kernels, bytes and FLOPs from the optimized HLO. Turn on measuring to time them.")
 

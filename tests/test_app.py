@@ -203,6 +203,9 @@ def test_h200_backend_shows_the_recorded_gpu_compile(at):
     conv = [k for k in b.kernels if k.library == "cuDNN"]
     assert conv and _metric(at, "Library calls") == str(b.metrics["kernels_by_route"]["library"])
     assert any("compiled without one" in i.value and "no timings" in i.value for i in at.info)
+    # and the kernels tab does not ask for a measurement that cannot be made
+    captions = " ".join(c.value for c in at.caption)
+    assert "nothing to run" in captions and "Turn on measuring" not in captions
     # the address bar names the target, so the link reopens the same GPU compile
     assert at.query_params["backend"] == ["h200"] or at.query_params["backend"] == "h200"
 
