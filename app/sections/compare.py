@@ -124,9 +124,12 @@ with st.sidebar:
             link = {"mode": "options", "model": model, "backend": backend, "a": ss.cmp_preset_a,
                     "b": ss.cmp_preset_b}
             for side, key in (("a_opt", "cmp_free_a"), ("b_opt", "cmp_free_b")):
-                extra = [ln.strip() for ln in (ss.get(key) or "").splitlines() if ln.strip()]
-                if extra:
-                    link[side] = ";".join(permalink._escape(ln) for ln in extra)
+                from analysis.run import parse_options  # pure helper; does not import jax
+
+                extra = [ln.strip() for ln in (ss.get(key) or "").splitlines()
+                         if ln.strip() and not ln.strip().startswith("#")]
+                if extra:  # parsed already (by _options) without error
+                    link[side] = permalink.encode_options(parse_options(extra))
         elif mode == "One model, two backends":
             model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, DEFAULT_MODEL),
                                  key="cmp_model_be")
