@@ -148,9 +148,10 @@ def _summary_html(b: Bundle) -> str:
     cov = m.get("fusion_coverage")
     card("fusion coverage", f"{cov:.0%}" if cov is not None else "–", "of the ops ended inside a multi-op fusion")
     if "bytes_saved" in m:
-        card("memory traffic saved (est.)", human_bytes(m["bytes_saved"]),
+        added = m["bytes_saved"] < 0  # e.g. a split-K matmul writing partial sums
+        card(f"memory traffic {'added' if added else 'saved'} (est.)", human_bytes(abs(m["bytes_saved"])),
              f"{human_bytes(m.get('unfused_bytes'))} unfused → {human_bytes(m.get('fused_bytes'))} fused "
-             f"({m.get('bytes_saved_fraction', 0):.0%})")
+             f"({abs(m.get('bytes_saved_fraction', 0)):.0%} {'more' if added else 'less'})")
     by_route = m.get("kernels_by_route") or {}
     libs = library_calls(m)
     card("library calls", str(by_route.get("library", 0)), ", ".join(f"{k} {v}" for k, v in libs.items()) or "none")

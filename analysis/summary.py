@@ -62,8 +62,10 @@ def summary_text(b: Bundle) -> str:
         lines.append(f"  fusion coverage         : {m['fusion_coverage']:.0%} of ops ended inside a multi-op fusion")
     if "unfused_bytes" in m:
         lines.append(f"  memory traffic (est.)   : {human_bytes(m['unfused_bytes'])} unfused -> "
-                     f"{human_bytes(m['fused_bytes'])} fused, {human_bytes(m['bytes_saved'])} saved "
-                     f"({m['bytes_saved_fraction']:.0%})")
+                     f"{human_bytes(m['fused_bytes'])} fused, "
+                     + (f"{human_bytes(m['bytes_saved'])} saved ({m['bytes_saved_fraction']:.0%})"
+                        if m["bytes_saved"] >= 0 else
+                        f"{human_bytes(-m['bytes_saved'])} more ({-m['bytes_saved_fraction']:.0%})"))
     by_route = m.get("kernels_by_route", {})
     if by_route:
         parts = [f"{ROUTE_LABELS[r]} {by_route[r]}" for r in ROUTES if by_route.get(r)]

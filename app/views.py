@@ -37,8 +37,10 @@ def summary_strip(b: Bundle) -> None:
     cols[1].metric("Fusion coverage", f"{cov:.0%}" if cov is not None else "–",
                    help="Share of the ops that ended inside a kernel holding two or more ops.")
     saved = m.get("bytes_saved")
-    cols[2].metric("Memory traffic saved", human_bytes(saved) if saved is not None else "–",
-                   delta=f"-{m['bytes_saved_fraction']:.0%} bytes" if saved else None, delta_color="inverse",
+    added = saved is not None and saved < 0  # e.g. a split-K matmul writing partial sums
+    cols[2].metric("Memory traffic added" if added else "Memory traffic saved",
+                   human_bytes(abs(saved)) if saved is not None else "–",
+                   delta=f"{-m['bytes_saved_fraction']:+.0%} bytes" if saved else None, delta_color="inverse",
                    help="Estimated: every op reading and writing memory (unfused) versus every kernel doing so "
                         f"(fused): {human_bytes(m.get('unfused_bytes'))} → {human_bytes(m.get('fused_bytes'))}.")
     by_route = m.get("kernels_by_route", {})

@@ -236,3 +236,12 @@ def test_opening_an_h200_link():
 def test_a_cpu_lesson_links_to_the_same_model_on_the_h200(at):
     text = _markdown_text(at)
     assert "On a GPU:" in text and "(?model=mlp&backend=h200)" in text
+
+
+def test_traffic_added_by_the_h200_compile_is_not_shown_as_saved():
+    if _plugin_installed():
+        pytest.skip("with the CUDA plugin the link compiles live")
+    at = _run_with_link({"model": "mlp", "backend": "h200"})
+    m = {x.label: x for x in at.metric}
+    assert "Memory traffic added" in m and "Memory traffic saved" not in m
+    assert m["Memory traffic added"].delta.startswith("+") and "--" not in m["Memory traffic added"].delta

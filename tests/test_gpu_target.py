@@ -248,3 +248,16 @@ def test_the_all_reduce_of_a_tensor_parallel_mlp_is_a_collective_kernel():
     assert b.provenance.mapped_fraction >= 0.9
     dot = post_graph(b.module("hlo_after"), b.kernels).to_dot()
     assert 'id="k:all-reduce-start"' in dot
+
+
+def test_traffic_that_fusion_added_is_called_added(recorded):
+    # untuned split-K on the H200 makes mlp's kernels move more than its ops would unfused
+    from analysis.report import html_report
+    from analysis.summary import summary_text
+
+    b = recorded["mlp"]
+    assert b.metrics["bytes_saved"] < 0
+    text = summary_text(b)
+    assert " more (" in text and "saved" not in text.split("memory traffic")[1].splitlines()[0]
+    html = html_report(b)
+    assert "memory traffic added (est.)" in html and "--" not in html.split("memory traffic added")[1][:300]
