@@ -123,20 +123,21 @@ def test_transformer_block_select_fusion_details(server, browser):
     nav = page.get_by_test_id("stSidebarNav").inner_text()
     for title in ("Explorer", "Pass pipeline", "Compare", "Shape sweep"):
         assert title in nav
-    post = frames[1]
-    # the post graph is the transformer's: its parameters are there
-    post.wait_for_selector("g.node[id*='params__wqkv']", timeout=60_000)
+    # the post graph is the transformer's: its parameters are there (the frame may still be
+    # swapped by the run that replaces mlp's graphs, so look again until it holds)
+    _retry(page, lambda: _graph_frames(page)[1].wait_for_selector("g.node[id*='params__wqkv']", timeout=30_000),
+           tries=20)
     # both graphs really are Graphviz SVG with nodes
     assert _retry(page, lambda: _graph_frames(page)[0].locator("g.node").count()) > 20
     assert _retry(page, lambda: _graph_frames(page)[1].locator("g.node").count()) > 20
     # select a fusion: click an emitter fusion kernel node in the post-optimization graph
     # an XLA-emitter loop fusion: a cluster labelled "kLoop fusion"; click its kernel node
-    post = _graph_frames(page)[1]
-    cluster_id = post.evaluate("""() => [...document.querySelectorAll("g.cluster[id^='f:']")].find(
-        g => (g.textContent || '').includes('kLoop fusion')).id""")
+    cluster_id = _retry(page, lambda: _graph_frames(page)[1].evaluate(
+        """() => [...document.querySelectorAll("g.cluster[id^='f:']")].find(
+        g => (g.textContent || '').includes('kLoop fusion')).id"""))
     name = cluster_id.split(":", 1)[1]
     node_id = f"k:{name}"
-    post.locator(f"g.node[id='{node_id}']").dispatch_event("click")
+    _retry(page, lambda: _graph_frames(page)[1].locator(f"g.node[id='{node_id}']").dispatch_event("click"))
     page.wait_for_function(
         "(n) => document.body.innerText.includes('Selected: ' + n) && /Absorbed \\d+ op/.test(document.body.innerText)",
         arg=name, timeout=60_000)
@@ -208,10 +209,15 @@ def test_pasted_code_error_is_marked_in_the_editor(server, browser):
     text = err.first.inner_text()
     line = int(text.split("<pasted code>:")[1].split(":")[0])
     # the editor marks that line, and still holds what was typed
-    editor = _ace_frame(page)
-    editor.wait_for_selector(".ace_gutter-cell.ace_error", timeout=30_000)
-    assert editor.locator(".ace_gutter-cell.ace_error").first.inner_text().strip() == str(line)
-    assert "y = = 2" in editor.locator(".ace_content").first.inner_text()
+    def marked():  # the editor's frame may be redrawn by the run that shows the error
+        editor = _ace_frame(page)
+        editor.wait_for_selector(".ace_gutter-cell.ace_error", timeout=30_000)
+        return (editor.locator(".ace_gutter-cell.ace_error").first.inner_text().strip(),
+                editor.locator(".ace_content").first.inner_text())
+
+    gutter, content = _retry(page, marked)
+    assert gutter == str(line)
+    assert "y = = 2" in content
     # the graphs of the last good compile are still shown
     assert len(_graph_frames(page)) == 2
     page.screenshot(path=os.path.join(OUT, "pasted_code_error.png"))
