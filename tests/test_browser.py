@@ -86,6 +86,17 @@ def _graph_frames(page, n=2, timeout=180_000):
         page.wait_for_timeout(500)
 
 
+def _graph(page, title: str):
+    """The graph frame whose title starts with ``title`` ("before", "after", "A:", "B:"): the
+    order of ``page.frames`` is not the order on screen once Streamlit has replaced a frame."""
+    for f in _graph_frames(page):
+        if f.locator("#title").inner_text().startswith(title):
+            return f
+    from playwright.sync_api import Error
+
+    raise Error(f"no graph titled {title!r} yet")  # _retry looks again
+
+
 def _upload(page, path) -> None:
     """Choose a file in the sidebar's uploader, wait until it is uploaded, press Open."""
     page.locator("input[type=file]").set_input_files(str(path))
@@ -125,19 +136,19 @@ def test_transformer_block_select_fusion_details(server, browser):
         assert title in nav
     # the post graph is the transformer's: its parameters are there (the frame may still be
     # swapped by the run that replaces mlp's graphs, so look again until it holds)
-    _retry(page, lambda: _graph_frames(page)[1].wait_for_selector("g.node[id*='params__wqkv']", timeout=30_000),
+    _retry(page, lambda: _graph(page, "after").wait_for_selector("g.node[id*='params__wqkv']", timeout=30_000),
            tries=20)
     # both graphs really are Graphviz SVG with nodes
-    assert _retry(page, lambda: _graph_frames(page)[0].locator("g.node").count()) > 20
-    assert _retry(page, lambda: _graph_frames(page)[1].locator("g.node").count()) > 20
+    assert _retry(page, lambda: _graph(page, "before").locator("g.node").count()) > 20
+    assert _retry(page, lambda: _graph(page, "after").locator("g.node").count()) > 20
     # select a fusion: click an emitter fusion kernel node in the post-optimization graph
     # an XLA-emitter loop fusion: a cluster labelled "kLoop fusion"; click its kernel node
-    cluster_id = _retry(page, lambda: _graph_frames(page)[1].evaluate(
+    cluster_id = _retry(page, lambda: _graph(page, "after").evaluate(
         """() => [...document.querySelectorAll("g.cluster[id^='f:']")].find(
         g => (g.textContent || '').includes('kLoop fusion')).id"""))
     name = cluster_id.split(":", 1)[1]
     node_id = f"k:{name}"
-    _retry(page, lambda: _graph_frames(page)[1].locator(f"g.node[id='{node_id}']").dispatch_event("click"))
+    _retry(page, lambda: _graph(page, "after").locator(f"g.node[id='{node_id}']").dispatch_event("click"))
     page.wait_for_function(
         "(n) => document.body.innerText.includes('Selected: ' + n) && /Absorbed \\d+ op/.test(document.body.innerText)",
         arg=name, timeout=60_000)
@@ -159,7 +170,7 @@ def test_transformer_block_select_fusion_details(server, browser):
     page.wait_for_timeout(800)
     page.screenshot(path=os.path.join(OUT, "transformer_block_selected.png"))
     # the pre-optimization graph now highlights what the kernel absorbed (orange border)
-    pre_svg = _retry(page, lambda: _graph_frames(page)[0].locator("svg").inner_html())
+    pre_svg = _retry(page, lambda: _graph(page, "before").locator("svg").inner_html())
     assert "#ff7f0e" in pre_svg.lower()
 
 
@@ -261,10 +272,10 @@ def test_h200_link_opens_the_gpu_compile_in_the_browser(server, browser):
     assert len(frames) == 2
     body = page.locator("[data-testid='stMain']").first.inner_text()
     assert "NVIDIA H200" in body and "no timings" in body
-    post_svg = _retry(page, lambda: _graph_frames(page)[1].locator("svg").inner_html())
+    post_svg = _retry(page, lambda: _graph(page, "after").locator("svg").inner_html())
     assert "__cudnn$fmha" in post_svg and "Triton · tile" in post_svg
     # the legend overlay names the routes present: library (cuDNN) and Triton
-    legend = _retry(page, lambda: _graph_frames(page)[1].locator("#legend").inner_text())
+    legend = _retry(page, lambda: _graph(page, "after").locator("#legend").inner_text())
     assert "Triton" in legend and "Library call" in legend
     page.screenshot(path=os.path.join(OUT, "attention_h200.png"))
 
@@ -275,8 +286,8 @@ def test_compare_link_puts_the_cpu_next_to_the_h200(server, browser):
     page.wait_for_function("() => document.body.innerText.includes('Kernels matched')", timeout=180_000)
     frames = _graph_frames(page)
     assert len(frames) == 2
-    a_svg = _retry(page, lambda: _graph_frames(page)[0].locator("svg").inner_html())
-    b_svg = _retry(page, lambda: _graph_frames(page)[1].locator("svg").inner_html())
+    a_svg = _retry(page, lambda: _graph(page, "A:").locator("svg").inner_html())
+    b_svg = _retry(page, lambda: _graph(page, "B:").locator("svg").inner_html())
     assert "YNNPACK" in a_svg and "Triton · tile" in b_svg
     assert page.url.endswith("/Compare?mode=backends&model=mlp&a=cpu&b=h200")
     page.screenshot(path=os.path.join(OUT, "compare_cpu_h200.png"))
