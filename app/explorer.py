@@ -219,7 +219,7 @@ with st.sidebar:
             else:
                 job.backend = backend
                 job.compiler_options = opts
-                job.measure = measure and not on_target
+                job.measure = measure
                 job.compare_fusion = compare
                 compile_job(job)
     if ss.error:
@@ -277,7 +277,7 @@ st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight
             f"{device_label(env)} · {env.get('backend', '')}"
             + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
 if env.get("deviceless"):
-    st.info(f"XLA:GPU's real program for an {device_label(env).split(' (')[0]}, compiled without one"
+    st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
             + (f" (recorded {b.created[:10]})" if b.__dict__.get("_recorded") else "")
             + ": untuned and never run, so no timings.", icon=":material/memory:")
 desc = b.source.get("description")
@@ -435,7 +435,8 @@ with tab_s:
 # ----------------------------------------------------------------------------- share & export
 
 st.markdown("#### Share and export")
-link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"), "options": b.options.get("compiler_options") or {},
+link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"),
+              "options": b.options.get("compiler_options") or {},
               "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
               "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
 kind = b.source.get("kind")
