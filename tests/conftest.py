@@ -40,3 +40,13 @@ def source_bundle():
         return cache[source]
 
     return get
+
+
+@pytest.fixture
+def address_bar():
+    """``address_bar(at)`` -> an AppTest's query parameters as plain strings (AppTest may hold
+    each value as a one-item list)."""
+    def read(at) -> dict[str, str]:
+        return {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+    return read

@@ -148,7 +148,7 @@ def test_page_compares_triton_with_cublas_on_the_h200_target():
     assert "Default, Fusion disabled, Triton GEMM off" in errors, errors
 
 
-def test_a_link_reopens_the_same_comparison():
+def test_a_link_reopens_the_same_comparison(address_bar):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(PAGE, default_timeout=240)
@@ -160,7 +160,7 @@ def test_a_link_reopens_the_same_comparison():
     assert (a.title, a.platform, b.title, b.environment.get("gpu_target")) == ("softmax", "cpu", "softmax", "h200")
     assert at.radio(key="cmp_mode").value == "One model, two backends"
     # the page keeps the address bar on what it shows
-    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    shown = address_bar(at)
     assert shown == {"mode": "backends", "model": "softmax", "a": "cpu", "b": "h200"}
 
     # option sets, with free options; and a value that is no choice is named, not obeyed

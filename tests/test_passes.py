@@ -147,7 +147,7 @@ def test_pass_pipeline_page_on_the_h200_target():
     assert "pass log" in errors and "transformer_block" in errors
 
 
-def test_a_link_reopens_the_same_pass():
+def test_a_link_reopens_the_same_pass(address_bar):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(PAGE, default_timeout=240)
@@ -157,11 +157,11 @@ def test_a_link_reopens_the_same_pass():
     assert not at.exception, at.exception
     b = at.session_state["pp_bundle"]
     assert b.title == "softmax" and at.slider(key="pp_step").value == 2
-    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    shown = address_bar(at)
     assert shown == {"model": "softmax", "backend": "cpu", "step": "2"}
     # stepping on moves the link with it
     at.button(key="pp_next").click().run()
-    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    shown = address_bar(at)
     assert shown["step"] == "3"
     # a model that is not in the gallery is named, and the default opens instead
     at = AppTest.from_file(PAGE, default_timeout=240)

@@ -92,7 +92,7 @@ def test_page_plots_both_runs():
     assert at.session_state["sw_bundle"] is not None  # the last sweep stays on screen
 
 
-def test_a_link_reruns_the_same_sweep():
+def test_a_link_reruns_the_same_sweep(address_bar):
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(PAGE, default_timeout=240)
@@ -101,5 +101,5 @@ def test_a_link_reruns_the_same_sweep():
     at.run()
     assert not at.exception, at.exception
     assert {m.label: m.value for m in at.metric}["Executables"] == "2 → 1"
-    shown = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    shown = address_bar(at)
     assert shown == {"lengths": "100, 300", "buckets": "512", "backend": "cpu"}
