@@ -1,6 +1,6 @@
 """The Bundle: everything a view shows about one compile, as versioned JSON.
 
-Produced by the worker that has JAX (``analysis.run``), or from a plain HLO text
+Produced by the worker that has JAX (``analysis.compile.lower``), or from a plain HLO text
 (``bundle_from_hlo``); consumed by the app, the CLI and the report, which need no JAX.
 The schema is documented in ``docs/bundle.md``.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, Module, parse_module
-from analysis.shape import ShapeParseError
+from analysis.hlo.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
 from analysis.provenance import Provenance, map_provenance

@@ -80,9 +80,9 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
     if sandbox and model.endswith(".py"):
-        from analysis.jobs import compile_job
-        from analysis.sandbox import sandbox_status
-        from analysis.worker import Job
+        from analysis.service.queue import compile_job
+        from analysis.service.sandbox import sandbox_status
+        from analysis.service.worker import Job
 
         isolated, reason = sandbox_status()
         if not isolated:
@@ -91,7 +91,7 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
                                name=os.path.basename(model)[:-3], backend=backend, compiler_options=options or {},
                                gpu_target=gpu_target),
                            session="cli", progress=progress)
-    from analysis.run import analyze_model
+    from analysis.compile.lower import analyze_model
     return analyze_model(model, backend, options, progress, gpu_target=gpu_target)
 
 
@@ -104,8 +104,8 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_analyze(args) -> int:
-    from analysis.run import parse_options
-    from analysis.summary import summary_text
+    from analysis.compile.lower import parse_options
+    from analysis.render.summary import summary_text
 
     options = parse_options(args.option)
     measure = getattr(args, "measure", False)
@@ -117,7 +117,7 @@ def _cmd_analyze(args) -> int:
                                        "measured (leave out --measure; --compare-fusion still compares kernels and bytes)")
     if args.sandbox and args.model.endswith(".py") and (measure or compare):
         # Measuring needs the compiled program, which lives in the worker: measure there.
-        from analysis.worker import Job, run_job
+        from analysis.service.worker import Job, run_job
         bundle = run_job(Job(source=_read_text(args.model), filename=os.path.abspath(args.model),
                              name=os.path.basename(args.model)[:-3], kind="file", backend=args.backend,
                              compiler_options=options, measure=measure, iterations=args.iters,
@@ -129,7 +129,7 @@ def _cmd_analyze(args) -> int:
                           module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
                           gpu_target=args.gpu_target)
     if measure or compare:
-        from analysis import timings
+        from analysis.compile import measure as timings
         if measure:
             if args.verbose:
                 print("[measure]", file=sys.stderr)
@@ -152,7 +152,7 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from analysis.report import graph_exports, html_report
+    from analysis.render.report import graph_exports, html_report
 
     say = lambda msg: print(f"xla-explorer: {msg}", file=sys.stderr)  # noqa: E731
     for target in filter(None, (args.html, args.svg_dir and os.path.join(args.svg_dir, "x"))):
@@ -161,7 +161,7 @@ def _cmd_report(args) -> int:
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = None
     if args.option:
-        from analysis.run import parse_options
+        from analysis.compile.lower import parse_options
 
         options = parse_options(args.option)
     bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target)
@@ -192,7 +192,7 @@ def _cmd_passes(args) -> int:
 
     options = None
     if args.option:
-        from analysis.run import parse_options
+        from analysis.compile.lower import parse_options
 
         options = parse_options(args.option)
     model = args.model
@@ -203,7 +203,7 @@ def _cmd_passes(args) -> int:
             raise ExplorerError("load", "this input has no pass log (compile a model, or zip a dump made with "
                                         "xla_dump_hlo_pass_re=.*)", model)
     else:
-        from analysis.worker import Job, execute
+        from analysis.service.worker import Job, execute
 
         if not os.path.exists(model) and (model.endswith(".py") or os.sep in model):
             raise ExplorerError("load", "no such file", model)
@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     compiling.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     compiling.add_argument("--module", help="for a dump zip: the module (name or id) to use")
-    from analysis.gpu_targets import GPU_TARGETS
+    from analysis.devices import GPU_TARGETS
 
     compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
                            help="compile for this GPU without one (compile only, no autotuning; "

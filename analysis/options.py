@@ -1,7 +1,7 @@
 """Compiler-option presets the UI and CLI offer, per backend.
 
 "Fusion disabled" turns off the backend's fusion passes (``FUSION_PASSES``), the same list
-the fusion comparison in ``analysis.timings`` uses.
+the fusion comparison in ``analysis.compile.measure`` uses.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ The state is a plain dict (keys absent or None when unset):
 | key | meaning | query parameter |
 |---|---|---|
 | ``model`` | a gallery model name | ``model=mlp`` |
-| ``code`` | short id of pasted code (``analysis.store.Store.put_code``) | ``code=k3j5q2xa`` |
+| ``code`` | short id of pasted code (``analysis.service.store.Store.put_code``) | ``code=k3j5q2xa`` |
 | ``backend`` | ``auto``, ``cpu`` or ``gpu`` | ``backend=cpu`` |
 | ``options`` | XLA compiler options ``{KEY: value}`` | ``opt=KEY=VALUE;KEY=VALUE`` |
 | ``view`` | the tab below the graphs (``VIEWS``) | ``view=kernels`` |
@@ -180,7 +180,7 @@ def params_to_state(params, gallery_names=None) -> dict:
 
     opt = get("opt")
     if opt:
-        from analysis.run import parse_options  # pure helper: importing analysis.run imports no JAX
+        from analysis.compile.lower import parse_options  # pure helper: importing analysis.compile.lower imports no JAX
 
         for item in _split_options(opt):
             key, sep, _ = item.partition("=")
@@ -231,7 +231,7 @@ def selection(state: dict) -> dict:
 
 
 def resolve_code(state: dict, store) -> str | None:
-    """The pasted code a state's ``code`` id names, from ``store`` (``analysis.store.Store``);
+    """The pasted code a state's ``code`` id names, from ``store`` (``analysis.service.store.Store``);
     None (with a message appended to ``state["errors"]``) when the store does not have it or
     cannot be read."""
     cid = state.get("code")

@@ -22,7 +22,7 @@ from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # 
 from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options  # noqa: E402
-from analysis.worker import Job  # noqa: E402
+from analysis.service.worker import Job  # noqa: E402
 from app import runner, views  # noqa: E402
 from app.page_helpers import presets_for  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
@@ -52,7 +52,7 @@ if "link_applied" not in ss:
     ss.link_job = None
     if state.get("code"):
         try:
-            from analysis.store import default_store
+            from analysis.service.store import default_store
 
             src = permalink.resolve_code(state, default_store())
         except ExplorerError as e:
@@ -76,7 +76,7 @@ if "link_applied" not in ss:
 
 
 def _parse_free_options(text: str) -> dict:
-    from analysis.run import parse_options  # pure helper; importing run does not import jax
+    from analysis.compile.lower import parse_options  # pure helper; importing run does not import jax
 
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.strip().startswith("#")]
     return parse_options(lines)
@@ -445,7 +445,7 @@ if kind == "gallery":
 elif kind == "code" and b.source.get("code"):
     if ss.get("code_id_for") != b.source["code"]:
         try:
-            from analysis.store import default_store
+            from analysis.service.store import default_store
 
             ss.code_id = default_store().put_code(b.source["code"])
             ss.code_id_for = b.source["code"]
@@ -454,7 +454,7 @@ elif kind == "code" and b.source.get("code"):
             st.caption(f"Pasted code cannot be linked: {e.one_line()}")
     link_state["code"] = ss.get("code_id")
 from analysis import permalink  # noqa: E402
-from analysis import report  # noqa: E402
+from analysis.render import report  # noqa: E402
 
 linkable = bool(link_state.get("model") or link_state.get("code"))
 if linkable:

@@ -1,15 +1,15 @@
-"""Kernels & timings in the app: the table and the charts of ``analysis.charts`` drawn with
+"""Kernels & timings in the app: the table and the charts of ``analysis.render.charts`` drawn with
 Streamlit. ``render_kernels_view`` returns the name of a kernel the user picked (table row or
 chart point), so the caller can highlight it in the graph."""
 
 from __future__ import annotations
 
 from analysis.bundle import Bundle
-from analysis.charts import (  # noqa: F401 - re-exported for callers of the view
+from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
     _label, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
-from analysis.summary import human_bytes, human_seconds  # noqa: F401
+from analysis.render.summary import human_bytes, human_seconds  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- Streamlit
@@ -67,7 +67,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             fl = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             st.caption(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
                        f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
-        from analysis.timings import over_peak_note
+        from analysis.compile.measure import over_peak_note
 
         if over_peak_note(t):
             st.caption(over_peak_note(t))
@@ -126,7 +126,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             else:
                 st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}")
 
-    from analysis.timings import trace_bytes
+    from analysis.compile.measure import trace_bytes
 
     raw = trace_bytes(t) if t else None
     if raw:

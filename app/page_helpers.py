@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from analysis.errors import ExplorerError
-from analysis.worker import Job
+from analysis.service.worker import Job
 from app import runner
 
 PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",

@@ -1,5 +1,5 @@
 """How the app gets a Bundle: every compile goes to a worker process through the job queue
-(``analysis.jobs``: sandbox, limits, cache). The app's own process never imports JAX."""
+(``analysis.service.queue``: sandbox, limits, cache). The app's own process never imports JAX."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from typing import Callable
 
 from analysis.bundle import Bundle
-from analysis.worker import Job
+from analysis.service.worker import Job
 
 
 # The GPU target the app offers as a backend: XLA's GPU compiler for this device, without one.
@@ -23,9 +23,9 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
         if not cuda_plugin_present():
             return recorded_target_bundle(job)
     try:
-        from analysis.jobs import compile_job
+        from analysis.service.queue import compile_job
     except ImportError:  # the queue is optional for the viewer; fall back to a plain worker
-        from analysis.worker import run_job
+        from analysis.service.worker import run_job
 
         return run_job(job, progress=progress)
     return compile_job(job, session=session, progress=progress)
@@ -80,7 +80,7 @@ def recorded_target_bundle(job: Job) -> Bundle:
 
 def sandbox_state() -> tuple[bool, str]:
     try:
-        from analysis.sandbox import sandbox_status
+        from analysis.service.sandbox import sandbox_status
     except ImportError:
         return False, "the sandbox module is not installed"
     return sandbox_status()

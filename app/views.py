@@ -14,10 +14,10 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
-from analysis.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
+from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
-from analysis.summary import human_bytes, human_seconds, library_calls
+from analysis.render.summary import human_bytes, human_seconds, library_calls
 
 _COMPONENT = components.declare_component(
     "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))

@@ -30,8 +30,8 @@ def bare_compile(loaded):
 
 
 def ours(loaded):
-    from analysis.graph import post_graph, pre_graph, render_svgs
-    from analysis.run import compile_to_bundle
+    from analysis.render.graph import post_graph, pre_graph, render_svgs
+    from analysis.compile.lower import compile_to_bundle
 
     b = compile_to_bundle(loaded, "cpu")
     # as the app does: both sides laid out by Graphviz at once
@@ -41,7 +41,7 @@ def ours(loaded):
 def main() -> None:
     model = sys.argv[1] if len(sys.argv) > 1 else "transformer_block"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    from analysis.run import load_gallery
+    from analysis.compile.lower import load_gallery
 
     loaded = load_gallery(model)
     bare_compile(loaded)  # warm JAX itself (imports, backend) for both
@@ -64,11 +64,11 @@ def main() -> None:
     # through a process, as the app does
     bare_cmd = [sys.executable, "-c",
                 "import sys; sys.path.insert(0, %r)\n"
-                "from analysis.run import load_gallery\nimport jax\n"
+                "from analysis.compile.lower import load_gallery\nimport jax\n"
                 "m = load_gallery(%r)\njax.jit(m.model).lower(*m.inputs).compile()" % (ROOT, model)]
     w_bare, w_ours = [], []
-    from analysis.graph import post_graph, pre_graph, render_svgs
-    from analysis.worker import Job, run_job
+    from analysis.render.graph import post_graph, pre_graph, render_svgs
+    from analysis.service.worker import Job, run_job
 
     for _ in range(max(2, n // 2)):
         t0 = time.perf_counter()

@@ -5,7 +5,7 @@
 OUT_DIR defaults to $OUT, else benchmarks/out/gpu_check. Writes there:
 
 - ``<model>.bundle.json``: the measured bundle (timings + fusion_comparison), viewable anywhere;
-- ``fusion_passes.json``: which of ``analysis.timings.FUSION_PASSES['gpu']`` ran and changed
+- ``fusion_passes.json``: which of ``analysis.compile.measure.FUSION_PASSES['gpu']`` ran and changed
   the module in a real pass dump, and every pass name with "fusion" in it (to correct the list);
 - ``report.json`` and ``report.txt``: the checks below, per model.
 
@@ -64,7 +64,8 @@ def pass_dump(out_dir: str) -> dict:
 
     import jax
 
-    from analysis import run, timings
+    from analysis.compile import lower as run
+    from analysis.compile import measure as timings
 
     loaded = run.load_gallery("mlp")
     with tempfile.TemporaryDirectory() as d:
@@ -106,7 +107,8 @@ def _versus_recorded(b, name: str) -> dict | None:
 
 
 def check_model(name: str, iters: int, out_dir: str) -> dict:
-    from analysis import run, timings
+    from analysis.compile import lower as run
+    from analysis.compile import measure as timings
 
     t0 = time.perf_counter()
     loaded = run.load_gallery(name)

@@ -20,10 +20,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.jobs import JobQueue, compile_job  # noqa: E402
-from analysis.sandbox import Limits, sandbox_status  # noqa: E402
-from analysis.store import Store  # noqa: E402
-from analysis.worker import Job  # noqa: E402
+from analysis.service.queue import JobQueue, compile_job  # noqa: E402
+from analysis.service.sandbox import Limits, sandbox_status  # noqa: E402
+from analysis.service.store import Store  # noqa: E402
+from analysis.service.worker import Job  # noqa: E402
 
 PASTED = """
 import jax.numpy as jnp

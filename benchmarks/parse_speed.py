@@ -120,7 +120,7 @@ def main() -> None:
 
     def fresh_parse(t):
         # lru caches (shape texts) would otherwise make later repeats of "touch" artificially cheap
-        from analysis import hlo as _h
+        from analysis.hlo import parser as _h
         _h._cached_shape.cache_clear()
         return parse_and_touch(t)
 

@@ -3,7 +3,7 @@
     JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python scripts/record_gpu_target.py [--target h200] [OUT_DIR]
 
 Needs JAX's CUDA plugin (``pip install -e '.[cuda]'``, in this venv or another one), no GPU.
-XLA's GPU compiler is given a description of the target (``analysis.gpu_targets``) instead of a
+XLA's GPU compiler is given a description of the target (``analysis.devices``) instead of a
 device, so what comes out is the real optimized GPU module for that device, chosen without
 autotuning; nothing is run, so the bundles carry no timings (``environment["deviceless"]``).
 
@@ -47,7 +47,7 @@ def pass_names(target: str, model: str) -> dict:
     import jax
     from jax.sharding import SingleDeviceSharding
 
-    from analysis import run
+    from analysis.compile import lower as run
     from analysis.passes import pass_log_from_dir
 
     loaded = run.load_gallery(model)
@@ -73,7 +73,7 @@ def tensor_parallel(target: str, out: str) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from analysis.gpu_targets import target_config
+    from analysis.devices import target_config
 
     topo = topologies.get_topology_desc(platform="cuda", target_config=target_config(target), topology="1x1x2")
     mesh = topologies.make_mesh(topo, (2,), ("x",))
@@ -93,7 +93,7 @@ def tensor_parallel(target: str, out: str) -> None:
 
 
 def main(argv=None) -> int:
-    from analysis.gpu_targets import GPU_TARGETS
+    from analysis.devices import GPU_TARGETS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", help="default: sample_models/recorded/<target>")
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
 
     from analysis.errors import ExplorerError
     from analysis.options import presets
-    from analysis.worker import Job, execute
+    from analysis.service.worker import Job, execute
     from sample_models import gallery
 
     os.makedirs(a.out, exist_ok=True)

@@ -12,7 +12,7 @@ def gallery_bundle():
     """``gallery_bundle(name, **compiler_options)`` -> the Bundle of that gallery model compiled
     on CPU, cached for the session."""
     pytest.importorskip("jax")
-    from analysis.run import analyze_model
+    from analysis.compile.lower import analyze_model
 
     cache: dict = {}
 
@@ -30,7 +30,7 @@ def source_bundle():
     """``source_bundle(source, name)`` -> the Bundle of a model given as source text (as if
     pasted), compiled on CPU once per session."""
     pytest.importorskip("jax")
-    from analysis.run import compile_to_bundle, load_source
+    from analysis.compile.lower import compile_to_bundle, load_source
 
     cache: dict = {}
 

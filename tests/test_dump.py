@@ -112,7 +112,7 @@ def test_large_pass_logs_keep_only_the_names(real_dump, monkeypatch):
 
 
 def test_report_of_a_dump_bundle(real_dump):
-    from analysis.report import html_report
+    from analysis.render.report import html_report
 
     b = bundles_from_dump_zip(real_dump[1], "dump.zip")[0]
     page = html_report(b)

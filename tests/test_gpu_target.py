@@ -17,7 +17,7 @@ import os
 import pytest
 
 from analysis.bundle import Bundle, analyze, device_label
-from analysis.graph import post_graph, pre_graph
+from analysis.render.graph import post_graph, pre_graph
 from analysis.kernels import TRITON_KINDS
 from analysis.options import FUSION_PASSES
 from sample_models import gallery
@@ -163,8 +163,8 @@ def test_graphs_show_library_and_triton_routes(recorded):
 
 
 def test_triton_kernels_are_not_counted_as_library_calls(recorded):
-    from analysis.report import html_report
-    from analysis.summary import summary_text
+    from analysis.render.report import html_report
+    from analysis.render.summary import summary_text
 
     tb = summary_text(recorded["transformer_block"])
     assert "Triton 9" in tb and "library calls" not in tb  # 9 Triton kernels, no library call
@@ -252,8 +252,8 @@ def test_the_all_reduce_of_a_tensor_parallel_mlp_is_a_collective_kernel():
 
 def test_traffic_that_fusion_added_is_called_added(recorded):
     # untuned split-K on the H200 makes mlp's kernels move more than its ops would unfused
-    from analysis.report import html_report
-    from analysis.summary import summary_text
+    from analysis.render.report import html_report
+    from analysis.render.summary import summary_text
 
     b = recorded["mlp"]
     assert b.metrics["bytes_saved"] < 0

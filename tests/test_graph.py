@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.dom.minidom
 
-from analysis.graph import (HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES, post_graph, pre_graph, render_svg,
+from analysis.render.graph import (HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES, post_graph, pre_graph, render_svg,
                             layout_is_default, scope_of)
 from analysis.hlo import parse_module
 from analysis.kernels import ROUTE_COLORS, kernels

@@ -29,7 +29,7 @@ _hlo = pytest.importorskip("jaxlib._hlo")
 from jax import lax  # noqa: E402
 
 from analysis.hlo import parse_module  # noqa: E402
-from analysis.shape import parse_shape  # noqa: E402
+from analysis.hlo.shape import parse_shape  # noqa: E402
 
 # ----------------------------------------------------------------------------- opcode spelling
 

@@ -1,4 +1,4 @@
-"""analysis.hlo on small HLO snippets written here, one per feature of the text format.
+"""analysis.hlo.parser on small HLO snippets written here, one per feature of the text format.
 
 Every well-formed snippet is also handed to XLA's own parser (``jaxlib._hlo.hlo_module_from_text``)
 when jaxlib is installed, so the snippets are known to be real HLO, and the instruction names,
@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from analysis import hlo as hlo_mod
+from analysis.hlo import parser as hlo_mod
 from analysis.hlo import HloParseError, parse_module
 
 try:  # the oracle is optional: the parser itself never needs jax

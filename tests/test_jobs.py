@@ -12,13 +12,14 @@ import time
 
 import pytest
 
-from analysis import jobs, sandbox
+from analysis.service import queue as jobs
+from analysis.service import sandbox
 from analysis.bundle import bundle_from_hlo
 from analysis.errors import ExplorerError
-from analysis.jobs import JobQueue, compile_job
-from analysis.sandbox import Limits
-from analysis.store import Store
-from analysis.worker import Job
+from analysis.service.queue import JobQueue, compile_job
+from analysis.service.sandbox import Limits
+from analysis.service.store import Store
+from analysis.service.worker import Job
 
 HLO = """HloModule tiny, is_scheduled=true
 

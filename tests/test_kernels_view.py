@@ -16,7 +16,8 @@ def measured_json(tmp_path_factory):
     pytest.importorskip("jax")
     mp = pytest.MonkeyPatch()
     mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("data")))
-    from analysis import run, timings
+    from analysis.compile import lower as run
+    from analysis.compile import measure as timings
 
     loaded = run.load_gallery("mlp")
     b = run.compile_to_bundle(loaded, "cpu")
@@ -134,7 +135,7 @@ def test_render_unmeasured(bundle):
 
 
 def test_the_kernel_selected_in_the_graph_is_outlined_in_the_charts(bundle):
-    from analysis.charts import SELECTED, roofline_figure, top_kernels_figure
+    from analysis.render.charts import SELECTED, roofline_figure, top_kernels_figure
 
     name = max(bundle.timings["kernels"].values(), key=lambda r: r["median_s"])["name"]
     fig = top_kernels_figure(bundle, selected=name)

@@ -9,12 +9,12 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-VIEWER = ["app.views", "app.kernels_view", "app.runner", "app.page_helpers", "analysis.report", "analysis.dump",
-          "analysis.permalink", "analysis.passes", "analysis.compare", "analysis.graph", "analysis.charts",
-          "analysis.jobs", "analysis.store", "analysis.sandbox", "analysis.worker", "analysis.bundle",
-          "analysis.cli", "analysis.summary", "sample_models", "sample_models.lessons",
+VIEWER = ["app.views", "app.kernels_view", "app.runner", "app.page_helpers", "analysis.render.report", "analysis.dump",
+          "analysis.permalink", "analysis.passes", "analysis.compare", "analysis.render.graph", "analysis.render.charts",
+          "analysis.service.queue", "analysis.service.store", "analysis.service.sandbox", "analysis.service.worker", "analysis.bundle",
+          "analysis.cli", "analysis.render.summary", "sample_models", "sample_models.lessons",
           # these import JAX only inside the functions that run a compile
-          "analysis.run", "analysis.timings", "analysis.sweep"]
+          "analysis.compile.lower", "analysis.compile.measure", "analysis.compile.sweep"]
 ANALYSIS = [m for m in VIEWER if m.startswith("analysis.")]
 
 
@@ -39,5 +39,5 @@ def test_analysis_does_not_import_streamlit():
 
 
 def test_the_parser_is_pure_python():
-    loaded = _loaded_after_import(["analysis.hlo", "analysis.shape"])
+    loaded = _loaded_after_import(["analysis.hlo.parser", "analysis.hlo.shape"])
     assert not loaded & {"jax", "jaxlib", "numpy", "streamlit", "plotly"}

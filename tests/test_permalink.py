@@ -94,7 +94,7 @@ def test_selection():
 
 
 def test_code_ids_from_the_store(tmp_path):
-    from analysis.store import Store
+    from analysis.service.store import Store
 
     store = Store(str(tmp_path / "s.sqlite"))
     cid = store.put_code("def model(x):\n    return x\n")

@@ -14,8 +14,8 @@ import xml.dom.minidom
 import pytest
 
 from analysis.bundle import Bundle, bundle_from_hlo
-from analysis.report import exports, graph_exports, html_report
-from analysis.summary import human_bytes
+from analysis.render.report import exports, graph_exports, html_report
+from analysis.render.summary import human_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "test-output", "report")
@@ -32,8 +32,8 @@ def tb(gallery_bundle):
 def measured(tmp_path_factory):
     """mlp compiled, measured and compared with fusion off (its own copy: it is modified)."""
     pytest.importorskip("jax")
-    from analysis import timings
-    from analysis.run import analyze_model
+    from analysis.compile import measure as timings
+    from analysis.compile.lower import analyze_model
 
     b = analyze_model("mlp", "cpu")
     timings.measure_bundle(b, iterations=5)

@@ -1,4 +1,4 @@
-"""Loading and compiling user code (analysis.run): each failure is an ExplorerError with the
+"""Loading and compiling user code (analysis.compile.lower): each failure is an ExplorerError with the
 phase it happened in and, where the user's code is at fault, the line in that code."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("jax")
 
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.run import compile_to_bundle, load_source, parse_options, select_device  # noqa: E402
+from analysis.compile.lower import compile_to_bundle, load_source, parse_options, select_device  # noqa: E402
 
 INPUTS = "\ndef example_inputs():\n    return (jnp.ones((3, 4)), jnp.ones((5, 6)))\n"
 

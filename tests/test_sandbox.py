@@ -17,10 +17,10 @@ import uuid
 
 import pytest
 
-from analysis import sandbox
+from analysis.service import sandbox
 from analysis.errors import ExplorerError
-from analysis.sandbox import Limits
-from analysis.worker import Job, run_job
+from analysis.service.sandbox import Limits
+from analysis.service.worker import Job, run_job
 
 ISOLATED, WHY = sandbox.sandbox_status()
 needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")

@@ -1,11 +1,11 @@
-"""analysis.shape: HLO shape strings -> Shape, sizes, layouts in words, errors."""
+"""analysis.hlo.shape: HLO shape strings -> Shape, sizes, layouts in words, errors."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from analysis.shape import ELEMENT_BITS, Layout, Shape, ShapeParseError, parse_shape
+from analysis.hlo.shape import ELEMENT_BITS, Layout, Shape, ShapeParseError, parse_shape
 
 
 @pytest.mark.parametrize("text", [

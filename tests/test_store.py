@@ -12,7 +12,7 @@ import pytest
 
 from analysis.bundle import Bundle, bundle_from_hlo
 from analysis.errors import ExplorerError
-from analysis.store import Store, content_key
+from analysis.service.store import Store, content_key
 
 HLO = """HloModule tiny, is_scheduled=true
 

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from analysis import run, timings  # noqa: E402
+from analysis.compile import lower as run
+from analysis.compile import measure as timings  # noqa: E402
 from analysis.bundle import Bundle  # noqa: E402
 
 LOOP_MODEL = '''"""Loop: a fori_loop and a cond."""
@@ -239,7 +240,7 @@ def test_cli_measure_and_compare(tmp_path, capsys):
 
 
 def test_over_peak_is_explained_only_when_it_happens():
-    from analysis.timings import over_peak_note
+    from analysis.compile.measure import over_peak_note
 
     under = {"kernels": {"a": {"name": "a", "pct_of_peak": 40.0}, "b": {"name": "b", "pct_of_peak": None}}}
     assert over_peak_note(under) is None and over_peak_note(None) is None

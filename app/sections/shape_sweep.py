@@ -1,6 +1,6 @@
 """Shape specialization: every new input shape is a new compile; bucketing bounds them.
 
-A sweep job (``analysis.sweep``, run in the worker) calls a jitted model once per input length
+A sweep job (``analysis.compile.sweep``, run in the worker) calls a jitted model once per input length
 and records the first call's trace/lower/compile time, a cached call's time and how many
 executables the jitted function holds; then the same with the inputs zero-padded to a few
 bucket sizes. The page plots both runs.
@@ -22,9 +22,9 @@ from plotly.subplots import make_subplots  # noqa: E402
 
 from analysis.bundle import device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.summary import human_seconds  # noqa: E402
-from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
-from analysis.worker import Job  # noqa: E402
+from analysis.render.summary import human_seconds  # noqa: E402
+from analysis.compile.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
+from analysis.service.worker import Job  # noqa: E402
 from app import views  # noqa: E402
 from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
 from sample_models import gallery  # noqa: E402

@@ -10,7 +10,7 @@ with line anchors (``#L12``) that the kernel table links to, and the stage texts
 ``graph_exports(bundle)`` and ``exports(bundle)`` give the same pieces as files
 (``{file name: (mime type, bytes)}``) for download buttons and the CLI.
 
-Reads a Bundle only: no JAX, no Streamlit. The charts are ``analysis.charts``' (the same the
+Reads a Bundle only: no JAX, no Streamlit. The charts are ``analysis.render.charts``' (the same the
 app draws); without plotly the report simply has no charts.
 """
 
@@ -23,7 +23,7 @@ import re
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
-from analysis.summary import human_bytes, human_flops, human_seconds, library_calls
+from analysis.render.summary import human_bytes, human_flops, human_seconds, library_calls
 
 MAX_STAGE_CHARS = 1_000_000  # longer stage texts are cut in the report (the bundle keeps them)
 MAX_EMBEDDED_BUNDLE = 8 * 2 ** 20  # embed the bundle JSON (for "download") up to this size
@@ -53,7 +53,7 @@ def _script_json(obj) -> str:
 def graph_specs(bundle: Bundle):
     """(pre GraphSpec or None, post GraphSpec or None), as the app draws them with nothing
     selected."""
-    from analysis.graph import post_graph, pre_graph
+    from analysis.render.graph import post_graph, pre_graph
 
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
     timed = (bundle.timings or {}).get("kernels") or None
@@ -73,7 +73,7 @@ def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
         dot = spec.to_dot()
         out[f"{slug}.{side}.dot"] = ("text/vnd.graphviz", dot.encode())
         try:
-            from analysis.graph import render_svg
+            from analysis.render.graph import render_svg
 
             svg = render_svg(dot)
         except RuntimeError:
@@ -86,7 +86,7 @@ def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
 def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]:
     """Every download of a bundle: the graphs (DOT, SVG), the Bundle JSON, the raw profiler
     trace when the bundle kept one, and (``report=True``) the HTML report."""
-    from analysis.timings import trace_bytes
+    from analysis.compile.measure import trace_bytes
 
     slug = _slug(bundle.title)
     out = graph_exports(bundle)
@@ -101,7 +101,7 @@ def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]
 
 def _inline_svg(spec, prefix: str) -> tuple[str, str]:
     """(SVG markup with element ids prefixed so two graphs can share one page, error text)."""
-    from analysis.graph import render_svg
+    from analysis.render.graph import render_svg
 
     try:
         svg = render_svg(spec.to_dot())
@@ -221,14 +221,14 @@ def _user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
 
 
 def _what(k: Kernel) -> str:
-    from analysis.graph import kernel_label
+    from analysis.render.graph import kernel_label
 
     return kernel_label(k).split("\n", 1)[1]
 
 
 def _rows(b: Bundle) -> list[dict]:
     try:
-        from analysis.charts import kernel_rows
+        from analysis.render.charts import kernel_rows
     except ImportError:  # plotly missing: the same rows without timings
         kernel_rows = None
     if kernel_rows is not None:
@@ -301,7 +301,7 @@ def _kernel_table(b: Bundle) -> str:
         for key in ("coverage_note", "command_buffer_note"):
             if t.get(key):
                 notes.append(t[key])
-        from analysis.timings import over_peak_note
+        from analysis.compile.measure import over_peak_note
 
         if over_peak_note(t):
             notes.append(over_peak_note(t))
@@ -313,7 +313,7 @@ def _kernel_table(b: Bundle) -> str:
 def _charts(b: Bundle) -> tuple[str, str]:
     """(charts HTML with plotly.js inlined once, fusion comparison HTML)."""
     try:
-        from analysis.charts import figures, fusion_table
+        from analysis.render.charts import figures, fusion_table
     except ImportError as e:  # plotly not installed
         return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
     measured = bool((b.timings or {}).get("kernels"))

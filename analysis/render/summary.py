@@ -101,7 +101,7 @@ def summary_text(b: Bundle) -> str:
             lines.append("    * control flow: its time includes the kernels it runs")
         if t.get("coverage_note"):
             lines.append(f"  note                    : {t['coverage_note']}")
-        from analysis.timings import over_peak_note
+        from analysis.compile.measure import over_peak_note
 
         if over_peak_note(t):
             lines.append(f"  note                    : {over_peak_note(t)}")

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from analysis.shape import Shape, ShapeParseError, parse_shape
+from analysis.hlo.shape import Shape, ShapeParseError, parse_shape
 
 
 class HloParseError(ValueError):

@@ -1,6 +1,6 @@
 """The sandbox: how a worker process is started, confined, limited and cleaned up.
 
-Every model that is not a built-in gallery entry runs in a worker (``analysis.worker``) that
+Every model that is not a built-in gallery entry runs in a worker (``analysis.service.worker``) that
 this module starts inside bubblewrap (``bwrap``):
 
 - new network, PID, IPC and UTS namespaces: no network at all, the worker sees only its own
@@ -45,7 +45,7 @@ from typing import Callable
 
 from analysis.errors import ExplorerError
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 JOB_TOKEN_ENV = "XLA_EXPLORER_JOB_TOKEN"
 LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
@@ -361,7 +361,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     elif not root:
         rl["nproc"] = limits.nproc + _tasks_of_uid(os.getuid())
     # (root without bwrap: root ignores RLIMIT_NPROC; the wall-clock kill still bounds it.)
-    worker = ["-m", "analysis.worker"]
+    worker = ["-m", "analysis.service.worker"]
     if use_bwrap:
         argv = _bwrap_argv(scratch, slot, gpu) + [sys.executable] + worker
         env = _sandbox_env(token, {LIMITS_ENV: json.dumps(rl)})

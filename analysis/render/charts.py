@@ -2,7 +2,7 @@
 one-step timeline, roofline, fusion comparison).
 
 Pure: Bundle in, plotly figure out (no Streamlit, no JAX), so they are tested directly and used
-by both the app (``app.kernels_view``) and the HTML report (``analysis.report``).
+by both the app (``app.kernels_view``) and the HTML report (``analysis.render.report``).
 Colours are the routes' (``analysis.kernels.ROUTE_COLORS``) everywhere.
 """
 
@@ -15,13 +15,13 @@ from plotly.subplots import make_subplots
 
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
-from analysis.summary import human_bytes, human_seconds
+from analysis.render.summary import human_bytes, human_seconds
 
 UNKNOWN_COLOR = "#777777"
 FONT = dict(size=13)
 
 
-SELECTED = "#FF7F0E"  # the selection colour every view shares (analysis.graph.HIGHLIGHT)
+SELECTED = "#FF7F0E"  # the selection colour every view shares (analysis.render.graph.HIGHLIGHT)
 
 
 def _color(route: str) -> str:

@@ -1,6 +1,6 @@
 """Measured kernel timings, device peaks (roofline) and what fusion saved.
 
-``measure_bundle`` runs a bundle's compiled executable (left by ``analysis.run`` in
+``measure_bundle`` runs a bundle's compiled executable (left by ``analysis.compile.lower`` in
 ``bundle.__dict__['_compiled']`` with its arguments in ``['_args']``) under ``jax.profiler``,
 reads the trace back with ``jax.profiler.ProfileData`` and attributes every event to the
 optimized module's instruction named by its ``hlo_op`` stat -- never by kernel name.
@@ -69,7 +69,7 @@ from typing import Any, Iterable, NamedTuple
 from analysis.errors import ExplorerError
 from analysis.kernels import Kernel
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACE_EMBED_LIMIT = 5 * 1024 * 1024  # bytes of trace.json.gz embedded as base64 in the bundle
 TIMELINE_LIMIT = 4000  # events of the one-step timeline kept in the bundle
 LOW_ATTRIBUTION = 0.8
@@ -553,7 +553,7 @@ def _executable(bundle):
 
 
 def _loaded_from_bundle(bundle):
-    from analysis import run
+    from analysis.compile import lower as run
 
     loaded = bundle.__dict__.get("_loaded")
     if loaded is not None:
@@ -565,7 +565,7 @@ def _loaded_from_bundle(bundle):
 
 
 def _recompile(bundle, loaded, extra_options: dict):
-    from analysis import run
+    from analysis.compile import lower as run
 
     options = dict(bundle.options.get("compiler_options") or {})
     options.update(extra_options)

@@ -25,7 +25,7 @@ from typing import Iterator
 from analysis.bundle import Bundle
 from analysis.errors import ExplorerError
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP_MARKER = "xla-explorer-store"
 STORE_SCHEMA = 1
 

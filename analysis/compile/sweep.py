@@ -113,7 +113,7 @@ def _load(source: str, filename: str, name: str):
     import linecache
     import types
 
-    from analysis.run import _error_from_exception
+    from analysis.compile.lower import _error_from_exception
 
     try:
         code = compile(source, filename, "exec")
@@ -139,7 +139,7 @@ def _load(source: str, filename: str, name: str):
 
 
 def _inputs(make, n: int, filename: str) -> tuple:
-    from analysis.run import _check_inputs, _error_from_exception
+    from analysis.compile.lower import _check_inputs, _error_from_exception
 
     try:
         args = make(n)
@@ -201,7 +201,7 @@ class _CompileEvents:
 def _one_pass(model, make, lengths, buckets, axes_for, device, repeats, filename, events, say) -> list[dict]:
     import jax
 
-    from analysis.run import _error_from_exception
+    from analysis.compile.lower import _error_from_exception
 
     f = jax.jit(lambda *a: model(*a))  # a fresh function: a fresh jit cache
     seen: set[int] = set()
@@ -241,7 +241,7 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
     ``metrics["shape_sweep"]``."""
     import jax
 
-    from analysis import run
+    from analysis.compile import lower as run
 
     say = progress or (lambda p: None)
     spec = job.sweep or {}

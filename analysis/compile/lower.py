@@ -151,10 +151,10 @@ def select_device(backend: str):
 
 
 def gpu_target_device(name: str):
-    """A device of the named GPU target (``analysis.gpu_targets``) to compile for without a GPU.
+    """A device of the named GPU target (``analysis.devices``) to compile for without a GPU.
     Needs the CUDA plugin (the ``cuda`` extra); with no GPU present, set
     ``JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1`` before jax is imported so the plugin loads anyway."""
-    from analysis.gpu_targets import target_config
+    from analysis.devices import target_config
 
     cfg = target_config(name)
     from jax.experimental import topologies
@@ -239,7 +239,7 @@ def compile_to_bundle(loaded: LoadedModel, backend: str = "auto", compiler_optio
                       gpu_target: str | None = None) -> Bundle:
     """Trace, lower, compile and analyze; returns a complete Bundle or raises ExplorerError.
 
-    With ``gpu_target`` (a name in ``analysis.gpu_targets``) the program is compiled for that GPU
+    With ``gpu_target`` (a name in ``analysis.devices``) the program is compiled for that GPU
     without one being present: the inputs are only shapes, and the bundle cannot be measured."""
     import jax
 

@@ -1,16 +1,16 @@
 """The worker: compiles (and optionally measures) one job in a separate process.
 
-Protocol (``python -m analysis.worker``, documented in ``docs/worker.md``): one JSON object on
+Protocol (``python -m analysis.service.worker``, documented in ``docs/worker.md``): one JSON object on
 stdin, a ``Job``; the worker writes JSON lines to stdout: ``{"progress": PHASE}`` while it
 runs, then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
 as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``. Anything else the user's code
 prints goes to stderr, never into the protocol stream. Before it reads the job the worker
 applies the resource limits it is given in ``$XLA_EXPLORER_RLIMITS`` (set by
-``analysis.sandbox``), so the user's code can never raise them.
+``analysis.service.sandbox``), so the user's code can never raise them.
 
-``run_job`` is the parent's side: it starts the worker in the sandbox (``analysis.sandbox``),
+``run_job`` is the parent's side: it starts the worker in the sandbox (``analysis.service.sandbox``),
 streams progress, and turns every way a worker can end (crash, kill, limit, garbage output)
-into a Bundle or an ``ExplorerError``. The app and CLI call ``analysis.jobs.compile_job``,
+into a Bundle or an ``ExplorerError``. The app and CLI call ``analysis.service.queue.compile_job``,
 which adds the queue and the cache in front of this.
 """
 
@@ -25,7 +25,7 @@ from typing import Callable
 from analysis.bundle import Bundle
 from analysis.errors import ExplorerError
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -43,14 +43,14 @@ class Job:
     # (``bundle.pass_log``, see ``analysis.passes``).
     dump_passes: bool = False
     # kind="sweep": ``{"lengths": [...], "buckets": [...], "repeats": N}``; ``source`` is a model
-    # whose ``example_inputs(n)`` takes the length (``analysis.sweep``). Result in
+    # whose ``example_inputs(n)`` takes the length (``analysis.compile.sweep``). Result in
     # ``bundle.metrics["shape_sweep"]``.
     sweep: dict | None = None
     # Calibrated CPU peaks the parent remembered from an earlier job on this machine (the
     # sandbox gives the worker no writable place of its own to cache them). Not part of the
     # cache key: it changes how a measurement is judged, not what is measured.
     peaks: dict | None = None
-    # Compile for this GPU target (``analysis.gpu_targets``) without a GPU: compile-only, needs
+    # Compile for this GPU target (``analysis.devices``) without a GPU: compile-only, needs
     # the CUDA plugin (the ``cuda`` extra).
     gpu_target: str | None = None
 
@@ -64,12 +64,12 @@ class Job:
 
 def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     """Run a job in this process (the worker's body)."""
-    from analysis import run
+    from analysis.compile import lower as run
 
     if job.kind == "probe":
         raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
     if job.kind == "sweep":
-        from analysis import sweep
+        from analysis.compile import sweep
 
         return sweep.run_sweep(job, progress)
     if job.gpu_target and job.measure:
@@ -109,7 +109,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
 
             shutil.rmtree(dump_dir, ignore_errors=True)
     if job.measure or job.compare_fusion:
-        from analysis import timings
+        from analysis.compile import measure as timings
 
         if job.peaks:
             timings.remember_peaks(bundle.environment, job.peaks)
@@ -222,10 +222,10 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
             limits=None, cancel=None) -> Bundle:
     """Run ``job`` in a sandboxed worker process; returns its Bundle or raises ExplorerError.
 
-    No queue and no cache: ``analysis.jobs.compile_job`` is what the app and CLI call."""
+    No queue and no cache: ``analysis.service.queue.compile_job`` is what the app and CLI call."""
     from dataclasses import replace
 
-    from analysis import sandbox
+    from analysis.service import sandbox
 
     limits = limits or sandbox.Limits.from_env()
     if timeout is not None:
@@ -248,7 +248,7 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
 
 def run_probe(limits=None) -> dict:
     """Ask a (sandboxed) worker what devices JAX sees here."""
-    from analysis import sandbox
+    from analysis.service import sandbox
 
     limits = limits or sandbox.Limits.from_env()
     res = sandbox.run_worker(asdict(Job(kind="probe", name="probe")), limits)

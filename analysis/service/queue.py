@@ -4,7 +4,7 @@
 
 ``compile_job`` looks the job up in the store by content hash (code, options, backend, jax
 version, device kind); on a miss it queues the job, a sandboxed worker runs it
-(``analysis.sandbox``), and the Bundle is stored before it is returned. Errors are
+(``analysis.service.sandbox``), and the Bundle is stored before it is returned. Errors are
 ``ExplorerError`` (never a traceback).
 
 The queue (``JobQueue``): compile-only jobs run in parallel, up to ``Limits.workers`` at once;
@@ -31,8 +31,8 @@ from dataclasses import asdict
 from typing import Callable
 
 from analysis.errors import ExplorerError
-from analysis.sandbox import Limits, gpu_device_nodes, sandbox_status
-from analysis.worker import Job, run_job, run_probe
+from analysis.service.sandbox import Limits, gpu_device_nodes, sandbox_status
+from analysis.service.worker import Job, run_job, run_probe
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
@@ -64,7 +64,7 @@ _probe_memo: dict[str, dict] = {}
 
 def probe_meta_key() -> str:
     """The store's meta key for this machine's device probe."""
-    from analysis.store import content_key
+    from analysis.service.store import content_key
 
     return "probe:" + content_key(machine_fingerprint())[:32]
 
@@ -114,7 +114,7 @@ def job_source(job: Job) -> str:
 def cache_key(job: Job, device_kind: str) -> str:
     """Content hash of everything that decides a job's bundle."""
     from analysis.bundle import SCHEMA_VERSION
-    from analysis.store import content_key
+    from analysis.service.store import content_key
 
     d = asdict(job)
     d.pop("peaks", None)  # how timings are judged, not what is measured
@@ -336,7 +336,7 @@ def default_queue() -> JobQueue:
     global _default_queue
     with _default_lock:
         if _default_queue is None:
-            from analysis.store import default_store
+            from analysis.service.store import default_store
 
             _default_queue = JobQueue(Limits.from_env(), default_store())
         return _default_queue
