@@ -4,6 +4,10 @@
     xla-explorer analyze MODEL [--backend auto|cpu|gpu | --gpu-target h100|h200] [--option KEY=VALUE ...] [--out FILE]
                                [--measure [--iters N]] [--compare-fusion]
     xla-explorer report MODEL --html OUT.html [--svg-dir DIR] [--module NAME]
+    xla-explorer passes MODEL
+
+A ``.py`` model file is someone's code: every command runs it in the sandboxed worker, never in
+this process.
 
 MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file, a Bundle JSON or a
 zipped XLA dump folder (``--xla_dump_to`` output; its most interesting module, or ``--module``).
@@ -63,9 +67,30 @@ def load_dump(path: str, module: str | None = None, say=None):
     return bundles[0]
 
 
-def load_any(model: str, backend: str = "auto", options: dict | None = None, sandbox: bool = False,
-             progress=None, module: str | None = None, say=None, gpu_target: str | None = None):
-    """A Bundle from whatever MODEL names."""
+def _model_job(path: str, **kw):
+    from analysis.service.job import Job
+
+    return Job(kind="file", source=_read_text(path), filename=os.path.abspath(path),
+               name=os.path.basename(path)[:-3], **kw)
+
+
+def run_untrusted(job, progress=None):
+    """A model file is someone's code: it runs in the sandboxed worker, never in this process
+    (a warning says so when the sandbox is not available here)."""
+    from analysis.service.sandbox import sandbox_status
+    from analysis.service.worker import run_job
+
+    isolated, reason = sandbox_status()
+    if not isolated:
+        print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
+    return run_job(job, progress=progress).bundle
+
+
+def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
+             module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
+             compare: bool = False, iterations: int | None = None):
+    """A Bundle from whatever MODEL names: a bundle, an HLO text or a dump is read; a model file
+    is compiled (and measured) in the sandboxed worker; a gallery model here."""
     from analysis.bundle import Bundle, bundle_from_hlo
 
     if os.path.exists(model) and not model.endswith(".py"):
@@ -79,20 +104,24 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, san
         # Looks like a file name (gallery names have no dots or slashes): say so, rather
         # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
-    if sandbox and model.endswith(".py"):
-        from analysis.service.queue import compile_job
-        from analysis.service.sandbox import sandbox_status
-        from analysis.service.worker import Job
+    if model.endswith(".py") or os.sep in model:
+        return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
+                                        gpu_target=gpu_target, measure=measure, compare_fusion=compare,
+                                        iterations=iterations), progress)
+    from analysis.compile.fusion_off import compare_fusion
+    from analysis.compile.measure import measure as run_measure
+    from analysis.compile.stages import analyze_model
 
-        isolated, reason = sandbox_status()
-        if not isolated:
-            print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
-        return compile_job(Job(source=_read_text(model), filename=os.path.abspath(model), kind="file",
-                               name=os.path.basename(model)[:-3], backend=backend, compiler_options=options or {},
-                               gpu_target=gpu_target),
-                           session="cli", progress=progress)
-    from analysis.compile.lower import analyze_model
-    return analyze_model(model, backend, options, progress, gpu_target=gpu_target)
+    c = analyze_model(model, backend, options, progress, gpu_target=gpu_target)
+    if measure:
+        if progress:
+            progress("measure")
+        run_measure(c, iterations)
+    if compare:
+        if progress:
+            progress("compare")
+        compare_fusion(c, measure_it=measure, iterations=iterations)
+    return c.bundle
 
 
 def _cmd_list(args) -> int:
@@ -104,7 +133,7 @@ def _cmd_list(args) -> int:
 
 
 def _cmd_analyze(args) -> int:
-    from analysis.compile.lower import parse_options
+    from analysis.options import parse_options
     from analysis.render.summary import summary_text
 
     options = parse_options(args.option)
@@ -115,29 +144,13 @@ def _cmd_analyze(args) -> int:
     if args.gpu_target and measure:
         raise ExplorerError("options", "--gpu-target compiles for a GPU that is not here: nothing can be "
                                        "measured (leave out --measure; --compare-fusion still compares kernels and bytes)")
-    if args.sandbox and args.model.endswith(".py") and (measure or compare):
-        # Measuring needs the compiled program, which lives in the worker: measure there.
-        from analysis.service.worker import Job, run_job
-        bundle = run_job(Job(source=_read_text(args.model), filename=os.path.abspath(args.model),
-                             name=os.path.basename(args.model)[:-3], kind="file", backend=args.backend,
-                             compiler_options=options, measure=measure, iterations=args.iters,
-                             compare_fusion=compare, gpu_target=args.gpu_target))
-        measure = compare = False
-    else:
-        bundle = load_any(args.model, args.backend, options, sandbox=args.sandbox,
-                          progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
-                          module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
-                          gpu_target=args.gpu_target)
-    if measure or compare:
-        from analysis.compile import measure as timings
-        if measure:
-            if args.verbose:
-                print("[measure]", file=sys.stderr)
-            timings.measure_bundle(bundle, iterations=args.iters)
-        if compare:
-            if args.verbose:
-                print("[compare]", file=sys.stderr)
-            timings.compare_fusion(bundle, None, measure=measure, iterations=args.iters)
+    if (measure or compare) and os.path.exists(args.model) and not args.model.endswith(".py"):
+        raise ExplorerError("measure", "this input has no program to run (an HLO text, a bundle or a dump is only "
+                                       "read); measure the model it came from", args.model)
+    bundle = load_any(args.model, args.backend, options,
+                      progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
+                      module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
+                      gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters)
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -161,7 +174,7 @@ def _cmd_report(args) -> int:
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = None
     if args.option:
-        from analysis.compile.lower import parse_options
+        from analysis.options import parse_options
 
         options = parse_options(args.option)
     bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target)
@@ -192,7 +205,7 @@ def _cmd_passes(args) -> int:
 
     options = None
     if args.option:
-        from analysis.compile.lower import parse_options
+        from analysis.options import parse_options
 
         options = parse_options(args.option)
     model = args.model
@@ -203,29 +216,28 @@ def _cmd_passes(args) -> int:
             raise ExplorerError("load", "this input has no pass log (compile a model, or zip a dump made with "
                                         "xla_dump_hlo_pass_re=.*)", model)
     else:
-        from analysis.service.worker import Job, execute
-
         if not os.path.exists(model) and (model.endswith(".py") or os.sep in model):
             raise ExplorerError("load", "no such file", model)
         if model.endswith(".py"):
-            job = Job(kind="file", source=_read_text(model), filename=os.path.abspath(model),
-                      name=os.path.basename(model)[:-3], backend=args.backend, compiler_options=options or {},
-                      dump_passes=True, gpu_target=args.gpu_target)
+            b = run_untrusted(_model_job(model, backend=args.backend, compiler_options=options or {},
+                                         dump_passes=True, gpu_target=args.gpu_target))
         else:
-            job = Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
-                      dump_passes=True, gpu_target=args.gpu_target)
-        b = execute(job)
+            from analysis.service.job import Job
+            from analysis.service.worker_main import execute
+
+            b = execute(Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
+                            dump_passes=True, gpu_target=args.gpu_target))
         log = b.pass_log or []
     if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
-        from analysis.hlo import parse_module
+        from analysis.hlo import HloParseError, parse_module
         from analysis.passes import counts
 
         for e in log:  # imported dumps carry texts only
             if e.get("text"):
                 try:
                     e.update(counts(parse_module(e["text"])))
-                except Exception:  # noqa: BLE001
-                    pass
+                except HloParseError as err:  # one bad snapshot: listed without counts, and said
+                    print(f"xla-explorer: snapshot {e.get('index')} not counted: {err}", file=sys.stderr)
     print(f"{b.title}: {len(log)} snapshots (passes that changed the module, in order)")
     print("\n".join(summarize(log)))
     return 0
@@ -259,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--compare-fusion", action="store_true",
                    help="also compile with fusion disabled and compare kernels, bytes (and, with "
                         "--measure, time) side by side")
-    a.add_argument("--sandbox", action="store_true", help="run a .py model file in the sandboxed worker")
+    a.add_argument("--sandbox", action="store_true",
+                   help="kept for old scripts: a .py model file always runs in the sandboxed worker")
     a.add_argument("-v", "--verbose", action="store_true", help="print phases as they run")
     a.set_defaults(fn=_cmd_analyze)
     r = sub.add_parser("report", parents=[common, compiling],

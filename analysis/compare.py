@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.kernels import Kernel
+from collections import Counter
+
+from analysis.kernels import Kernel, launching
 
 
 @dataclass(frozen=True)
@@ -30,15 +32,11 @@ def jaccard(x, y) -> float:
     return len(x & y) / len(x | y)
 
 
-def _launching(kernels: list[Kernel]) -> list[Kernel]:
-    return [k for k in kernels if k.route != "control"]
-
-
 def pair_kernels(a: list[Kernel], b: list[Kernel], threshold: float = 0.0) -> list[KernelMatch]:
     """1:1 matching: same name first (with some op in common, or no op names on either side),
     then greedily the most similar op_name sets (above ``threshold``); the rest unmatched. Rows
     in side A's order, then B's leftovers."""
-    a, b = _launching(a), _launching(b)
+    a, b = launching(a), launching(b)
     bmap = {k.name: k for k in b}
     pairs: dict[str, tuple[str, str, float]] = {}
     used_b: set[str] = set()
@@ -77,9 +75,9 @@ def pair_kernels(a: list[Kernel], b: list[Kernel], threshold: float = 0.0) -> li
 def related(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
     """For each kernel of A, the kernels of B that do some of its ops (op_name overlap; a same-named
     kernel with no op names counts too), most overlapping first."""
-    b = _launching(b)
+    b = launching(b)
     out: dict[str, list[str]] = {}
-    for k in _launching(a):
+    for k in launching(a):
         mine = set(k.op_names)
         hits = []
         for o in b:
@@ -97,7 +95,7 @@ def missing_ops(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
     have = {n for k in b for n in k.op_names}
     scopes = {n.rsplit("/", i)[0] for n in have for i in range(1, n.count("/") + 1)}
     out = {}
-    for k in _launching(a):
+    for k in launching(a):
         miss = [n for n in k.op_names if n not in have and n not in scopes]
         if miss:
             out[k.name] = miss
@@ -155,3 +153,25 @@ def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
             "B time (s)": (tb.get(m.b) or {}).get("median_s") if m.b else None,
         })
     return rows
+
+
+def fusion_side(kernels: list[Kernel], timings: dict | None) -> dict:
+    """One side of a fusion comparison: its launching kernels' count, bytes and FLOPs, and its
+    measured step and top kernels when it was measured."""
+    launch = launching(kernels)
+    side = {
+        "kernels": len(launch),
+        "kernels_by_route": dict(Counter(k.route for k in launch)),
+        "bytes": sum(k.bytes for k in launch),
+        "flops": sum(k.flops for k in launch),
+        "step_median_s": None, "device_busy_s": None, "iterations": None,
+        "top_kernels": [],
+    }
+    if timings:
+        side["step_median_s"] = timings.get("step_median_s")
+        side["device_busy_s"] = timings.get("device_busy_s")
+        side["iterations"] = timings.get("iterations")
+        rows = [r for r in timings.get("kernels", {}).values() if not r.get("inclusive")]
+        side["top_kernels"] = [{"name": r["name"], "route": r["route"], "median_s": r["median_s"],
+                                "calls": r["calls"]} for r in sorted(rows, key=lambda r: -r["median_s"])[:15]]
+    return side

@@ -1,4 +1,10 @@
-"""GPU target descriptions for compiling without a GPU ("deviceless" / ahead-of-time).
+"""Devices: what the product knows about them without asking JAX. Pure data.
+
+- ``platform_of``: JAX's platform names (``cuda``, ``rocm``, ...) as the product's (``gpu``);
+- ``GPU_PEAKS`` / ``table_peaks``: data-sheet peaks of NVIDIA GPUs, the roofs of the roofline;
+- ``GPU_TARGETS`` / ``target_config``: GPU descriptions for compiling without a GPU.
+
+GPU target descriptions for compiling without a GPU ("deviceless" / ahead-of-time).
 
 XLA's GPU compiler can run on a machine with no GPU when it is handed a ``GpuTargetConfig``
 (text protobuf) describing the device instead of querying one; JAX exposes this through
@@ -12,10 +18,65 @@ way say so in ``environment["deviceless"]``.
 
 The figures are the data-sheet values of each part (SM count, clock, memory size and bandwidth,
 L2, shared memory per SM and per block); the CUDA and cuDNN versions are those the ``cuda``
-extra installs. Pure data: importing this module imports nothing else.
+extra installs. Pure data: importing this module imports nothing but ``analysis.errors``.
 """
 
 from __future__ import annotations
+
+from analysis.errors import ExplorerError
+
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+
+
+def platform_of(name: str | None) -> str:
+    """``cuda``/``rocm``/``gpu`` -> ``gpu``; other platform names as they are."""
+    return "gpu" if name in GPU_PLATFORMS else (name or "unknown")
+
+
+# Dense (no sparsity) peaks from NVIDIA's data sheets; memory in bytes/s, compute in FLOP/s.
+# Matched against jax's ``device_kind`` by substring, first match wins (so more specific first).
+_T = 1e12
+GPU_PEAKS: tuple[tuple[str, dict], ...] = (
+    # NVIDIA GH200 data sheet (96 GB HBM3 variant; the 144 GB HBM3e one has 4.9 TB/s).
+    ("GH200", {"memory": 4.0e12, "fp32": 67 * _T, "tf32": 494.7 * _T, "bf16": 989.4 * _T}),
+    # NVIDIA H200 data sheet (SXM): 4.8 TB/s; tensor numbers there are with sparsity, halved here.
+    ("H200", {"memory": 4.8e12, "fp32": 67 * _T, "tf32": 494.7 * _T, "bf16": 989.4 * _T}),
+    # NVIDIA H100 data sheet: PCIe 2.0 TB/s, NVL 3.9 TB/s, SXM5 3.35 TB/s.
+    ("H100 PCIe", {"memory": 2.0e12, "fp32": 51 * _T, "tf32": 378 * _T, "bf16": 756 * _T}),
+    ("H100 NVL", {"memory": 3.9e12, "fp32": 60 * _T, "tf32": 417.5 * _T, "bf16": 835.5 * _T}),
+    ("H100", {"memory": 3.35e12, "fp32": 67 * _T, "tf32": 494.7 * _T, "bf16": 989.4 * _T}),
+    # NVIDIA B200 (DGX B200 data sheet divided by 8; approximate).
+    ("B200", {"memory": 8.0e12, "fp32": 75 * _T, "tf32": 1100 * _T, "bf16": 2250 * _T}),
+    # NVIDIA A100 data sheet: 40 GB 1.555 TB/s, 80 GB PCIe 1.935 TB/s, 80 GB SXM 2.039 TB/s.
+    ("A100-SXM4-40GB", {"memory": 1.555e12, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T}),
+    ("A100-PCIE-40GB", {"memory": 1.555e12, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T}),
+    ("A100 80GB PCIe", {"memory": 1.935e12, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T}),
+    ("A100", {"memory": 2.039e12, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T}),
+    # NVIDIA L40S / L40 / L4 data sheets.
+    ("L40S", {"memory": 864e9, "fp32": 91.6 * _T, "tf32": 183 * _T, "bf16": 362 * _T}),
+    ("L40", {"memory": 864e9, "fp32": 90.5 * _T, "tf32": 90.5 * _T, "bf16": 181 * _T}),
+    ("L4", {"memory": 300e9, "fp32": 30.3 * _T, "tf32": 60 * _T, "bf16": 121 * _T}),
+    # NVIDIA A10 / A10G data sheets (A10G: AWS's variant, same memory system).
+    ("A10", {"memory": 600e9, "fp32": 31.2 * _T, "tf32": 62.5 * _T, "bf16": 125 * _T}),
+    # NVIDIA V100 (SXM2) and T4 data sheets: no TF32/BF16; FP16 tensor cores.
+    ("V100", {"memory": 900e9, "fp32": 15.7 * _T, "fp16": 125 * _T}),
+    ("T4", {"memory": 320e9, "fp32": 8.1 * _T, "fp16": 65 * _T}),
+    # NVIDIA GeForce RTX 4090 (Ada whitepaper, FP16 tensor with FP32 accumulate).
+    ("RTX 4090", {"memory": 1008e9, "fp32": 82.6 * _T, "tf32": 82.6 * _T, "bf16": 165.2 * _T}),
+)
+
+
+def table_peaks(device_kind: str) -> dict | None:
+    """Peaks of a known GPU, as the ``peaks`` schema (see docs/bundle.md), or None."""
+    for pattern, p in GPU_PEAKS:
+        if pattern.lower() in (device_kind or "").lower():
+            return {"source": "table", "device_kind": device_kind, "matched": pattern,
+                    "memory_bytes_per_s": p["memory"],
+                    "flops_per_s": {k: v for k, v in p.items() if k != "memory"},
+                    "note": "NVIDIA data-sheet peaks (dense, no sparsity)"}
+    return None
+
+
 
 _SM90 = """gpu_device_info {{
   threads_per_block_limit: 1024
@@ -51,18 +112,22 @@ runtime_version {{
 device_description_str: "{name}"
 """
 
+
+
+def _sm90(kind: str, memory: int) -> tuple[str, str]:
+    """(device kind, target config) of a Hopper part; its memory bandwidth is the peak table's."""
+    bandwidth = int(table_peaks(kind)["memory_bytes_per_s"])
+    return kind, _SM90.format(bandwidth=bandwidth, memory=memory, name=kind)
+
+
 # name -> (device kind as the device reports it, target config text)
 GPU_TARGETS: dict[str, tuple[str, str]] = {
-    "h100": ("NVIDIA H100 80GB HBM3",
-             _SM90.format(bandwidth=3_352_320_000_000, memory=85_520_809_984, name="NVIDIA H100 80GB HBM3")),
-    "h200": ("NVIDIA H200",
-             _SM90.format(bandwidth=4_800_000_000_000, memory=150_754_820_096, name="NVIDIA H200")),
+    "h100": _sm90("NVIDIA H100 80GB HBM3", 85_520_809_984),
+    "h200": _sm90("NVIDIA H200", 150_754_820_096),
 }
 
 
 def target_config(name: str) -> str:
-    from analysis.errors import ExplorerError
-
     key = (name or "").lower()
     if key not in GPU_TARGETS:
         raise ExplorerError("options", f"unknown GPU target {name!r} (have: {', '.join(GPU_TARGETS)})")

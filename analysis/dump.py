@@ -34,10 +34,10 @@ MAX_TOTAL_BYTES = 200 * 2 ** 20  # uncompressed bytes read, all members together
 MAX_PASS_TEXT_BYTES = 20 * 2 ** 20  # per module: keep snapshot texts in pass_log up to this total
 MAX_MODULES = 64  # bundles returned (the most interesting)
 
-_MODULE = re.compile(r"^module_(\d+)\.(.+)$")
-_BEFORE = re.compile(r"^(?P<name>.+)\.before_optimizations\.txt$")
-_AFTER = re.compile(r"^(?P<name>.+?)\.(?:(?P<tag>[^.]*?(?:\.\d+)?[^.]*?)_)?after_optimizations\.txt$")
-_PASS = re.compile(r"^(?P<name>.+?)\.(?P<index>\d{4,})\.(?P<pipeline>[^.]+)\.after_(?P<pass>.+?)"
+MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)$")
+BEFORE_FILE = re.compile(r"^(?P<name>.+)\.before_optimizations\.txt$")
+AFTER_FILE = re.compile(r"^(?P<name>.+?)\.(?:(?P<tag>[^.]*?(?:\.\d+)?[^.]*?)_)?after_optimizations\.txt$")
+PASS_FILE = re.compile(r"^(?P<name>.+?)\.(?P<index>\d{4,})\.(?P<pipeline>[^.]+)\.after_(?P<pass>.+?)"
                    r"(?:\.before_(?P<next>.+?))?\.txt$")
 _PLATFORMS = ("cpu", "gpu", "tpu", "rocm", "cuda")
 
@@ -134,25 +134,25 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
                 continue
             path = info.filename.replace("\\", "/")
             folder, base = posixpath.split(path)
-            m = _MODULE.match(base)
+            m = MODULE_FILE.match(base)
             if not m or not base.endswith(".txt"):
                 continue
             key = (folder, m.group(1))
             rest = m.group(2)
             mod = modules.setdefault(key, _Module(key))
-            p = _PASS.match(rest)
+            p = PASS_FILE.match(rest)
             if p:
                 entry = {"index": int(p.group("index")), "pipeline": p.group("pipeline"), "pass": p.group("pass"),
                          "next_pass": p.group("next"), "file": base}
                 pass_infos.setdefault(key, []).append((entry, info))
                 mod.name = mod.name or p.group("name")
                 continue
-            b = _BEFORE.match(rest)
+            b = BEFORE_FILE.match(rest)
             if b:
                 mod.name = b.group("name")
                 mod.before = (base, reader.read(info))
                 continue
-            a = _AFTER.match(rest)
+            a = AFTER_FILE.match(rest)
             if a:
                 mod.name = mod.name or a.group("name")
                 mod.after = (base, reader.read(info))

@@ -469,6 +469,13 @@ def kernels(module: Module, platform: str | None = None) -> list[Kernel]:
     return out
 
 
+def launching(kernels: list[Kernel]) -> list[Kernel]:
+    """The kernels that launch work of their own: all but control flow (a ``while`` or
+    ``conditional`` runs other kernels; its own time includes theirs). Every count of
+    "kernels" in the product is this list's length."""
+    return [k for k in kernels if k.route != "control"]
+
+
 def _call_roles(inst: Instruction) -> list[tuple[str, str]]:
     out = []
     for key in ("condition", "body", "calls", "to_apply", "true_computation", "false_computation"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from analysis.hlo import Module
-from analysis.kernels import ROUTES, Kernel, kernel_bytes
+from analysis.kernels import ROUTES, Kernel, kernel_bytes, launching
 from analysis.provenance import Provenance, compute_op_instances, compute_ops
 
 
@@ -28,19 +28,19 @@ def unfused_bytes(pre: Module) -> int:
 
 def compute_metrics(pre: Module | None, post: Module, kernels: list[Kernel],
                     provenance: Provenance | None) -> dict:
-    launching = [k for k in kernels if k.route != "control"]
+    launch = launching(kernels)
     by_route = Counter(k.route for k in kernels)
     by_library = Counter(k.library for k in kernels if k.library)
-    fused_bytes = sum(k.bytes for k in launching)
+    fused_bytes = sum(k.bytes for k in launch)
     m: dict = {
-        "kernels_after": len(launching),
+        "kernels_after": len(launch),
         "control_ops_after": by_route.get("control", 0),
         "kernels_by_route": {r: by_route.get(r, 0) for r in ROUTES},
         "kernels_by_library": dict(sorted(by_library.items())),
         "instructions_after": sum(len(c.instructions) for c in post.computations),
-        "multi_op_fusions": sum(1 for k in launching if k.is_multi_op_fusion),
+        "multi_op_fusions": sum(1 for k in launch if k.is_multi_op_fusion),
         "fused_bytes": fused_bytes,
-        "flops": sum(k.flops for k in launching),
+        "flops": sum(k.flops for k in launch),
     }
     if pre is not None:
         ops = compute_ops(pre)
@@ -51,7 +51,7 @@ def compute_metrics(pre: Module | None, post: Module, kernels: list[Kernel],
         m["bytes_saved"] = ub - fused_bytes
         m["bytes_saved_fraction"] = (ub - fused_bytes) / ub if ub else 0.0
     if provenance is not None and pre is not None:
-        multi = {k.name for k in launching if k.is_multi_op_fusion}
+        multi = {k.name for k in launch if k.is_multi_op_fusion}
         total = len(provenance.pre_to_kernels) + len(provenance.unmapped)
         in_fusion = sum(1 for kns in provenance.pre_to_kernels.values() if any(k in multi for k in kns))
         m["fusion_coverage"] = in_fusion / total if total else 0.0

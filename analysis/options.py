@@ -1,10 +1,16 @@
 """Compiler-option presets the UI and CLI offer, per backend.
 
 "Fusion disabled" turns off the backend's fusion passes (``FUSION_PASSES``), the same list
-the fusion comparison in ``analysis.compile.measure`` uses.
+the fusion comparison (``analysis.compile.fusion_off``) uses. ``parse_options`` reads
+``KEY=VALUE`` text, as the CLI, the sidebar and links write it.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from analysis.devices import platform_of
+from analysis.errors import ExplorerError
 
 # The passes whose output is "fusion", by backend: disabling them (``xla_disable_hlo_passes``,
 # comma-separated; unknown names are silently ignored by XLA) gives the unfused program.
@@ -35,7 +41,7 @@ FUSION_PASSES = {
 
 
 def fusion_disabled_options(platform: str) -> dict:
-    passes = FUSION_PASSES.get("gpu" if platform in ("gpu", "cuda", "rocm") else "cpu")
+    passes = FUSION_PASSES["gpu" if platform_of(platform) == "gpu" else "cpu"]
     return {"xla_disable_hlo_passes": ",".join(passes)}
 
 
@@ -50,3 +56,23 @@ def presets(platform: str) -> dict[str, dict]:
 
 def format_options(options: dict) -> str:
     return "\n".join(f"{k}={'true' if v is True else 'false' if v is False else v}" for k, v in options.items())
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> compiler options (true/false/ints converted)."""
+    out: dict[str, Any] = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise ExplorerError("options", f"option {p!r} is not KEY=VALUE")
+        k, v = p.split("=", 1)
+        k, v = k.strip(), v.strip()
+        if not k:
+            raise ExplorerError("options", f"option {p!r} has no key")
+        low = v.lower()
+        if low in ("true", "false"):
+            out[k] = low == "true"
+        elif v.lstrip("-").isdigit():
+            out[k] = int(v)
+        else:
+            out[k] = v
+    return out

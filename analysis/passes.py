@@ -20,9 +20,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from analysis.dump import _MODULE, _PASS  # the dump file-name patterns (one definition)
+from analysis.dump import MODULE_FILE, PASS_FILE  # the dump file names, as XLA writes them
 from analysis.hlo import Module, parse_module
-from analysis.kernels import NO_KERNEL
+from analysis.kernels import NO_KERNEL, kernels, launching
 from analysis.options import FUSION_PASSES
 
 MAX_TEXT_BYTES = 20 * 2 ** 20  # keep snapshot texts in the pass log while they total less
@@ -50,10 +50,10 @@ def snapshot_files(folder: str) -> list[dict]:
     except OSError:
         return []
     for base in names:
-        m = _MODULE.match(base)
+        m = MODULE_FILE.match(base)
         if not m or not base.endswith(".txt"):
             continue
-        p = _PASS.match(m.group(2))
+        p = PASS_FILE.match(m.group(2))
         if not p:
             continue
         by_module.setdefault(m.group(1), []).append(
@@ -69,13 +69,11 @@ def counts(module: Module) -> dict:
     """Instruction and kernel counts of one snapshot. ``kernels`` counts kernel-launching
     instructions as ``analysis.kernels.kernels`` finds them (before fusion: every compute op);
     ``None`` when the snapshot cannot be analyzed."""
-    from analysis.kernels import kernels
-
     out = {"instructions": sum(len(c.instructions) for c in module.computations),
            "entry_instructions": len(module.entry.instructions) if module.computations else 0,
            "fusions": sum(1 for i in module.entry.instructions if i.opcode == "fusion") if module.computations else 0}
     try:
-        out["kernels"] = sum(1 for k in kernels(module) if k.route != "control")
+        out["kernels"] = len(launching(kernels(module)))
     except Exception:  # noqa: BLE001 - an odd intermediate module must not lose the whole log
         out["kernels"] = None
     return out

@@ -9,8 +9,10 @@ this process only reads Bundles.
 
 from __future__ import annotations
 
+import html
 import os
 import sys
+from dataclasses import replace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -21,8 +23,8 @@ import streamlit as st  # noqa: E402
 from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # noqa: E402
 from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
-from analysis.options import format_options  # noqa: E402
-from analysis.service.worker import Job  # noqa: E402
+from analysis.options import format_options, parse_options  # noqa: E402
+from analysis.service.job import Job  # noqa: E402
 from app import runner, views  # noqa: E402
 from app.page_helpers import presets_for  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
@@ -76,8 +78,6 @@ if "link_applied" not in ss:
 
 
 def _parse_free_options(text: str) -> dict:
-    from analysis.compile.lower import parse_options  # pure helper; importing run does not import jax
-
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip() and not ln.strip().startswith("#")]
     return parse_options(lines)
 
@@ -93,18 +93,19 @@ def compile_job(job: Job) -> None:
             status.write(phase_text(p))
 
         try:
-            b = runner.compile_bundle(job, session=ss.session_id, progress=progress)
+            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress)
         except ExplorerError as e:
             ss.error = e.one_line()
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
-            b = None
+            outcome = None
         else:
             status.update(label="Compiled", state="complete", expanded=False)
     holder.empty()  # once the status box is closed; an error is shown next to the code
-    if b is None:
+    if outcome is None:
         return
-    ss.bundle = b
+    ss.bundle = outcome.bundle
+    ss.recorded = outcome.recorded
     ss.error = None
     ss.error_at = None
     ss.sel = {}
@@ -122,7 +123,7 @@ def load_upload(upload) -> None:
             ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
             return
         ss.dump_bundles = found
-        ss.bundle, ss.error, ss.sel = found[0], None, {}
+        ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
         return
     try:
         text = data.decode("utf-8")
@@ -145,7 +146,7 @@ def load_upload(upload) -> None:
             e.file = upload.name
         ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
         return
-    ss.bundle, ss.error, ss.sel = b, None, {}
+    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
 
 
 # ----------------------------------------------------------------------------- sidebar
@@ -233,8 +234,7 @@ with st.sidebar:
 if ss.bundle is None and ss.error is None:
     first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
                                       backend="cpu")
-    first.measure = True
-    compile_job(first)
+    compile_job(replace(first, measure=True))
     if ss.bundle is not None and ss.get("link_sel"):
         ss.sel = ss.link_sel
     ss.link_sel = None
@@ -273,12 +273,13 @@ if source_kind == "Paste code":
 # ----------------------------------------------------------------------------- header
 
 env = b.environment
-st.markdown(f"### {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{device_label(env)} · {env.get('backend', '')}"
-            + (f" · jax {env['jax']}" if env.get("jax") else "") + "</span>", unsafe_allow_html=True)
+# the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
+st.markdown(f"### {html.escape(b.title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+            + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
+                          + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>", unsafe_allow_html=True)
 if env.get("deviceless"):
     st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
-            + (f" (recorded {b.created[:10]})" if b.__dict__.get("_recorded") else "")
+            + (f" (recorded {b.created[:10]})" if ss.get("recorded") else "")
             + ": untuned and never run, so no timings.", icon=":material/memory:")
 desc = b.source.get("description")
 if desc:

@@ -9,7 +9,7 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
     _label, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
-from analysis.render.summary import human_bytes, human_seconds  # noqa: F401
+from analysis.render.format import human_bytes, human_seconds  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- Streamlit
@@ -67,7 +67,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             fl = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             st.caption(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
                        f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
-        from analysis.compile.measure import over_peak_note
+        from analysis.profile import over_peak_note
 
         if over_peak_note(t):
             st.caption(over_peak_note(t))
@@ -126,7 +126,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             else:
                 st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}")
 
-    from analysis.compile.measure import trace_bytes
+    from analysis.profile import trace_bytes
 
     raw = trace_bytes(t) if t else None
     if raw:

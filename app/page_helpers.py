@@ -9,7 +9,7 @@ import os
 import streamlit as st
 
 from analysis.errors import ExplorerError
-from analysis.service.worker import Job
+from analysis.service.job import Job
 from app import runner
 
 PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
@@ -84,7 +84,7 @@ def compile_with_status(job: Job, label: str = "Compiling…"):
             status.update(label=phase_text(p) + "…")
 
         try:
-            b = runner.compile_bundle(job, session=session_id(), progress=progress)
+            b = runner.compile_bundle(job, session=session_id(), progress=progress).bundle
         except ExplorerError as e:
             failed = e
             status.update(label="Failed", state="error", expanded=False)

@@ -4,30 +4,38 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+from dataclasses import replace
 from typing import Callable
 
-from analysis.bundle import Bundle
-from analysis.service.worker import Job
-
+from analysis.bundle import Bundle, reanalyze
+from analysis.errors import ExplorerError
+from analysis.options import presets
+from analysis.service.job import Job
+from analysis.service.queue import Outcome, compile_job
+from analysis.service.sandbox import sandbox_status
+from sample_models import gallery, recorded_bundle_path
 
 # The GPU target the app offers as a backend: XLA's GPU compiler for this device, without one.
 APP_GPU_TARGET = "h200"
 
 
-def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None) -> Bundle:
-    if job.backend == APP_GPU_TARGET:  # the backend choice names the target (also in links)
-        job.gpu_target, job.backend = APP_GPU_TARGET, "auto"
+def app_job(job: Job) -> Job:
+    """The job the app runs for what the page asked (a copy; ``job`` is not changed): the
+    backend choice ``h200`` (also in links) names the GPU target, and a compile for a target
+    is never measured (there is nothing to run it on)."""
+    if job.backend == APP_GPU_TARGET:
+        job = replace(job, gpu_target=APP_GPU_TARGET, backend="auto")
     if job.gpu_target:
-        job.measure = False  # nothing to run it on
-        if not cuda_plugin_present():
-            return recorded_target_bundle(job)
-    try:
-        from analysis.service.queue import compile_job
-    except ImportError:  # the queue is optional for the viewer; fall back to a plain worker
-        from analysis.service.worker import run_job
+        job = replace(job, measure=False)
+    return job
 
-        return run_job(job, progress=progress)
+
+def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None) -> Outcome:
+    job = app_job(job)
+    if job.gpu_target and not cuda_plugin_present():
+        return recorded_target_bundle(job)
     return compile_job(job, session=session, progress=progress)
 
 
@@ -42,15 +50,10 @@ def gpu_present() -> bool:
     return has_dev and cuda_plugin_present()
 
 
-def recorded_target_bundle(job: Job) -> Bundle:
+def recorded_target_bundle(job: Job) -> Outcome:
     """Without the CUDA plugin a GPU-target compile cannot run here; for a gallery model with the
     options of a recorded preset, the compile ``scripts/record_gpu_target.py`` recorded is shown
     instead (re-analyzed by this version of the code)."""
-    from analysis.bundle import reanalyze
-    from analysis.errors import ExplorerError
-    from analysis.options import presets
-    from sample_models import recorded_bundle_path
-
     target = job.gpu_target.upper()
     need = (f"compiling for the {target} target needs JAX's CUDA plugin (.venv/bin/pip install -e '.[cuda]'; "
             f"no GPU needed); without it the app shows the gallery's recorded {target} compiles")
@@ -63,10 +66,6 @@ def recorded_target_bundle(job: Job) -> Bundle:
         raise ExplorerError("options", need + f" (for {job.name}: {', '.join(recorded) or 'none'})", job.filename)
     b = Bundle.load(str(path))
     if job.dump_passes and not b.pass_log:
-        import json
-
-        from sample_models import gallery
-
         logged = [n for n in gallery() if (q := recorded_bundle_path(n, job.gpu_target))
                   and json.loads(q.read_text()).get("pass_log")]
         raise ExplorerError("options", need + f"; of those, only {', '.join(logged) or 'none'} carry the pass "
@@ -74,13 +73,8 @@ def recorded_target_bundle(job: Job) -> Bundle:
     reanalyze(b)  # the compile is recorded; the analysis is this version's
     if not job.compare_fusion:
         b.fusion_comparison = None
-    b.__dict__["_recorded"] = str(path)
-    return b
+    return Outcome(b, cached=True, recorded=str(path))
 
 
 def sandbox_state() -> tuple[bool, str]:
-    try:
-        from analysis.service.sandbox import sandbox_status
-    except ImportError:
-        return False, "the sandbox module is not installed"
     return sandbox_status()

@@ -17,7 +17,8 @@ from analysis.bundle import STAGE_LABELS, STAGES, Bundle
 from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
-from analysis.render.summary import human_bytes, human_seconds, library_calls
+from analysis.render.format import human_bytes, human_seconds
+from analysis.render.summary import summarize
 
 _COMPONENT = components.declare_component(
     "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))
@@ -27,30 +28,13 @@ _COMPONENT = components.declare_component(
 
 
 def summary_strip(b: Bundle) -> None:
-    m = b.metrics
-    cols = st.columns(5)
-    before = m.get("compute_ops_before")
-    after = m.get("kernels_after")
-    cols[0].metric("Ops → kernels", f"{before if before is not None else '–'} → {after if after is not None else '–'}",
-                   help="Compute ops in the program before optimization, kernels launched after.")
-    cov = m.get("fusion_coverage")
-    cols[1].metric("Fusion coverage", f"{cov:.0%}" if cov is not None else "–",
-                   help="Share of the ops that ended inside a kernel holding two or more ops.")
-    saved = m.get("bytes_saved")
-    added = saved is not None and saved < 0  # e.g. a split-K matmul writing partial sums
-    cols[2].metric("Memory traffic added" if added else "Memory traffic saved",
-                   human_bytes(abs(saved)) if saved is not None else "–",
-                   delta=f"{-m['bytes_saved_fraction']:+.0%} bytes" if saved else None, delta_color="inverse",
-                   help="Estimated: every op reading and writing memory (unfused) versus every kernel doing so "
-                        f"(fused): {human_bytes(m.get('unfused_bytes'))} → {human_bytes(m.get('fused_bytes'))}.")
-    by_route = m.get("kernels_by_route", {})
-    libs = library_calls(m)
-    cols[3].metric("Library calls", by_route.get("library", 0),
-                   help="Kernels handed to a library: " + (", ".join(f"{k} {v}" for k, v in libs.items()) or "none"))
-    ct = b.phase_seconds.get("compile")
-    cols[4].metric("Compile time", human_seconds(ct) if ct is not None else "–",
-                   help="Phases: " + ", ".join(f"{k} {human_seconds(v)}" for k, v in b.phase_seconds.items()))
-    parts = [f"<b>{by_route.get(r, 0)}</b> {ROUTE_LABELS[r].lower()}" for r in ROUTES if by_route.get(r)]
+    """The summary cards (``analysis.render.summary``: the same numbers as the CLI and the report)."""
+    s = summarize(b)
+    cards = s.cards()[:5]
+    for col, c in zip(st.columns(len(cards)), cards):
+        col.metric(c.label, c.value, delta=c.delta, delta_color="inverse" if c.delta else "normal",
+                   help=c.note or None)
+    parts = [f"<b>{n}</b> {html.escape(ROUTE_LABELS[r].lower())}" for r, n in s.route_counts()]
     if parts:
         st.markdown("<div class='xe-routes'>Kernels: " + " · ".join(parts) + "</div>", unsafe_allow_html=True)
 

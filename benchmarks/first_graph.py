@@ -31,9 +31,9 @@ def bare_compile(loaded):
 
 def ours(loaded):
     from analysis.render.graph import post_graph, pre_graph, render_svgs
-    from analysis.compile.lower import compile_to_bundle
+    from analysis.compile.stages import compile_model
 
-    b = compile_to_bundle(loaded, "cpu")
+    b = compile_model(loaded, "cpu").bundle
     # as the app does: both sides laid out by Graphviz at once
     render_svgs([pre_graph(b.module("hlo_before")).to_dot(), post_graph(b.module("hlo_after"), b.kernels).to_dot()])
 
@@ -41,7 +41,7 @@ def ours(loaded):
 def main() -> None:
     model = sys.argv[1] if len(sys.argv) > 1 else "transformer_block"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    from analysis.compile.lower import load_gallery
+    from analysis.compile.load import load_gallery
 
     loaded = load_gallery(model)
     bare_compile(loaded)  # warm JAX itself (imports, backend) for both
@@ -64,18 +64,19 @@ def main() -> None:
     # through a process, as the app does
     bare_cmd = [sys.executable, "-c",
                 "import sys; sys.path.insert(0, %r)\n"
-                "from analysis.compile.lower import load_gallery\nimport jax\n"
+                "from analysis.compile.load import load_gallery\nimport jax\n"
                 "m = load_gallery(%r)\njax.jit(m.model).lower(*m.inputs).compile()" % (ROOT, model)]
     w_bare, w_ours = [], []
     from analysis.render.graph import post_graph, pre_graph, render_svgs
-    from analysis.service.worker import Job, run_job
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
 
     for _ in range(max(2, n // 2)):
         t0 = time.perf_counter()
         subprocess.run(bare_cmd, check=True, cwd=ROOT)
         w_bare.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        b = run_job(Job(kind="gallery", name=model, backend="cpu"))
+        b = run_job(Job(kind="gallery", name=model, backend="cpu")).bundle
         render_svgs([pre_graph(b.module("hlo_before")).to_dot(), post_graph(b.module("hlo_after"), b.kernels).to_dot()])
         w_ours.append(time.perf_counter() - t0)
     mb, mo = statistics.median(w_bare), statistics.median(w_ours)

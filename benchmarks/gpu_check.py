@@ -64,10 +64,10 @@ def pass_dump(out_dir: str) -> dict:
 
     import jax
 
-    from analysis.compile import lower as run
-    from analysis.compile import measure as timings
+    from analysis.compile.load import load_gallery
+    from analysis.options import FUSION_PASSES
 
-    loaded = run.load_gallery("mlp")
+    loaded = load_gallery("mlp")
     with tempfile.TemporaryDirectory() as d:
         jax.jit(loaded.model).lower(*loaded.inputs).compile(
             compiler_options={"xla_dump_to": d, "xla_dump_hlo_pass_re": ".*"})
@@ -75,7 +75,7 @@ def pass_dump(out_dir: str) -> dict:
         for f in os.listdir(d):
             for m in re.finditer(r"\.(?:after|before)_([A-Za-z0-9_\-]+)", f):
                 names.add(m.group(1))
-    listed = timings.FUSION_PASSES["gpu"]
+    listed = FUSION_PASSES["gpu"]
     res = {"listed": list(listed), "found_in_dump": sorted(p for p in listed if p in names),
            "not_found": sorted(p for p in listed if p not in names),
            "fusion_like_in_dump": sorted(n for n in names if "fus" in n.lower()),
@@ -107,14 +107,16 @@ def _versus_recorded(b, name: str) -> dict | None:
 
 
 def check_model(name: str, iters: int, out_dir: str) -> dict:
-    from analysis.compile import lower as run
-    from analysis.compile import measure as timings
+    from analysis.compile.fusion_off import compare_fusion
+    from analysis.compile.load import load_gallery
+    from analysis.compile.measure import measure
+    from analysis.compile.stages import compile_model
 
     t0 = time.perf_counter()
-    loaded = run.load_gallery(name)
-    b = run.compile_to_bundle(loaded, "gpu", source_kind="gallery")
-    timings.measure_bundle(b, iterations=iters)
-    timings.compare_fusion(b, loaded, measure=True, iterations=iters)
+    c = compile_model(load_gallery(name), "gpu", source_kind="gallery")
+    measure(c, iterations=iters)
+    compare_fusion(c, measure_it=True, iterations=iters)
+    b = c.bundle
     b.save(os.path.join(out_dir, f"{name}.bundle.json"))
     t = b.timings
     rows = t["kernels"]

@@ -21,9 +21,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.service.queue import JobQueue, compile_job  # noqa: E402
-from analysis.service.sandbox import Limits, sandbox_status  # noqa: E402
+from analysis.service.sandbox import sandbox_status  # noqa: E402
+from analysis.service.settings import Limits  # noqa: E402
 from analysis.service.store import Store  # noqa: E402
-from analysis.service.worker import Job  # noqa: E402
+from analysis.service.job import Job  # noqa: E402
 
 PASTED = """
 import jax.numpy as jnp
@@ -68,8 +69,8 @@ def main() -> int:
             kind, job = make_job(rng, n, i)
             t0 = time.monotonic()
             try:
-                b = compile_job(job, session=f"session-{n}", queue=queue)
-                outcome = "bundle-" + b.__dict__.get("_cache", "?")
+                got = compile_job(job, session=f"session-{n}", queue=queue)
+                outcome = "bundle-" + ("hit" if got.cached else "miss")
             except ExplorerError as e:
                 outcome = f"error:{e.phase}"
             except Exception as e:  # noqa: BLE001 - the point is to find these

@@ -45,6 +45,16 @@ def gallery() -> dict[str, GalleryEntry]:
     return dict(sorted(out.items(), key=lambda kv: (kv[0] != DEFAULT_MODEL, kv[0])))
 
 
+def gallery_entry(name: str) -> GalleryEntry:
+    """The gallery model ``name``; an ``ExplorerError`` naming the models there are if none is."""
+    entries = gallery()
+    if name not in entries:
+        from analysis.errors import ExplorerError
+
+        raise ExplorerError("load", f"no gallery model named {name!r} (have: {', '.join(entries)})")
+    return entries[name]
+
+
 RECORDED_DIR = GALLERY_DIR / "recorded"
 
 

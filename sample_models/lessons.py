@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from analysis.bundle import Bundle
 from analysis.kernels import Kernel
-from analysis.render.summary import human_bytes, library_calls
+from analysis.render.format import human_bytes, library_calls
 
 
 @dataclass

@@ -47,11 +47,12 @@ def pass_names(target: str, model: str) -> dict:
     import jax
     from jax.sharding import SingleDeviceSharding
 
-    from analysis.compile import lower as run
+    from analysis.compile.backend import gpu_target_device
+    from analysis.compile.load import load_gallery
     from analysis.passes import pass_log_from_dir
 
-    loaded = run.load_gallery(model)
-    on = SingleDeviceSharding(run.gpu_target_device(target))
+    loaded = load_gallery(model)
+    on = SingleDeviceSharding(gpu_target_device(target))
     args = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on), loaded.inputs)
     with tempfile.TemporaryDirectory() as d:
         jax.jit(loaded.model).lower(*args).compile(compiler_options={"xla_dump_to": d, "xla_dump_hlo_pass_re": ".*"})
@@ -104,7 +105,8 @@ def main(argv=None) -> int:
 
     from analysis.errors import ExplorerError
     from analysis.options import presets
-    from analysis.service.worker import Job, execute
+    from analysis.service.job import Job
+    from analysis.service.worker_main import execute
     from sample_models import gallery
 
     os.makedirs(a.out, exist_ok=True)

@@ -12,14 +12,14 @@ def gallery_bundle():
     """``gallery_bundle(name, **compiler_options)`` -> the Bundle of that gallery model compiled
     on CPU, cached for the session."""
     pytest.importorskip("jax")
-    from analysis.compile.lower import analyze_model
+    from analysis.compile.stages import analyze_model
 
     cache: dict = {}
 
     def get(name: str, **compiler_options):
         key = (name, tuple(sorted(compiler_options.items())))
         if key not in cache:
-            cache[key] = analyze_model(name, "cpu", compiler_options or None)
+            cache[key] = analyze_model(name, "cpu", compiler_options or None).bundle
         return cache[key]
 
     return get
@@ -30,13 +30,14 @@ def source_bundle():
     """``source_bundle(source, name)`` -> the Bundle of a model given as source text (as if
     pasted), compiled on CPU once per session."""
     pytest.importorskip("jax")
-    from analysis.compile.lower import compile_to_bundle, load_source
+    from analysis.compile.load import load_source
+    from analysis.compile.stages import compile_model
 
     cache: dict = {}
 
     def get(source: str, name: str = "pasted"):
         if source not in cache:
-            cache[source] = compile_to_bundle(load_source(source, f"<{name}>", name), "cpu")
+            cache[source] = compile_model(load_source(source, f"<{name}>", name), "cpu").bundle
         return cache[source]
 
     return get

@@ -260,4 +260,4 @@ def test_traffic_that_fusion_added_is_called_added(recorded):
     text = summary_text(b)
     assert " more (" in text and "saved" not in text.split("memory traffic")[1].splitlines()[0]
     html = html_report(b)
-    assert "memory traffic added (est.)" in html and "--" not in html.split("memory traffic added")[1][:300]
+    assert "Memory traffic added" in html and "--" not in html.split("Memory traffic added")[1][:300]

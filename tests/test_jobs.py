@@ -17,9 +17,10 @@ from analysis.service import sandbox
 from analysis.bundle import bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.service.queue import JobQueue, compile_job
-from analysis.service.sandbox import Limits
+from analysis.service.settings import Limits
 from analysis.service.store import Store
-from analysis.service.worker import Job
+from analysis.service.job import Job
+from analysis.service.worker import Ran
 
 HLO = """HloModule tiny, is_scheduled=true
 
@@ -39,9 +40,17 @@ class Recorder:
         self.running: set[str] = set()
         self.log: list[tuple[str, frozenset]] = []  # (job name, running at its start)
         self.max_parallel = 0
+        self.started: dict[str, threading.Event] = {}
+
+    def wait_started(self, name: str) -> None:
+        """Block until the job ``name`` has started running (an event, not a sleep)."""
+        with self.lock:
+            ev = self.started.setdefault(name, threading.Event())
+        assert ev.wait(10), f"{name} never started"
 
     def __call__(self, job, progress=None, limits=None, cancel=None):
         with self.lock:
+            self.started.setdefault(job.name, threading.Event()).set()
             self.running.add(job.name)
             self.log.append((job.name, frozenset(self.running)))
             self.max_parallel = max(self.max_parallel, len(self.running))
@@ -55,7 +64,7 @@ class Recorder:
                 time.sleep(0.01)
             if job.name in self.fail_on:
                 raise ExplorerError("compile", "boom", job.filename)
-            return bundle_from_hlo(HLO, job.name)
+            return Ran(bundle_from_hlo(HLO, job.name), isolated=False)
         finally:
             with self.lock:
                 self.running.discard(job.name)
@@ -69,7 +78,7 @@ def queue(workers=2, session_jobs=10, **kw):
 def test_compile_jobs_run_in_parallel_up_to_workers():
     q, r = queue(workers=2)
     hs = [q.submit(Job(name=f"c{i}"), session=f"s{i}") for i in range(6)]
-    assert [h.result(10).title for h in hs] == [f"c{i}" for i in range(6)]
+    assert [h.result(10).bundle.title for h in hs] == [f"c{i}" for i in range(6)]
     assert r.max_parallel == 2
     assert all(h.status == jobs.DONE for h in hs)
     q.shutdown()
@@ -78,7 +87,7 @@ def test_compile_jobs_run_in_parallel_up_to_workers():
 def test_measurement_jobs_run_alone_and_block_new_compiles():
     q, r = queue(workers=3, delay=0.25)
     c1 = q.submit(Job(name="c1"), session="a")
-    time.sleep(0.05)
+    r.wait_started("c1")
     m1 = q.submit(Job(name="m1", measure=True), session="b")
     m2 = q.submit(Job(name="m2", compare_fusion=True), session="c")
     c2 = q.submit(Job(name="c2"), session="d")
@@ -96,7 +105,7 @@ def test_measurement_jobs_run_alone_and_block_new_compiles():
 def test_positions_count_down():
     q, r = queue(workers=1, delay=0.3)
     hs = [q.submit(Job(name=f"c{i}"), session=f"s{i}") for i in range(3)]
-    time.sleep(0.05)
+    r.wait_started("c0")
     assert hs[0].position() == 0 and hs[0].status == jobs.RUNNING
     assert hs[1].position() == 0 and hs[2].position() == 1  # jobs ahead in the lane
     hs[2].result(10)
@@ -109,13 +118,11 @@ def test_progress_reaches_the_caller_thread_with_the_queue_position_as_it_moves(
     # waiting job's position must be reported again when the job ahead of it finishes.
     q, r = queue(workers=1, delay=0.3)
     ahead = [q.submit(Job(name=f"a{i}"), session=f"s{i}") for i in range(3)]  # one runs, two wait
-    deadline = time.monotonic() + 10
-    while ahead[0].status != jobs.RUNNING and time.monotonic() < deadline:
-        time.sleep(0.01)
+    r.wait_started("a0")
     seen: list[tuple[str, str]] = []
     b = compile_job(Job(name="mine"), session="me", queue=q, use_cache=False,
                     progress=lambda p: seen.append((p, threading.current_thread().name)))
-    assert b.title == "mine"
+    assert b.bundle.title == "mine" and b.cached is False
     assert {t for _, t in seen} == {threading.current_thread().name}
     msgs = [p for p, _ in seen]
     waits = [int(p.split(":")[1]) for p in msgs if p.startswith("queued:")]
@@ -217,10 +224,10 @@ def test_compile_job_end_to_end_cache_and_damaged_store(tmp_path):
     q = JobQueue(Limits(timeout_s=60, workers=2), store)
     seen = []
     b1 = compile_job(Job(source=SRC, name="e2e"), session="t", progress=seen.append, queue=q)
-    assert b1.__dict__["_cache"] == "miss" and "compile" in seen
+    assert not b1.cached and b1.isolated is True and "compile" in seen
     b2 = compile_job(Job(source=SRC, name="e2e"), session="t", queue=q)
-    assert b2.__dict__["_cache"] == "hit"
-    assert b2.stages == b1.stages
+    assert b2.cached and b2.isolated is None
+    assert b2.bundle.stages == b1.bundle.stages
     # The device probe is remembered in the store.
     assert store.get_meta(jobs.probe_meta_key())["backends"]["cpu"]
     # A damaged cached row: reported as a warning, recompiled, repaired.
@@ -231,8 +238,8 @@ def test_compile_job_end_to_end_cache_and_damaged_store(tmp_path):
     c.close()
     with pytest.warns(UserWarning, match="store"):
         b3 = compile_job(Job(source=SRC, name="e2e"), session="t", queue=q)
-    assert b3.__dict__["_cache"] == "miss"
-    assert compile_job(Job(source=SRC, name="e2e"), session="t", queue=q).__dict__["_cache"] == "hit"
+    assert not b3.cached
+    assert compile_job(Job(source=SRC, name="e2e"), session="t", queue=q).cached
     # A user error comes back as ExplorerError and is not cached.
     with pytest.raises(ExplorerError) as info:
         compile_job(Job(source="import nope_nope\n", name="bad"), session="t", queue=q)
@@ -247,7 +254,7 @@ def test_compile_job_with_a_garbage_store_still_compiles(tmp_path):
     path.write_bytes(b"garbage" * 1000)
     q = JobQueue(Limits(timeout_s=60), Store(str(path)))
     with pytest.warns(UserWarning, match="store"):
-        b = compile_job(Job(kind="gallery", name="mlp", backend="cpu"), session="t", queue=q)
+        b = compile_job(Job(kind="gallery", name="mlp", backend="cpu"), session="t", queue=q).bundle
     assert b.kernels
     assert path.read_bytes().startswith(b"garbage")
     q.shutdown()
@@ -273,13 +280,13 @@ def test_cpu_calibration_is_made_once_per_machine(tmp_path):
     one and hands it to later measuring jobs, which then report the very same peaks."""
     store = Store(str(tmp_path / "store.sqlite"))
     q = JobQueue(Limits(timeout_s=120, workers=1), store)
-    first = compile_job(Job(source=SRC, name="p1", measure=True, iterations=3), session="t", queue=q)
+    first = compile_job(Job(source=SRC, name="p1", measure=True, iterations=3), session="t", queue=q).bundle
     peaks = first.timings["peaks"]
     assert peaks["source"] == "calibrated" and peaks["machine"]
     assert store.get_meta("peaks:" + jobs.probe_meta_key()) == peaks
     job = Job(source=SRC, name="p2", measure=True, iterations=4)
-    second = compile_job(job, session="t", queue=q)
-    assert job.peaks == peaks
+    second = compile_job(job, session="t", queue=q).bundle
+    assert job.peaks is None  # the caller's job is not changed; the worker got a copy with the peaks
     assert second.timings["peaks"] == peaks
     # the hand-over does not change what the cache key sees
     assert jobs.cache_key(job, "cpu") == jobs.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")

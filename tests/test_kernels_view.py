@@ -16,13 +16,12 @@ def measured_json(tmp_path_factory):
     pytest.importorskip("jax")
     mp = pytest.MonkeyPatch()
     mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("data")))
-    from analysis.compile import lower as run
-    from analysis.compile import measure as timings
+    from analysis.compile import fusion_off, load, measure, stages
 
-    loaded = run.load_gallery("mlp")
-    b = run.compile_to_bundle(loaded, "cpu")
-    timings.measure_bundle(b, iterations=4)
-    timings.compare_fusion(b, loaded, measure=True, iterations=4)
+    c = stages.compile_model(load.load_gallery("mlp"), "cpu")
+    measure.measure(c, iterations=4)
+    fusion_off.compare_fusion(c, measure_it=True, iterations=4)
+    b = c.bundle
     mp.undo()
     return b.to_json()
 

@@ -1,21 +1,109 @@
-"""The rules of the house, checked: the viewer never imports JAX; analysis never imports
-Streamlit; the HLO parser imports neither."""
+"""The rules of the house, checked on the packages (not on a list of files):
+
+- only ``analysis/compile/`` and the worker process (``analysis/service/worker_main.py``) import
+  JAX, anywhere in the file;
+- ``analysis/hlo/`` imports nothing of ours outside itself;
+- nothing under ``analysis/`` imports Streamlit;
+- ``analysis/service/`` and ``analysis/compile/`` never import ``analysis/render/``; the core
+  (the modules at the top of ``analysis/``) imports neither ``compile``, ``service`` nor ``render``;
+- the app, the viewer's modules and the service's parent side load no JAX when imported.
+"""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ANALYSIS = os.path.join(ROOT, "analysis")
 
-VIEWER = ["app.views", "app.kernels_view", "app.runner", "app.page_helpers", "analysis.render.report", "analysis.dump",
-          "analysis.permalink", "analysis.passes", "analysis.compare", "analysis.render.graph", "analysis.render.charts",
-          "analysis.service.queue", "analysis.service.store", "analysis.service.sandbox", "analysis.service.worker", "analysis.bundle",
-          "analysis.cli", "analysis.render.summary", "sample_models", "sample_models.lessons",
-          # these import JAX only inside the functions that run a compile
-          "analysis.compile.lower", "analysis.compile.measure", "analysis.compile.sweep"]
-ANALYSIS = [m for m in VIEWER if m.startswith("analysis.")]
+
+def _modules() -> dict[str, str]:
+    """Every module under analysis/, app/ and sample_models/ by dotted name -> its path."""
+    out = {}
+    for top in ("analysis", "app", "sample_models"):
+        for dirpath, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(dirpath, f), ROOT)[:-3].replace(os.sep, ".")
+                    out[rel.removesuffix(".__init__")] = os.path.join(dirpath, f)
+    return out
+
+
+def _imports(path: str) -> set[str]:
+    """Every module a file imports, at the top or inside a function."""
+    tree = ast.parse(open(path).read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+MODULES = _modules()
+IMPORTS = {name: _imports(path) for name, path in MODULES.items()}
+
+
+def _layer(name: str) -> str:
+    parts = name.split(".")
+    if parts[0] != "analysis":
+        return parts[0]
+    if len(parts) > 1 and parts[1] in ("hlo", "compile", "service", "render"):
+        return parts[1]
+    return "cli" if name == "analysis.cli" else "core"
+
+
+def _ours(imported: set[str]) -> set[str]:
+    return {m for m in imported if m.split(".")[0] in ("analysis", "app", "sample_models")}
+
+
+def test_every_layer_exists():
+    assert {_layer(n) for n in MODULES} >= {"hlo", "core", "compile", "service", "render", "cli", "app"}
+
+
+def test_only_compile_and_the_worker_process_import_jax():
+    from sample_models import gallery
+
+    models = {f"sample_models.{n}" for n in gallery()}  # the gallery's model files are programs, not ours to layer
+    importers = {n for n, imps in IMPORTS.items()
+                 if n not in models and any(m.split(".")[0] in ("jax", "jaxlib") for m in imps)}
+    allowed = {n for n in MODULES if _layer(n) == "compile"} | {"analysis.service.worker_main"}
+    assert importers, "nothing imports JAX: the check is looking at the wrong files"
+    assert importers <= allowed, f"JAX imported outside analysis/compile: {sorted(importers - allowed)}"
+
+
+def test_hlo_imports_nothing_of_ours_outside_itself():
+    for name in MODULES:
+        if _layer(name) == "hlo":
+            outside = {m for m in _ours(IMPORTS[name]) if not m.startswith("analysis.hlo")}
+            assert not outside, f"{name} imports {sorted(outside)}"
+
+
+def test_analysis_never_imports_streamlit():
+    for name, imps in IMPORTS.items():
+        if name.startswith("analysis"):
+            assert not any(m.split(".")[0] == "streamlit" for m in imps), name
+
+
+def test_imports_point_down():
+    forbidden = {"core": ("compile", "service", "render", "cli", "app"), "compile": ("service", "render", "cli", "app"),
+                 "service": ("render", "cli", "app"), "render": ("compile", "service", "cli", "app"),
+                 "hlo": ("core", "compile", "service", "render", "cli", "app"), "app": ("compile",)}
+    bad = []
+    for name, imps in IMPORTS.items():
+        for m in _ours(imps):
+            target = _layer(m) if m in MODULES or m.rsplit(".", 1)[0] in MODULES else None
+            if target is None:
+                continue
+            if target in forbidden.get(_layer(name), ()):
+                bad.append(f"{name} ({_layer(name)}) -> {m} ({target})")
+    assert not bad, "\n".join(bad)
 
 
 def _loaded_after_import(modules: list[str]) -> set[str]:
@@ -23,21 +111,22 @@ def _loaded_after_import(modules: list[str]) -> set[str]:
             f"for m in {modules!r}:\n    __import__(m)\n"
             "print(json.dumps(sorted(k.split('.')[0] for k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    import json
-
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def test_the_viewer_does_not_import_jax():
+VIEWER = sorted(n for n in MODULES if _layer(n) in ("hlo", "core", "render", "cli")
+                or n in ("analysis.service.queue", "analysis.service.worker", "analysis.service.store",
+                         "analysis.service.sandbox", "analysis.service.settings", "analysis.service.job",
+                         "app.views", "app.kernels_view", "app.runner", "app.page_helpers",
+                         "sample_models", "sample_models.lessons"))
+
+
+def test_the_viewer_and_the_service_parent_load_no_jax():
     loaded = _loaded_after_import(VIEWER)
+    assert "analysis" in loaded
     assert "jax" not in loaded and "jaxlib" not in loaded
 
 
-def test_analysis_does_not_import_streamlit():
-    loaded = _loaded_after_import(ANALYSIS)
-    assert "streamlit" not in loaded
-
-
 def test_the_parser_is_pure_python():
-    loaded = _loaded_after_import(["analysis.hlo.parser", "analysis.hlo.shape"])
+    loaded = _loaded_after_import(["analysis.hlo"])
     assert not loaded & {"jax", "jaxlib", "numpy", "streamlit", "plotly"}

@@ -61,7 +61,7 @@ def test_fusion_pass_names_exist(tmp_path):
     """xla_disable_hlo_passes ignores names it does not know, so check ours run: with
     xla_dump_hlo_pass_re=.* XLA dumps a snapshot named after every pass that changed the module."""
     jax = pytest.importorskip("jax")
-    from analysis.compile.lower import load_gallery
+    from analysis.compile.load import load_gallery
 
     m = load_gallery("mlp")
     jax.jit(m.model).lower(*m.inputs).compile(

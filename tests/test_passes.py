@@ -17,7 +17,8 @@ PAGE = os.path.join(ROOT, "app", "sections", "pass_pipeline.py")
 @pytest.fixture(scope="module")
 def mlp_passes():
     pytest.importorskip("jax")
-    from analysis.service.worker import Job, execute
+    from analysis.service.job import Job
+    from analysis.service.worker_main import execute
 
     return execute(Job(kind="gallery", name="mlp", backend="cpu", dump_passes=True))
 

@@ -15,7 +15,7 @@ import pytest
 
 from analysis.bundle import Bundle, bundle_from_hlo
 from analysis.render.report import exports, graph_exports, html_report
-from analysis.render.summary import human_bytes
+from analysis.render.format import human_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "test-output", "report")
@@ -32,13 +32,12 @@ def tb(gallery_bundle):
 def measured(tmp_path_factory):
     """mlp compiled, measured and compared with fusion off (its own copy: it is modified)."""
     pytest.importorskip("jax")
-    from analysis.compile import measure as timings
-    from analysis.compile.lower import analyze_model
+    from analysis.compile import fusion_off, measure, stages
 
-    b = analyze_model("mlp", "cpu")
-    timings.measure_bundle(b, iterations=5)
-    timings.compare_fusion(b, None, measure=True, iterations=5)
-    return Bundle.from_json(b.to_json())
+    c = stages.analyze_model("mlp", "cpu")
+    measure.measure(c, iterations=5)
+    fusion_off.compare_fusion(c, measure_it=True, iterations=5)
+    return Bundle.from_json(c.bundle.to_json())
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +93,7 @@ def test_report_holds_graphs_kernels_and_numbers(tb):
 def test_measured_report_has_timings_charts_and_fusion_comparison(measured):
     page = html_report(measured)
     t = measured.timings
-    assert "time / step" in page and "% of peak" in page and "step time (median)" in page
+    assert "time / step" in page and "% of peak" in page and "Step time (median)" in page
     for name in t["kernels"]:
         assert f"id='kernel-{name}'" in page
     assert "chart-Timeline" in page and "chart-Roofline" in page

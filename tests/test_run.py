@@ -1,4 +1,4 @@
-"""Loading and compiling user code (analysis.compile.lower): each failure is an ExplorerError with the
+"""Loading and compiling user code (analysis.compile): each failure is an ExplorerError with the
 phase it happened in and, where the user's code is at fault, the line in that code."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ import pytest
 pytest.importorskip("jax")
 
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.compile.lower import compile_to_bundle, load_source, parse_options, select_device  # noqa: E402
+from analysis.compile.backend import select_device  # noqa: E402
+from analysis.compile.load import load_source  # noqa: E402
+from analysis.compile.stages import compile_model  # noqa: E402
+from analysis.options import parse_options  # noqa: E402
 
 INPUTS = "\ndef example_inputs():\n    return (jnp.ones((3, 4)), jnp.ones((5, 6)))\n"
 
@@ -58,7 +61,7 @@ def test_trace_error_points_at_the_users_line():
     src = ("import jax.numpy as jnp\n\n\ndef model(x, w):\n    y = x * 2\n    z = y @ w\n    return z\n"
            + INPUTS)
     loaded = load_source(src, "/tmp/user_model.py", "user_model")
-    e = fails("trace", compile_to_bundle, loaded, "cpu")
+    e = fails("trace", compile_model, loaded, "cpu")
     assert e.file == "/tmp/user_model.py"
     assert e.line == line_of(src, "y @ w")
     assert "y @ w" in (e.excerpt or "")
@@ -67,7 +70,7 @@ def test_trace_error_points_at_the_users_line():
 def test_trace_error_in_a_helper_points_at_the_innermost_user_line():
     src = ("import jax.numpy as jnp\n\ndef helper(a, b):\n    return jnp.dot(a, b)\n\n"
            "def model(x, w):\n    return helper(x, w)\n" + INPUTS)
-    e = fails("trace", compile_to_bundle, load_source(src, "m.py", "m"), "cpu")
+    e = fails("trace", compile_model, load_source(src, "m.py", "m"), "cpu")
     assert e.line == line_of(src, "jnp.dot(a, b)")
 
 
@@ -78,7 +81,7 @@ def test_gpu_backend_on_a_cpu_machine():
         pytest.skip("this machine has an accelerator")
     fails("options", select_device, "gpu")
     src = "import jax.numpy as jnp\ndef model(x): return x + 1\ndef example_inputs(): return (jnp.ones(3),)\n"
-    fails("options", compile_to_bundle, load_source(src, "m.py", "m"), "gpu")
+    fails("options", compile_model, load_source(src, "m.py", "m"), "gpu")
     fails("options", select_device, "tpu-ish")
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from analysis.service import sandbox
 from analysis.errors import ExplorerError
-from analysis.service.sandbox import Limits
+from analysis.service.settings import Limits
 from analysis.service.worker import Job, run_job
 
 ISOLATED, WHY = sandbox.sandbox_status()
@@ -76,17 +76,17 @@ def run_hostile(source: str, limits: Limits = LIMITS, **job) -> ExplorerError:
 def still_served():
     """Call after hostile jobs: a normal job still gives a bundle."""
     def check():
-        b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
-        assert b.stages["hlo_after"] and b.kernels
-        assert b.__dict__.get("_isolated") is True
+        ran = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
+        assert ran.bundle.stages["hlo_after"] and ran.bundle.kernels
+        assert ran.isolated is True
     return check
 
 
 def test_normal_job_runs_isolated():
-    b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
-    assert b.source["name"] == "good"
-    assert "tanh" in b.stages["hlo_before"]
-    assert b.__dict__["_isolated"] is True
+    ran = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
+    assert ran.bundle.source["name"] == "good"
+    assert "tanh" in ran.bundle.stages["hlo_before"]
+    assert ran.isolated is True
 
 
 def test_infinite_loop_hits_the_wall_clock_limit(still_served):
@@ -193,7 +193,7 @@ def test_cannot_write_outside_the_scratch_dir():
             assert not os.path.exists(t), f"the sandbox wrote {t}"
         # The scratch dir itself is writable (and gone afterwards).
         b = run_job(Job(source="import os\nopen('/scratch/ok', 'w').write('x')\nopen('/tmp/ok', 'w').write('y')\n"
-                        + TAIL), limits=LIMITS)
+                        + TAIL), limits=LIMITS).bundle
         assert b.kernels is not None
     finally:
         for name in os.listdir(target_dir):
@@ -263,31 +263,49 @@ def test_no_leftover_worker_processes_at_all():
     assert _leftovers(list(sandbox.recent_tokens)) == []
 
 
-def test_fallback_without_bwrap_is_flagged(monkeypatch):
+OFF = Limits(**{**LIMITS.__dict__, "sandbox": "off"})
+
+
+def test_fallback_without_bwrap_is_flagged():
     """With the sandbox off the job still runs under limits, and says it is not isolated."""
-    monkeypatch.setenv("XLA_EXPLORER_SANDBOX", "off")
-    try:
-        ok, reason = sandbox.sandbox_status(refresh=True)
-        assert ok is False and "off" in reason
-        b = run_job(Job(source=GOOD, name="good"), limits=LIMITS)
-        assert b.__dict__["_isolated"] is False
-        err = run_hostile("import os\nos._exit(5)\n" + TAIL)
-        assert "exit 5" in err.message
-    finally:
-        monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
-        assert sandbox.sandbox_status(refresh=True)[0] is True
+    ok, reason = sandbox.sandbox_status(OFF)
+    assert ok is False and "off" in reason
+    ran = run_job(Job(source=GOOD, name="good"), limits=OFF)
+    assert ran.isolated is False
+    err = run_hostile("import os\nos._exit(5)\n" + TAIL, limits=OFF)
+    assert "exit 5" in err.message
+
+
+def test_every_way_of_turning_the_sandbox_off_is_reported(tmp_path, monkeypatch):
+    """The settings file, the environment and a Limits handed in: each one turns the sandbox off
+    for the jobs *and* for the status the app and the CLI show."""
+    monkeypatch.delenv("XLA_EXPLORER_SANDBOX", raising=False)
+    toml = tmp_path / "xla-explorer.toml"
+    toml.write_text('[limits]\nsandbox = "off"\n')
+    monkeypatch.setenv("XLA_EXPLORER_SETTINGS", str(toml))
+    assert Limits.from_env().sandbox == "off"
+    assert sandbox.sandbox_status()[0] is False
+    toml.write_text('[limits]\nsandbox = "auto"\n')
+    assert sandbox.sandbox_status()[0] is ISOLATED
+    monkeypatch.setenv("XLA_EXPLORER_SANDBOX", "OFF")
+    assert sandbox.sandbox_status()[0] is False
+    monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
+    assert sandbox.sandbox_status(OFF)[0] is False
+    toml.write_text("[limits]\nsandbox = \n")
+    ok, reason = sandbox.sandbox_status()
+    assert ok is False and "settings" in reason
 
 
 def test_require_refuses_without_sandbox(monkeypatch):
-    monkeypatch.setenv("XLA_EXPLORER_SANDBOX", "off")
+    monkeypatch.setattr(sandbox, "BWRAP", "/nonexistent/bwrap")
     try:
-        sandbox.sandbox_status(refresh=True)
+        assert sandbox.bwrap_status(refresh=True)[0] is False
         with pytest.raises(ExplorerError) as info:
             run_job(Job(source=GOOD), limits=Limits(**{**LIMITS.__dict__, "sandbox": "require"}))
         assert info.value.phase == "limit" and "sandbox" in info.value.message
     finally:
-        monkeypatch.delenv("XLA_EXPLORER_SANDBOX")
-        sandbox.sandbox_status(refresh=True)
+        monkeypatch.undo()
+        sandbox.bwrap_status(refresh=True)
 
 
 def test_a_gpu_target_job_is_bounded_by_data_not_address_space(still_served):

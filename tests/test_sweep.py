@@ -8,7 +8,7 @@ import os
 import pytest
 
 from analysis.errors import ExplorerError
-from analysis.compile.sweep import bucket_for, parse_lengths, summary
+from analysis.sweep import bucket_for, parse_lengths, summary
 
 PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "shape_sweep.py")
 
@@ -41,7 +41,8 @@ def test_summary_counts():
 
 def test_sweep_job_bucketing_compiles_less():
     pytest.importorskip("jax")
-    from analysis.service.worker import Job, execute
+    from analysis.service.job import Job
+    from analysis.service.worker_main import execute
 
     # 128 is also the model's width: padding must touch only the axis that follows the length
     b = execute(Job(kind="sweep", name="shape_sweep", backend="cpu",
@@ -62,7 +63,8 @@ def test_sweep_job_bucketing_compiles_less():
 
 def test_sweep_needs_a_length_argument():
     pytest.importorskip("jax")
-    from analysis.service.worker import Job, execute
+    from analysis.service.job import Job
+    from analysis.service.worker_main import execute
 
     src = "import jax.numpy as jnp\ndef model(x):\n    return x * 2\ndef example_inputs():\n    return (jnp.ones(3),)\n"
     with pytest.raises(ExplorerError) as e:

@@ -13,8 +13,9 @@ import pytest
 
 pytest.importorskip("jax")
 
-from analysis.compile import lower as run
-from analysis.compile import measure as timings  # noqa: E402
+from analysis import devices, profile  # noqa: E402
+from analysis.compile import fusion_off, load, measure, stages  # noqa: E402
+from analysis.options import FUSION_PASSES  # noqa: E402
 from analysis.bundle import Bundle  # noqa: E402
 
 LOOP_MODEL = '''"""Loop: a fori_loop and a cond."""
@@ -43,10 +44,9 @@ def data_dir(tmp_path_factory):
 
 
 def _measured(name: str):
-    loaded = run.load_gallery(name)
-    b = run.compile_to_bundle(loaded, "cpu")
-    timings.measure_bundle(b, iterations=ITERS)
-    return b, loaded
+    c = stages.compile_model(load.load_gallery(name), "cpu")
+    measure.measure(c, iterations=ITERS)
+    return c.bundle, c
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +61,9 @@ def transformer():
 
 @pytest.fixture(scope="module")
 def loop():
-    loaded = run.load_source(LOOP_MODEL, "<loop test>", "loop")
-    b = run.compile_to_bundle(loaded, "cpu")
-    timings.measure_bundle(b, iterations=ITERS)
-    return b, loaded
+    c = stages.compile_model(load.load_source(LOOP_MODEL, "<loop test>", "loop"), "cpu")
+    measure.measure(c, iterations=ITERS)
+    return c.bundle, c
 
 
 @pytest.mark.parametrize("which", ["mlp", "transformer", "loop"])
@@ -119,7 +118,7 @@ def test_timeline_is_one_step(mlp):
 
 
 def test_raw_trace_is_kept(mlp):
-    raw = timings.trace_bytes(mlp[0].timings)
+    raw = profile.trace_bytes(mlp[0].timings)
     assert raw is not None
     doc = json.loads(gzip.decompress(raw))
     assert "traceEvents" in doc
@@ -128,17 +127,17 @@ def test_raw_trace_is_kept(mlp):
 @pytest.mark.parametrize("which", ["mlp", "transformer"])
 def test_fusion_off_has_more_kernels(which, request):
     b, loaded = request.getfixturevalue(which)
-    timings.compare_fusion(b, loaded, measure=False)
+    fusion_off.compare_fusion(loaded, measure_it=False)
     fc = b.fusion_comparison
     assert fc["unfused"]["kernels"] > fc["default"]["kernels"]
     assert fc["kernels_saved"] > 0
     assert fc["bytes_saved"] > 0
-    assert fc["disabled_passes"] == list(timings.FUSION_PASSES["cpu"])
+    assert fc["disabled_passes"] == list(FUSION_PASSES["cpu"])
 
 
 def test_fusion_off_measured(mlp):
     b, loaded = mlp
-    timings.compare_fusion(b, loaded, measure=True, iterations=ITERS)
+    fusion_off.compare_fusion(loaded, measure_it=True, iterations=ITERS)
     fc = b.fusion_comparison
     assert fc["measured"] and fc["unfused"]["step_median_s"] > 0 and fc["speedup"] > 0
     assert fc["unfused"]["top_kernels"]
@@ -148,7 +147,7 @@ def test_fusion_off_measured(mlp):
 def test_bundle_with_timings_round_trips(which, request):
     b, loaded = request.getfixturevalue(which)
     if b.fusion_comparison is None:
-        timings.compare_fusion(b, loaded, measure=False)
+        fusion_off.compare_fusion(loaded, measure_it=False)
     back = Bundle.from_json(b.to_json())
     assert back == b
     assert back.timings["kernels"] == b.timings["kernels"]
@@ -158,14 +157,14 @@ def test_bundle_with_timings_round_trips(which, request):
 
 
 def _recorded_events(b):
-    """The events of a real CPU trace of ``b`` (re-measured here, raw)."""
+    """The events of a real CPU trace of the compile ``b`` (re-measured here, raw)."""
     import glob
     import os
     import tempfile
 
     import jax
 
-    compiled, args = b.__dict__["_compiled"], b.__dict__["_args"]
+    compiled, args = b.executable, b.args
     jax.block_until_ready(compiled(*args))
     with tempfile.TemporaryDirectory() as d:
         jax.profiler.start_trace(d)
@@ -173,17 +172,17 @@ def _recorded_events(b):
             jax.block_until_ready(compiled(*args))
         jax.profiler.stop_trace()
         pb = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)[0]
-        return timings.events_from_profile(jax.profiler.ProfileData.from_file(pb), "cpu")
+        return profile.events_from_profile(jax.profiler.ProfileData.from_file(pb), "cpu")
 
 
 def test_attribution_without_run_id_matches(loop):
     """The GPU path (no run_id, nested ``a::b`` names) on recorded events gives the same calls."""
-    b, _ = loop
-    events = _recorded_events(b)
+    b, c = loop
+    events = _recorded_events(c)
     assert events and all(e.run_id is not None for e in events)
-    with_id = timings.attribute(events, b.kernels, 3, "cpu")
+    with_id = profile.attribute(events, b.kernels, 3, "cpu")
     stripped = [e._replace(run_id=None, hlo_op=f"outer.1::{e.hlo_op}") for e in events]
-    without = timings.attribute(stripped, b.kernels, 3, "cpu")
+    without = profile.attribute(stripped, b.kernels, 3, "cpu")
     assert without["steps_seen"] == 3
     assert {k: r["calls"] for k, r in without["kernels"].items()} == \
         {k: r["calls"] for k, r in with_id["kernels"].items()}
@@ -192,15 +191,15 @@ def test_attribution_without_run_id_matches(loop):
 def test_gpu_attribution_sums_kernels_of_one_instruction(mlp):
     """One instruction launching two device kernels per call: one row, both summed, calls = 1,
     kernel_details parsed per device kernel."""
-    b, _ = mlp
-    events = _recorded_events(b)
+    b, c = mlp
+    events = _recorded_events(c)
     details = "regs:40 static_shared:0 dynamic_shared:49152 grid:8,4,1 block:128,1,1 occ_pct:50.0"
     doubled = []
     for e in events:
         for part in ("gemm_main", "gemm_epilogue"):
             doubled.append(e._replace(name=f"{e.hlo_op}_{part}", run_id=None, line="Stream #7(Compute)",
                                       duration_ns=e.duration_ns / 2, stats={"kernel_details": details}))
-    out = timings.attribute(doubled, b.kernels, 3, "gpu")
+    out = profile.attribute(doubled, b.kernels, 3, "gpu")
     for name, row in out["kernels"].items():
         assert row["calls"] == 1 and row["launches"] == 2
         assert set(row["kernel_details"]) == {f"{name}_gemm_main", f"{name}_gemm_epilogue"}
@@ -209,20 +208,20 @@ def test_gpu_attribution_sums_kernels_of_one_instruction(mlp):
 
 
 def test_peak_table_prefers_the_specific_name():
-    assert timings.table_peaks("NVIDIA H200")["matched"] == "H200"
-    assert timings.table_peaks("NVIDIA GH200 480GB")["matched"] == "GH200"
-    assert timings.table_peaks("NVIDIA H100 80GB HBM3")["matched"] == "H100"
-    assert timings.table_peaks("NVIDIA L40S")["matched"] == "L40S"
-    assert timings.table_peaks("NVIDIA L4")["matched"] == "L4"
-    assert timings.table_peaks("cpu") is None
+    assert devices.table_peaks("NVIDIA H200")["matched"] == "H200"
+    assert devices.table_peaks("NVIDIA GH200 480GB")["matched"] == "GH200"
+    assert devices.table_peaks("NVIDIA H100 80GB HBM3")["matched"] == "H100"
+    assert devices.table_peaks("NVIDIA L40S")["matched"] == "L40S"
+    assert devices.table_peaks("NVIDIA L4")["matched"] == "L4"
+    assert devices.table_peaks("cpu") is None
 
 
 def test_measure_needs_a_compiled_program(mlp):
     from analysis.errors import ExplorerError
 
-    b = Bundle.from_json(mlp[0].to_json())
-    with pytest.raises(ExplorerError, match="no compiled program"):
-        timings.measure_bundle(b)
+    loaded_back = stages.Compiled(Bundle.from_json(mlp[0].to_json()), mlp[1].loaded)  # a bundle, no executable
+    with pytest.raises(ExplorerError, match="no program to run"):
+        measure.measure(loaded_back)
 
 
 def test_cli_measure_and_compare(tmp_path, capsys):
@@ -240,7 +239,7 @@ def test_cli_measure_and_compare(tmp_path, capsys):
 
 
 def test_over_peak_is_explained_only_when_it_happens():
-    from analysis.compile.measure import over_peak_note
+    from analysis.profile import over_peak_note
 
     under = {"kernels": {"a": {"name": "a", "pct_of_peak": 40.0}, "b": {"name": "b", "pct_of_peak": None}}}
     assert over_peak_note(under) is None and over_peak_note(None) is None

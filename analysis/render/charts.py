@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
-from analysis.render.summary import human_bytes, human_seconds
+from analysis.render.format import human_bytes, human_seconds
 
 UNKNOWN_COLOR = "#777777"
 FONT = dict(size=13)

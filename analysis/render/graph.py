@@ -338,7 +338,7 @@ def kernel_label(k: Kernel, timing: dict | None = None) -> str:
         body = k.opcode
     label = f"{head}\n{body}"
     if timing and timing.get("median_s") is not None:
-        from analysis.render.summary import human_seconds
+        from analysis.render.format import human_seconds
 
         share = timing.get("share") or 0
         label += f"\n{human_seconds(timing['median_s'])} · {share:.0%}" if share >= 0.1 else \

@@ -23,7 +23,8 @@ import re
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
-from analysis.render.summary import human_bytes, human_flops, human_seconds, library_calls
+from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.render.summary import route_chips_html, summary_html
 
 MAX_STAGE_CHARS = 1_000_000  # longer stage texts are cut in the report (the bundle keeps them)
 MAX_EMBEDDED_BUNDLE = 8 * 2 ** 20  # embed the bundle JSON (for "download") up to this size
@@ -86,7 +87,7 @@ def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
 def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]:
     """Every download of a bundle: the graphs (DOT, SVG), the Bundle JSON, the raw profiler
     trace when the bundle kept one, and (``report=True``) the HTML report."""
-    from analysis.compile.measure import trace_bytes
+    from analysis.profile import trace_bytes
 
     slug = _slug(bundle.title)
     out = graph_exports(bundle)
@@ -133,52 +134,8 @@ def _environment_rows(b: Bundle) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in rows if v not in (None, "")]
 
 
-def _summary_html(b: Bundle) -> str:
-    m = b.metrics
-    cards = []
-
-    def card(label, value, note=""):
-        cards.append(f"<div class='card'><div class='lbl'>{_e(label)}</div><div class='val'>{_e(value)}</div>"
-                     + (f"<div class='note'>{_e(note)}</div>" if note else "") + "</div>")
-
-    before, after = m.get("compute_ops_before"), m.get("kernels_after")
-    card("ops before → kernels after", f"{'–' if before is None else before} → {'–' if after is None else after}",
-         f"+{m['control_ops_after']} control-flow ops" if m.get("control_ops_after") else
-         "compute ops in the program → kernels launched")
-    cov = m.get("fusion_coverage")
-    card("fusion coverage", f"{cov:.0%}" if cov is not None else "–", "of the ops ended inside a multi-op fusion")
-    if "bytes_saved" in m:
-        added = m["bytes_saved"] < 0  # e.g. a split-K matmul writing partial sums
-        card(f"memory traffic {'added' if added else 'saved'} (est.)", human_bytes(abs(m["bytes_saved"])),
-             f"{human_bytes(m.get('unfused_bytes'))} unfused → {human_bytes(m.get('fused_bytes'))} fused "
-             f"({abs(m.get('bytes_saved_fraction', 0)):.0%} {'more' if added else 'less'})")
-    by_route = m.get("kernels_by_route") or {}
-    libs = library_calls(m)
-    card("library calls", str(by_route.get("library", 0)), ", ".join(f"{k} {v}" for k, v in libs.items()) or "none")
-    ct = (b.phase_seconds or {}).get("compile")
-    card("compile time", human_seconds(ct) if ct is not None else "–",
-         ", ".join(f"{k} {human_seconds(v)}" for k, v in (b.phase_seconds or {}).items()))
-    t = b.timings or {}
-    if t.get("kernels"):
-        card("step time (median)", human_seconds(t.get("step_median_s")),
-             f"kernels busy {human_seconds(t.get('device_busy_s'))} over {t.get('iterations')} calls")
-    fc = b.fusion_comparison
-    if fc:
-        u, d = fc.get("unfused", {}), fc.get("default", {})
-        note = f"{human_bytes(u.get('bytes'))} → {human_bytes(d.get('bytes'))}"
-        if fc.get("speedup"):
-            note += f", {fc['speedup']:.2f}× faster"
-        card("fusion off → on", f"{u.get('kernels')} → {d.get('kernels')} kernels", note)
-    routes = "".join(f"<span class='chip'><span class='sw' style='background:{ROUTE_COLORS[r]}'></span>"
-                        f"{_e(ROUTE_LABELS[r])}&nbsp;<b>{by_route[r]}</b></span>"
-                        for r in ROUTES if by_route.get(r))
-    extra = f"<div class='routes'>Kernels per route: {routes}</div>" if routes else ""
-    return "<div class='cards'>" + "".join(cards) + "</div>" + extra
-
-
 def _legend_html() -> str:
-    chips = "".join(f"<span class='chip'><span class='sw' style='background:{ROUTE_COLORS[r]}'></span>"
-                    f"{_e(ROUTE_LABELS[r])}</span>" for r in ROUTES)
+    chips = route_chips_html()
     chips += ("<span class='chip'><span class='sw' style='border:2px dashed #D62728;background:#fff'></span>"
               "layout change / non-default layout</span>"
               "<span class='chip'><span class='sw' style='border:3px solid #FF7F0E;background:#fff'></span>"
@@ -301,7 +258,7 @@ def _kernel_table(b: Bundle) -> str:
         for key in ("coverage_note", "command_buffer_note"):
             if t.get(key):
                 notes.append(t[key])
-        from analysis.compile.measure import over_peak_note
+        from analysis.profile import over_peak_note
 
         if over_peak_note(t):
             notes.append(over_peak_note(t))
@@ -439,7 +396,7 @@ def html_report(bundle: Bundle) -> str:
         parts.append(f"<section class='lesson'><b>{_e(lesson_title)}</b>"
                      + (f"<p>{_e(lesson).replace(chr(10) + chr(10), '</p><p>')}</p>" if lesson.strip() else "")
                      + "</section>")
-    parts.append("<section id='summary'><h2>Summary</h2>" + _summary_html(b))
+    parts.append("<section id='summary'><h2>Summary</h2>" + summary_html(b))
     parts.append("<details class='env'><summary>Environment</summary><table class='kv'>"
                  + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in _environment_rows(b))
                  + "</table></details></section>")

@@ -1,10 +1,12 @@
 """Jobs: the one way the app and the CLI get a Bundle for a model — cache, queue, sandbox, store.
 
-    bundle = compile_job(Job(kind="gallery", name="mlp"), session="abc", progress=print)
+    outcome = compile_job(Job(kind="gallery", name="mlp"), session="abc", progress=print)
+    outcome.bundle, outcome.cached, outcome.isolated
 
 ``compile_job`` looks the job up in the store by content hash (code, options, backend, jax
 version, device kind); on a miss it queues the job, a sandboxed worker runs it
-(``analysis.service.sandbox``), and the Bundle is stored before it is returned. Errors are
+(``analysis.service.sandbox``), and the Bundle is stored before it is returned, as an ``Outcome``
+that says whether it came from the cache and whether its worker was sandboxed. Errors are
 ``ExplorerError`` (never a traceback).
 
 The queue (``JobQueue``): compile-only jobs run in parallel, up to ``Limits.workers`` at once;
@@ -27,18 +29,31 @@ import queue as _queue
 import threading
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
+from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze
 from analysis.errors import ExplorerError
-from analysis.service.sandbox import Limits, gpu_device_nodes, sandbox_status
-from analysis.service.worker import Job, run_job, run_probe
+from analysis.hlo import HloParseError
+from analysis.service.job import Job, is_measure
+from analysis.service.sandbox import gpu_device_nodes, sandbox_status
+from analysis.service.settings import Limits
+from analysis.service.store import content_key, default_store
+from analysis.service.worker import Ran, run_job, run_probe
+from sample_models import gallery_entry
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
 
-def is_measure(job: Job) -> bool:
-    return bool(job.measure or job.compare_fusion)
+@dataclass
+class Outcome:
+    """What ``compile_job`` gives back: the Bundle, whether it came from the cache, and whether
+    the worker that made it ran in the sandbox (None for a cached bundle: it was made earlier)."""
+
+    bundle: Bundle
+    cached: bool = False
+    isolated: bool | None = None
+    recorded: str | None = None  # a recorded compile shown in place of one this machine cannot make
 
 
 # ----------------------------------------------------------------------------- cache keys
@@ -64,8 +79,6 @@ _probe_memo: dict[str, dict] = {}
 
 def probe_meta_key() -> str:
     """The store's meta key for this machine's device probe."""
-    from analysis.service.store import content_key
-
     return "probe:" + content_key(machine_fingerprint())[:32]
 
 
@@ -101,21 +114,11 @@ def device_kind_for(backend: str, probe: dict) -> str:
 
 def job_source(job: Job) -> str:
     """The code a job runs (a gallery entry's file text, read without importing it)."""
-    if job.kind == "gallery":
-        from sample_models import gallery
-
-        entries = gallery()
-        if job.name not in entries:
-            raise ExplorerError("load", f"no gallery model named {job.name!r} (have: {', '.join(entries)})")
-        return entries[job.name].source
-    return job.source
+    return gallery_entry(job.name).source if job.kind == "gallery" else job.source
 
 
 def cache_key(job: Job, device_kind: str) -> str:
     """Content hash of everything that decides a job's bundle."""
-    from analysis.bundle import SCHEMA_VERSION
-    from analysis.service.store import content_key
-
     d = asdict(job)
     d.pop("peaks", None)  # how timings are judged, not what is measured
     if d.get("gpu_target") is None:
@@ -140,7 +143,7 @@ class JobHandle:
         self._queue = queue
         self._done = threading.Event()
         self._cancel = threading.Event()
-        self._bundle = None
+        self._ran: Ran | None = None
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
 
@@ -159,13 +162,14 @@ class JobHandle:
         """Wait until the job is done or ``timeout`` passes; True if done."""
         return self._done.wait(timeout)
 
-    def result(self, timeout: float | None = None):
-        """The Bundle; raises the job's ExplorerError, or TimeoutError if not done in time."""
+    def result(self, timeout: float | None = None) -> Ran:
+        """The worker's Bundle (``Ran``); raises the job's ExplorerError, or TimeoutError if not
+        done in time."""
         if not self._done.wait(timeout):
             raise TimeoutError(f"job not finished after {timeout} s (status {self.status})")
         if self._error is not None:
             raise self._error
-        return self._bundle
+        return self._ran
 
     def cancel(self) -> bool:
         """Stop the job: a queued one is dropped, a running one's worker is killed."""
@@ -180,8 +184,8 @@ class JobHandle:
             except Exception:  # noqa: BLE001 - a caller's callback must not break the job
                 pass
 
-    def _finish(self, bundle=None, error: ExplorerError | None = None) -> None:
-        self._bundle, self._error = bundle, error
+    def _finish(self, ran: Ran | None = None, error: ExplorerError | None = None) -> None:
+        self._ran, self._error = ran, error
         self.status = DONE if error is None else (CANCELLED if self._cancel.is_set() else FAILED)
         self.finished = time.monotonic()
         self._done.set()
@@ -295,22 +299,22 @@ class JobQueue:
                     h = self._next()
                 h.status, h.started = RUNNING, time.monotonic()
                 self._running.append(h)
-            bundle, error = None, None
+            ran, error = None, None
             try:
-                bundle = self._runner(h.job, h._progress, limits=self.limits, cancel=h._cancel)
+                ran = self._runner(h.job, h._progress, limits=self.limits, cancel=h._cancel)
                 if self.store is not None and h.key is not None:
                     try:
-                        self.store.put_bundle(h.key, bundle)
+                        self.store.put_bundle(h.key, ran.bundle)
                     except ExplorerError as e:
                         warnings.warn(f"bundle not cached: {e.one_line()}")
             except ExplorerError as e:
                 error = e
-            except Exception as e:  # noqa: BLE001 - a bug here must still end the job
+            except Exception as e:  # noqa: BLE001 - a bug in a runner must still end the job, with a line
                 error = ExplorerError("run", f"internal error: {type(e).__name__}: {e}", h.job.filename)
             with self._cv:
                 self._running.remove(h)
                 self._forget(h)
-                h._finish(bundle, error)
+                h._finish(ran, error)
                 self._cv.notify_all()
 
     def shutdown(self, wait: bool = True) -> None:
@@ -332,14 +336,24 @@ _default_lock = threading.Lock()
 
 
 def default_queue() -> JobQueue:
-    """The process-wide queue (limits from settings/environment, the default store)."""
+    """The process-wide queue (limits from the settings, the default store), made on first use."""
     global _default_queue
     with _default_lock:
         if _default_queue is None:
-            from analysis.service.store import default_store
-
             _default_queue = JobQueue(Limits.from_env(), default_store())
         return _default_queue
+
+
+def reset_default_queue() -> None:
+    """Shut the process-wide queue down and forget it (and the remembered device probes): the
+    next ``default_queue()`` reads the settings again."""
+    global _default_queue
+    with _default_lock:
+        q, _default_queue = _default_queue, None
+    if q is not None:
+        q.shutdown(wait=True)
+    with _probe_lock:
+        _probe_memo.clear()
 
 
 # ----------------------------------------------------------------------------- the one call
@@ -347,13 +361,13 @@ def default_queue() -> JobQueue:
 
 def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
                 timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
-                on_submit: Callable[[JobHandle], None] | None = None):
+                on_submit: Callable[[JobHandle], None] | None = None) -> Outcome:
     """A Bundle for ``job``: from the cache if this exact job ran before on this kind of
     machine, else queued, run in a sandboxed worker and stored. Raises ``ExplorerError``.
 
     ``progress`` receives ``"cached"``, ``"queued:N"`` (N jobs ahead), then the worker's phases;
     ``on_submit`` receives the ``JobHandle`` (for a UI that shows the queue position).
-    The returned bundle carries ``bundle.__dict__["_cache"]`` = "hit" or "miss"."""
+    ``job`` is not changed."""
     queue = queue or default_queue()
     say = progress or (lambda p: None)
     key = None
@@ -370,23 +384,22 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             found, key = None, (key if e.phase == "store" else None)
         if found is not None:
             say("cached")
-            from analysis.bundle import reanalyze
-            from analysis.hlo import HloParseError
-
             try:
                 reanalyze(found)  # the compile is cached; the analysis is always this version's
             except HloParseError as e:
                 warnings.warn(f"cached bundle not re-analyzed: {e}")
-            found.__dict__["_cache"] = "hit"
-            return found
+            return Outcome(found, cached=True)
     peaks_key = None
-    if store is not None and (job.measure or job.compare_fusion) and job.peaks is None:
+    if store is not None and is_measure(job) and job.peaks is None:
         # A CPU calibration made by an earlier job on this machine, so the worker need not redo it.
         peaks_key = "peaks:" + probe_meta_key()
         try:
-            job.peaks = store.get_meta(peaks_key)
+            known = store.get_meta(peaks_key)
         except ExplorerError as e:
+            known = None
             warnings.warn(e.one_line())
+        if known is not None:
+            job, peaks_key = replace(job, peaks=known), None
     # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
     # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
     phases: _queue.SimpleQueue = _queue.SimpleQueue()
@@ -407,16 +420,16 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         shown_pos = pos
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
-    bundle = h.result(0)
-    bundle.__dict__["_cache"] = "miss"
+    ran = h.result(0)
+    bundle = ran.bundle
     measured_peaks = (bundle.timings or {}).get("peaks")
-    if peaks_key and job.peaks is None and isinstance(measured_peaks, dict) \
+    if peaks_key and isinstance(measured_peaks, dict) \
             and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):
         try:
             store.put_meta(peaks_key, measured_peaks)
         except ExplorerError as e:
             warnings.warn(e.one_line())
-    return bundle
+    return Outcome(bundle, cached=False, isolated=ran.isolated)
 
 
 def status_line() -> str:

@@ -20,9 +20,7 @@ processes/threads, file size, and the bytes read back from the worker's stdout/s
 Where bubblewrap cannot run, workers run with the limits only, and ``sandbox_status()`` says
 so: ``(False, reason)``. The UI and the CLI show that warning; it is never silent.
 
-Settings: defaults < settings file (``$XLA_EXPLORER_SETTINGS`` or ``<repo>/xla-explorer.toml``,
-table ``[limits]``) < environment variables ``XLA_EXPLORER_<NAME>`` (e.g.
-``XLA_EXPLORER_TIMEOUT_S=30``). See ``docs/worker.md``.
+The limits and the sandbox mode come from ``analysis.service.settings``. See ``docs/worker.md``.
 """
 
 from __future__ import annotations
@@ -40,70 +38,16 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.service.settings import REPO_ROOT, Limits
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 JOB_TOKEN_ENV = "XLA_EXPLORER_JOB_TOKEN"
 LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
 UID_BASE = 61000  # worker slot N runs as uid/gid UID_BASE + N when the app runs as root
-
-
-# ----------------------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one worker may use, and how many run at once."""
-
-    timeout_s: float = 120.0  # wall clock, from start to result
-    cpu_s: int = 300  # CPU seconds (all threads together)
-    memory_mb: int = 4096  # address space (CPU) or data segment (GPU) per worker
-    nproc: int = 256  # processes + threads the worker may add
-    file_mb: int = 64  # largest file the worker may write
-    output_mb: int = 64  # bytes read back from stdout + stderr (a bundle is a few MB)
-    workers: int = 2  # compile-only jobs running at once
-    session_jobs: int = 3  # queued or running jobs per session
-    sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);
-    #                        require: refuse to run untrusted code without bwrap; off: never bwrap
-
-    @classmethod
-    def from_env(cls, environ: dict | None = None, settings_file: str | None = None) -> "Limits":
-        environ = os.environ if environ is None else environ
-        values: dict = {}
-        path = settings_file or environ.get("XLA_EXPLORER_SETTINGS") or os.path.join(REPO_ROOT, "xla-explorer.toml")
-        if os.path.exists(path):
-            import tomllib
-
-            try:
-                with open(path, "rb") as f:
-                    data = tomllib.load(f)
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise ExplorerError("options", f"cannot read settings: {e}", path) from None
-            values.update(data.get("limits", {}))
-        for f in fields(cls):
-            v = environ.get(f"XLA_EXPLORER_{f.name.upper()}")
-            if v is not None and v != "":
-                values[f.name] = v
-        out = {}
-        for f in fields(cls):
-            if f.name not in values:
-                continue
-            v = values[f.name]
-            typ = type(getattr(cls, f.name))
-            try:
-                v = typ(v)
-            except (TypeError, ValueError):
-                raise ExplorerError("options", f"setting {f.name} must be a {typ.__name__}, not {v!r}") from None
-            if typ is not str and v <= 0:
-                raise ExplorerError("options", f"setting {f.name} must be positive, not {v!r}")
-            if f.name == "sandbox" and v not in ("auto", "require", "off"):
-                raise ExplorerError("options", f"setting sandbox must be auto, require or off, not {v!r}")
-            out[f.name] = v
-        return cls(**out)
 
 
 def gpu_device_nodes() -> list[str]:
@@ -112,25 +56,35 @@ def gpu_device_nodes() -> list[str]:
 
 # ----------------------------------------------------------------------------- status
 
-_status_lock = threading.Lock()
-_status: tuple[bool, str] | None = None
+_probe_lock = threading.Lock()
+_bwrap_works: tuple[bool, str] | None = None  # bubblewrap probed once per process
 
 
-def sandbox_status(refresh: bool = False) -> tuple[bool, str]:
-    """``(isolated, reason)``: whether workers run inside bubblewrap on this machine.
+def sandbox_status(limits: Limits | None = None, refresh: bool = False) -> tuple[bool, str]:
+    """``(isolated, reason)``: whether workers started with ``limits`` (default: the settings)
+    run inside bubblewrap. False when the settings turn the sandbox off (any way they can: the
+    settings file, ``XLA_EXPLORER_SANDBOX``, a ``Limits`` handed in) or bubblewrap cannot run."""
+    try:
+        mode = (limits or Limits.from_env()).sandbox
+    except ExplorerError as e:  # unreadable settings: say so where the warning is shown
+        return False, f"the settings cannot be read ({e.one_line()}): user code would run unsandboxed"
+    if mode == "off":
+        return False, ("sandbox turned off in the settings (sandbox = \"off\" or XLA_EXPLORER_SANDBOX=off): "
+                       "user code runs with resource limits only")
+    return bwrap_status(refresh)
 
-    Probed once (a tiny sandbox that must come up without network) and remembered."""
-    global _status
-    with _status_lock:
-        if _status is not None and not refresh:
-            return _status
-        _status = _probe_bwrap()
-        return _status
+
+def bwrap_status(refresh: bool = False) -> tuple[bool, str]:
+    """Whether bubblewrap can make a sandbox on this machine: probed once (a tiny sandbox that
+    must come up without network) and remembered; ``refresh`` probes again."""
+    global _bwrap_works
+    with _probe_lock:
+        if _bwrap_works is None or refresh:
+            _bwrap_works = _probe_bwrap()
+        return _bwrap_works
 
 
 def _probe_bwrap() -> tuple[bool, str]:
-    if os.environ.get("XLA_EXPLORER_SANDBOX", "").lower() == "off":
-        return False, "sandbox turned off (XLA_EXPLORER_SANDBOX=off): user code runs with resource limits only"
     if not os.path.exists(BWRAP):
         return False, "bubblewrap (bwrap) is not installed: user code runs with resource limits only"
     scratch = tempfile.mkdtemp(prefix="xla-explorer-probe-")
@@ -339,10 +293,9 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
     limits = limits or Limits.from_env()
-    isolated, reason = sandbox_status()
-    if not isolated and limits.sandbox == "require":
+    use_bwrap, reason = sandbox_status(limits)
+    if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
-    use_bwrap = isolated and limits.sandbox != "off"
     gpu = bool(gpu_device_nodes())
     token = secrets.token_hex(8)
     recent_tokens.append(token)
@@ -361,7 +314,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     elif not root:
         rl["nproc"] = limits.nproc + _tasks_of_uid(os.getuid())
     # (root without bwrap: root ignores RLIMIT_NPROC; the wall-clock kill still bounds it.)
-    worker = ["-m", "analysis.service.worker"]
+    worker = ["-m", "analysis.service.worker_main"]
     if use_bwrap:
         argv = _bwrap_argv(scratch, slot, gpu) + [sys.executable] + worker
         env = _sandbox_env(token, {LIMITS_ENV: json.dumps(rl)})

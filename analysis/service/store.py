@@ -1,6 +1,7 @@
 """The store: bundles by content hash, pasted code by short id, and per-machine facts, in SQLite.
 
-One file (default ``$XLA_EXPLORER_DATA/store.sqlite``, else ``<repo>/data/store.sqlite``) in WAL
+One file (``analysis.service.settings.store_path()``: ``$XLA_EXPLORER_DATA/store.sqlite``, else
+``<repo>/data/store.sqlite``) in WAL
 mode, so it survives restarts and many readers plus concurrent writers (several app processes,
 the CLI). Every way the file can be wrong — not SQLite, another program's database, a damaged
 row — is an ``ExplorerError`` of phase ``store``; nothing here crashes on it, and one damaged
@@ -24,8 +25,8 @@ from typing import Iterator
 
 from analysis.bundle import Bundle
 from analysis.errors import ExplorerError
+from analysis.service.settings import store_path
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP_MARKER = "xla-explorer-store"
 STORE_SCHEMA = 1
 
@@ -39,10 +40,7 @@ CREATE TABLE IF NOT EXISTS code (id TEXT PRIMARY KEY, created REAL NOT NULL, sou
 
 
 def default_path() -> str:
-    d = os.environ.get("XLA_EXPLORER_DATA")
-    if d:
-        return d if d.endswith((".sqlite", ".db")) else os.path.join(d, "store.sqlite")
-    return os.path.join(REPO_ROOT, "data", "store.sqlite")
+    return store_path()
 
 
 def content_key(*parts) -> str:

@@ -24,7 +24,7 @@ from analysis.bundle import Bundle, bundle_from_hlo, device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.render.graph import post_graph  # noqa: E402
 from analysis.options import format_options  # noqa: E402
-from analysis.render.summary import human_bytes, human_seconds  # noqa: E402
+from analysis.render.format import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
 from analysis import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
@@ -42,7 +42,7 @@ ss.setdefault("cmp_clicks", {})
 
 
 def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
-    from analysis.compile.lower import parse_options  # pure helper; does not import jax
+    from analysis.options import parse_options  # pure helper; does not import jax
 
     names = list(pre)
     p = st.selectbox("Options", names, index=default_index(preset_key, names, default), key=preset_key)
@@ -124,7 +124,7 @@ with st.sidebar:
             link = {"mode": "options", "model": model, "backend": backend, "a": ss.cmp_preset_a,
                     "b": ss.cmp_preset_b}
             for side, key in (("a_opt", "cmp_free_a"), ("b_opt", "cmp_free_b")):
-                from analysis.compile.lower import parse_options  # pure helper; does not import jax
+                from analysis.options import parse_options  # pure helper; does not import jax
 
                 extra = [ln.strip() for ln in (ss.get(key) or "").splitlines()
                          if ln.strip() and not ln.strip().startswith("#")]

@@ -22,9 +22,9 @@ from plotly.subplots import make_subplots  # noqa: E402
 
 from analysis.bundle import device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.render.summary import human_seconds  # noqa: E402
-from analysis.compile.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
-from analysis.service.worker import Job  # noqa: E402
+from analysis.render.format import human_seconds  # noqa: E402
+from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
+from analysis.service.job import Job  # noqa: E402
 from app import views  # noqa: E402
 from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
 from sample_models import gallery  # noqa: E402

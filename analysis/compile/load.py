@@ -1,0 +1,158 @@
+"""Loading a model: run a model file's text and fetch ``model`` and ``example_inputs``.
+
+The one loader for every path that runs user code (a compile, a measurement's recompile, a
+shape sweep). Errors the user's code causes come back as ``ExplorerError`` with the phase and
+the line of the user's code.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import traceback
+import types
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+import numpy as np
+
+from analysis.errors import ExplorerError
+from sample_models import gallery_entry
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model file that has been run: its ``model`` and ``example_inputs``, not yet called."""
+
+    model: Callable
+    make_inputs: Callable
+    source: str
+    filename: str
+    name: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model with the inputs ``example_inputs()`` returned: ready to trace."""
+
+    model: Callable
+    inputs: tuple
+    source: str
+    filename: str
+    name: str
+    description: str = ""
+
+
+def _user_frame(tb, filename: str):
+    """The innermost traceback frame in the user's file, as (line, excerpt)."""
+    found = None
+    for fs in traceback.extract_tb(tb):
+        if fs.filename == filename:
+            found = fs
+    if found is None:
+        return None, None
+    return found.lineno, (found.line or "").strip()[:160]
+
+
+def error_from_exception(phase: str, exc: BaseException, filename: str) -> ExplorerError:
+    """What the user's code raised, as one line at the user's line."""
+    if isinstance(exc, ExplorerError):
+        return exc
+    if isinstance(exc, SyntaxError) and (exc.filename == filename or phase == "syntax"):
+        return ExplorerError("syntax", exc.msg or "invalid syntax", filename, exc.lineno, exc.offset,
+                             (exc.text or "").strip()[:160])
+    line, excerpt = _user_frame(exc.__traceback__, filename)
+    msg = str(exc).strip().splitlines()
+    first = next((m for m in msg if m.strip()), "")
+    # JAX prefixes long explanations; keep the first meaningful line.
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError):
+        phase = "import"
+    return ExplorerError(phase, text, filename, line, None, excerpt)
+
+
+def call_user(phase: str, fn: Callable, filename: str, *args):
+    """``fn(*args)`` where ``fn`` is the user's; anything it raises (SystemExit included) becomes
+    an ``ExplorerError`` of ``phase``."""
+    try:
+        return fn(*args)
+    except BaseException as e:  # noqa: BLE001 - user code may raise anything, SystemExit included
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise error_from_exception(phase, e, filename) from None
+
+
+def run_model_file(source: str, filename: str = "<pasted code>", name: str = "pasted",
+                   inputs_doc: str = "example_inputs()") -> ModelFile:
+    """Execute a model file's text; it must define ``model`` and ``example_inputs``."""
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError as e:
+        raise error_from_exception("syntax", e, filename) from None
+    except ValueError as e:  # e.g. null bytes
+        raise ExplorerError("syntax", str(e), filename) from None
+    # Let tracebacks and jax's source info show the user's lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    mod = types.ModuleType(f"xla_explorer_user_{name}")
+    mod.__file__ = filename
+    call_user("import", exec, filename, code, mod.__dict__)
+    model = mod.__dict__.get("model")
+    if model is None or not callable(model):
+        raise ExplorerError("import", "the code defines no callable named `model`", filename)
+    make_inputs = mod.__dict__.get("example_inputs")
+    if make_inputs is None or not callable(make_inputs):
+        raise ExplorerError("import", f"the code defines no `{inputs_doc}` function", filename)
+    return ModelFile(model, make_inputs, source, filename, name, (mod.__doc__ or "").strip())
+
+
+def as_inputs(value, filename: str) -> tuple:
+    """What ``example_inputs`` returned, as the argument tuple; only arrays and numbers."""
+    inputs = value
+    if not isinstance(inputs, tuple):
+        inputs = tuple(inputs) if isinstance(inputs, list) else (inputs,)
+    for leaf in jax.tree_util.tree_leaves(inputs):
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")) and \
+                not isinstance(leaf, (int, float, bool, complex, np.number)):
+            raise ExplorerError("inputs", f"example_inputs() must return arrays; got {type(leaf).__name__}", filename)
+    return inputs
+
+
+def load_source(source: str, filename: str = "<pasted code>", name: str = "pasted") -> LoadedModel:
+    """Execute a model file's text and call its ``example_inputs()``."""
+    f = run_model_file(source, filename, name)
+    inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename)
+    return LoadedModel(f.model, inputs, f.source, f.filename, f.name, f.description)
+
+
+def load_gallery(name: str) -> LoadedModel:
+    e = gallery_entry(name)
+    return load_source(e.source, str(e.path), name)
+
+
+def load_file(path: str) -> LoadedModel:
+    try:
+        with open(path) as f:
+            src = f.read()
+    except OSError as e:
+        raise ExplorerError("load", e.strerror or str(e), path) from None
+    except UnicodeDecodeError:
+        raise ExplorerError("load", "not a text file", path) from None
+    return load_source(src, os.path.abspath(path), os.path.splitext(os.path.basename(path))[0])
+
+
+def load_model(model: str) -> tuple[LoadedModel, str]:
+    """``model`` is a gallery name or a path to a ``.py`` model file; returns it with its
+    source kind (``gallery`` or ``file``)."""
+    if model.endswith(".py") or os.sep in model:
+        return load_file(model), "file"
+    return load_gallery(model), "gallery"
+
+
+def describe_inputs(inputs: tuple) -> list[dict]:
+    out = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(inputs)[0]:
+        out.append({"path": jax.tree_util.keystr(path), "shape": list(getattr(leaf, "shape", ())),
+                    "dtype": str(getattr(leaf, "dtype", type(leaf).__name__))})
+    return out

@@ -1,0 +1,160 @@
+"""Trace, lower and compile a loaded model, one ``jax.stages`` step at a time.
+
+``compile_model`` runs trace -> jaxpr, lower -> StableHLO and HLO with metadata, compile ->
+optimized HLO, times each, hands the texts to the pure analysis, and returns a ``Compiled``:
+the Bundle plus what only this process has (the executable and its device arguments), so a
+measurement can run it. Errors the user's code causes come back as ``ExplorerError`` with the
+phase and the user's line.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+from jax.sharding import SingleDeviceSharding
+
+from analysis.bundle import Bundle, analyze, now
+from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
+from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
+from analysis.errors import ExplorerError
+
+PHASES = ("trace", "lower", "compile", "analyze")
+
+
+@dataclass
+class Compiled:
+    """One compile: its Bundle, and (when it was compiled for a device that is here) the
+    executable with its arguments on that device, to run it."""
+
+    bundle: Bundle
+    loaded: LoadedModel
+    executable: Any = None
+    args: Any = None
+    gpu_target: str | None = None
+
+    def runnable(self) -> bool:
+        return self.executable is not None and self.args is not None
+
+
+def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
+                  progress: Callable[[str], None] | None = None, source_kind: str = "code",
+                  gpu_target: str | None = None) -> Compiled:
+    """Trace, lower, compile and analyze; raises ExplorerError.
+
+    With ``gpu_target`` (a name in ``analysis.devices.GPU_TARGETS``) the program is compiled for
+    that GPU without one being present: the inputs are only shapes, and nothing can be run."""
+    compiler_options = dict(compiler_options or {})
+    say = progress or (lambda phase: None)
+    if gpu_target:
+        allow_gpu_target()
+        device, backend = gpu_target_device(gpu_target), "gpu"
+    else:
+        device = select_device(backend)
+    fn = loaded.filename
+    times: dict[str, float] = {}
+
+    try:
+        if gpu_target:
+            on = SingleDeviceSharding(device)
+            args = jax.tree_util.tree_map(
+                lambda x: jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x), sharding=on),
+                loaded.inputs)
+        else:
+            args = jax.device_put(loaded.inputs, device)
+    except Exception as e:  # noqa: BLE001 - whatever the inputs raise becomes the user's one-line error
+        raise error_from_exception("inputs", e, fn) from None
+
+    say("trace")
+    t0 = time.perf_counter()
+    try:
+        traced = jax.jit(loaded.model).trace(*args)
+        jaxpr = str(traced.jaxpr)
+    except Exception as e:  # noqa: BLE001 - the user's code fails while tracing: a one-line error
+        raise error_from_exception("trace", e, fn) from None
+    times["trace"] = time.perf_counter() - t0
+
+    say("lower")
+    t0 = time.perf_counter()
+    try:
+        lowered = traced.lower()
+        stablehlo = lowered.as_text()
+        hlo_before = lowered.as_text(dialect="hlo", debug_info=True)
+    except Exception as e:  # noqa: BLE001 - lowering errors are the user's program's: one line
+        raise error_from_exception("lower", e, fn) from None
+    times["lower"] = time.perf_counter() - t0
+
+    say("compile")
+    t0 = time.perf_counter()
+    try:
+        compiled = lowered.compile(compiler_options=compiler_options) if compiler_options else lowered.compile()
+        hlo_after = compiled.as_text()
+    except Exception as e:  # noqa: BLE001 - XLA's errors (bad option, unsupported op): first line
+        msg = str(e).strip().splitlines()
+        raise ExplorerError("compile", msg[0] if msg else type(e).__name__, fn) from None
+    times["compile"] = time.perf_counter() - t0
+
+    say("analyze")
+    t0 = time.perf_counter()
+    bundle = Bundle(
+        source={"kind": source_kind, "name": loaded.name, "file": fn, "code": loaded.source,
+                "description": loaded.description, "inputs": describe_inputs(loaded.inputs)},
+        options={"backend": backend, "compiler_options": compiler_options},
+        environment=environment(device, gpu_target),
+        stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
+        cost_analysis=_cost_analysis(compiled), memory_analysis=_memory_analysis(compiled), created=now(),
+    )
+    analyze(bundle)
+    times["analyze"] = time.perf_counter() - t0
+    bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
+    if gpu_target:  # a deviceless compile has nothing to run on
+        return Compiled(bundle, loaded, gpu_target=gpu_target)
+    return Compiled(bundle, loaded, compiled, args)
+
+
+def recompile(c: Compiled, extra_options: dict) -> Compiled:
+    """The same model, backend and target compiled again with ``extra_options`` added."""
+    b = c.bundle
+    options = {**(b.options.get("compiler_options") or {}), **extra_options}
+    return compile_model(c.loaded, b.options.get("backend", "auto"), options,
+                         source_kind=b.source.get("kind", "code"), gpu_target=c.gpu_target)
+
+
+def _cost_analysis(compiled) -> dict | None:
+    try:
+        ca = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - some backends do not implement it; the bundle says none
+        return None
+    if isinstance(ca, list):
+        ca = ca[0] if ca else None
+    if not ca:
+        return None
+    return {str(k): float(v) for k, v in ca.items()}
+
+
+def _memory_analysis(compiled) -> dict | None:
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - some backends do not implement it; the bundle says none
+        return None
+    if ma is None:
+        return None
+    out = {}
+    for k in dir(ma):
+        if k.endswith("_in_bytes"):
+            try:
+                out[k] = int(getattr(ma, k))
+            except (TypeError, ValueError):
+                pass
+    return out or None
+
+
+def analyze_model(model: str, backend: str = "auto", compiler_options: dict | None = None,
+                  progress: Callable[[str], None] | None = None, gpu_target: str | None = None) -> Compiled:
+    """``model`` is a gallery name or a path to a ``.py`` model file."""
+    if gpu_target:
+        allow_gpu_target()  # before the model's example inputs start JAX's backends
+    loaded, kind = load_model(model)
+    return compile_model(loaded, backend, compiler_options, progress, source_kind=kind, gpu_target=gpu_target)

@@ -1,0 +1,53 @@
+"""The job protocol: what a worker is asked to do (``Job``), as JSON both ways.
+
+A worker (``python -m analysis.service.worker_main``, documented in ``docs/worker.md``) reads one
+``Job`` as a JSON object on stdin and writes JSON lines to stdout: ``{"progress": PHASE}`` while
+it runs, then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
+as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+KINDS = ("gallery", "code", "file", "probe", "sweep")
+
+
+@dataclass
+class Job:
+    source: str = ""
+    filename: str = "<pasted code>"
+    name: str = "pasted"
+    kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe" | "sweep"
+    backend: str = "auto"
+    compiler_options: dict = field(default_factory=dict)
+    measure: bool = False
+    iterations: int | None = None
+    compare_fusion: bool = False
+    # Also record the pass pipeline: a snapshot after every pass that changed the module
+    # (``bundle.pass_log``, see ``analysis.passes``).
+    dump_passes: bool = False
+    # kind="sweep": ``{"lengths": [...], "buckets": [...], "repeats": N}``; ``source`` is a model
+    # whose ``example_inputs(n)`` takes the length (``analysis.compile.sweep``). Result in
+    # ``bundle.metrics["shape_sweep"]``.
+    sweep: dict | None = None
+    # Calibrated CPU peaks the parent remembered from an earlier job on this machine (the
+    # sandbox gives the worker no writable place of its own to cache them). Not part of the
+    # cache key: it changes how a measurement is judged, not what is measured.
+    peaks: dict | None = None
+    # Compile for this GPU target (``analysis.devices``) without a GPU: compile-only, needs
+    # the CUDA plugin (the ``cuda`` extra).
+    gpu_target: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Job":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def is_measure(job: Job) -> bool:
+    """A job that runs the program to time it (it needs the machine to itself)."""
+    return bool(job.measure or job.compare_fusion)

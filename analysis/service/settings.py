@@ -1,0 +1,98 @@
+"""Settings: where the data lives, what a job may use, and whether the sandbox is on -- resolved
+in one place.
+
+Order: defaults < settings file (``$XLA_EXPLORER_SETTINGS`` or ``<repo>/xla-explorer.toml``,
+table ``[limits]``) < environment variables ``XLA_EXPLORER_<NAME>`` (e.g.
+``XLA_EXPLORER_TIMEOUT_S=30``). ``XLA_EXPLORER_DATA`` names the data folder, or the store's file
+itself (``/x/store.sqlite``: then the folder is ``/x``). See ``docs/worker.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+from analysis.errors import ExplorerError
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STORE_FILE = "store.sqlite"
+SANDBOX_MODES = ("auto", "require", "off")
+
+
+def data_dir(environ=None) -> str:
+    """The folder the app's data lives in (the store, and nothing else the worker can reach)."""
+    environ = os.environ if environ is None else environ
+    d = environ.get("XLA_EXPLORER_DATA")
+    if d:
+        return os.path.dirname(os.path.abspath(d)) if d.endswith((".sqlite", ".db")) else d
+    return os.path.join(REPO_ROOT, "data")
+
+
+def store_path(environ=None) -> str:
+    """The store's SQLite file: ``$XLA_EXPLORER_DATA`` when it names a file, else in ``data_dir``."""
+    environ = os.environ if environ is None else environ
+    d = environ.get("XLA_EXPLORER_DATA")
+    if d and d.endswith((".sqlite", ".db")):
+        return d
+    return os.path.join(data_dir(environ), STORE_FILE)
+
+
+def settings_file(environ=None) -> str:
+    environ = os.environ if environ is None else environ
+    return environ.get("XLA_EXPLORER_SETTINGS") or os.path.join(REPO_ROOT, "xla-explorer.toml")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one job may use, how many run at once, and whether they are sandboxed."""
+
+    timeout_s: float = 120.0  # wall clock, from start to result
+    cpu_s: int = 300  # CPU seconds (all threads together)
+    memory_mb: int = 4096  # address space (CPU) or data segment (GPU) per worker
+    nproc: int = 256  # processes + threads the worker may add
+    file_mb: int = 64  # largest file the worker may write
+    output_mb: int = 64  # bytes read back from stdout + stderr (a bundle is a few MB)
+    workers: int = 2  # compile-only jobs running at once
+    session_jobs: int = 3  # queued or running jobs per session
+    sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);
+    #                        require: refuse to run untrusted code without bwrap; off: never bwrap
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "Limits":
+        environ = os.environ if environ is None else environ
+        values: dict = {}
+        path = settings_path or settings_file(environ)
+        if os.path.exists(path):
+            import tomllib
+
+            try:
+                with open(path, "rb") as f:
+                    data = tomllib.load(f)
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise ExplorerError("options", f"cannot read settings: {e}", path) from None
+            table = data.get("limits", {})
+            if not isinstance(table, dict):
+                raise ExplorerError("options", "[limits] must be a table", path)
+            values.update(table)
+        for f in fields(cls):
+            v = environ.get(f"XLA_EXPLORER_{f.name.upper()}")
+            if v is not None and v != "":
+                values[f.name] = v
+        out = {}
+        for f in fields(cls):
+            if f.name not in values:
+                continue
+            v = values[f.name]
+            typ = type(getattr(cls, f.name))
+            try:
+                v = typ(v)
+            except (TypeError, ValueError):
+                raise ExplorerError("options", f"setting {f.name} must be a {typ.__name__}, not {v!r}") from None
+            if typ is not str and v <= 0:
+                raise ExplorerError("options", f"setting {f.name} must be positive, not {v!r}")
+            if f.name == "sandbox":
+                v = v.lower()
+                if v not in SANDBOX_MODES:
+                    raise ExplorerError("options", f"setting sandbox must be auto, require or off, not {v!r}")
+            out[f.name] = v
+        return cls(**out)

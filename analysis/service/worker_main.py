@@ -1,0 +1,149 @@
+"""The worker process: ``python -m analysis.service.worker_main`` compiles (and maybe measures)
+one job and answers in the protocol of ``analysis.service.job``.
+
+Before it reads the job it applies the resource limits it is given in ``$XLA_EXPLORER_RLIMITS``
+(set by ``analysis.service.sandbox``), so the user's code can never raise them. Anything the
+user's code prints goes to stderr, never into the protocol stream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Callable
+
+from analysis.bundle import Bundle
+from analysis.compile import backend, fusion_off, load, measure, stages, sweep
+from analysis.errors import ExplorerError
+from analysis.passes import pass_log_from_dir
+from analysis.service.job import Job, is_measure
+
+
+def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
+    """Run a job in this process (the worker's body)."""
+    say = progress or (lambda p: None)
+    if job.kind == "probe":
+        raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
+    if job.kind == "sweep":
+        return sweep.run_sweep(job, progress)
+    if job.gpu_target and job.measure:
+        raise ExplorerError("options", f"a compile for GPU target {job.gpu_target!r} without a GPU cannot be "
+                                       "measured (there is nothing to run it on)")
+    if job.gpu_target:
+        backend.allow_gpu_target()
+    if job.kind == "gallery":
+        loaded = load.load_gallery(job.name)
+    else:
+        say("load")
+        loaded = load.load_source(job.source, job.filename, job.name)
+    options = dict(job.compiler_options)
+    dump_dir = None
+    if job.dump_passes:
+        # Inside the worker's private /tmp (or $TMPDIR); removed once read.
+        dump_dir = tempfile.mkdtemp(prefix="xla-passes-")
+        options.update(xla_dump_to=dump_dir, xla_dump_hlo_pass_re=".*")
+    try:
+        c = stages.compile_model(loaded, job.backend, options, progress, source_kind=job.kind,
+                                 gpu_target=job.gpu_target)
+        if dump_dir is not None:
+            say("passes")
+            c.bundle.options["compiler_options"] = dict(job.compiler_options)  # not the dump's temp path
+            c.bundle.options["dump_passes"] = True
+            c.bundle.pass_log = pass_log_from_dir(dump_dir)
+    finally:
+        if dump_dir is not None:
+            shutil.rmtree(dump_dir, ignore_errors=True)
+    if is_measure(job):
+        if job.peaks:
+            measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
+        if job.measure:
+            say("measure")
+            measure.measure(c, job.iterations)
+        if job.compare_fusion:
+            say("compare")
+            fusion_off.compare_fusion(c, measure_it=job.measure, iterations=job.iterations)
+    return c.bundle
+
+
+def apply_limits(spec: dict) -> None:
+    """Lower this process's resource limits (soft and hard, so they stay down)."""
+    import resource
+
+    def setl(res, value):
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError):
+            pass
+
+    mb = 1024 * 1024
+    setl(resource.RLIMIT_CORE, 0)
+    if spec.get("cpu_s"):
+        resource.setrlimit(resource.RLIMIT_CPU, (int(spec["cpu_s"]), int(spec["cpu_s"]) + 5))
+    if spec.get("as_mb"):
+        setl(resource.RLIMIT_AS, int(spec["as_mb"]) * mb)
+    if spec.get("data_mb"):
+        setl(resource.RLIMIT_DATA, int(spec["data_mb"]) * mb)
+    if spec.get("file_mb"):
+        setl(resource.RLIMIT_FSIZE, int(spec["file_mb"]) * mb)
+    if spec.get("nproc"):
+        setl(resource.RLIMIT_NPROC, int(spec["nproc"]))
+
+
+_LIMIT_WORDS = ("RESOURCE_EXHAUSTED", "MemoryError", "Out of memory", "out of memory", "Cannot allocate memory")
+
+
+def _as_limit(err: ExplorerError) -> ExplorerError:
+    """Memory exhaustion reported by JAX/XLA is a limit, whatever phase it happened in."""
+    if err.phase != "limit" and any(w in (err.message or "") for w in _LIMIT_WORDS):
+        return ExplorerError("limit", f"out of memory ({err.phase}): {err.message}", err.file, err.line,
+                             err.column, err.excerpt)
+    return err
+
+
+def _worker_main() -> int:
+    import faulthandler
+    import signal
+
+    spec = os.environ.get("XLA_EXPLORER_RLIMITS")
+    if spec:
+        apply_limits(json.loads(spec))
+    # A crash (segfault in the user's ctypes, ...) dumps the Python stack, user's line included,
+    # to stderr, where the parent finds it.
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead
+    out = sys.stdout
+    # The user's prints must not corrupt the protocol: route fd 1 to stderr for everything else.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    del out
+
+    def emit(obj):
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    try:
+        job = Job.from_dict(json.loads(sys.stdin.read()))
+    except (ValueError, TypeError) as e:
+        emit({"error": ExplorerError("protocol", f"bad job: {e}").to_dict()})
+        return 0
+    try:
+        if job.kind == "probe":
+            emit({"probe": backend.probe()})
+            return 0
+        bundle = execute(job, lambda p: emit({"progress": p}))
+        emit({"bundle": bundle.to_dict()})
+    except ExplorerError as e:
+        emit({"error": _as_limit(e).to_dict()})
+    except MemoryError:
+        emit({"error": ExplorerError("limit", "out of memory", job.filename).to_dict()})
+    except BaseException as e:  # noqa: BLE001 - the protocol's last word: anything the user's code raised
+        emit({"error": ExplorerError("run", f"{type(e).__name__}: {e}", job.filename).to_dict()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main())
