@@ -19,9 +19,10 @@ from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
 from analysis.provenance import Provenance, map_provenance
 
-# 2: adds measured `timings` and `fusion_comparison` (docs/bundle.md). Version-1 bundles still load:
+# 2: adds measured `timings` and `fusion_comparison`; 3: adds `fusion_decisions` (why XLA fused or
+# did not) and `memory` (buffers, live ranges, the peak) (docs/bundle.md). Older bundles still load:
 # their new fields are simply absent (None).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
                 "hlo_after": "HLO after optimization"}
@@ -42,6 +43,8 @@ class Bundle:
     timings: dict | None = None
     fusion_comparison: dict | None = None
     pass_log: list | None = None
+    fusion_decisions: dict | None = None
+    memory: dict | None = None
     created: str = ""
     schema_version: int = SCHEMA_VERSION
 
@@ -154,7 +157,8 @@ _FIELD_TYPES = {
     "source": (dict,), "options": (dict,), "environment": (dict,), "stages": (dict,),
     "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
     "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
-    "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "created": (str,),
+    "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
+    "memory": (dict, _NONE), "created": (str,),
 }
 
 
