@@ -9,6 +9,8 @@ phase and the user's line.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -20,6 +22,7 @@ from analysis.bundle import Bundle, analyze, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
+from analysis.passes import pass_log_from_dir
 
 PHASES = ("trace", "lower", "compile", "analyze")
 
@@ -39,14 +42,38 @@ class Compiled:
         return self.executable is not None and self.args is not None
 
 
+def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[str], None]) -> None:
+    """What XLA wrote into the compile's dump folder, into the bundle: the pass-by-pass log when
+    it was asked for. (Each reader of a dump file is one call here.)"""
+    if dump_passes:
+        say("passes")
+        bundle.options["dump_passes"] = True
+        bundle.pass_log = pass_log_from_dir(dump_dir)
+
+
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
                   progress: Callable[[str], None] | None = None, source_kind: str = "code",
-                  gpu_target: str | None = None) -> Compiled:
+                  gpu_target: str | None = None, dump_passes: bool = False) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError.
 
-    With ``gpu_target`` (a name in ``analysis.devices.GPU_TARGETS``) the program is compiled for
-    that GPU without one being present: the inputs are only shapes, and nothing can be run."""
+    XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
+    a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
+    bundle records the user's options, not the dump's. With ``gpu_target`` (a name in
+    ``analysis.devices.GPU_TARGETS``) the program is compiled for that GPU without one being
+    present: the inputs are only shapes, and nothing can be run."""
     compiler_options = dict(compiler_options or {})
+    dump_dir = tempfile.mkdtemp(prefix="xla-dump-")  # the worker's private /tmp in the sandbox
+    try:
+        c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
+                     {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})})
+        read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
+        return c
+    finally:
+        shutil.rmtree(dump_dir, ignore_errors=True)
+
+
+def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
+             gpu_target: str | None, dump_options: dict) -> Compiled:
     say = progress or (lambda phase: None)
     if gpu_target:
         allow_gpu_target()
@@ -89,7 +116,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     say("compile")
     t0 = time.perf_counter()
     try:
-        compiled = lowered.compile(compiler_options=compiler_options) if compiler_options else lowered.compile()
+        compiled = lowered.compile(compiler_options={**compiler_options, **dump_options})
         hlo_after = compiled.as_text()
     except Exception as e:  # noqa: BLE001 - XLA's errors (bad option, unsupported op): first line
         msg = str(e).strip().splitlines()

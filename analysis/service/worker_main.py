@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 from typing import Callable
 
 from analysis.bundle import Bundle
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.errors import ExplorerError
-from analysis.passes import pass_log_from_dir
 from analysis.service.job import Job, is_measure
 
 
@@ -39,23 +36,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     else:
         say("load")
         loaded = load.load_source(job.source, job.filename, job.name)
-    options = dict(job.compiler_options)
-    dump_dir = None
-    if job.dump_passes:
-        # Inside the worker's private /tmp (or $TMPDIR); removed once read.
-        dump_dir = tempfile.mkdtemp(prefix="xla-passes-")
-        options.update(xla_dump_to=dump_dir, xla_dump_hlo_pass_re=".*")
-    try:
-        c = stages.compile_model(loaded, job.backend, options, progress, source_kind=job.kind,
-                                 gpu_target=job.gpu_target)
-        if dump_dir is not None:
-            say("passes")
-            c.bundle.options["compiler_options"] = dict(job.compiler_options)  # not the dump's temp path
-            c.bundle.options["dump_passes"] = True
-            c.bundle.pass_log = pass_log_from_dir(dump_dir)
-    finally:
-        if dump_dir is not None:
-            shutil.rmtree(dump_dir, ignore_errors=True)
+    c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
+                             gpu_target=job.gpu_target, dump_passes=job.dump_passes)
     if is_measure(job):
         if job.peaks:
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
