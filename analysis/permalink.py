@@ -47,7 +47,7 @@ def _gallery_names() -> set[str]:
         from sample_models import gallery
 
         return set(gallery())
-    except Exception:  # noqa: BLE001 - no gallery readable: every name is unknown
+    except (OSError, SyntaxError, ValueError):  # no gallery readable: every name is unknown
         return set()
 
 
@@ -144,8 +144,8 @@ def params_to_state(params, gallery_names=None) -> dict:
     def get(key: str):
         try:
             v = _one(params, key)
-        except Exception:  # noqa: BLE001 - a mapping that misbehaves
-            errors.append(f"link: cannot read parameter {key!r}")
+        except Exception as e:  # noqa: BLE001 - URL parameters are a user boundary: whatever the mapping raises is reported
+            errors.append(f"link: cannot read parameter {key!r} ({type(e).__name__})")
             return None
         if v is not None and len(v) > MAX_PARAM:
             errors.append(f"link: parameter {key!r} is too long ({len(v)} characters)")

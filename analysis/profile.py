@@ -111,6 +111,8 @@ def innermost(hlo_op: str) -> str:
 
 DERIVED_LINES = ("XLA Modules", "XLA Ops", "XLA TraceMe", "Steps", "Framework Ops",
                  "Framework Name Scope", "Source code", "Launch Stats", "TensorFlow Ops")
+
+
 def _int_or_none(v):
     try:
         return int(v)

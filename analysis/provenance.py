@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.hlo import Instruction, Module
-from analysis.kernels import Kernel, NO_KERNEL
+from analysis.hlo import Instruction, Module, ShapeParseError
+from analysis.kernels import NO_KERNEL, Kernel, instruction_flops
 
 # Ops that are plumbing rather than computation; they are not counted as "compute ops".
 NOT_COMPUTE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
@@ -242,18 +242,16 @@ def _structure_keys(inst: Instruction) -> list[tuple]:
     """Keys to match an instruction without metadata: opcode and shape; for contractions and
     reductions also the work they do (XLA reshapes batched dots and turns reduces into
     reduce-windows, which changes the shape but not the FLOPs)."""
-    from analysis.kernels import instruction_flops
-
     try:
         leaves = inst.shape.leaves()
-    except Exception:  # noqa: BLE001 - an unparseable shape matches nothing
+    except ShapeParseError:  # an unparseable shape matches only its own text
         return [(inst.opcode, inst.shape_text)]
     keys = [(inst.opcode,) + tuple((s.element_type, s.dimensions) for s in leaves)]
     fam = _FAMILY.get(inst.opcode)
     if fam and inst.computation is not None:
         try:
             keys.append((fam, instruction_flops(inst, inst.computation)))
-        except Exception:  # noqa: BLE001
+        except (ShapeParseError, IndexError, KeyError, ValueError):  # a shape or dimension the text gets wrong: no FLOP key
             pass
     return keys
 

@@ -4,22 +4,69 @@ tests must treat the bundles they get as read-only."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+
 import pytest
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from record_cpu_fixtures import fixture_name  # noqa: E402  (the script that records the fixtures names them)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _data_outside_the_repository(tmp_path_factory):
+    """No test writes into the repository: the store (and anything else under the data folder)
+    goes to a temporary folder for the whole session, subprocesses included."""
+    mp = pytest.MonkeyPatch()
+    if not os.environ.get("XLA_EXPLORER_DATA"):
+        mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("xla-explorer-data")))
+    yield
+    mp.undo()
+
+
+def _have_jax() -> bool:
+    return importlib.util.find_spec("jax") is not None
+
+
+def recorded_cpu_bundle(name: str, **compiler_options):
+    """The gallery model as ``scripts/record_cpu_fixtures.py`` recorded it (``tests/fixtures/cpu``),
+    or None. Stale fixtures (the model's source changed since) are refused."""
+    from analysis.bundle import Bundle, reanalyze
+    from sample_models import gallery_entry
+
+    path = os.path.join(FIXTURES, "cpu", fixture_name(name, compiler_options))
+    if not os.path.exists(path):
+        return None
+    b = Bundle.load(path)
+    if b.source.get("code") != gallery_entry(name).source:
+        pytest.fail(f"{path} is stale: re-record with scripts/record_cpu_fixtures.py")
+    return reanalyze(b)  # the compile is recorded; the analysis is this version's
 
 
 @pytest.fixture(scope="session")
 def gallery_bundle():
     """``gallery_bundle(name, **compiler_options)`` -> the Bundle of that gallery model compiled
-    on CPU, cached for the session."""
-    pytest.importorskip("jax")
-    from analysis.compile.stages import analyze_model
-
+    on CPU, cached for the session. Without JAX, the recorded compile from ``tests/fixtures/cpu``
+    (a test whose compile was not recorded is skipped)."""
     cache: dict = {}
+    live = _have_jax()
 
     def get(name: str, **compiler_options):
         key = (name, tuple(sorted(compiler_options.items())))
         if key not in cache:
-            cache[key] = analyze_model(name, "cpu", compiler_options or None).bundle
+            if live:
+                from analysis.compile.stages import analyze_model
+
+                cache[key] = analyze_model(name, "cpu", compiler_options or None).bundle
+            else:
+                cache[key] = recorded_cpu_bundle(name, **compiler_options)
+                if cache[key] is None:
+                    pytest.skip(f"no JAX here and no recorded CPU compile of {name} {compiler_options or ''}")
         return cache[key]
 
     return get
