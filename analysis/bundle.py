@@ -47,15 +47,17 @@ class Bundle:
     memory: dict | None = None
     created: str = ""
     schema_version: int = SCHEMA_VERSION
+    # the parsed stage texts: derived, never serialized, not part of equality
+    _parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- parsed views (not serialized) ------------------------------------------------------
 
     def module(self, stage: str) -> Module | None:
-        cache = self.__dict__.setdefault("_modules", {})
-        if stage not in cache:
-            text = self.stages.get(stage)
-            cache[stage] = parse_module(text) if text else None
-        return cache[stage]
+        text = self.stages.get(stage)
+        hit = self._parsed.get(stage)
+        if hit is None or hit[0] is not text:  # parsed once per text (a replaced text is parsed again)
+            hit = self._parsed[stage] = (text, parse_module(text) if text else None)
+        return hit[1]
 
     @property
     def title(self) -> str:
@@ -76,6 +78,8 @@ class Bundle:
     def to_dict(self) -> dict:
         d = {}
         for f in fields(self):
+            if not f.init:
+                continue
             v = getattr(self, f.name)
             if f.name == "kernels":
                 v = [k.to_dict() for k in v]
@@ -96,7 +100,7 @@ class Bundle:
             raise ExplorerError("load", "not an XLA Explorer bundle (no schema_version)")
         if version > SCHEMA_VERSION:
             raise ExplorerError("load", f"bundle schema {version} is newer than this viewer ({SCHEMA_VERSION})")
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls) if f.init}
         kw = {k: v for k, v in d.items() if k in known}
         for name, types in _FIELD_TYPES.items():
             if name in kw and not isinstance(kw[name], types):
