@@ -587,15 +587,14 @@ ENTRY main {{
     assert m.entry.root.operands == ["p"]
 
 
-def test_scanner_agrees_with_fast_path():
-    """The slow path must read every instruction exactly as the regexes do."""
+def test_general_parser_agrees_with_fast_path():
+    """The general parser must read every instruction exactly as the one-line regexes do."""
     for text in (GPU, ASYNC, CONTROL_FLOW, STACK_FRAMES, BASIC):
-        m = parse_module(text)
-        for inst in m.instructions():
-            start = sum(len(x) + 1 for x in m.text.split("\n")[: inst.line - 1])
-            root, name, shape, opcode, operands, attrs, _ = hlo_mod._scan_instruction(m.text, start)
-            assert (root, name, shape, opcode, operands, attrs) == (
-                inst.is_root, inst.name, inst.shape_text, inst.opcode, inst.operand_text, inst.attributes)
+        fast, slow = parse_module(text), hlo_mod._parse(text, fast=False)
+        assert [c.name for c in fast.computations] == [c.name for c in slow.computations]
+        for a, b in zip(fast.instructions(), slow.instructions()):
+            assert (a.is_root, a.name, a.shape_text, a.opcode, a.operands, a.operand_text, a.attributes, a.line) == (
+                b.is_root, b.name, b.shape_text, b.opcode, b.operands, b.operand_text, b.attributes, b.line)
 
 
 def test_instruction_text_reparses():
@@ -623,7 +622,6 @@ H = "HloModule m\n\nENTRY main {\n  p = f32[4]{0} parameter(0)\n"
 MALFORMED = {
     "empty": ("", 1, "HloModule"),
     "whitespace_only": ("\n\n   \n", 4, "HloModule"),
-    "no_header": ("ENTRY main {\n  p = f32[] parameter(0)\n}\n", 1, "HloModule"),
     "no_computations": ("HloModule m\n\n", 3, "no computations"),
     "unclosed_computation": (H + "  ROOT n = f32[4]{0} negate(p)\n", 6, "not closed"),
     "undefined_operand": (H + "  ROOT n = f32[4]{0} add(p, nothere)\n}\n", 5, "'nothere'"),
@@ -658,11 +656,10 @@ def test_malformed_raises_with_line(case):
     assert fragment in err.message, str(err)
     assert err.column >= 1
     assert str(err).startswith(f"line {line}, column {err.column}: ")
-    if _hlo is not None and case not in ("duplicate_computation", "no_header"):
+    if _hlo is not None and case not in ("duplicate_computation",):
         # XLA rejects these too (so we are not stricter than the compiler). Where we are stricter:
-        # XLA accepts two computations with one name (it renames one) and a module without the
-        # 'HloModule' line; we refuse both, since names identify computations and a text without
-        # the header is most likely not what the user meant to paste.
+        # XLA accepts two computations with one name (it renames one); we refuse it, since names
+        # identify computations.
         with pytest.raises(Exception):
             _hlo.hlo_module_from_text(text)
 

@@ -1,30 +1,39 @@
 """HLO text -> Module / Computation / Instruction (pure Python, no JAX).
 
-The grammar, as XLA prints it::
+The grammar, as XLA's parser takes it (docs/hlo-grammar.md has the details and the sources)::
 
-    HloModule NAME[, key=value]*
+    [HloModule NAME[, key=value]*]
     [FileNames / FunctionNames / FileLocations / StackFrames tables]
     [ENTRY] [%]comp_name [(params) -> shape] {
-      [ROOT] [%]name = SHAPE opcode(operands)[, key=value]*
+      [ROOT] [%]name = [SHAPE] opcode(operands)[, key=value]*
     }[, execution_thread="..."]
+
+Whitespace (newlines included) and comments (``// ...`` to the end of the line, ``/* ... */``)
+may stand between any two tokens, as in XLA's lexer: instructions and signatures may be wrapped
+over lines, ``} // name`` may close a computation. An operand may be an instruction written
+inline (``broadcast(f32[2] parameter(0))``); a called computation may be written inline
+(``calls={ ... }``). The header is optional (a bare computation is a module), and so is
+``ENTRY`` (the last computation is the entry).
 
 Why a parser of our own: the only complete HLO parser is XLA's C++ one, reachable from jaxlib
 through a private module; the viewer must run without JAX, and we need source positions and the
 raw attribute text, which XLA's object model does not keep.
 
-Speed: a module is scanned with precompiled regular expressions whose bracket matching is
-unrolled to a fixed depth (possessive, so linear time); only deeper nesting falls back to a
-character scanner. Shapes, metadata and backend configs are decoded on first access.
+Speed: an instruction that sits on one line, the way XLA prints it, is read by one precompiled
+regular expression (bracket matching unrolled to a fixed depth, possessive, so linear time);
+anything else (wrapped lines, comments, deeper nesting, inline instructions, a missing shape) is
+read by the general tokenizing parser below, which is also what reports errors. Shapes, metadata
+and backend configs are decoded on first access.
 """
 
 from __future__ import annotations
 
-import json
+import gc
 import re
-from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
 
-from analysis.hlo.shape import Shape, ShapeParseError, parse_shape
+from analysis.hlo.ir import (CALL_ATTRS, Computation, Instruction, Metadata, Module,  # noqa: F401
+                             SourceLocation, _cached_shape, _unquote)
+from analysis.hlo.shape import ShapeParseError, parse_shape
 
 
 class HloParseError(ValueError):
@@ -41,11 +50,13 @@ class HloParseError(ValueError):
 # ----------------------------------------------------------------------------- lexical pieces
 
 _STR = r'"(?:[^"\\]|\\.)*+"'
+_NAME = r"[A-Za-z_$.\-][\w.\-$]*"
+_CALL_ATTR_SET = frozenset(CALL_ATTRS)
 
 
-def _balanced(depth: int, newline: bool = True) -> str:
+def _balanced(depth: int) -> str:
     """Regex for text whose (), {}, [] and strings balance, up to ``depth`` levels of nesting."""
-    plain = r'[^{}()\[\]"/]++|/(?!\*)|/\*.*?\*/' if newline else r'[^{}()\[\]"/\n]++|/(?!\*)|/\*.*?\*/'
+    plain = r'[^{}()\[\]"/]++|/(?![*/])|/\*(?:[^*]|\*(?!/))*+\*/'
     inner = f"(?:{plain}|{_STR})*+"
     for _ in range(depth):
         inner = f"(?:{plain}|{_STR}|\\{{{inner}\\}}|\\({inner}\\)|\\[{inner}\\])*+"
@@ -53,540 +64,82 @@ def _balanced(depth: int, newline: bool = True) -> str:
 
 
 # Four levels covers the HLO XLA prints (backend_config JSON nests three deep inside its
-# braces); deeper text takes the slower scanner path. Each level triples the pattern, so
-# depth 7 cost ~6 s of regex compilation at import, depth 4 costs ~0.1 s.
+# braces); deeper text takes the general parser. Each level triples the pattern.
 _BAL = _balanced(4)
-# An attribute value: a run without top-level ',' or newline, brackets balanced inside.
-_VALUE = (
-    r'(?:[^,{}()\[\]"\n/]++|/(?!\*)|' + _STR + r"|\{" + _BAL + r"\}|\(" + _BAL + r"\)|\[" + _BAL + r"\])*+"
-)
-_NAME = r"[A-Za-z_$.\-][\w.\-$]*"
-# An array shape: element type, dimensions (static, '<=N' bounded, '?' unbounded), layout.
-_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*+\](?:\{[0-9,]*+(?::[^}\n]*+)?\})?"
+# An attribute value: no top-level whitespace or ',' (XLA's values are single tokens or
+# bracketed groups), brackets balanced inside.
+_VALUE = (r'(?:[^\s,{}()\[\]"/]++|/(?![*/])|' + _STR + r"|\{" + _BAL + r"\}|\(" + _BAL + r"\)|\[" + _BAL
+          + r"\])++")
+# An array shape as XLA prints it: element type, dimensions (static, '<=N' bounded, '?'
+# unbounded), layout.
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*+\](?:\{[0-9,]*+(?::[^{}\n]*+)?\})?"
+_ATTRS = r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.\-]*=" + _VALUE + r")*+"
 
-_INSTR_RE = re.compile(
-    r"[ \t]*(?P<root>ROOT[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*=[ \t]*"
-    r"(?P<shape>\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r")[ \t]+"
-    r"(?P<opcode>[a-z][a-z0-9\-]*)\((?P<operands>" + _BAL + r")\)"
+# One instruction on one line, the way XLA prints it. Operand lists with parentheses (tuple
+# shapes, inline instructions) and anything else go to the general parser.
+_FAST_RE = re.compile(
+    r"[ \t]*(ROOT[ \t]+)?%?(" + _NAME + r")[ \t]*=[ \t]*"
+    r"(\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r")[ \t]+"
+    r"([a-z][a-z0-9\-]*)\(([^()\n\"]*+)\)(" + _ATTRS + r")[ \t]*(?://[^\n]*+)?\n"
 )
-_ATTR_RE = re.compile(r"[ \t]*,[ \t]*(?P<key>[A-Za-z_][\w.\-]*)=(?P<value>" + _VALUE + r")")
-_END_RE = re.compile(r"[ \t]*(?:/\*.*?\*/[ \t]*)?(?://[^\n]*)?(?:\n|$|(?=\}))")
+_ATTR_RE = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + r")")
+# Operand lists: shapes and /*index=N*/ comments taken out, what is left must be names.
+_OPERAND_SHAPE_RE = re.compile(_ARRAY_SHAPE + r"|/\*[^*]*\*/")
+_OPERAND_LIST_RE = re.compile(r"[ \t]*%?" + _NAME + r"[ \t]*(?:,[ \t]*%?" + _NAME + r"[ \t]*)*")
+_OPERAND_RE = re.compile(r"%?(" + _NAME + r")")
+# A computation header on one line: '[ENTRY] [%]name [(params) -> shape] {'.
 _COMP_RE = re.compile(
-    r"(?P<entry>ENTRY[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*"
-    r"(?P<sig>\((?:" + _BAL + r")\)[ \t]*->[ \t]*(?:\((?:" + _BAL + r")\)"
-    # an array result may print its layout: '-> f32[4]{0} {'
-    r"|[a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^{}\n]*\})?(?=[ \t]*\{)|[^{\n]*?))?[ \t]*\{[ \t]*\n"
+    r"(ENTRY[ \t]+)?%?(" + _NAME + r")[ \t]*"
+    r"(\((?:" + _BAL + r")\)[ \t]*->[ \t]*(?:\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r"))?[ \t]*\{[ \t]*\n"
 )
-_COMP_SUFFIX_RE = re.compile(r"\}[ \t]*(?:,[ \t]*execution_thread=\"(?P<thread>[^\"]*)\")?[ \t]*(?:\n|$)")
-_HEADER_RE = re.compile(r"\s*HloModule[ \t]+(?P<name>[^\s,]+)(?P<attrs>(?:" + _ATTR_RE.pattern + r")*)[ \t]*(?:\n|$)")
 _BLANK_RE = re.compile(r"(?:[ \t]*(?://[^\n]*)?\n)+")
 _TABLE_RE = re.compile(
     r"(?P<table>FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n"
     r"(?P<rows>(?:[ \t]*\d+[ \t]+[^\n]*\n?)*)"
 )
-_OPERAND_NAME_RE = re.compile(r"%?(" + _NAME + r")\s*$")
-_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
-_META_RE = re.compile(r"(\w+)=(" + _STR + r"|[^\s}]+)")
 _KV_RE = re.compile(r"(\w+)=(" + _STR + r"|-?\d+)")
 
-# Attributes that name called computations, and which role each plays.
-CALL_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
-              "true_computation", "false_computation", "called_computations", "async_wrapped")
-_CALL_ATTR_SET = frozenset(CALL_ATTRS)
-
-
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    """Split at top-level separators (outside brackets and strings)."""
-    out, depth, start, i, n = [], 0, 0, 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-        elif c == "/" and text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 1
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == sep and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-        i += 1
-    out.append(text[start:])
-    return out
-
-
-def _unquote(s: str) -> str:
-    if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
-        if "\\" not in s:  # nothing escaped: skip the JSON decoder
-            return s[1:-1]
-        try:
-            return json.loads(s)
-        except ValueError:
-            pass
-        # XLA escapes strings C-style (CEscape), which JSON does not fully accept: \' for a quote,
-        # octal bytes. Decode those escapes by hand.
-        return _c_unescape(s[1:-1])
-    return s
-
-
-_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "?": "?"}
-
-
-def _c_unescape(body: str) -> str:
-    out = bytearray()  # octal/hex escapes are bytes of UTF-8 text
-    i, n = 0, len(body)
-    while i < n:
-        c = body[i]
-        if c == "\\" and i + 1 < n:
-            nxt = body[i + 1]
-            if nxt in _C_ESCAPES:
-                out += _C_ESCAPES[nxt].encode()
-                i += 2
-                continue
-            if nxt in "01234567":
-                j = i + 1
-                while j < min(i + 4, n) and body[j] in "01234567":
-                    j += 1
-                out.append(int(body[i + 1:j], 8) & 0xFF)
-                i = j
-                continue
-            if nxt == "x":
-                j = i + 2
-                while j < min(i + 4, n) and body[j] in "0123456789abcdefABCDEF":
-                    j += 1
-                if j > i + 2:
-                    out.append(int(body[i + 2:j], 16))
-                    i = j
-                    continue
-        out += c.encode()
-        i += 1
-    return out.decode("utf-8", errors="replace")
-
-
-@lru_cache(maxsize=65536)
-def _cached_shape(text: str) -> Shape:
-    return parse_shape(text)
-
-
-# ----------------------------------------------------------------------------- data model
-
-
-@dataclass(frozen=True)
-class SourceLocation:
-    file: str | None
-    line: int | None
-    end_line: int | None = None
-    column: int | None = None
-    end_column: int | None = None
-    function: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.file or '?'}:{self.line}"
-        return where + (f" ({self.function})" if self.function else "")
-
-
-@dataclass(frozen=True)
-class Metadata:
-    """``metadata={...}`` resolved: op_name/op_type, and the source location (either printed
-    inline as ``source_file``/``source_line`` or through a stack frame id)."""
-
-    op_name: str = ""
-    op_type: str = ""
-    source: SourceLocation | None = None
-    stack: tuple[SourceLocation, ...] = ()  # innermost first
-    raw: dict = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class Instruction:
-    name: str
-    opcode: str
-    shape_text: str
-    operands: list[str]
-    attributes: dict[str, str]
-    is_root: bool = False
-    line: int = 0
-    operand_text: str = ""
-    computation: "Computation | None" = field(default=None, repr=False)
-
-    @cached_property
-    def shape(self) -> Shape:
-        return _cached_shape(self.shape_text)
-
-    @property
-    def text(self) -> str:
-        """The instruction re-printed in HLO syntax."""
-        attrs = "".join(f", {k}={v}" for k, v in self.attributes.items())
-        return f"{'ROOT ' if self.is_root else ''}%{self.name} = {self.shape_text} {self.opcode}({self.operand_text}){attrs}"
-
-    @cached_property
-    def called_computations(self) -> list[str]:
-        out: list[str] = []
-        for key, v in self.attributes.items():  # in text order: condition before body, ...
-            if key not in _CALL_ATTR_SET:
-                continue
-            v = v.strip()
-            if v.startswith("{"):
-                v = v[1:-1]
-            out.extend(p.strip().lstrip("%") for p in v.split(",") if p.strip())
-        return out
-
-    @cached_property
-    def control_predecessors(self) -> list[str]:
-        v = self.attributes.get("control-predecessors", "").strip("{} ")
-        return [p.strip().lstrip("%") for p in v.split(",") if p.strip()]
-
-    @cached_property
-    def metadata(self) -> Metadata:
-        raw_text = self.attributes.get("metadata")
-        if not raw_text:
-            return Metadata()
-        raw = {k: _unquote(v) for k, v in _META_RE.findall(raw_text[1:-1])}
-        mod = self.computation.module if self.computation is not None else None
-        source = None
-        stack: tuple[SourceLocation, ...] = ()
-        frame = str(raw.get("stack_frame_id", ""))
-        if frame.isdigit() and mod is not None:  # a malformed id resolves to no location
-            stack = mod.stack_trace(int(frame))
-            source = stack[0] if stack else None
-        elif "source_file" in raw or "source_line" in raw:
-            def num(k):
-                return int(raw[k]) if k in raw and str(raw[k]).lstrip("-").isdigit() else None
-            source = SourceLocation(raw.get("source_file"), num("source_line"), num("source_end_line"),
-                                    num("source_column"), num("source_end_column"))
-            stack = (source,)
-        return Metadata(raw.get("op_name", ""), raw.get("op_type", ""), source, stack, raw)
-
-    @cached_property
-    def backend_config(self):
-        """``backend_config`` decoded from JSON (raw or quoted-escaped); None if absent/invalid."""
-        v = self.attributes.get("backend_config")
-        if not v:
-            return None
-        v = v.strip()
-        try:
-            obj = json.loads(v)
-            if isinstance(obj, str):
-                obj = json.loads(obj) if obj.strip().startswith("{") else obj
-            return obj
-        except ValueError:
-            return None
-
-    @property
-    def custom_call_target(self) -> str | None:
-        v = self.attributes.get("custom_call_target")
-        return _unquote(v) if v is not None else None
-
-    @cached_property
-    def fusion_kind(self) -> str | None:
-        """``kLoop``/``kInput``/``kOutput``, or for ``kCustom`` the backend's kind
-        (``__triton_gemm``, ``__cudnn$fusion``, ``__ynn_fusion``, ...)."""
-        if self.opcode != "fusion":
-            return None
-        kind = self.attributes.get("kind")
-        if kind == "kCustom":
-            bc = self.backend_config
-            if isinstance(bc, dict):
-                for key in ("fusion_backend_config", "fusion_config"):
-                    sub = bc.get(key)
-                    if isinstance(sub, dict) and sub.get("kind"):
-                        return sub["kind"]
-        return kind
-
-    def operand_instructions(self) -> list["Instruction"]:
-        comp = self.computation
-        return [comp.by_name[o] for o in self.operands if comp is not None and o in comp.by_name]
-
-
-@dataclass(eq=False)
-class Computation:
-    name: str
-    instructions: list[Instruction]
-    is_entry: bool = False
-    execution_thread: str | None = None
-    signature: str = ""
-    line: int = 0
-    module: "Module | None" = field(default=None, repr=False)
-
-    @cached_property
-    def by_name(self) -> dict[str, Instruction]:
-        return {i.name: i for i in self.instructions}
-
-    @cached_property
-    def root(self) -> Instruction | None:
-        for i in self.instructions:
-            if i.is_root:
-                return i
-        return self.instructions[-1] if self.instructions else None
-
-    def users(self) -> dict[str, list[Instruction]]:
-        """Instruction name -> the instructions that use it, each once (as XLA's users())."""
-        out: dict[str, list[Instruction]] = {i.name: [] for i in self.instructions}
-        for i in self.instructions:
-            for o in dict.fromkeys(i.operands):
-                if o in out:
-                    out[o].append(i)
-        return out
-
-
-@dataclass(eq=False)
-class Module:
-    name: str
-    computations: list[Computation]
-    attributes: dict[str, str] = field(default_factory=dict)
-    file_names: dict[int, str] = field(default_factory=dict)
-    function_names: dict[int, str] = field(default_factory=dict)
-    file_locations: dict[int, dict[str, int]] = field(default_factory=dict)
-    stack_frames: dict[int, dict[str, int]] = field(default_factory=dict)
-    text: str = field(default="", repr=False)
-
-    @cached_property
-    def by_name(self) -> dict[str, Computation]:
-        return {c.name: c for c in self.computations}
-
-    @cached_property
-    def entry(self) -> Computation:
-        for c in self.computations:
-            if c.is_entry:
-                return c
-        return self.computations[-1]
-
-    @property
-    def is_scheduled(self) -> bool:
-        return self.attributes.get("is_scheduled") == "true"
-
-    def instructions(self):
-        for c in self.computations:
-            yield from c.instructions
-
-    @cached_property
-    def _parent_offset(self) -> int:
-        # XLA prints ``parent_frame_id`` one higher than the id of the parent frame (0 = none),
-        # so a root frame appears to name itself. Seen with jax 0.10: ``1 {.. parent_frame_id=1}``
-        # for a root and ``4 {.. parent_frame_id=4}`` for a frame whose parent is 3. If no frame
-        # names itself, read the ids as written.
-        return 1 if any(f.get("parent_frame_id") == fid for fid, f in self.stack_frames.items()) else 0
-
-    def location(self, file_location_id: int) -> SourceLocation | None:
-        loc = self.file_locations.get(file_location_id)
-        if loc is None:
-            return None
-        return SourceLocation(
-            self.file_names.get(loc.get("file_name_id", -1)), loc.get("line"), loc.get("end_line"),
-            loc.get("column"), loc.get("end_column"), self.function_names.get(loc.get("function_name_id", -1)),
-        )
-
-    @cached_property
-    def _stack_cache(self) -> dict[int, tuple[SourceLocation, ...]]:
-        return {}
-
-    def stack_trace(self, frame_id: int) -> tuple[SourceLocation, ...]:
-        """Source locations from the frame outwards (innermost first)."""
-        cached = self._stack_cache.get(frame_id)
-        if cached is None:
-            cached = self._stack_cache[frame_id] = self._walk_stack(frame_id)
-        return cached
-
-    def _walk_stack(self, frame_id: int) -> tuple[SourceLocation, ...]:
-        out: list[SourceLocation] = []
-        seen: set[int] = set()
-        fid = frame_id
-        while fid and fid in self.stack_frames and fid not in seen:
-            seen.add(fid)
-            frame = self.stack_frames[fid]
-            loc = self.location(frame.get("file_location_id", -1))
-            if loc is not None:
-                out.append(loc)
-            fid = frame.get("parent_frame_id", 0) - self._parent_offset
-        return tuple(out)
-
-    def called_by(self) -> dict[str, list[Instruction]]:
-        """Computation name -> the instructions that call it."""
-        out: dict[str, list[Instruction]] = {}
-        for inst in self.instructions():
-            for c in inst.called_computations:
-                out.setdefault(c, []).append(inst)
-        return out
-
-
-# ----------------------------------------------------------------------------- parser
-
-
-class _Text:
-    def __init__(self, text: str):
-        self.text = text
-        self._lines: list[int] | None = None
-
-    def line_of(self, pos: int) -> int:
-        return self.text.count("\n", 0, pos) + 1
-
-    def error(self, message: str, pos: int) -> HloParseError:
-        pos = min(max(pos, 0), len(self.text))
-        line_start = self.text.rfind("\n", 0, pos) + 1
-        line_end = self.text.find("\n", pos)
-        if line_end < 0:
-            line_end = len(self.text)
-        return HloParseError(message, self.line_of(pos), pos - line_start + 1, self.text[line_start:line_end])
-
-
-def _parse_attrs(text: str) -> dict[str, str]:
-    return {m.group("key"): m.group("value").strip() for m in _ATTR_RE.finditer(text)}
-
-
-def _parse_table(name: str, rows: str, src: _Text, base: int) -> dict:
-    out: dict = {}
-    for raw in rows.splitlines():
-        raw = raw.strip()
-        if not raw:
-            continue
-        num, _, rest = raw.partition(" ")
-        rest = rest.strip()
-        if name in ("FileNames", "FunctionNames"):
-            out[int(num)] = _unquote(rest)
-        else:
-            out[int(num)] = {k: int(v) for k, v in _KV_RE.findall(rest) if v.lstrip("-").isdigit()}
-    return out
-
-
-def _operand_names(text: str) -> list[str]:
-    if not text.strip():
-        return []
-    if "/*" in text:
-        text = _COMMENT_RE.sub("", text)
-    names = []
-    for part in _split_top(text) if ("(" in text or "{" in text or "[" in text) else text.split(","):
-        m = _OPERAND_NAME_RE.search(part.strip())
-        if m:
-            names.append(m.group(1))
-    return names
-
-
-# Opcodes whose parenthesised text is a literal or an index, not operand names.
-_NON_OPERAND_OPCODES = {"constant", "parameter", "iota", "rng-get-and-update-state"}
-
-
-def parse_module(text: str) -> Module:
-    """Parse an HLO module's text. Raises HloParseError (with line and column) if malformed."""
-    if not isinstance(text, str):
-        raise TypeError("parse_module expects str")
-    if "\r" in text:  # Windows line endings (a file saved on Windows, a browser upload)
-        text = text.replace("\r\n", "\n")
-    src = _Text(text)
-    m = _HEADER_RE.match(text)
-    if not m:
-        pos = len(text) - len(text.lstrip())
-        raise src.error("expected 'HloModule NAME' at the start", pos)
-    module = Module(m.group("name"), [], _parse_attrs(m.group("attrs")), text=text)
-    pos = m.end()
-    n = len(text)
-    comps: list[Computation] = []
-    tables = {"FileNames": module.file_names, "FunctionNames": module.function_names,
-              "FileLocations": module.file_locations, "StackFrames": module.stack_frames}
-    line = 1 + text.count("\n", 0, pos)
-    while True:
-        b = _BLANK_RE.match(text, pos)
-        if b:
-            line += text.count("\n", pos, b.end())
-            pos = b.end()
-        while pos < n and text[pos] in " \t\r":
-            pos += 1
-        if pos >= n:
-            break
-        t = _TABLE_RE.match(text, pos)
-        if t:
-            tables[t.group("table")].update(_parse_table(t.group("table"), t.group("rows"), src, pos))
-            line += text.count("\n", pos, t.end())
-            pos = t.end()
-            continue
-        c = _COMP_RE.match(text, pos)
-        if not c:
-            raise src.error("expected a computation header like 'ENTRY %main {' or a stack-frame table", pos)
-        comp = Computation(c.group("name"), [], bool(c.group("entry")), signature=(c.group("sig") or "").strip(),
-                           line=line, module=module)
-        line += 1
-        pos = c.end()
-        insts = comp.instructions
-        while True:
-            b = _BLANK_RE.match(text, pos)
-            if b:
-                line += text.count("\n", pos, b.end())
-                pos = b.end()
-            s = pos
-            while s < n and text[s] in " \t\r":
-                s += 1
-            if s >= n:
-                raise src.error(f"computation {comp.name!r} is not closed with '}}'", s)
-            if text[s] == "}":
-                e = _COMP_SUFFIX_RE.match(text, s)
-                if not e:
-                    raise src.error("unexpected text after '}'", s + 1)
-                comp.execution_thread = e.group("thread")
-                line += text.count("\n", s, e.end())
-                pos = e.end()
-                break
-            im = _INSTR_RE.match(text, s)
-            e = None
-            if im:
-                p = im.end()
-                attrs: dict[str, str] = {}
-                while True:
-                    am = _ATTR_RE.match(text, p)
-                    if not am:
-                        break
-                    attrs[am.group("key")] = am.group("value").strip()
-                    p = am.end()
-                e = _END_RE.match(text, p)
-            if e:
-                is_root, name, shape_text = bool(im.group("root")), im.group("name"), im.group("shape")
-                opcode, operand_text = im.group("opcode"), im.group("operands")
-            else:
-                # Slow path: nesting deeper than the regexes unroll, or an error to locate.
-                try:
-                    is_root, name, shape_text, opcode, operand_text, attrs, p = _scan_instruction(text, s)
-                except _ScanError as err:
-                    raise src.error(err.message, err.pos) from None
-                e = _END_RE.match(text, p)
-                if not e:
-                    raise src.error("unexpected text after instruction (expected ', key=value' or end of line)", p)
-            # Every shape is checked now (the scan regexes only find where a shape ends), so a
-            # module that parses never raises later from Instruction.shape. Cached: cheap.
-            try:
-                _cached_shape(shape_text)
-            except ShapeParseError as err:
-                raise src.error(f"bad shape: {err}", s) from None
-            inst = Instruction(
-                name, opcode, shape_text,
-                [] if opcode in _NON_OPERAND_OPCODES else _operand_names(operand_text),
-                attrs, is_root, line, operand_text, comp,
-            )
-            insts.append(inst)
-            line += text.count("\n", s, e.end())
-            pos = e.end()
-        comps.append(comp)
-    if not comps:
-        raise src.error("module has no computations", n)
-    module.computations = comps
-    _check(module, src)
-    return module
-
-
-class _ScanError(Exception):
-    def __init__(self, message: str, pos: int):
-        super().__init__(message)
-        self.message, self.pos = message, pos
-
-
+# General parser tokens.
+_WS_RE = re.compile(r"(?:\s++|//[^\n]*+|/\*(?:[^*]|\*(?!/))*+\*/)*+")
+_NAME_RE = re.compile(r"%?(" + _NAME + r")")
+_OPCODE_RE = re.compile(r"%?([a-z][a-z0-9\-]*)")
+_KEY_RE = re.compile(r"([A-Za-z_][\w.\-]*)[ \t]*=")
+_ROOT_RE = re.compile(r"ROOT(?![\w.\-$])")
+_ENTRY_RE = re.compile(r"ENTRY(?![\w.\-$])")
+_HEADER_RE = re.compile(r"HloModule(?![\w.\-$])")
+_MODULE_NAME_RE = re.compile(r"[^\s,]+")
+_ELEMENT_RE = re.compile(r"([a-z][a-z0-9]*)[ \t]*\[")
+_DIMS_RE = re.compile(r"[^\]\n]*\]")
+_LAYOUT_START_RE = re.compile(r"\{\s*(?:\d|:|\})")
+_LAYOUT_RE = re.compile(r"\{[^{}]*\}")
+_PLAIN_VALUE_RE = re.compile(r'[^\s,{}()\[\]"/]++')
 _PLAIN_RUN_RE = re.compile(r'[^{}()\[\]"/,\n]++')
 _STR_RE = re.compile(_STR)
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
-_INSTR_HEAD_RE = re.compile(r"[ \t]*(?P<root>ROOT[ \t]+)?%?(?P<name>" + _NAME + r")[ \t]*=[ \t]*")
-_ARRAY_SHAPE_RE = re.compile(_ARRAY_SHAPE)
-_OPCODE_RE = re.compile(r"[ \t]+(?P<opcode>[a-z][a-z0-9\-]*)\(")
-_ATTR_KEY_RE = re.compile(r"[ \t]*,[ \t]*(?P<key>[A-Za-z_][\w.\-]*)=")
+_MAX_DEPTH = 64  # tuple shapes / inline instructions nested deeper: an error, not a RecursionError
+_INLINE_CALL_RE = re.compile(r"(?:^|,)[ \t]*(?:" + "|".join(CALL_ATTRS) + r")=\{\s*(?:ROOT\s|%?" + _NAME + r"\s*=)")
+_SPACE = " \t\r\n"
+
+# Opcodes whose parenthesised text is a literal or an index, not operand names.
+_NON_OPERAND_OPCODES = frozenset({"constant", "parameter", "iota", "rng-get-and-update-state"})
+# Shape inference for instructions written without a shape (XLA infers them).
+_SAME_AS_OPERAND0 = frozenset({
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "copy", "cosine", "divide", "erf", "exponential",
+    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic", "maximum",
+    "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real", "remainder",
+    "round-nearest-afz", "round-nearest-even", "rsqrt", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor", "clz",
+    "count-leading-zeros", "opt-barrier", "reduce-precision", "acos", "acosh", "asin", "asinh",
+    "atanh", "cosh", "sinh", "mulhi",
+})
+
+
+class _Fail(Exception):
+    """Raised inside the general parser: ``message`` about ``pos``; ``at`` is how far it got."""
+
+    def __init__(self, message: str, pos: int, at: int | None = None):
+        super().__init__(message)
+        self.message, self.pos, self.at = message, pos, pos if at is None else at
 
 
 def _scan(text: str, pos: int, group: bool) -> int:
@@ -607,14 +160,18 @@ def _scan(text: str, pos: int, group: bool) -> int:
         if c == '"':
             m = _STR_RE.match(text, pos)
             if not m:
-                raise _ScanError("unterminated string", pos)
+                raise _Fail("unterminated string", pos)
             pos = m.end()
         elif c == "/":
             if text.startswith("/*", pos):
                 j = text.find("*/", pos + 2)
                 if j < 0:
-                    raise _ScanError("unterminated /* comment", pos)
+                    raise _Fail("unterminated /* comment", pos)
                 pos = j + 2
+            elif text.startswith("//", pos) and stack:
+                # a comment inside brackets (a wrapped list): to the end of the line
+                j = text.find("\n", pos)
+                pos = n if j < 0 else j
             else:
                 pos += 1
         elif c in "([{":
@@ -624,8 +181,8 @@ def _scan(text: str, pos: int, group: bool) -> int:
             if not stack:
                 return pos
             if c != stack[-1][0]:
-                raise _ScanError(f"{text[stack[-1][1]]!r} is not closed: found {c!r} where "
-                                 f"{stack[-1][0]!r} was expected", stack[-1][1])
+                raise _Fail(f"{text[stack[-1][1]]!r} is not closed: found {c!r} where "
+                            f"{stack[-1][0]!r} was expected", stack[-1][1], pos)
             stack.pop()
             pos += 1
             if group and not stack:
@@ -635,67 +192,658 @@ def _scan(text: str, pos: int, group: bool) -> int:
                 return pos
             pos += 1
     if stack:
-        raise _ScanError(f"{text[stack[-1][1]]!r} is not closed before the end of the text", stack[-1][1])
+        raise _Fail(f"{text[stack[-1][1]]!r} is not closed before the end of the text", stack[-1][1], n)
     return pos
 
 
-def _scan_instruction(text: str, s: int):
-    """The instruction at ``s`` read with ``_scan`` instead of the fixed-depth regexes.
+def _balanced_literal(text: str, open_pos: int, close_pos: int) -> bool:
+    try:
+        return _scan(text, open_pos, True) == close_pos + 1
+    except _Fail:
+        return False
 
-    Returns (is_root, name, shape_text, opcode, operand_text, attributes, end) or raises _ScanError
-    with a one-line reason and the position it refers to."""
-    h = _INSTR_HEAD_RE.match(text, s)
-    if not h:
-        raise _ScanError("expected an instruction 'name = shape opcode(operands)'", s)
-    p = h.end()
-    if text.startswith("(", p):
-        e = _scan(text, p, True)
-        shape = text[p:e]
-    else:
-        m = _ARRAY_SHAPE_RE.match(text, p)
+
+def _operand_names(text: str) -> list[str] | None:
+    """Names in a one-line operand list (``f32[4]{0} %a, %b``); None if it is not just names."""
+    if not text or text.isspace():
+        return []
+    if "[" in text or "/" in text:
+        text = _OPERAND_SHAPE_RE.sub("", text)
+    if not _OPERAND_LIST_RE.fullmatch(text):
+        return None
+    return _OPERAND_RE.findall(text)
+
+
+def _parse_table(name: str, rows: str) -> dict:
+    out: dict = {}
+    for raw in rows.splitlines():
+        raw = raw.strip()
+        if not raw:
+            continue
+        num, _, rest = raw.partition(" ")
+        rest = rest.strip()
+        if name in ("FileNames", "FunctionNames"):
+            out[int(num)] = _unquote(rest)
+        else:
+            out[int(num)] = {k: int(v) for k, v in _KV_RE.findall(rest) if v.lstrip("-").isdigit()}
+    return out
+
+
+def _short(s: str, n: int = 40) -> str:
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _one_line(s: str) -> str:
+    """Text that was wrapped over lines (a shape, an operand list), on one line."""
+    return " ".join(s.split()) if "\n" in s else s
+
+
+# ----------------------------------------------------------------------------- the parser
+
+
+class _Parser:
+    def __init__(self, text: str, fast: bool = True):
+        self.text = text
+        self.n = len(text)
+        self.fast = fast
+        self.module = Module("", [], {}, text=text)
+        self.comps: list[Computation] = []
+        self.comp_names: set[str] = set()
+        self._line_pos, self._line_no = 0, 1
+
+    # -- positions and errors
+
+    def line_at(self, pos: int) -> int:
+        if pos < self._line_pos:
+            return self.text.count("\n", 0, pos) + 1
+        self._line_no += self.text.count("\n", self._line_pos, pos)
+        self._line_pos = pos
+        return self._line_no
+
+    def error(self, message: str, pos: int, start: int | None = None, at: int | None = None) -> HloParseError:
+        """An HloParseError about ``pos``. ``start``: where the instruction (or header) began;
+        ``at``: how far the parser had read. Says so when the text was wrapped over lines."""
+        text = self.text
+        pos = min(max(pos, 0), self.n)
+        line = text.count("\n", 0, pos) + 1
+        if start is not None:
+            first = text.count("\n", 0, start) + 1
+            reached = text.count("\n", 0, min(max(at if at is not None else pos, pos), self.n)) + 1
+            if line > first:
+                message += f" (in the instruction that starts on line {first} and goes on to line {line})"
+            elif reached > line:
+                message += f" (the instruction goes on over several lines, to line {reached})"
+        line_start = text.rfind("\n", 0, pos) + 1
+        line_end = text.find("\n", pos)
+        if line_end < 0:
+            line_end = self.n
+        return HloParseError(message, line, pos - line_start + 1, text[line_start:line_end])
+
+    def ws(self, pos: int) -> int:
+        pos = _WS_RE.match(self.text, pos).end()
+        if self.text.startswith("/*", pos):
+            raise _Fail("unterminated /* comment", pos)
+        return pos
+
+    # -- module
+
+    def parse(self) -> Module:
+        try:
+            return self._parse()
+        except _Fail as f:  # (the places that know more convert their own)
+            raise self.error(f.message, f.pos, None, f.at) from None
+
+    def _parse(self) -> Module:
+        text, n, module = self.text, self.n, self.module
+        pos = self.ws(0) if not text.startswith("HloModule") else 0
+        if _HEADER_RE.match(text, pos):
+            p = pos + len("HloModule")
+            q = _WS_RE.match(text, p).end()
+            m = _MODULE_NAME_RE.match(text, q)
+            if q == p or not m:
+                raise self.error("expected the module's name after 'HloModule'", q)
+            module.name = m.group()
+            try:
+                pos = self.attributes(m.end(), module.attributes, None)
+            except _Fail as f:
+                raise self.error(f.message, f.pos, pos, f.at) from None
+        tables = {"FileNames": module.file_names, "FunctionNames": module.function_names,
+                  "FileLocations": module.file_locations, "StackFrames": module.stack_frames}
+        while True:
+            b = _BLANK_RE.match(text, pos)
+            if b:
+                pos = b.end()
+            try:
+                pos = self.ws(pos)
+            except _Fail as f:
+                raise self.error(f.message, f.pos) from None
+            if pos >= n:
+                break
+            t = _TABLE_RE.match(text, pos)
+            if t:
+                tables[t.group("table")].update(_parse_table(t.group("table"), t.group("rows")))
+                pos = t.end()
+                continue
+            pos = self.computation(pos)
+        if not self.comps:
+            if not module.name:
+                raise self.error("expected 'HloModule NAME' or a computation at the start", pos)
+            raise self.error("module has no computations", n)
+        module.computations = self.comps
+        if not any(c.is_entry for c in self.comps):
+            self.comps[-1].is_entry = True  # as XLA: without ENTRY, the last computation is the entry
+        if not module.name:
+            module.name = "module_" + module.entry.name  # (XLA's name for a module without header)
+        _check(module)
+        return module
+
+    # -- computations
+
+    def computation(self, pos: int, inline_name: str | None = None) -> int:
+        """A computation at ``pos`` (or, with ``inline_name``, the body ``{...}`` of one written
+        inline as an attribute value). Appends it to the module; returns the end position."""
+        text = self.text
+        start = pos
+        if inline_name is None:
+            c = _COMP_RE.match(text, pos) if self.fast else None
+            if c:
+                comp = Computation(c.group(2), [], bool(c.group(1)), signature=(c.group(3) or "").strip(),
+                                   line=self.line_at(pos), module=self.module)
+                pos = c.end()
+            else:
+                comp, pos = self.comp_header(pos)
+        else:
+            comp = Computation(inline_name, [], False, line=self.line_at(pos), module=self.module)
+            pos += 1  # '{'
+        if comp.name in self.comp_names and inline_name is None:
+            raise HloParseError(f"duplicate computation name {_short(comp.name)!r}", comp.line, 1,
+                                text[start:text.find("\n", start) if "\n" in text[start:] else self.n])
+        pos = self.body(comp, pos)
+        if inline_name is not None:  # named when done, as XLA does: inner ones first
+            comp.name = self.inline_comp_name()
+        self.comp_names.add(comp.name)
+        if inline_name is None:
+            # '}' then maybe ', execution_thread="..."' and a comment ('} // name')
+            attrs: dict[str, str] = {}
+            try:
+                pos = self.attributes(pos, attrs, None)
+            except _Fail as f:
+                raise self.error(f.message, f.pos) from None
+            if "execution_thread" in attrs:
+                comp.execution_thread = _unquote(attrs["execution_thread"])
+            q = _WS_RE.match(text, pos).end()
+            line_end = text.find("\n", pos)
+            line_end = self.n if line_end < 0 else line_end
+            if q < min(line_end, self.n) and text[q] not in "\n":
+                raise self.error("unexpected text after '}' (expected a new line, a comment or "
+                                 "', execution_thread=\"...\"')", q)
+        self.comps.append(comp)
+        return pos
+
+    def comp_header(self, pos: int) -> tuple[Computation, int]:
+        text = self.text
+        start = pos
+        try:
+            entry = False
+            m = _ENTRY_RE.match(text, pos)
+            if m:
+                entry = True
+                pos = self.ws(m.end())
+            m = _NAME_RE.match(text, pos)
+            if not m:
+                raise _Fail("expected a computation header like 'ENTRY %main {' or a stack-frame table", pos)
+            name = m.group(1)
+            pos = self.ws(m.end())
+            sig = ""
+            if text.startswith("(", pos):
+                s0 = pos
+                pos = _scan(text, pos, True)
+                pos = self.ws(pos)
+                if not text.startswith("->", pos):
+                    raise _Fail("expected '->' and the result shape after the parameters "
+                                "(a computation header like 'ENTRY %main (p: f32[4]) -> f32[4] {')", pos)
+                pos = self.ws(pos + 2)
+                _, pos = self.shape(pos)
+                sig = _one_line(text[s0:pos])
+                pos = self.ws(pos)
+            if not text.startswith("{", pos):
+                raise _Fail("expected '{' to open the computation (a computation header like "
+                            "'ENTRY %main {')", pos)
+        except _Fail as f:
+            raise self.error(f.message if "computation header" in f.message
+                             else f.message + " in a computation header", f.pos, start, f.at) from None
+        return Computation(name, [], entry, signature=sig, line=self.line_at(start), module=self.module), pos + 1
+
+    def body(self, comp: Computation, pos: int) -> int:
+        """Instructions up to the closing '}' (returns the position after it)."""
+        text, n = self.text, self.n
+        fast = _FAST_RE.match if self.fast else None
+        insts = comp.instructions
+        names: dict[str, Instruction] = {}
+        line = self.line_at(pos)
+        last_end = -1  # where the previous instruction ended
+        while True:
+            b = _BLANK_RE.match(text, pos)
+            if b:
+                line += text.count("\n", pos, b.end())
+                pos = b.end()
+            if fast is not None:
+                m = fast(text, pos)
+                if m:
+                    root, name, shape_text, opcode, operand_text, attr_text = m.groups()
+                    if opcode in _NON_OPERAND_OPCODES:  # a literal: its brackets must balance
+                        ops = [] if "}" not in operand_text or _balanced_literal(text, m.start(5) - 1, m.end(5)) \
+                            else None
+                    else:
+                        ops = _operand_names(operand_text)
+                    if ops is not None and name not in names and not (
+                            "\n" in attr_text and _INLINE_CALL_RE.search(attr_text)):
+                        wrapped = 0
+                        if "\n" in shape_text:  # a tuple shape wrapped over lines
+                            wrapped = shape_text.count("\n")
+                            shape_text = _one_line(shape_text)
+                        try:
+                            _cached_shape(shape_text)
+                        except ShapeParseError as err:
+                            raise self.error(f"bad shape: {err}", m.start(3)) from None
+                        inst = Instruction(name, opcode, shape_text, ops,
+                                           dict(_ATTR_RE.findall(attr_text)) if attr_text else {},
+                                           root is not None, line, operand_text, comp)
+                        insts.append(inst)
+                        names[name] = inst
+                        pos = m.end()
+                        last_end = pos - 1
+                        line += 1 + wrapped + attr_text.count("\n")
+                        continue
+            s = self.ws(pos)
+            if s >= n:
+                raise self.error(f"computation {_short(comp.name)!r} is not closed with '}}'", s)
+            if text[s] == "}":
+                comp.__dict__["by_name"] = names
+                return s + 1
+            pos = last_end = self.instruction(comp, s, names, last_end)
+            line = self.line_at(pos)
+
+    # -- instructions (general parser)
+
+    def instruction(self, comp: Computation, s: int, names: dict, last_end: int) -> int:
+        text = self.text
+        same_line = last_end >= 0 and text.find("\n", last_end, s) < 0
+        try:
+            if text.startswith(",", s) and comp.instructions:
+                # attributes of the previous instruction, wrapped onto this line
+                prev = comp.instructions[-1]
+                return self.attributes(s, prev.attributes, comp)
+            p = s
+            m = _ROOT_RE.match(text, p)
+            root = False
+            if m:
+                root, p = True, self.ws(m.end())
+            m = _NAME_RE.match(text, p)
+            if m:
+                name = m.group(1)
+                q = self.ws(m.end())
+            if not m or not text.startswith("=", q):
+                if same_line:
+                    raise _Fail("unexpected text after instruction (expected ', key=value' or end of line)", s)
+                if not m:
+                    raise _Fail("expected an instruction 'name = shape opcode(operands)' or '}'", p)
+                raise _Fail(f"expected an instruction 'name = shape opcode(operands)': no '=' after "
+                            f"{_short(name)!r}", m.end())
+            p = self.ws(q + 1)
+            inst, p = self.instruction_rhs(comp, p, name, root, s, names, 0)
+        except _Fail as f:
+            raise self.error(f.message, f.pos, s, f.at) from None
+        if name in names:
+            raise HloParseError(f"duplicate instruction name {_short(name)!r}", inst.line, 1, inst.text)
+        comp.instructions.append(inst)
+        names[name] = inst
+        return p
+
+    def instruction_rhs(self, comp: Computation, p: int, name: str | None, root: bool, s: int,
+                        names: dict, depth: int) -> tuple[Instruction, int]:
+        """``[shape] opcode(operands)[, attrs]`` at ``p``. ``name`` None: an inline operand,
+        which goes into the computation (before its user) under a name made up as XLA does."""
+        text = self.text
+        line = self.line_at(s)
+        if depth > _MAX_DEPTH:
+            raise _Fail(f"instructions written inside operands nest deeper than {_MAX_DEPTH}", p)
+        shape_text = None
+        shape_start = shape_end = p
+        if self.at_shape(p):
+            shape_text, shape_end = self.shape(p)
+            p = self.ws(shape_end)
+        m = _OPCODE_RE.match(text, p)
+        if not m or not text.startswith("(", self.ws(m.end())):
+            if shape_text is None:
+                raise _Fail(self.shape_error(p), p)
+            raise _Fail("expected 'opcode(operands)' after the shape", shape_end)
+        opcode = m.group(1)
+        p = self.ws(m.end())
+        open_pos = p
+        if opcode in _NON_OPERAND_OPCODES:
+            p = _scan(text, p, True)
+            operand_text = text[open_pos + 1:p - 1]
+            ops: list[str] = []
+        else:
+            ops, p, inline = self.operands(comp, p, s, names, depth)
+            operand_text = _one_line(text[open_pos + 1:p - 1])
+            if inline:  # written back as names: the inline instructions are instructions now
+                operand_text = ", ".join("%" + o for o in ops)
+        attrs: dict[str, str] = {}
+        if name is not None:  # (an inline operand has no attributes: XLA reads a ',' as the next operand)
+            p = self.attributes(p, attrs, comp)
+        if shape_text is None:
+            shape_text = self.infer_shape(opcode, ops, names, attrs, shape_start)
+        else:
+            try:
+                _cached_shape(shape_text)
+            except ShapeParseError as err:
+                raise _Fail(f"bad shape: {err}", shape_start) from None
+        if name is None:
+            name = self.anon_name(opcode, names)
+            inst = Instruction(name, opcode, shape_text, ops, attrs, False, line, operand_text, comp)
+            comp.instructions.append(inst)
+            names[name] = inst
+            return inst, p
+        return Instruction(name, opcode, shape_text, ops, attrs, root, line, operand_text, comp), p
+
+    def anon_name(self, opcode: str, names: dict) -> str:
+        base = opcode + ".anon"  # (XLA's name for an instruction written inline as an operand)
+        name, k = base, 0
+        while name in names:
+            k += 1
+            name = f"{base}.{k}"
+        return name
+
+    def at_shape(self, p: int) -> bool:
+        text = self.text
+        if text.startswith(("(", "b("), p):
+            return True
+        m = _ELEMENT_RE.match(text, p)
+        return m is not None
+
+    def shape_error(self, p: int) -> str:
+        end = p
+        while end < self.n and not self.text[end].isspace() and end - p < 40:
+            end += 1
+        return (f"bad shape {self.text[p:end]!r} (expected a shape like f32[2,3]{{1,0}} and then "
+                "'opcode(operands)')")
+
+    def shape(self, p: int, depth: int = 0) -> tuple[str, int]:
+        """A shape at ``p`` (spaces, newlines and comments allowed inside); its text and end."""
+        text = self.text
+        start = p
+        if text.startswith("(", p):
+            if depth >= _MAX_DEPTH:
+                raise _Fail(f"tuple shape nested deeper than {_MAX_DEPTH}", p)
+            p = self.ws(p + 1)
+            if not text.startswith(")", p):
+                while True:
+                    _, p = self.shape(p, depth + 1)
+                    p = self.ws(p)
+                    if text.startswith(")", p):
+                        break
+                    if not text.startswith(",", p):
+                        raise _Fail("expected ',' or ')' in a tuple shape", p)
+                    p = self.ws(p + 1)
+            return _one_line(text[start:p + 1]), p + 1
+        if text.startswith("b(", p):  # a buffer: 'b(f32[16])'
+            _, p = self.shape(self.ws(p + 2), depth + 1)
+            p = self.ws(p)
+            if not text.startswith(")", p):
+                raise _Fail("expected ')' to close a buffer shape b(...)", p)
+            return _one_line(text[start:p + 1]), p + 1
+        m = _ELEMENT_RE.match(text, p)
         if not m:
-            end = p
-            while end < len(text) and not text[end].isspace():
-                end += 1
-            raise _ScanError(f"bad shape {text[p:end][:40]!r} (expected e.g. f32[2,3]{{1,0}})", p)
-        shape, e = m.group(), m.end()
-    o = _OPCODE_RE.match(text, e)
-    if not o:
-        raise _ScanError("expected 'opcode(operands)' after the shape", e)
-    oe = _scan(text, o.end() - 1, True)
-    operands = text[o.end():oe - 1]
-    p = oe
-    attrs: dict[str, str] = {}
-    while True:
-        k = _ATTR_KEY_RE.match(text, p)
-        if not k:
-            break
-        p = _scan(text, k.end(), False)
-        attrs[k.group("key")] = text[k.end():p].strip()
-    return bool(h.group("root")), h.group("name"), shape, o.group("opcode"), operands, attrs, p
+            raise _Fail(self.shape_error(p), p)
+        d = _DIMS_RE.match(text, m.end())
+        if not d:
+            raise _Fail("']' expected to close the dimensions of a shape", m.end() - 1)
+        p = d.end()
+        q = self.ws(p)
+        if _LAYOUT_START_RE.match(text, q):
+            lm = _LAYOUT_RE.match(text, q)
+            if not lm:
+                raise _Fail("'{' of a layout is not closed", q)
+            p = lm.end()
+        return _one_line(text[start:p]), p
+
+    def operands(self, comp: Computation, p: int, s: int, names: dict, depth: int) -> tuple[list[str], int, bool]:
+        """``(operand, ...)`` at ``p``; each ``[shape] [%]name`` or an instruction written
+        inline (``f32[2] parameter(0)``). Returns the names, the end and whether any was inline."""
+        text, n = self.text, self.n
+        open_pos = p
+        p = self.ws(p + 1)
+        out: list[str] = []
+        inline = False
+        if text.startswith(")", p):
+            return out, p + 1, inline
+        while True:
+            item = p
+            if p >= n:
+                raise _Fail("'(' is not closed before the end of the text", open_pos, p)
+            has_shape = False
+            if self.at_shape(p):
+                _, p = self.shape(p)
+                p = self.ws(p)
+                has_shape = True
+            m = _NAME_RE.match(text, p)
+            if m and text.startswith("(", self.ws(m.end())):
+                sub, p = self.instruction_rhs(comp, item, None, False, s, names, depth + 1)
+                out.append(sub.name)
+                inline = True
+            elif m:
+                out.append(m.group(1))
+                p = m.end()
+            elif text.startswith((")", ","), p):
+                raise _Fail("expected an operand name" + (" after its shape" if has_shape else ""), p)
+            else:
+                raise _Fail("expected an operand: a name, a shape and a name, or an instruction", p)
+            p = self.ws(p)
+            if text.startswith(")", p):
+                return out, p + 1, inline
+            if not text.startswith(",", p):
+                if p >= n:
+                    raise _Fail("'(' is not closed before the end of the text", open_pos, p)
+                if text[p] in "]}":
+                    raise _Fail(f"'(' is not closed: found {text[p]!r} where ')' was expected", open_pos, p)
+                raise _Fail("expected ',' or ')' after an operand", p)
+            p = self.ws(p + 1)
+            if text.startswith(")", p):  # a trailing ',' (XLA takes it)
+                return out, p + 1, inline
+
+    def attributes(self, p: int, attrs: dict, comp: Computation | None, nested: bool = False) -> int:
+        """``, key=value`` pairs from ``p``; returns the position after the last one (before
+        the whitespace that follows it). ``nested``: an inline operand's, where a ',' not
+        followed by 'key=' separates the next operand."""
+        text = self.text
+        while True:
+            q = self.ws(p)
+            if not text.startswith(",", q):
+                return p
+            q = self.ws(q + 1)
+            k = _KEY_RE.match(text, q)
+            if not k:
+                if nested:
+                    return p
+                raise _Fail("expected 'key=value' after ','", q)
+            key = k.group(1)
+            v = self.ws(k.end())
+            if (comp is not None and key in _CALL_ATTR_SET and text.startswith("{", v)
+                    and self._inline_computation(v)):
+                end = self.computation(v, inline_name="")
+                attrs[key] = "%" + self.comps[-1].name
+                p = end
+                continue
+            end = self.value(v)
+            if key == "literal" and end > v:  # 'literal=s32[2]{0} {1, 2}': a shape, then the values
+                q = self.ws(end)
+                if text.startswith(("{", "("), q) or _PLAIN_VALUE_RE.match(text, q):
+                    end = self.value(q)
+            elif key == "replica_groups" and text.startswith("mesh[", v):
+                # XLA:GPU's mesh form: "mesh['axis_0'=1,'axis_1'=2] {'axis_1'}" (a mesh, then its axes)
+                q = self.ws(end)
+                if text.startswith("{", q):
+                    end = self.value(q)
+            if end == v:
+                raise _Fail(f"expected a value after '{_short(key)}='", v)
+            attrs[key] = text[v:end].strip()
+            p = end
+
+    def _inline_computation(self, v: int) -> bool:
+        q = self.ws(v + 1)
+        m = _ROOT_RE.match(self.text, q)
+        if m:
+            return True
+        m = _NAME_RE.match(self.text, q)
+        return bool(m) and self.text.startswith("=", self.ws(m.end()))
+
+    def inline_comp_name(self) -> str:
+        name, k = "_", 0  # (XLA's name for a computation written inline)
+        while name in self.comp_names:
+            k += 1
+            name = f"_.{k}"
+        return name
+
+    def value(self, p: int) -> int:
+        """An attribute value at ``p``: tokens and bracketed groups up to top-level whitespace,
+        ',' or an unmatched closing bracket."""
+        text, n = self.text, self.n
+        while p < n:
+            c = text[p]
+            if c in "({[":
+                p = _scan(text, p, True)
+            elif c == '"':
+                m = _STR_RE.match(text, p)
+                if not m:
+                    raise _Fail("unterminated string", p)
+                p = m.end()
+            elif c == "/":
+                if text.startswith("/*", p) or text.startswith("//", p):
+                    return p
+                p += 1
+            else:
+                m = _PLAIN_VALUE_RE.match(text, p)
+                if not m:
+                    return p
+                p = m.end()
+        return p
+
+    def infer_shape(self, opcode: str, ops: list[str], names: dict, attrs: dict, pos: int) -> str:
+        """The shape XLA would infer for an instruction written without one (common opcodes)."""
+        shapes = [names[o].shape if o in names else None for o in ops]
+        out = None
+        if all(sh is not None for sh in shapes):
+            try:
+                out = _infer(opcode, shapes, attrs, {c.name: c for c in self.comps})
+            except (IndexError, KeyError, ValueError, AttributeError):
+                out = None
+        if out is None:
+            raise _Fail(f"instruction has no shape, and this parser cannot infer it for {_short(opcode)!r} "
+                        "(it infers elementwise ops, compare, select, clamp, tuple, get-tuple-element, "
+                        "while, call, conditional, after-all, transpose, reduce, dot, sort); write the "
+                        f"shape: 'name = f32[...] {_short(opcode)}(...)'", pos)
+        return out
 
 
-def _check(module: Module, src: _Text) -> None:
+def _ints(v: str | None) -> list[int]:
+    return [int(x) for x in (v or "").strip("{} ").split(",") if x.strip()]
+
+
+def _array(etype: str, dims, layout: bool = True) -> str:
+    # the default layout (major-to-minor), as XLA assigns to an inferred shape
+    lay = "{" + ",".join(str(i) for i in range(len(dims) - 1, -1, -1)) + "}" if dims and layout else ""
+    return f"{etype}[{','.join(str(d) for d in dims)}]{lay}"
+
+
+def _infer(opcode: str, shapes: list, attrs: dict, comps: dict) -> str | None:
+    def root_of(attr):
+        v = attrs.get(attr, "").strip("{} ").split(",")[0].strip().lstrip("%")
+        c = comps.get(v)
+        return str(c.root.shape) if c is not None and c.root is not None else None
+
+    if opcode in _SAME_AS_OPERAND0 and shapes:
+        return str(shapes[0])
+    if opcode == "tuple":
+        return "(" + ", ".join(str(sh) for sh in shapes) + ")"
+    if opcode == "get-tuple-element":
+        return str(shapes[0].tuple_shapes[int(attrs["index"])])
+    if opcode == "compare" and not shapes[0].is_tuple:
+        return "pred" + str(shapes[0])[len(shapes[0].element_type):]
+    if opcode in ("select", "clamp") and len(shapes) == 3:
+        return str(shapes[1])
+    if opcode == "while":
+        return str(shapes[0])
+    if opcode == "call":
+        return root_of("to_apply")
+    if opcode == "conditional":
+        return root_of("branch_computations") or root_of("true_computation")
+    if opcode == "after-all":
+        return "token[]"
+    if opcode == "transpose":
+        sh, perm = shapes[0], _ints(attrs.get("dimensions"))
+        return _array(sh.element_type, [sh.dimensions[i] for i in perm])
+    if opcode == "reduce":
+        half = len(shapes) // 2
+        drop = set(_ints(attrs.get("dimensions")))
+        outs = [_array(sh.element_type, [d for i, d in enumerate(sh.dimensions) if i not in drop])
+                for sh in shapes[:half]]
+        return outs[0] if half == 1 else "(" + ", ".join(outs) + ")"
+    if opcode == "dot":
+        lhs, rhs = shapes[0], shapes[1]
+        lb, lc = _ints(attrs.get("lhs_batch_dims")), _ints(attrs.get("lhs_contracting_dims"))
+        rb, rc = _ints(attrs.get("rhs_batch_dims")), _ints(attrs.get("rhs_contracting_dims"))
+        dims = ([lhs.dimensions[i] for i in lb] + [d for i, d in enumerate(lhs.dimensions) if i not in lb + lc]
+                + [d for i, d in enumerate(rhs.dimensions) if i not in rb + rc])
+        return _array(lhs.element_type, dims)
+    if opcode == "sort":
+        return str(shapes[0]) if len(shapes) == 1 else "(" + ", ".join(str(sh) for sh in shapes) + ")"
+    return None
+
+
+def parse_module(text: str) -> Module:
+    """Parse an HLO module's text. Raises HloParseError (with line and column) if malformed."""
+    return _parse(text)
+
+
+def _parse(text: str, fast: bool = True) -> Module:
+    """``fast=False`` reads every instruction with the general parser (tests compare the two)."""
+    if not isinstance(text, str):
+        raise TypeError("parse_module expects str")
+    if "\r" in text:  # Windows line endings (a file saved on Windows, a browser upload)
+        text = text.replace("\r\n", "\n")
+    # No cyclic garbage is made while parsing, but tens of thousands of new objects would set
+    # off the cycle collector over and over, and in a process with a big heap (JAX loaded) each
+    # full collection walks all of it: that tripled the parse time. Collect after, as usual.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Parser(text, fast).parse()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check(module: Module) -> None:
     names = module.by_name
-    if len(names) != len(module.computations):
-        seen: set[str] = set()
-        for c in module.computations:
-            if c.name in seen:
-                raise HloParseError(f"duplicate computation name {c.name!r}", c.line, 1, c.name)
-            seen.add(c.name)
+    entries = [c for c in module.computations if c.is_entry]
+    if len(entries) > 1:
+        raise HloParseError(f"more than one ENTRY computation ({_short(entries[0].name)!r} and "
+                            f"{_short(entries[1].name)!r})", entries[1].line, 1, "ENTRY " + entries[1].name)
     for comp in module.computations:
         local = comp.by_name
-        if len(local) != len(comp.instructions):
-            seen = set()
-            for i in comp.instructions:
-                if i.name in seen:
-                    raise HloParseError(f"duplicate instruction name {i.name!r}", i.line, 1, i.text)
-                seen.add(i.name)
+        roots = [i for i in comp.instructions if i.is_root]
+        if len(roots) > 1:
+            raise HloParseError(f"computation {_short(comp.name)!r} has more than one ROOT", roots[1].line, 1,
+                                roots[1].text)
         for inst in comp.instructions:
             for o in inst.operands:
                 if o not in local:
-                    raise HloParseError(f"operand {o!r} of {inst.name!r} is not defined in computation "
-                                        f"{comp.name!r}", inst.line, 1, inst.text)
+                    raise HloParseError(f"operand {_short(o)!r} of {_short(inst.name)!r} is not defined in computation "
+                                        f"{_short(comp.name)!r}", inst.line, 1, inst.text)
+            if inst.attributes.keys().isdisjoint(_CALL_ATTR_SET):
+                continue  # (skips building called_computations for most instructions)
             for cc in inst.called_computations:
                 if cc not in names:
-                    raise HloParseError(f"{inst.name!r} calls unknown computation {cc!r}", inst.line, 1, inst.text)
+                    raise HloParseError(f"{_short(inst.name)!r} calls unknown computation {_short(cc)!r}", inst.line, 1, inst.text)

@@ -59,6 +59,7 @@ class Shape:
     dynamic: tuple[bool, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] | None = None
+    buffer: bool = False  # 'b(f32[16])': a buffer holding that array (XLA's buffer type)
 
     @property
     def is_tuple(self) -> bool:
@@ -100,6 +101,10 @@ class Shape:
         return f"{self.element_type}[{','.join(parts)}]"
 
     def __str__(self) -> str:
+        if self.buffer:
+            from dataclasses import replace
+
+            return "b(" + str(replace(self, buffer=False)) + ")"
         if self.tuple_shapes is not None:
             return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
         return self.dims_text() + (str(self.layout) if self.layout is not None else "")
@@ -127,7 +132,9 @@ class Shape:
         return "; ".join(words)
 
 
-_ARRAY_RE = re.compile(r"\s*([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+# (XLA's lexer allows spaces between the tokens of a shape: 'f32[2, 3] {1, 0}')
+_ARRAY_RE = re.compile(r"\s*([a-z][a-z0-9]*)\s*\[([^\]]*)\](?:\s*(\{[^}]*\}))?")
+_BUFFER_RE = re.compile(r"\s*b\s*\(")
 _TILE_RE = re.compile(r"T((?:\([^)]*\))+)")
 _TILE_DIMS_RE = re.compile(r"\(([^)]*)\)")
 
@@ -195,6 +202,14 @@ def _parse_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
                 pos += 1
             sub, pos = _parse_at(text, pos, depth + 1)
             elems.append(sub)
+    b = _BUFFER_RE.match(text, pos)
+    if b:
+        inner, pos = _parse_at(text, b.end(), depth + 1)
+        pos = _skip_space(text, pos, n)
+        if pos >= n or text[pos] != ")":
+            raise ShapeParseError("expected ')' to close a buffer shape b(...)", text, pos)
+        return Shape(inner.element_type, inner.dimensions, inner.dynamic, inner.layout, inner.tuple_shapes,
+                     True), pos + 1
     m = _ARRAY_RE.match(text, pos)
     if not m:
         raise ShapeParseError("expected a shape like f32[2,3]", text, pos)
