@@ -11,6 +11,7 @@ import datetime as _dt
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, Module, parse_module
@@ -18,6 +19,10 @@ from analysis.hlo.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
 from analysis.provenance import Provenance, map_provenance
+
+if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run time)
+    from analysis.compare import FusionComparison
+    from analysis.profile import Timings
 
 # 2: adds measured `timings` and `fusion_comparison`; 3: adds `fusion_decisions` (why XLA fused or
 # did not) and `memory` (buffers, live ranges, the peak) (docs/bundle.md). Older bundles still load:
@@ -40,8 +45,8 @@ class Bundle:
     kernels: list = field(default_factory=list)
     provenance: Provenance | None = None
     metrics: dict = field(default_factory=dict)
-    timings: dict | None = None
-    fusion_comparison: dict | None = None
+    timings: Timings | None = None  # typed records: analysis.profile.Timings / KernelTiming
+    fusion_comparison: FusionComparison | None = None  # analysis.compare.FusionComparison / FusionSide
     pass_log: list | None = None
     fusion_decisions: dict | None = None
     memory: dict | None = None
@@ -95,6 +100,7 @@ class Bundle:
     def from_dict(cls, d: dict) -> "Bundle":
         if not isinstance(d, dict):
             raise ExplorerError("load", "a bundle is a JSON object")
+        check_depth(d)
         version = d.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise ExplorerError("load", "not an XLA Explorer bundle (no schema_version)")
@@ -112,9 +118,12 @@ class Bundle:
             kw["kernels"] = [Kernel.from_dict(k) for k in d.get("kernels", [])]
             if d.get("provenance") is not None:
                 kw["provenance"] = Provenance.from_dict(d["provenance"])
+        except KeyError as e:
+            raise ExplorerError("load", f"malformed bundle: a kernel or the provenance lacks {e}") from None
         except (TypeError, ValueError, AttributeError) as e:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
         kw["schema_version"] = SCHEMA_VERSION
+        _check_parts(kw)
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
             raise ExplorerError("load", "malformed bundle: 'stages' must map stage names to text")
@@ -128,6 +137,8 @@ class Bundle:
             line = getattr(e, "lineno", None)
             raise ExplorerError("load", f"not valid JSON: {getattr(e, 'msg', e)}", line=line,
                                 column=getattr(e, "colno", None)) from None
+        except RecursionError:
+            raise ExplorerError("load", f"not a bundle: JSON nested deeper than {MAX_DEPTH} levels") from None
         return cls.from_dict(d)
 
     def save(self, path) -> None:
@@ -164,6 +175,57 @@ _FIELD_TYPES = {
     "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
     "memory": (dict, _NONE), "created": (str,),
 }
+
+
+# How deep a bundle's JSON may nest (a real one nests fewer than 10 levels): deeper input is
+# refused with one line instead of exhausting a recursive walk somewhere later.
+MAX_DEPTH = 64
+
+
+def check_depth(obj, limit: int = MAX_DEPTH) -> None:
+    """Raise a ``load`` error if ``obj`` (parsed JSON) nests deeper than ``limit`` (iterative)."""
+    todo = [(obj, 1)]
+    while todo:
+        o, depth = todo.pop()
+        if isinstance(o, dict):
+            children = o.values()
+        elif isinstance(o, (list, tuple)):
+            children = o
+        else:
+            continue
+        if depth > limit:
+            raise ExplorerError("load", f"not a bundle: JSON nested deeper than {limit} levels")
+        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+
+
+def _bad(where: str, what: str) -> ExplorerError:
+    return ExplorerError("load", f"malformed bundle: {where} {what}")
+
+
+def _check_parts(kw: dict) -> None:
+    """The nested parts the views index by key: a row they read a field of must have it, of
+    the right type (a bundle from a worker or an upload is untrusted data)."""
+    num = (int, float, type(None))
+    t = kw.get("timings")
+    if isinstance(t, dict) and t.get("kernels") is not None:
+        rows = t["kernels"]
+        if not isinstance(rows, dict):
+            raise _bad("timings.kernels", "must be an object of rows by kernel name")
+        for name, row in rows.items():
+            if not isinstance(row, dict) or not isinstance(row.get("name", name), str) \
+                    or not isinstance(row.get("route", ""), str) or "median_s" not in row \
+                    or not isinstance(row["median_s"], num) or isinstance(row["median_s"], bool):
+                raise _bad(f"timings.kernels[{str(name)[:60]!r}]", "needs a name, a route and a median_s number")
+            row.setdefault("name", name)
+    pl = kw.get("pass_log")
+    if isinstance(pl, list):
+        for n, e in enumerate(pl):
+            if not isinstance(e, dict) or not all(isinstance(e.get(k, ""), str) for k in ("pipeline", "pass", "text")):
+                raise _bad(f"pass_log[{n}]", "needs text fields pipeline, pass and text")
+    for name in ("source", "environment", "options"):
+        for k, v in (kw.get(name) or {}).items():
+            if not isinstance(k, str):
+                raise _bad(name, "has a key that is not text")
 
 
 def _json_default(o):
@@ -262,4 +324,7 @@ def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,
         environment={"platform": platform, "backend": platform, "origin": "imported HLO text"},
         stages=stages, created=now(),
     )
-    return analyze(b)
+    try:
+        return analyze(b)
+    except ExplorerError as e:  # e.g. a computation that calls itself: name the file
+        raise ExplorerError(e.phase, e.message, e.file or file, e.line, e.column, e.excerpt) from None

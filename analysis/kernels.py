@@ -15,9 +15,9 @@ are skipped, and so are the instructions inside a fusion: they are part of its k
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from analysis.hlo import Computation, Instruction, Module
+from analysis.hlo import Computation, Instruction, Module, async_sugar
 
 ROUTES = ("library", "triton", "emitter", "layout", "collective", "control")
 ROUTE_LABELS = {
@@ -319,8 +319,29 @@ def _maybe_int(v):
     return v
 
 
+def launches_nothing(inst: Instruction) -> bool:
+    """True for instructions that launch no kernel: parameters, tuples, ..., and the second half
+    of an async pair (``X-done`` / ``X-update``: the pair is one kernel, counted at its start)."""
+    if inst.opcode in NO_KERNEL:
+        return True
+    sugar = async_sugar(inst.opcode)
+    return sugar is not None and sugar[1] != "start"
+
+
+def _async_view(inst: Instruction) -> Instruction:
+    """``X-start`` sugar seen as the ``X`` it runs (same operands and attributes: the custom-call
+    target, the fusion's kind and computation, ...); any other instruction as itself."""
+    sugar = async_sugar(inst.opcode)
+    if sugar is None or sugar[1] != "start":
+        return inst
+    return replace(inst, opcode=sugar[0])
+
+
 def classify(inst: Instruction, platform: str, module: Module) -> tuple[str, str | None]:
-    """(route, library) for one kernel-launching instruction."""
+    """(route, library) for one kernel-launching instruction. An ``X-start`` (async sugar for
+    any ``X``: ``reduce-scatter-start``, ``custom-call-start``, ``fusion-start``, ...) gets the
+    route of the ``X`` it runs."""
+    inst = _async_view(inst)
     op = inst.opcode
     if op == "fusion":
         kind = inst.fusion_kind or ""
@@ -373,18 +394,42 @@ def _custom_fusion_route(inst: Instruction, module: Module) -> tuple[str, str | 
     return "library", name
 
 
+def call_cycle(module: Module, cname: str):
+    """The one-line error for a computation that calls itself (directly or through others):
+    HLO has no recursion, and following the calls would never end."""
+    from analysis.errors import ExplorerError
+    return ExplorerError("parse", f"computation {cname} calls itself (directly or through other computations); "
+                                  "HLO has no recursion")
+
+
 def _fused_instructions(inst: Instruction, module: Module) -> list[Instruction]:
-    """Instructions inside a fusion, nested fusions expanded (they are part of this kernel)."""
+    """Instructions inside a fusion, nested fusions expanded (they are part of this kernel).
+    Iterative, with the nesting bounded by the number of computations (deeper = a cycle)."""
     out: list[Instruction] = []
-    for cname in inst.called_computations:
-        comp = module.by_name.get(cname)
-        if comp is None:
+    most = len(module.computations) + 1
+    # A stack of iterators over instructions, so nested fusions come out in the same order as
+    # when each nested fusion is expanded in place.
+    stack = [iter([c for c in inst.called_computations])]
+    kinds = ["names"]
+    while stack:
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            kinds.pop()
             continue
-        for sub in comp.instructions:
-            if sub.opcode == "fusion":
-                out.extend(_fused_instructions(sub, module))
-            else:
-                out.append(sub)
+        if kinds[-1] == "names":
+            comp = module.by_name.get(nxt)
+            if comp is None:
+                continue
+            if len(stack) > 2 * most:
+                raise call_cycle(module, nxt)
+            stack.append(iter(comp.instructions))
+            kinds.append("insts")
+        elif nxt.opcode == "fusion":
+            stack.append(iter(list(nxt.called_computations)))
+            kinds.append("names")
+        else:
+            out.append(nxt)
     return out
 
 
@@ -428,42 +473,61 @@ def kernels(module: Module, platform: str | None = None) -> list[Kernel]:
     visited: set[str] = set()
 
     def walk(comp: Computation, context: str) -> None:
-        if comp.name in visited:
-            return
-        visited.add(comp.name)
-        for inst in comp.instructions:
-            if inst.opcode in NO_KERNEL:
+        # Iterative (a module's text decides the depth): each control-flow op's computations
+        # are walked right after it, as a recursive walk would, from an explicit stack.
+        todo = [(None, comp, context)]  # (None, comp, ctx): not entered yet
+        while todo:
+            it, comp, context = todo[-1]
+            if it is None:
+                todo.pop()
+                if comp.name not in visited:
+                    visited.add(comp.name)
+                    todo.append((iter(comp.instructions), comp, context))
                 continue
-            route, library = classify(inst, platform, module)
-            fused: list[Instruction] = []
-            flops = 0
-            if inst.opcode == "fusion":
-                fused = _fused_instructions(inst, module)
-                flops = _estimate(_fusion_flops, inst, module)
-            elif inst.opcode == "custom-call":
-                flops = _estimate(_custom_call_flops, inst, comp)
-            else:
-                flops = _estimate(instruction_flops, inst, comp)
-            contained = [inst] + fused
-            op_names = tuple(dict.fromkeys(i.metadata.op_name for i in contained if i.metadata.op_name))
-            out.append(Kernel(
-                name=inst.name, opcode=inst.opcode, route=route, computation=comp.name,
-                shape=inst.shape_text, library=library, fusion_kind=inst.fusion_kind,
-                custom_call_target=inst.custom_call_target,
-                triton_config=triton_config(inst) if route == "triton" else None,
-                bytes=kernel_bytes(inst, comp) if route != "control" else 0, flops=flops,
-                op_names=op_names,
-                fused_ops=tuple(i.name for i in fused if i.opcode != "parameter"),
-                fused_opcodes=tuple(i.opcode for i in fused if i.opcode != "parameter"),
-                source_lines=_source_lines(contained), context=context,
-                operands=tuple(inst.operands),
-            ))
-            if route == "control":
-                roles = _call_roles(inst)
-                for cname, role in roles:
-                    sub = module.by_name.get(cname)
-                    if sub is not None:
-                        walk(sub, f"{inst.name} {role}")
+            inst = next(it, None)
+            if inst is None:
+                todo.pop()
+                continue
+            subs = one(inst, comp, context)
+            for sub, ctx in reversed(subs):
+                todo.append((None, sub, ctx))
+
+    def one(orig: Instruction, comp: Computation, context: str) -> list:
+        if launches_nothing(orig):
+            return []
+        inst = _async_view(orig)  # an X-start is one kernel: the X it runs, with X's route
+        route, library = classify(inst, platform, module)
+        fused: list[Instruction] = []
+        flops = 0
+        if inst.opcode == "fusion":
+            fused = _fused_instructions(inst, module)
+            flops = _estimate(_fusion_flops, inst, module)
+        elif inst.opcode == "custom-call":
+            flops = _estimate(_custom_call_flops, inst, comp)
+        else:
+            flops = _estimate(instruction_flops, inst, comp)
+        contained = [inst] + fused
+        op_names = tuple(dict.fromkeys(i.metadata.op_name for i in contained if i.metadata.op_name))
+        out.append(Kernel(
+            name=inst.name, opcode=orig.opcode, route=route, computation=comp.name,
+            shape=inst.shape_text, library=library, fusion_kind=inst.fusion_kind,
+            custom_call_target=inst.custom_call_target,
+            triton_config=triton_config(inst) if route == "triton" else None,
+            bytes=kernel_bytes(inst, comp) if route != "control" else 0, flops=flops,
+            op_names=op_names,
+            fused_ops=tuple(i.name for i in fused if i.opcode != "parameter"),
+            fused_opcodes=tuple(i.opcode for i in fused if i.opcode != "parameter"),
+            source_lines=_source_lines(contained), context=context,
+            operands=tuple(inst.operands),
+        ))
+        subs = []
+        if route == "control":
+            roles = _call_roles(inst)
+            for cname, role in roles:
+                sub = module.by_name.get(cname)
+                if sub is not None:
+                    subs.append((sub, f"{inst.name} {role}"))
+        return subs
 
     walk(module.entry, "")
     return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analysis.hlo import Instruction, Module, ShapeParseError
-from analysis.kernels import NO_KERNEL, Kernel, instruction_flops
+from analysis.kernels import NO_KERNEL, Kernel, call_cycle, instruction_flops
 
 # Ops that are plumbing rather than computation; they are not counted as "compute ops".
 NOT_COMPUTE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
@@ -58,29 +58,44 @@ def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
     out: list[tuple[Instruction, Key | None]] = []
     seen: set[tuple[str, Key | None]] = set()
 
-    def walk(cname: str, caller: Key | None) -> None:
-        if (cname, caller) in seen or cname not in module.by_name:
-            return
-        seen.add((cname, caller))
-        for inst in module.by_name[cname].instructions:
-            key = _key(inst)
-            if caller is not None and caller[0]:
-                root = caller[0].split("/", 1)[0] + "/"
-                if key is None:
-                    key = None
-                elif not key[0].startswith(root):
-                    key = (caller[0] + "/" + key[0],) + (key[1:] if key[1] else caller[1:])
-            if inst.opcode == "call":
-                for c in inst.called_computations:
-                    walk(c, key)
-                continue
-            if inst.opcode not in NOT_COMPUTE:
-                out.append((inst, key))
-            if inst.opcode in ("while", "conditional", "async-start"):
-                for c in inst.called_computations:
-                    walk(c, None)
+    # Iterative (the module's text decides the depth), in the order a recursive walk visits:
+    # a computation's ops, each call's computation expanded where the call is. A chain of
+    # calls deeper than the module has computations is a cycle (HLO has no recursion).
+    most = len(module.computations) + 1
+    todo: list = [(None, module.entry.name, None)]  # (None, name, caller): not entered yet
 
-    walk(module.entry.name, None)
+    depth = 0  # computations entered and not finished (the call chain's length)
+    while todo:
+        it, cname, caller = todo[-1]
+        if it is None:
+            todo.pop()
+            if (cname, caller) in seen or cname not in module.by_name:
+                continue
+            if depth >= most:
+                raise call_cycle(module, cname)
+            seen.add((cname, caller))
+            todo.append((iter(module.by_name[cname].instructions), cname, caller))
+            depth += 1
+            continue
+        inst = next(it, None)
+        if inst is None:
+            todo.pop()
+            depth -= 1
+            continue
+        key = _key(inst)
+        if caller is not None and caller[0]:
+            root = caller[0].split("/", 1)[0] + "/"
+            if key is None:
+                key = None
+            elif not key[0].startswith(root):
+                key = (caller[0] + "/" + key[0],) + (key[1:] if key[1] else caller[1:])
+        if inst.opcode == "call":
+            todo.extend((None, c, key) for c in reversed(inst.called_computations))
+            continue
+        if inst.opcode not in NOT_COMPUTE:
+            out.append((inst, key))
+        if inst.opcode in ("while", "conditional", "async-start"):
+            todo.extend((None, c, None) for c in reversed(inst.called_computations))
     return out
 
 
@@ -180,30 +195,61 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                     lst.append(k.name)
                 prov.how.setdefault(cand.name, "shape")
 
-    # Ops without a match inherit from users, then operands, until nothing changes.
+    # Ops without a match inherit from users, then operands, until nothing changes. A nested
+    # jit's computation is seen through its call: its parameter i stands for the call's operand
+    # i, and its root's users are the call's users (``jax.nn.relu`` inside a layer).
     users: dict[str, list[Instruction]] = {}
+    param_of_call: dict[str, list[Instruction]] = {}
     for comp in pre.computations:
         for inst in comp.instructions:
             for o in inst.operands:
                 users.setdefault(o, []).append(inst)
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            if inst.opcode != "call":
+                continue
+            args = inst.operand_instructions()
+            for cname in inst.called_computations:
+                callee = pre.by_name.get(cname)
+                if callee is None:
+                    continue
+                for pi in callee.instructions:
+                    number = pi.operand_text.strip()
+                    if pi.opcode == "parameter" and number.isdigit() and int(number) < len(args):
+                        param_of_call.setdefault(pi.name, []).append(args[int(number)])
+                if callee.root is not None:
+                    users.setdefault(callee.root.name, []).extend(users.get(inst.name, []))
+
+    def operands_through_calls(inst: Instruction) -> list[Instruction]:
+        out = []
+        for o in inst.operand_instructions():
+            out.extend(param_of_call.get(o.name, [o]) if o.opcode == "parameter" else [o])
+        return out
+    library_calls = {k.name for k in post_kernels if k.route == "library" and k.opcode == "custom-call"}
     changed = True
     while changed:
         changed = False
         for inst in ops:
             if inst.name in prov.pre_to_kernels:
                 continue
+            candidates = []
             for relation, neighbours in (("user", users.get(inst.name, [])),
-                                         ("operand", inst.operand_instructions())):
+                                         ("operand", operands_through_calls(inst))):
                 found: list[str] = []
                 for nb in neighbours:
                     for kn in prov.pre_to_kernels.get(nb.name, []):
                         if kn not in found:
                             found.append(kn)
                 if found:
-                    prov.pre_to_kernels[inst.name] = found
-                    prov.how[inst.name] = relation
-                    changed = True
-                    break
+                    candidates.append((relation, found))
+            if candidates:
+                # an op whose producer is a library call rides in that call's epilogue (cuDNN's
+                # bias + activation, cuBLAS's BIAS_RELU): the operand wins; else the user does
+                relation, found = next(((r, f) for r, f in candidates if r == "operand"
+                                        and any(k in library_calls for k in f)), candidates[0])
+                prov.pre_to_kernels[inst.name] = found
+                prov.how[inst.name] = relation
+                changed = True
     # A library call can compute ops it keeps no metadata of: cuBLAS folds a bias add and an
     # activation into its epilogue (``"epilogue":"BIAS_RELU"``), cuDNN a bias and activation
     # into a convolution. An op still unmatched (typically inside a nested jit like
@@ -261,11 +307,19 @@ def _all_inside(module: Module, cname: str) -> list[Instruction]:
     if comp is None:
         return []
     out: list[Instruction] = []
-    for inst in comp.instructions:
+    most = len(module.computations) + 1
+    todo = [iter(comp.instructions)]  # iterative: nested fusions expanded in place
+    while todo:
+        inst = next(todo[-1], None)
+        if inst is None:
+            todo.pop()
+            continue
         if inst.opcode in NO_KERNEL and inst.opcode != "constant":
             continue
         out.append(inst)
         if inst.opcode == "fusion":
-            for c in inst.called_computations:
-                out.extend(_all_inside(module, c))
+            subs = [module.by_name[c] for c in inst.called_computations if c in module.by_name]
+            if subs and len(todo) > 2 * most:
+                raise call_cycle(module, subs[0].name)
+            todo.extend(iter(s.instructions) for s in reversed(subs))
     return out

@@ -1,10 +1,15 @@
 """Load test (not CI): N concurrent sessions submit mixed jobs through the queue.
 
-    .venv/bin/python benchmarks/load_test.py [--sessions 20] [--jobs 3] [--store PATH]
+    .venv/bin/python benchmarks/load_test.py [--sessions 20] [--jobs 3] [--store PATH] [--hostile 4]
 
 Each session submits a mix of gallery jobs (often cached after the first), fresh pasted code
 (always a miss), broken code (a clear error) and one measurement job in five. Reports p50/p95
 latency per kind and checks that every job ended with a bundle or an ExplorerError.
+
+With ``--hostile N`` it runs the same normal mix twice, alone and then beside N hostile sessions
+(a memory bomb of forked children, a stdout flood, a /tmp filler, a measuring job that never
+ends), and prints the normal jobs' p95 both ways: the class keeps being served while some
+students attack the machine.
 """
 
 from __future__ import annotations
@@ -37,6 +42,31 @@ def example_inputs():
 """
 
 
+HOSTILE = {
+    "memory bomb": """
+import os
+for _ in range(3):
+    if os.fork() == 0:
+        x = bytearray(1500 * 2**20)
+        for i in range(0, len(x), 4096):
+            x[i] = 1
+        os._exit(0)
+b = bytearray(1500 * 2**20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+""",
+    "flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    "tmp filler": "open('/tmp/fill', 'wb').write(b'0' * (4 * 2**30))\n",
+    "endless measure": "import jax.numpy as jnp\ndef model(x):\n    while True:\n        pass\n"
+                       "def example_inputs():\n    return (jnp.ones(4),)\n",
+}
+
+
+def hostile_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
+    kind = rng.choice(sorted(HOSTILE))
+    return "hostile", Job(source=HOSTILE[kind], name=f"h{session}_{i}", measure=kind == "endless measure")
+
+
 def make_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
     r = rng.random()
     if r < 0.35:
@@ -48,28 +78,19 @@ def make_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
     return "measure", Job(kind="gallery", name="mlp", backend="cpu", measure=True)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sessions", type=int, default=20)
-    ap.add_argument("--jobs", type=int, default=3, help="jobs per session")
-    ap.add_argument("--store", default=None, help="store file (default: a fresh temporary one)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
-
-    print("sandbox:", sandbox_status())
-    limits = Limits.from_env()
+def run_mix(args, limits, hostile: int) -> tuple[list, float]:
     store = Store(args.store or os.path.join(tempfile.mkdtemp(prefix="xla-load-"), "store.sqlite"))
     queue = JobQueue(limits, store)
     results: list[tuple[str, float, str]] = []  # (kind, seconds, outcome)
     lock = threading.Lock()
 
-    def session(n: int):
+    def session(n: int, bad: bool):
         rng = random.Random(args.seed * 1000 + n)
         for i in range(args.jobs):
-            kind, job = make_job(rng, n, i)
+            kind, job = (hostile_job if bad else make_job)(rng, n, i)
             t0 = time.monotonic()
             try:
-                got = compile_job(job, session=f"session-{n}", queue=queue)
+                got = compile_job(job, session=f"{'h' if bad else 's'}ession-{n}", queue=queue)
                 outcome = "bundle-" + ("hit" if got.cached else "miss")
             except ExplorerError as e:
                 outcome = f"error:{e.phase}"
@@ -80,21 +101,26 @@ def main() -> int:
             time.sleep(rng.random())
 
     t0 = time.monotonic()
-    threads = [threading.Thread(target=session, args=(n,)) for n in range(args.sessions)]
+    threads = [threading.Thread(target=session, args=(n, False)) for n in range(args.sessions)]
+    threads += [threading.Thread(target=session, args=(1000 + n, True)) for n in range(hostile)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.monotonic() - t0
     queue.shutdown()
+    return results, wall
 
-    def pct(xs, p):
-        xs = sorted(xs)
-        return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 
-    print(f"{len(results)} jobs from {args.sessions} sessions in {wall:.1f} s (workers={limits.workers})")
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def report(results, wall, args, limits, label: str) -> list:
+    print(f"{label}: {len(results)} jobs in {wall:.1f} s (workers={limits.workers})")
     print(f"{'kind':10s} {'n':>4s} {'p50 s':>8s} {'p95 s':>8s}  outcomes")
-    for kind in ("gallery", "pasted", "broken", "measure", "all"):
+    for kind in ("gallery", "pasted", "broken", "measure", "hostile", "all"):
         rows = [r for r in results if kind == "all" or r[0] == kind]
         if not rows:
             continue
@@ -103,8 +129,30 @@ def main() -> int:
         for r in rows:
             outs[r[2]] = outs.get(r[2], 0) + 1
         print(f"{kind:10s} {len(rows):4d} {pct(lat, 50):8.2f} {pct(lat, 95):8.2f}  {outs}")
-    bad = [r for r in results if not (r[2].startswith("bundle") or r[2].startswith("error:"))]
-    if len(results) != args.sessions * args.jobs or bad:
+    return [r for r in results if not (r[2].startswith("bundle") or r[2].startswith("error:"))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--jobs", type=int, default=3, help="jobs per session")
+    ap.add_argument("--store", default=None, help="store file (default: a fresh temporary one)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hostile", type=int, default=0, help="also run the mix beside this many hostile sessions")
+    args = ap.parse_args()
+
+    print("sandbox:", sandbox_status())
+    limits = Limits.from_env()
+    results, wall = run_mix(args, limits, 0)
+    bad = report(results, wall, args, limits, "normal mix")
+    normal = [r[1] for r in results if r[0] != "hostile"]
+    if args.hostile:
+        h_results, h_wall = run_mix(args, limits, args.hostile)
+        bad += report(h_results, h_wall, args, limits, f"normal mix beside {args.hostile} hostile sessions")
+        beside = [r[1] for r in h_results if r[0] != "hostile"]
+        print(f"normal jobs' p95: {pct(normal, 95):.2f} s alone, {pct(beside, 95):.2f} s beside the hostile "
+              f"sessions ({pct(beside, 95) / pct(normal, 95):.2f}x)")
+    if bad:
         print("FAIL: jobs without a bundle or a clear error:", bad)
         return 1
     print("ok: every job ended with a bundle or a clear error")

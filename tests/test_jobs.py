@@ -64,15 +64,19 @@ class Recorder:
                 time.sleep(0.01)
             if job.name in self.fail_on:
                 raise ExplorerError("compile", "boom", job.filename)
-            return Ran(bundle_from_hlo(HLO, job.name), isolated=False)
+            b = bundle_from_hlo(HLO, job.name)
+            if job.measure:
+                b.timings = {"kernels": {}}
+            return Ran(b, isolated=False)
         finally:
             with self.lock:
                 self.running.discard(job.name)
 
 
-def queue(workers=2, session_jobs=10, **kw):
+def queue(workers=2, session_jobs=10, measure_mode="beside", **kw):
     r = Recorder(**kw)
-    return JobQueue(Limits(workers=workers, session_jobs=session_jobs), store=None, runner=r), r
+    return JobQueue(Limits(workers=workers, session_jobs=session_jobs, measure_mode=measure_mode), store=None,
+                    runner=r), r
 
 
 def test_compile_jobs_run_in_parallel_up_to_workers():
@@ -84,8 +88,8 @@ def test_compile_jobs_run_in_parallel_up_to_workers():
     q.shutdown()
 
 
-def test_measurement_jobs_run_alone_and_block_new_compiles():
-    q, r = queue(workers=3, delay=0.25)
+def test_measured_alone_measurement_jobs_run_alone_and_block_new_compiles():
+    q, r = queue(workers=3, delay=0.25, measure_mode="alone")
     c1 = q.submit(Job(name="c1"), session="a")
     r.wait_started("c1")
     m1 = q.submit(Job(name="m1", measure=True), session="b")
@@ -99,6 +103,40 @@ def test_measurement_jobs_run_alone_and_block_new_compiles():
             assert overlap == {name}, f"{name} ran together with {set(overlap) - {name}}"
     order = [n for n, _ in r.log]
     assert order.index("m1") < order.index("c2") and order.index("m2") < order.index("c2")
+    q.shutdown()
+
+
+def test_measured_beside_compile_jobs_of_other_sessions_keep_running_and_the_timings_say_so():
+    q, r = queue(workers=2, delay=0.4)
+    m1 = q.submit(Job(name="m1", measure=True), session="a")
+    r.wait_started("m1")
+    m2 = q.submit(Job(name="m2", measure=True), session="b")
+    cs = [q.submit(Job(name=f"c{i}"), session=f"s{i}") for i in range(2)]
+    for h in cs:
+        r.wait_started(h.job.name)  # both start while m1 still measures: no compile waits for it
+    assert not m1.done()
+    for h in (m1, m2, *cs):
+        h.result(10)
+    for name, overlap in r.log:
+        assert not ({"m1", "m2"} <= overlap), "two measuring jobs ran at once"
+        if name.startswith("c"):
+            assert len(overlap - {"m1", "m2"}) <= 2  # at most `workers` compile jobs
+    # m1 shared the machine with both compile jobs, and its timings say so
+    assert m1.result(0).bundle.timings["jobs_beside"] == 2
+    q.shutdown()
+
+
+def test_a_measuring_job_has_its_own_shorter_budget():
+    seen = {}
+
+    def runner(job, progress=None, limits=None, cancel=None):
+        seen[job.name] = limits.timeout_s
+        return Ran(bundle_from_hlo(HLO, job.name), isolated=False)
+
+    q = JobQueue(Limits(timeout_s=120, measure_timeout_s=30), store=None, runner=runner)
+    q.submit(Job(name="m", measure=True)).result(10)
+    q.submit(Job(name="c")).result(10)
+    assert seen == {"m": 30.0, "c": 120.0}
     q.shutdown()
 
 

@@ -166,3 +166,43 @@ ENTRY %main (p: f32[4]) -> f32[4] {
     prov = map_provenance(pre, post, kernels(post))
     assert prov.unmapped == ["n"] and prov.mapped_fraction == 0.0
     assert prov.kernel_to_pre == {}
+
+
+def test_an_activation_in_a_nested_jit_rides_with_the_library_call_that_produces_its_input():
+    """cuDNN folds a convolution's bias add and ReLU into one call that keeps only the convolution's
+    metadata; the ReLU (``jax.nn.relu``, a nested jit) is seen through its call: its operand is the
+    bias add, which the call computes."""
+    from analysis.hlo import parse_module
+    from analysis.kernels import kernels
+    from analysis.provenance import map_provenance
+
+    pre = parse_module('''HloModule m
+%relu (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %zero = f32[] constant(0)
+  %zb = f32[8]{0} broadcast(%zero), dimensions={}, metadata={op_name="max"}
+  ROOT %max = f32[8]{0} maximum(%x, %zb), metadata={op_name="max"}
+}
+ENTRY %main (a: f32[8], b: f32[8]) -> f32[8] {
+  %a = f32[8]{0} parameter(0)
+  %b = f32[8]{0} parameter(1)
+  %add = f32[8]{0} add(%a, %b), metadata={op_name="jit(f)/Net/conv1/add"}
+  %r = f32[8]{0} call(%add), to_apply=%relu, metadata={op_name="jit(f)/Net/jit(relu)"}
+  ROOT %n = f32[8]{0} negate(%r), metadata={op_name="jit(f)/Net/neg"}
+}
+''')
+    post = parse_module('''HloModule m, is_scheduled=true
+ENTRY %main (a: f32[8], b: f32[8]) -> f32[8] {
+  %a = f32[8]{0} parameter(0)
+  %b = f32[8]{0} parameter(1)
+  %conv = (f32[8]{0}, u8[0]{0}) custom-call(%a, %b), custom_call_target="__cudnn$convBiasActivationForward", metadata={op_name="jit(f)/Net/conv1/add"}
+  %g = f32[8]{0} get-tuple-element(%conv), index=0
+  ROOT %n = f32[8]{0} negate(%g), metadata={op_name="jit(f)/Net/neg"}
+}
+''')
+    ks = kernels(post, "gpu")
+    prov = map_provenance(pre, post, ks)
+    assert prov.pre_to_kernels["add"] == ["conv"] and prov.pre_to_kernels["n"] == ["n"]
+    # the ReLU's maximum reads the bias add through the call: it is the library call's epilogue
+    assert prov.pre_to_kernels["max"] == ["conv"] and prov.how["max"] == "operand"
+    assert prov.unmapped == []

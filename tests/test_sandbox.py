@@ -319,3 +319,28 @@ def test_a_gpu_target_job_is_bounded_by_data_not_address_space(still_served):
     err = run_hostile(src)  # an ordinary job: the address space is what is limited
     assert f"as={LIMITS.memory_mb * 2 ** 20} data={resource.RLIM_INFINITY}" in err.message, err
     still_served()
+
+
+# ----------------------------------------------------------------------------- pieces, no worker
+
+
+@pytest.mark.parametrize("chunks,lines", [
+    ([b'{"a":1}\n{"b"', b':2}\n'], [b'{"a":1}', b'{"b":2}']),
+    ([b"x" * 5, b"y" * 5, b"z\nrest"], [b"xxxxxyyyyyz"]),
+    ([b"\n\n"], [b"", b""]),
+])
+def test_line_reader_splits_lines_across_chunks(chunks, lines):
+    r = sandbox.LineReader()
+    got = [ln for c in chunks for ln in r.feed(c)]
+    assert got == lines
+
+
+def test_the_seccomp_filter_is_whole_instructions_ending_in_allow():
+    from analysis.service import seccomp
+    if not seccomp.supported():
+        pytest.skip("no filter for this architecture")
+    prog = seccomp.program()
+    assert len(prog) % 8 == 0 and len(prog) // 8 == 15  # struct sock_filter is 8 bytes
+    import struct
+    code, _, _, k = struct.unpack("=HBBI", prog[-8:])
+    assert code == 0x06 and k == 0x7FFF0000  # the last instruction: return ALLOW

@@ -10,9 +10,11 @@ that says whether it came from the cache and whether its worker was sandboxed. E
 ``ExplorerError`` (never a traceback).
 
 The queue (``JobQueue``): compile-only jobs run in parallel, up to ``Limits.workers`` at once;
-measurement jobs (``Job.measure`` or ``Job.compare_fusion``) run one at a time and alone, so
-timings do not disturb each other: while one waits no new compile job starts, and it starts
-when the running ones have finished. ``submit`` returns a ``JobHandle`` with ``status``,
+measurement jobs (``Job.measure`` or ``Job.compare_fusion``) run one at a time, with their own
+shorter budget (``Limits.measure_timeout_s``). With ``measure_mode = "beside"`` (the default,
+chosen by measuring both on the development machine: docs/worker.md) compile jobs keep running
+next to a measuring job and its ``timings.jobs_beside`` says how many did; with ``"alone"`` a
+measuring job waits for the running compile jobs and no new one starts until it has finished. ``submit`` returns a ``JobHandle`` with ``status``,
 ``position()`` (jobs ahead of it in its lane), ``phase`` (the worker's last progress message),
 ``result(timeout)`` and ``cancel()``. Each session may have ``Limits.session_jobs`` jobs queued
 or running; one more is refused with a ``limit`` error. Two identical requests in flight share
@@ -22,6 +24,7 @@ one worker.
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -140,6 +143,7 @@ class JobHandle:
         self.submitted = time.monotonic()
         self.started: float | None = None
         self.finished: float | None = None
+        self.beside = 0  # the most other jobs that ran at the same time as this one
         self._queue = queue
         self._done = threading.Event()
         self._cancel = threading.Event()
@@ -204,7 +208,9 @@ class JobQueue:
         self._inflight: dict[str, JobHandle] = {}
         self._threads: list[threading.Thread] = []
         self._closed = False
-        for i in range(max(1, self.limits.workers)):
+        # "beside": one more thread, for the measuring lane, so compile jobs keep all the workers
+        n = max(1, self.limits.workers) + (1 if self.limits.measure_mode == "beside" else 0)
+        for i in range(n):
             t = threading.Thread(target=self._loop, name=f"xla-explorer-worker-{i}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -250,8 +256,12 @@ class JobQueue:
                 i = lane.index(h)
             except ValueError:
                 return None
-            # A measurement job also waits for the running measurement job.
-            busy = sum(1 for r in self._running if r.measure == h.measure) if h.measure else 0
+            # A measurement job also waits for the running measurement job (and, measured alone,
+            # for the running compile jobs too); a compile job waits for free workers.
+            if h.measure:
+                busy = sum(1 for r in self._running if r.measure or self.limits.measure_mode == "alone")
+            else:
+                busy = 0
             return i + busy
 
     def _cancel(self, h: JobHandle) -> bool:
@@ -279,14 +289,28 @@ class JobQueue:
     def _next(self) -> JobHandle | None:
         """Under the lock: the job this thread may start now, if any."""
         measuring = any(r.measure for r in self._running)
+        if self.limits.measure_mode == "beside":
+            # One measuring job at a time, beside the compile jobs (which never wait for it).
+            compiling = sum(1 for r in self._running if not r.measure)
+            if self._lanes[True] and not measuring:
+                return self._lanes[True].popleft()
+            if self._lanes[False] and compiling < self.limits.workers:
+                return self._lanes[False].popleft()
+            return None
         if measuring:
             return None
         if self._lanes[True]:
-            # A measurement job waits for the running compile jobs, and blocks new ones.
+            # "alone": a measurement job waits for the running compile jobs, and blocks new ones.
             return self._lanes[True].popleft() if not self._running else None
         if self._lanes[False] and len(self._running) < self.limits.workers:
             return self._lanes[False].popleft()
         return None
+
+    def _limits_for(self, h: JobHandle) -> Limits:
+        """A measuring job has its own, shorter wall-clock budget."""
+        if h.measure:
+            return replace(self.limits, timeout_s=min(self.limits.timeout_s, self.limits.measure_timeout_s))
+        return self.limits
 
     def _loop(self) -> None:
         while True:
@@ -299,9 +323,14 @@ class JobQueue:
                     h = self._next()
                 h.status, h.started = RUNNING, time.monotonic()
                 self._running.append(h)
+                for r in self._running:  # how many other jobs each running job shares the machine with
+                    r.beside = max(r.beside, len(self._running) - 1)
             ran, error = None, None
             try:
-                ran = self._runner(h.job, h._progress, limits=self.limits, cancel=h._cancel)
+                ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel)
+                if h.measure and isinstance(ran.bundle.timings, dict):
+                    # Said beside the timings: other jobs ran on this machine while these were measured.
+                    ran.bundle.timings["jobs_beside"] = h.beside
                 if self.store is not None and h.key is not None:
                     try:
                         self.store.put_bundle(h.key, ran.bundle)
@@ -359,6 +388,15 @@ def reset_default_queue() -> None:
 # ----------------------------------------------------------------------------- the one call
 
 
+STORE_WAIT = "Waiting for the store: another process is writing to it"
+
+
+def store_waiting(store, say):
+    """While the store is locked by another process, tell the caller (``progress``) once."""
+    w = getattr(store, "waiting", None)
+    return w(lambda: say(STORE_WAIT)) if w else contextlib.nullcontext()
+
+
 def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
                 timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
                 on_submit: Callable[[JobHandle], None] | None = None) -> Outcome:
@@ -374,9 +412,10 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     store = queue.store if use_cache else None
     if store is not None:
         try:
-            kind = device_kind_for(job.backend, device_probe(store, queue.limits))
-            key = cache_key(job, kind)
-            found = store.get_bundle(key)
+            with store_waiting(store, say):
+                kind = device_kind_for(job.backend, device_probe(store, queue.limits))
+                key = cache_key(job, kind)
+                found = store.get_bundle(key)
         except ExplorerError as e:
             if e.phase not in ("store", "limit", "run"):
                 raise

@@ -7,15 +7,20 @@ this module starts inside bubblewrap (``bwrap``):
   processes, and when the sandbox's init dies every process in it dies;
 - a fresh root with only ``/usr`` (read-only), the Python interpreter's prefix and the virtual
   environment (read-only), the repository's ``analysis/`` and ``sample_models/`` (read-only),
-  a private ``/tmp`` (tmpfs) and one scratch directory (read-write, deleted afterwards); the
+  a private ``/tmp`` and ``/scratch`` (tmpfs of a bounded size, gone with the sandbox); the
   home folder, the rest of the repository and the app's store are not there at all;
 - NVIDIA device nodes (``/dev/nvidia*``) and ``/sys`` (read-only) are bound only when present;
 - when the app runs as root, the worker drops to an unprivileged user id of its own (one per
-  worker slot) with no capabilities and ``no_new_privs``, so the process limit is enforced.
+  worker slot, slots shared by every process on the machine through a lock folder) with no
+  capabilities and ``no_new_privs``, so the process limit is enforced.
 
 Resource limits (``Limits``): wall-clock timeout (the whole sandbox is killed), CPU seconds,
-address space (or data segment on GPU machines, where CUDA needs a huge address space),
-processes/threads, file size, and the bytes read back from the worker's stdout/stderr.
+address space (or data segment on GPU machines, where CUDA needs a huge address space) per
+process, memory and processes for the whole job together (``analysis.service.cgroup``: a cgroup
+per job where the machine allows one, else a watchdog), the sizes of ``/tmp`` and ``/scratch``
+(tmpfs, ``bwrap --size``), file size, and the bytes read back from the worker's stdout/stderr.
+New user namespaces are refused inside the sandbox (``bwrap --disable-userns`` or the seccomp
+filter of ``analysis.service.seccomp``).
 
 Where bubblewrap cannot run, workers run with the limits only, and ``sandbox_status()`` says
 so: ``(False, reason)``. The UI and the CLI show that warning; it is never silent.
@@ -26,6 +31,8 @@ The limits and the sandbox mode come from ``analysis.service.settings``. See ``d
 from __future__ import annotations
 
 import collections
+import errno
+import fcntl
 import glob
 import json
 import os
@@ -42,16 +49,26 @@ from dataclasses import dataclass
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.service import cgroup, seccomp
 from analysis.service.settings import REPO_ROOT, Limits
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 JOB_TOKEN_ENV = "XLA_EXPLORER_JOB_TOKEN"
 LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
 UID_BASE = 61000  # worker slot N runs as uid/gid UID_BASE + N when the app runs as root
+MAX_SLOTS = 512
+SLOT_DIR_ENV = "XLA_EXPLORER_SLOT_DIR"
 
 
 def gpu_device_nodes() -> list[str]:
     return sorted(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p) or p.endswith("caps"))
+
+
+def cuda_plugin_installed() -> bool:
+    """JAX's CUDA plugin is installed (found without importing it): JAX then loads the CUDA
+    libraries at start, even on a machine without a GPU, and they need a huge address space."""
+    import importlib.util
+    return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
 
 
 # ----------------------------------------------------------------------------- status
@@ -87,19 +104,55 @@ def bwrap_status(refresh: bool = False) -> tuple[bool, str]:
 def _probe_bwrap() -> tuple[bool, str]:
     if not os.path.exists(BWRAP):
         return False, "bubblewrap (bwrap) is not installed: user code runs with resource limits only"
-    scratch = tempfile.mkdtemp(prefix="xla-explorer-probe-")
+    fd = seccomp.program_fd() if _use_seccomp() else None
     try:
-        argv = _bwrap_argv(scratch, slot=0, gpu=False) + ["/usr/bin/true"]
+        argv = _bwrap_argv(slot=0, gpu=False, limits=Limits(), seccomp_fd=fd) + ["/usr/bin/true"]
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=_sandbox_env(None))
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=_sandbox_env(None),
+                               pass_fds=(fd,) if fd is not None else ())
         except (OSError, subprocess.TimeoutExpired) as e:
             return False, f"bubblewrap cannot start ({e}): user code runs with resource limits only"
         if p.returncode != 0:
             why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
             return False, f"bubblewrap cannot create a sandbox here ({why}): user code runs with resource limits only"
-        return True, "isolated: bubblewrap sandbox without network, read-only system, private /tmp"
+        return True, "isolated: bubblewrap sandbox without network, read-only system, " + _walls()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+
+
+def _walls() -> str:
+    """What bounds a job besides the namespaces, in words (the status line's tail)."""
+    f = bwrap_features()
+    tmp = "/tmp and /scratch private tmpfs of a bounded size" if "size" in f else \
+        "/tmp and /scratch private tmpfs (this bwrap cannot bound their size)"
+    if os.geteuid() != 0 and "disable-userns" in f:
+        userns = "new user namespaces refused (bwrap --disable-userns)"
+    elif _use_seccomp():
+        userns = "new user namespaces refused (seccomp)"
+    else:
+        userns = "new user namespaces NOT refused (no filter for this machine)"
+    return f"{tmp}; {userns}; {cgroup.mechanism().describe()}"
+
+
+_features: frozenset | None = None
+
+
+def bwrap_features() -> frozenset:
+    """The options of the installed bwrap this module uses when present: ``size`` (tmpfs size),
+    ``disable-userns``, ``seccomp``."""
+    global _features
+    if _features is None:
+        try:
+            text = subprocess.run([BWRAP, "--help"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        _features = frozenset(n for n in ("size", "disable-userns", "seccomp") if f"--{n} " in text)
+    return _features
+
+
+def _use_seccomp() -> bool:
+    return seccomp.supported() and "seccomp" in bwrap_features()
 
 
 # ----------------------------------------------------------------------------- command line
@@ -134,15 +187,20 @@ def _ro_paths() -> list[str]:
     return sorted(out, key=lambda p: (p.count("/"), p))
 
 
-def _bwrap_argv(scratch: str, slot: int, gpu: bool) -> list[str]:
+def _bwrap_argv(slot: int, gpu: bool, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
+    feats = bwrap_features()
     a = [BWRAP, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
          "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     root = os.geteuid() == 0
     if not root:
         a += ["--unshare-user"]
+        if "disable-userns" in feats:
+            a += ["--disable-userns"]
     else:
         # Keep just enough capability for setpriv to drop to the slot's uid; then none at all.
         a += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
     a += ["--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = "/" + top
@@ -153,8 +211,14 @@ def _bwrap_argv(scratch: str, slot: int, gpu: bool) -> list[str]:
     for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/nsswitch.conf"):
         if os.path.exists(f):
             a += ["--ro-bind", f, f]
-    a += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-    made = {"/tmp"}
+    a += ["--proc", "/proc", "--dev", "/dev"]
+    # /tmp and /scratch (home and working folder) live in host memory: each has a size.
+    for mount, mb in (("/tmp", limits.tmp_mb), ("/scratch", limits.scratch_mb)):
+        a += ["--perms", "1777"]
+        if "size" in feats:
+            a += ["--size", str(int(mb) << 20)]
+        a += ["--tmpfs", mount]
+    made = {"/tmp", "/scratch"}
     for p in _ro_paths():
         for d in _ancestors(p):
             if d not in made:
@@ -162,7 +226,7 @@ def _bwrap_argv(scratch: str, slot: int, gpu: bool) -> list[str]:
                 made.add(d)
         a += ["--ro-bind", p, p]
         made.add(p)
-    a += ["--bind", scratch, "/scratch", "--chdir", "/scratch"]
+    a += ["--chdir", "/scratch"]
     if gpu:
         for node in gpu_device_nodes():
             a += ["--dev-bind", node, node]
@@ -190,23 +254,82 @@ def _sandbox_env(token: str | None, extra: dict | None = None) -> dict:
 
 
 # ----------------------------------------------------------------------------- slots
+#
+# A slot is a worker uid (UID_BASE + N). Slots are shared by every process on the machine (the
+# app, a CLI, a second app): slot N is held by holding an flock on <slot dir>/slot-N.lock, which
+# the kernel releases when the holder dies, so a crashed process never leaks a slot. A slot whose
+# uid still has processes (left by a process that was killed) is skipped.
+
+
+@dataclass
+class Slot:
+    n: int
+    fd: int | None  # the held lock file; None for the in-process fallback
+
 
 _slot_lock = threading.Lock()
-_slots_used: set[int] = set()
+_slots_used: set[int] = set()  # fallback when the slot folder cannot be used
 
 
-def _take_slot() -> int:
-    with _slot_lock:
-        n = 0
-        while n in _slots_used:
-            n += 1
-        _slots_used.add(n)
-        return n
+def slot_dir() -> str:
+    d = os.environ.get(SLOT_DIR_ENV)
+    if d:
+        return d
+    base = "/run" if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK) else tempfile.gettempdir()
+    return os.path.join(base, f"xla-explorer-slots-{os.geteuid()}")
 
 
-def _give_slot(n: int) -> None:
-    with _slot_lock:
-        _slots_used.discard(n)
+def _safe_slot_dir() -> str | None:
+    """The slot folder, made if needed; None if it exists but is not safely ours (another user's,
+    a link, writable by others)."""
+    d = slot_dir()
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        st = os.lstat(d)
+    except OSError:
+        return None
+    import stat as _stat
+    if not _stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return d
+
+
+def take_slot() -> Slot:
+    """A free worker slot, held until ``give_slot``; free across every process on this machine."""
+    root = os.geteuid() == 0
+    d = _safe_slot_dir()
+    if d is None:
+        with _slot_lock:
+            n = 0
+            while n in _slots_used:
+                n += 1
+            _slots_used.add(n)
+            return Slot(n, None)
+    for n in range(MAX_SLOTS):
+        try:
+            fd = os.open(os.path.join(d, f"slot-{n}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                continue
+            continue
+        if root and _tasks_of_uid(UID_BASE + n) > 0:  # leftovers of a killed parent still run as it
+            os.close(fd)
+            continue
+        return Slot(n, fd)
+    raise ExplorerError("limit", f"all {MAX_SLOTS} worker slots are taken on this machine; try again later")
+
+
+def give_slot(slot: Slot) -> None:
+    if slot.fd is None:
+        with _slot_lock:
+            _slots_used.discard(slot.n)
+    else:
+        os.close(slot.fd)
 
 
 def _tasks_of_uid(uid: int) -> int:
@@ -273,8 +396,11 @@ class WorkerResult:
     returncode: int | None
     stderr_tail: str
     isolated: bool
-    limit_hit: str | None = None  # "timeout" | "output" | "cancelled" when the parent killed the worker
+    # "timeout" | "output" | "cancelled" when the parent killed the worker; "memory" | "processes"
+    # when a job-wide limit (cgroup or watchdog) stopped it
+    limit_hit: str | None = None
     token: str = ""  # the job's token (see processes_with_token)
+    containment: str = ""  # the mechanism of the job-wide limits ("cgroup v1", "watchdog", ...)
 
 
 # Tokens of this process's recent jobs, newest last (tests check none of them left a process).
@@ -284,6 +410,10 @@ recent_tokens: collections.deque = collections.deque(maxlen=256)
 _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGKILL: "killed", signal.SIGABRT: "aborted",
                  signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: "file size limit", signal.SIGBUS: "bus error",
                  signal.SIGILL: "illegal instruction", signal.SIGTERM: "terminated"}
+
+# The worker's progress phases the parent passes on (anything else is dropped), and how many.
+PHASES = frozenset({"load", "trace", "lower", "compile", "analyze", "measure", "compare", "passes", "sweep"})
+MAX_PROGRESS = 200
 
 
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
@@ -299,60 +429,79 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     gpu = bool(gpu_device_nodes())
     token = secrets.token_hex(8)
     recent_tokens.append(token)
-    slot = _take_slot()
-    scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
+    slot = take_slot()
     root = os.geteuid() == 0
     rl = {"cpu_s": limits.cpu_s, "file_mb": limits.file_mb}
     # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
     # here, or a compile for a GPU target without one) memory is bounded by the data segment;
     # an address-space limit makes them crash (a segfault in the worker).
-    cuda = gpu or bool(job.get("gpu_target"))
+    cuda = gpu or bool(job.get("gpu_target")) or cuda_plugin_installed()
     rl["data_mb" if cuda else "as_mb"] = limits.memory_mb
-    if use_bwrap and root:
-        os.chown(scratch, UID_BASE + slot, UID_BASE + slot)
-        rl["nproc"] = limits.nproc + _tasks_of_uid(UID_BASE + slot)
-    elif not root:
-        rl["nproc"] = limits.nproc + _tasks_of_uid(os.getuid())
-    # (root without bwrap: root ignores RLIMIT_NPROC; the wall-clock kill still bounds it.)
+    if (use_bwrap and root) or not root:
+        rl["nproc"] = limits.nproc + (0 if use_bwrap and root else _tasks_of_uid(os.getuid()))
+    # (root without bwrap: root ignores RLIMIT_NPROC; the job-wide limit and the wall clock bound it.)
+    scratch = None
+    job_limits = cgroup.JobLimits(token, limits.memory_mb, limits.nproc)
+    fd = None
     worker = ["-m", "analysis.service.worker_main"]
     if use_bwrap:
-        argv = _bwrap_argv(scratch, slot, gpu) + [sys.executable] + worker
+        fd = seccomp.program_fd() if _use_seccomp() else None
+        argv = _bwrap_argv(slot.n, gpu, limits, fd) + [sys.executable] + worker
         env = _sandbox_env(token, {LIMITS_ENV: json.dumps(rl)})
-        cwd = scratch
+        cwd = "/"
     else:
         # A shell between us and the worker, so that os.kill(os.getppid()) hits the shell, not us.
+        scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
         argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable] + worker
         env = dict(os.environ, PYTHONPATH=REPO_ROOT, HOME=scratch, TMPDIR=scratch, PYTHONUNBUFFERED="1",
                    XLA_PYTHON_CLIENT_PREALLOCATE="false", **{JOB_TOKEN_ENV: token, LIMITS_ENV: json.dumps(rl)})
         cwd = scratch
+    argv = job_limits.join_argv() + argv
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=cwd, env=env, start_new_session=True)
+                                cwd=cwd, env=env, start_new_session=True, pass_fds=(fd,) if fd is not None else ())
     except OSError as e:
-        _give_slot(slot)
-        shutil.rmtree(scratch, ignore_errors=True)
+        job_limits.close()
+        give_slot(slot)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         raise ExplorerError("run", f"cannot start the worker: {e}") from None
-    try:
-        def kill():
-            _kill_group(proc)
-            for pid in processes_with_token(token):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+    killed = threading.Event()
 
+    def kill():
+        killed.set()
+        _kill_group(proc)
+        for pid in job_limits.pids(proc.pid, processes_with_token(token)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    job_limits.watch(proc.pid, kill, lambda: processes_with_token(token),
+                     disk=(scratch, limits.scratch_mb) if scratch else None)
+    try:
         res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill)
         res.token = token
         return res
     finally:
         _kill_group(proc)
+        job_limits.close()
         kill_job_processes(token)
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        _give_slot(slot)
-        shutil.rmtree(scratch, ignore_errors=True)
+        give_slot(slot)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+        hit = job_limits.read_hit()
+        if hit and "res" in locals() and res.limit_hit is None:
+            res.limit_hit, res.message = hit, None
+        if "res" in locals():
+            res.containment = job_limits.mech.kind
 
 
 def _kill_group(proc) -> None:
@@ -360,6 +509,32 @@ def _kill_group(proc) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class LineReader:
+    """Splits a byte stream into lines in linear time: each byte is copied a bounded number of
+    times however the stream is chunked (a flood of bytes without a newline costs one join)."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = []
+        start = 0
+        while True:
+            i = chunk.find(b"\n", start)
+            if i < 0:
+                break
+            piece = chunk[start:i]
+            if self._parts:
+                self._parts.append(piece)
+                piece = b"".join(self._parts)
+                self._parts = []
+            lines.append(piece)
+            start = i + 1
+        if start < len(chunk):
+            self._parts.append(chunk[start:])
+        return lines
 
 
 def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kill) -> WorkerResult:
@@ -418,30 +593,35 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
     final = None
+    said = [0, None]  # progress messages passed on, the last one
+    reader = LineReader()
     try:
-        buf = b""
         while True:
             chunk = proc.stdout.read1(65536)
             if not chunk:
                 break
             if over(len(chunk)):
                 break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
+            for line in reader.feed(chunk):
+                if final is not None or not line.startswith(b"{"):
+                    continue
                 try:
                     msg = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if not isinstance(msg, dict):
                     continue
                 if "progress" in msg:
-                    if progress:
+                    phase = msg["progress"]
+                    if progress and isinstance(phase, str) and len(phase) <= 40 \
+                            and phase.split(":", 1)[0] in PHASES and phase != said[1] and said[0] < MAX_PROGRESS:
+                        said[0] += 1
+                        said[1] = phase
                         try:
-                            progress(str(msg["progress"]))
+                            progress(phase)
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
-                elif final is None and any(k in msg for k in ("bundle", "error", "probe")):
+                elif any(k in msg for k in ("bundle", "error", "probe")):
                     final = msg
         try:
             proc.wait(timeout=max(1.0, limits.timeout_s))
@@ -467,6 +647,16 @@ def describe_failure(res: WorkerResult, limits: Limits, filename: str | None = N
                              filename, line, None, excerpt)
     if res.limit_hit == "cancelled":
         return ExplorerError("run", "the job was cancelled", filename)
+    if res.limit_hit == "memory":
+        return ExplorerError("limit", f"the job's processes together used more than the memory limit "
+                                      f"({limits.memory_mb} MB; {res.containment or 'job-wide limit'}) and were stopped",
+                             filename, line, None, excerpt)
+    if res.limit_hit == "processes":
+        return ExplorerError("limit", f"the job started more than the process limit ({limits.nproc} processes "
+                                      f"and threads; {res.containment or 'job-wide limit'})", filename, line, None, excerpt)
+    if res.limit_hit == "scratch":
+        return ExplorerError("limit", f"the job wrote more than the scratch limit ({limits.scratch_mb} MB) and was stopped",
+                             filename, line, None, excerpt)
     rc = res.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and 128 < rc < 160 else None)
     last = next((ln for ln in reversed(res.stderr_tail.strip().splitlines()) if ln.strip()), "")

@@ -17,6 +17,7 @@ from analysis.errors import ExplorerError
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STORE_FILE = "store.sqlite"
 SANDBOX_MODES = ("auto", "require", "off")
+MEASURE_MODES = ("beside", "alone")
 
 
 def data_dir(environ=None) -> str:
@@ -48,14 +49,22 @@ class Limits:
 
     timeout_s: float = 120.0  # wall clock, from start to result
     cpu_s: int = 300  # CPU seconds (all threads together)
-    memory_mb: int = 4096  # address space (CPU) or data segment (GPU) per worker
-    nproc: int = 256  # processes + threads the worker may add
+    memory_mb: int = 4096  # all of a job's processes together (cgroup or watchdog), and also the
+    #                        address space (CPU) or data segment (GPU) of each process
+    nproc: int = 256  # processes + threads of the job
     file_mb: int = 64  # largest file the worker may write
     output_mb: int = 64  # bytes read back from stdout + stderr (a bundle is a few MB)
     workers: int = 2  # compile-only jobs running at once
     session_jobs: int = 3  # queued or running jobs per session
     sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);
     #                        require: refuse to run untrusted code without bwrap; off: never bwrap
+    tmp_mb: int = 512  # size of the worker's private /tmp (a tmpfs: host memory)
+    scratch_mb: int = 256  # size of the worker's /scratch (its home and working folder, a tmpfs)
+    measure_timeout_s: float = 60.0  # wall clock of a measuring job (shorter: it holds a core)
+    measure_mode: str = "beside"  # beside: compile jobs keep running while one job measures;
+    #                               alone: a measuring job waits for the machine to itself
+    upload_mb: int = 32  # largest upload the app reads (HLO text, bundle or dump zip)
+    store_busy_s: float = 10.0  # how long a store call waits for another process's write
 
     @classmethod
     def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "Limits":
@@ -94,5 +103,9 @@ class Limits:
                 v = v.lower()
                 if v not in SANDBOX_MODES:
                     raise ExplorerError("options", f"setting sandbox must be auto, require or off, not {v!r}")
+            if f.name == "measure_mode":
+                v = v.lower()
+                if v not in MEASURE_MODES:
+                    raise ExplorerError("options", f"setting measure_mode must be beside or alone, not {v!r}")
             out[f.name] = v
         return cls(**out)

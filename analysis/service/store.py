@@ -14,6 +14,7 @@ zlib-compressed Bundle JSON + a few columns to list them by), ``code`` (short id
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -21,11 +22,11 @@ import sqlite3
 import threading
 import time
 import zlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 from analysis.bundle import Bundle
 from analysis.errors import ExplorerError
-from analysis.service.settings import store_path
+from analysis.service.settings import Limits, store_path
 
 APP_MARKER = "xla-explorer-store"
 STORE_SCHEMA = 1
@@ -37,6 +38,18 @@ CREATE TABLE IF NOT EXISTS bundles (
     jax TEXT, size INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS code (id TEXT PRIMARY KEY, created REAL NOT NULL, source TEXT NOT NULL);
 """
+
+
+class StoreBusy(ExplorerError):
+    """The store stayed locked by another process for longer than ``Store.busy_s``."""
+
+
+_SQLITE_WAIT_S = 0.2  # SQLite's own busy wait per attempt (``Store._retry`` repeats it)
+
+
+def _is_busy(e: Exception) -> bool:
+    m = str(e).lower()
+    return "locked" in m or "busy" in m
 
 
 def default_path() -> str:
@@ -52,11 +65,57 @@ def content_key(*parts) -> str:
 class Store:
     """A handle on one store file. Thread-safe: one SQLite connection per thread."""
 
-    def __init__(self, path: str | None = None):
+    def __init__(self, path: str | None = None, busy_s: float | None = None):
         self.path = os.path.abspath(path or default_path())
         self._local = threading.local()
         self._init_lock = threading.Lock()
         self._ready = False
+        if busy_s is None:
+            try:
+                busy_s = Limits.from_env().store_busy_s
+            except ExplorerError:
+                busy_s = Limits.store_busy_s
+        self.busy_s = float(busy_s)  # how long a call waits for another process's write
+
+    # -- waiting for a busy store -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def waiting(self, on_wait: Callable[[], None] | None):
+        """Within the block, ``on_wait()`` is called (once per call, in this thread) when the store
+        is busy and the call starts waiting for it: a UI can say so."""
+        old = getattr(self._local, "on_wait", None)
+        self._local.on_wait = on_wait
+        try:
+            yield
+        finally:
+            self._local.on_wait = old
+
+    def _busy_error(self, what: str) -> ExplorerError:
+        return StoreBusy("store", f"store busy: another process kept the store locked for more than "
+                                      f"{self.busy_s:g} s ({what}); try again", self.path)
+
+    def _retry(self, what: str, fn):
+        """``fn()``, retried while SQLite says the file is locked, for up to ``busy_s``; then a
+        "store busy" error (never "damaged")."""
+        deadline = None
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.busy_s
+                    cb = getattr(self._local, "on_wait", None)
+                    if cb is not None:
+                        try:
+                            cb()
+                        except Exception:  # noqa: BLE001 - a UI callback must not break the store
+                            pass
+                if now >= deadline:
+                    raise self._busy_error(what) from None
+                time.sleep(0.05)
 
     # -- connection -------------------------------------------------------------------------
 
@@ -69,8 +128,10 @@ class Store:
             return c
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            c = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            c.execute("PRAGMA busy_timeout=30000")
+            # SQLite waits briefly itself; the rest of the wait is ours (``_retry``), so that a
+            # caller can be told, and a lock that stays is "busy", never "damaged".
+            c = sqlite3.connect(self.path, timeout=_SQLITE_WAIT_S, isolation_level=None, check_same_thread=False)
+            c.execute(f"PRAGMA busy_timeout={int(_SQLITE_WAIT_S * 1000)}")
         except (sqlite3.Error, OSError) as e:
             raise self._error("cannot open the store", e) from None
         try:
@@ -88,7 +149,7 @@ class Store:
         # Check and create in one write transaction, so two processes opening a new file at
         # once cannot see each other's half-made schema.
         try:
-            c.execute("BEGIN IMMEDIATE")
+            self._retry("opening it", lambda: c.execute("BEGIN IMMEDIATE"))
         except sqlite3.DatabaseError as e:
             raise self._error("the store file is damaged or not an SQLite database", e) from None
         try:
@@ -111,7 +172,8 @@ class Store:
         # Switching needs a moment with no other reader, and SQLite answers "database is locked"
         # at once rather than waiting (the busy timeout does not cover it), so retry briefly.
         last: Exception | None = None
-        for attempt in range(100):
+        tries = max(100, int(self.busy_s / 0.04))
+        for attempt in range(tries):
             try:
                 mode = c.execute("PRAGMA journal_mode").fetchone()[0]
                 if str(mode).lower() != "wal":
@@ -123,6 +185,8 @@ class Store:
                 time.sleep(0.02 + 0.01 * (attempt % 5))
             except sqlite3.DatabaseError as e:
                 raise self._error("cannot switch the store to WAL mode", e) from None
+        if last is not None and _is_busy(last):
+            raise self._busy_error("switching it to WAL mode")
         raise self._error("cannot switch the store to WAL mode", last)
 
     def _check_schema(self, c: sqlite3.Connection) -> None:
@@ -146,7 +210,7 @@ class Store:
     def _run(self, what: str, sql: str, args=()) -> list:
         c = self._conn()
         try:
-            return c.execute(sql, args).fetchall()
+            return self._retry(what, lambda: c.execute(sql, args).fetchall())
         except sqlite3.DatabaseError as e:
             raise self._error(what, e) from None
 
@@ -217,6 +281,8 @@ class Store:
                 try:
                     self._run("cannot store code", "INSERT INTO code VALUES (?, ?, ?)", (cid, time.time(), source))
                     return cid
+                except StoreBusy:
+                    raise
                 except ExplorerError:
                     rows = self._run("cannot read code", "SELECT source FROM code WHERE id = ?", (cid,))
                     if rows and rows[0][0] == source:  # another writer stored it first

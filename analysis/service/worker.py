@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import Bundle
+from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
+from analysis.hlo import HloParseError
 from analysis.service import sandbox
 from analysis.service.job import Job
 from analysis.service.settings import Limits
@@ -41,8 +42,30 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
-        return Ran(Bundle.from_dict(msg["bundle"]), res.isolated)
+        return Ran(untrusted_bundle(msg["bundle"], job), res.isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
+
+
+def untrusted_bundle(d, job: Job) -> Bundle:
+    """A worker's bundle, as untrusted as an upload: the user's code ran in that process and
+    could have rewritten it. Checked against the schema (``Bundle.from_dict``), what the parent
+    knows from the job put back (the code, the name and file), and everything derived from the
+    HLO texts derived again here (kernels, provenance, metrics)."""
+    try:
+        b = Bundle.from_dict(d)
+    except ExplorerError as e:
+        raise ExplorerError("protocol", f"the worker sent a bad bundle: {e.message}", job.filename) from None
+    src = dict(b.source) if isinstance(b.source, dict) else {}
+    if job.kind in ("code", "file"):
+        src.update(name=job.name, file=job.filename, code=job.source)
+    elif job.kind == "gallery":
+        src.update(name=job.name)
+    b.source = src
+    try:
+        reanalyze(b)
+    except HloParseError as e:
+        raise ExplorerError("protocol", f"the worker sent HLO that does not parse: {e.message}", job.filename) from None
+    return b
 
 
 def run_probe(limits=None) -> dict:

@@ -1,0 +1,69 @@
+"""What the app checks of a visitor before it does work for them.
+
+- ``browser_session_id()``: the id the job queue counts jobs by (``Limits.session_jobs``). It is
+  bound to the browser, not to the tab: derived from the token of Streamlit's XSRF cookie, which
+  a browser keeps for the site across tabs and reloads, so opening a new tab does not reset the
+  limit. Without the cookie (a test harness, XSRF protection turned off) it falls back to a
+  random id per Streamlit session.
+- ``upload_error(upload)``: the one-line error for an upload larger than the ``upload_mb``
+  setting (default 32 MB), before any of it is parsed.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import os
+
+from analysis.errors import ExplorerError
+from analysis.service.settings import Limits
+
+XSRF_COOKIE = "_streamlit_xsrf"
+
+
+def _xsrf_token(cookie: str) -> bytes | None:
+    """The unmasked token of a Tornado XSRF cookie (``2|mask|masked|time``), None if not one."""
+    parts = cookie.split("|")
+    if len(parts) == 4 and parts[0] == "2":
+        try:
+            mask, masked = binascii.a2b_hex(parts[1]), binascii.a2b_hex(parts[2])
+        except (binascii.Error, ValueError):
+            return None
+        if len(mask) == len(masked) and mask:
+            return bytes(a ^ b for a, b in zip(mask, masked))
+        return None
+    return cookie.encode() if cookie else None
+
+
+def browser_session_id(cookies=None) -> str:
+    """A short id for this browser (see the module docstring); ``cookies`` defaults to the
+    request's (``st.context.cookies``)."""
+    if cookies is None:
+        try:
+            import streamlit as st
+            cookies = dict(st.context.cookies)
+        except Exception:  # noqa: BLE001 - no request context (a script run outside a server)
+            cookies = {}
+    token = _xsrf_token(str(cookies.get(XSRF_COOKIE) or ""))
+    if token:
+        return "b-" + hashlib.sha256(b"xla-explorer-session:" + token).hexdigest()[:16]
+    return "t-" + os.urandom(6).hex()
+
+
+def upload_limit_mb() -> int:
+    try:
+        return Limits.from_env().upload_mb
+    except ExplorerError:
+        return Limits.upload_mb
+
+
+def upload_error(upload) -> str | None:
+    """The error line for an upload over the size limit, None when it may be read."""
+    limit = upload_limit_mb()
+    size = getattr(upload, "size", None)
+    if size is None:
+        size = len(upload.getvalue())
+    if size > limit << 20:
+        return (f"load error at {upload.name}: the file is {size / 2**20:.1f} MB, larger than the upload limit "
+                f"({limit} MB; setting upload_mb / XLA_EXPLORER_UPLOAD_MB)")
+    return None

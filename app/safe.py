@@ -1,0 +1,22 @@
+"""Text from a bundle, an upload or a worker, made safe to put into Markdown that may hold HTML.
+
+Everything a user or a worker sends is untrusted: a bundle's title, a pass's pipeline name, an
+uploaded dump's module name. ``text(value)`` escapes it for HTML (``<``, ``>``, ``&``, quotes)
+and also turns the characters Markdown gives a meaning (links, emphasis, code spans) into
+character references, so the value shows as the characters it is, and nothing else.
+"""
+
+from __future__ import annotations
+
+import html
+
+_MARKDOWN = {c: f"&#{ord(c)};" for c in "\\`*_[](){}#+!|~$:"}
+
+
+def text(value, limit: int = 300) -> str:
+    """``value`` as inert text for ``st.markdown(..., unsafe_allow_html=True)`` (cut at ``limit``)."""
+    s = str(value if value is not None else "")
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    s = html.escape(s, quote=True)
+    return "".join(_MARKDOWN.get(c, c) for c in s)

@@ -1,0 +1,49 @@
+"""The hostile corpus: one case per hole a red team found (and the attacks that were contained,
+so they stay contained), run with the real bubblewrap sandbox by the suite's usual command.
+
+Every module here checks, around all its cases, that the machine's available memory came back
+(a tmpfs or a process the sandbox failed to free would keep gigabytes) and that no process of
+any job it started is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from analysis.service import sandbox
+
+ISOLATED, WHY = sandbox.sandbox_status()
+needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+
+# The hostile jobs take gigabytes while they run; afterwards the machine must have them back.
+# Other work on the machine moves the figure too, hence the slack.
+MEMORY_SLACK_MB = 1024
+
+
+def available_mb() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def machine_is_left_as_found():
+    first = len(sandbox.recent_tokens)
+    before = available_mb()
+    yield
+    tokens = list(sandbox.recent_tokens)[first:]
+    left = [p for t in tokens for p in sandbox.processes_with_token(t)]
+    assert left == [], f"processes of hostile jobs still alive: {left}"
+    # Memory comes back within moments of the last kill (page cache aside).
+    after = available_mb()
+    for _ in range(20):
+        if after >= before - MEMORY_SLACK_MB:
+            break
+        time.sleep(0.5)
+        after = available_mb()
+    assert after >= before - MEMORY_SLACK_MB, f"available memory {before} MB before, {after} MB after"

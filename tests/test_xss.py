@@ -1,0 +1,83 @@
+"""No string of a bundle or an upload ever runs as code in the app (issue 12, stored XSS).
+
+A payload that announces itself on the browser console when it runs is put into every string
+field of a recorded bundle (the title, the environment, the source code, the timings, the
+memory view, ...) and into the texts of its HLO (every op name in the metadata); the bundle is
+uploaded in a real Chromium and every tab of the explorer is opened. The console must never
+show the payload's mark (the payload text itself never contains it: the mark is computed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from tests.test_browser import OUT, _graph_frames, _upload, browser, server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.browser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MARK = "XSS" + "1337"
+# Every way HTML can run script, none with a double quote (so it fits in an HLO string too).
+PAYLOAD = ("<img src=x onerror=console.log('XSS'+1337)><script>console.log('XSS'+1337)</script>"
+           "<svg/onload=console.log('XSS'+1337)><iframe srcdoc=<script>console.log('XSS'+1337)</script>></iframe>"
+           "[link](javascript:console.log('XSS'+1337)) `</code><img src=y onerror=console.log('XSS'+1337)>`")
+
+
+def poison(obj, skip=("stages",)):
+    """Every string value in ``obj`` with the payload added (iterative; dict keys kept)."""
+    todo = [obj]
+    while todo:
+        o = todo.pop()
+        items = o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()
+        for k, v in list(items):
+            if isinstance(o, dict) and k in skip:
+                continue
+            if isinstance(v, str):
+                o[k] = v + PAYLOAD
+            elif isinstance(v, (dict, list)):
+                todo.append(v)
+    return obj
+
+
+def poison_hlo(text: str) -> str:
+    return re.sub(r'op_name="([^"]*)"', lambda m: f'op_name="{m.group(1)}{PAYLOAD}"', text)
+
+
+def hostile_bundle() -> dict:
+    d = json.load(open(os.path.join(ROOT, "tests", "fixtures", "cpu", "mlp.bundle.json")))
+    d["timings"] = {"step_median_s": 1e-4, "device": "cpu", "kernels": {
+        k["name"]: {"name": k["name"], "route": k["route"], "median_s": 1e-5, "calls": 1, "library": "x"}
+        for k in d["kernels"]}}
+    poison(d)
+    d["stages"] = {k: poison_hlo(v) if k.startswith("hlo") else v + PAYLOAD for k, v in d["stages"].items()}
+    return d
+
+
+def test_no_payload_in_any_bundle_field_runs(server, browser, tmp_path):  # noqa: F811
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(hostile_bundle()))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    fired: list[str] = []
+    page.on("console", lambda m: fired.append(m.text) if MARK in m.text else None)
+    page.on("dialog", lambda d: (fired.append("dialog: " + d.message), d.dismiss()))
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    _upload(page, path)
+    page.wait_for_timeout(4000)
+    _graph_frames(page)
+    for tab in ("Kernels & timings", "Text views", "Source", "Memory"):
+        t = page.get_by_role("tab", name=tab)
+        if t.count():
+            t.first.click()
+            page.wait_for_timeout(2500)
+    # the payload is shown as the text it is
+    assert page.get_by_text("<img src=x onerror", exact=False).count() > 0
+    os.makedirs(OUT, exist_ok=True)
+    page.screenshot(path=os.path.join(OUT, "xss_bundle.png"), full_page=False)
+    assert fired == [], f"a payload ran: {fired[:3]}"
+    page.close()
