@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 
 from analysis.bundle import Bundle, analyze, bundle_from_hlo
 from analysis.errors import ExplorerError
+from analysis.fusion_decisions import from_texts
+from analysis.memory import BUFFER_ASSIGNMENT_SUFFIX, LIVE_RANGE_SUFFIX, bundle_memory
+
+FUSION_DUMP_SUFFIX = "priority_fusion_dump.txt"  # what XLA:GPU names its fusion process dump
 
 MAX_MEMBERS = 20_000  # entries in the zip
 MAX_TOTAL_BYTES = 200 * 2 ** 20  # uncompressed bytes read, all members together
@@ -50,6 +54,8 @@ class _Module:
     after: tuple[str, str] | None = None
     platform: str | None = None
     passes: list[dict] = field(default_factory=list)
+    buffers: dict = field(default_factory=dict)  # 'buffer-assignment' / 'live-range' -> (file, text)
+    fusion_dumps: list = field(default_factory=list)  # priority fusion process dumps (texts)
 
 
 def _platform_of(tag: str | None) -> str | None:
@@ -140,6 +146,13 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             key = (folder, m.group(1))
             rest = m.group(2)
             mod = modules.setdefault(key, _Module(key))
+            if rest.endswith(FUSION_DUMP_SUFFIX):  # XLA:GPU priority fusion's process dump (analysis.fusion_decisions)
+                mod.fusion_dumps.append(reader.read(info))
+                continue
+            if rest.endswith((BUFFER_ASSIGNMENT_SUFFIX, LIVE_RANGE_SUFFIX)):  # analysis.memory reads them
+                mod.buffers["live-range" if rest.endswith(LIVE_RANGE_SUFFIX) else "buffer-assignment"] = (
+                    base, reader.read(info))
+                continue
             p = PASS_FILE.match(rest)
             if p:
                 entry = {"index": int(p.group("index")), "pipeline": p.group("pipeline"), "pass": p.group("pass"),
@@ -212,6 +225,12 @@ def bundles_from_dump_zip(data: bytes, name: str = "dump.zip") -> list[Bundle]:
             b.environment["platform"] = b.environment["backend"] = mod.platform
             analyze(b)
         b.pass_log = mod.passes
+        if "buffer-assignment" in mod.buffers and mod.after:
+            ba, lr = mod.buffers["buffer-assignment"], mod.buffers.get("live-range")
+            b.memory = bundle_memory(b, ba[1], lr[1] if lr else None, [ba[0]] + ([lr[0]] if lr else []))
+        if mod.fusion_dumps and mod.after:
+            b.fusion_decisions = from_texts(b.module("hlo_before"), b.module("hlo_after"), b.provenance,
+                                            b.platform, None, mod.fusion_dumps, {"origin": "imported XLA dump"})
         out.append(b)
     if not out:
         raise first_error or ExplorerError("load", "no module of the dump could be read", name)

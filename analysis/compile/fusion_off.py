@@ -3,7 +3,8 @@ measured the same way, side by side (``bundle.fusion_comparison``, docs/bundle.m
 
 from __future__ import annotations
 
-from analysis.compare import fusion_side
+from analysis.compare import FusionComparison, fusion_side
+from analysis.memory import compare_memory
 from analysis.compile.measure import measure
 from analysis.compile.stages import Compiled, recompile
 from analysis.options import FUSION_PASSES
@@ -37,7 +38,7 @@ def compare_fusion(c: Compiled, measure_it: bool = True, iterations: int | None 
     ub = unfused.bundle
     d = fusion_side(bundle.kernels, bundle.timings if measure_it else None)
     u = fusion_side(ub.kernels, ub.timings if measure_it else None)
-    bundle.fusion_comparison = {
+    bundle.fusion_comparison = FusionComparison(**{
         "platform": platform,
         "disabled_passes": list(passes),
         "compiler_options": dict(ub.options.get("compiler_options") or {}),
@@ -54,5 +55,6 @@ def compare_fusion(c: Compiled, measure_it: bool = True, iterations: int | None 
         "busy_speedup": (u["device_busy_s"] / d["device_busy_s"])
         if measure_it and u["device_busy_s"] and d["device_busy_s"] else None,
         "unfused_hlo_after": ub.stages.get("hlo_after"),
-    }
+        "memory": compare_memory(bundle.memory, ub.memory),  # peaks, temporaries only the unfused compile writes
+    })
     return c

@@ -22,7 +22,9 @@ from analysis.bundle import Bundle, analyze, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
+from analysis.memory import memory_from_dir
 from analysis.passes import pass_log_from_dir
+from analysis.compile.decisions import capture as capture_decisions, read_decisions
 
 PHASES = ("trace", "lower", "compile", "analyze")
 
@@ -49,6 +51,8 @@ def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[s
         say("passes")
         bundle.options["dump_passes"] = True
         bundle.pass_log = pass_log_from_dir(dump_dir)
+    bundle.memory = memory_from_dir(dump_dir, bundle)  # buffer assignment, live ranges, peak
+    read_decisions(bundle, dump_dir)  # the fusion passes' log (and XLA:GPU's fusion process dump)
 
 
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
@@ -64,8 +68,9 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     compiler_options = dict(compiler_options or {})
     dump_dir = tempfile.mkdtemp(prefix="xla-dump-")  # the worker's private /tmp in the sandbox
     try:
-        c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
-                     {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})})
+        with capture_decisions(dump_dir):  # XLA's fusion log, into the dump folder
+            c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
+                         {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})})
         read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
         return c
     finally:
@@ -127,7 +132,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     t0 = time.perf_counter()
     bundle = Bundle(
         source={"kind": source_kind, "name": loaded.name, "file": fn, "code": loaded.source,
-                "description": loaded.description, "inputs": describe_inputs(loaded.inputs)},
+                "description": loaded.description, "inputs": describe_inputs(loaded.inputs),
+                **({"library": loaded.library, "parameters": loaded.parameters} if loaded.library else {})},
         options={"backend": backend, "compiler_options": compiler_options},
         environment=environment(device, gpu_target),
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},

@@ -1,0 +1,152 @@
+"""Capture XLA's fusion decisions during one compile.
+
+The fusion passes log each decision at a verbose level (``analysis.fusion_decisions.VMODULES``).
+Setting ``TF_CPP_VMODULE`` only works before jaxlib loads; jaxlib's ``utils`` also exposes
+absl's ``absl_set_vlog_level`` / ``absl_set_min_log_level``, which take effect at once (checked
+with jax 0.10.2), so ``capture`` raises the levels for the one compile, points file descriptor 2
+at a file in the compile's dump folder while it runs (the log is written by C++ straight to
+fd 2, from XLA's compile threads), and puts everything back. The same code serves the sandboxed
+worker and in-process compiles (the CLI's gallery path, tests); no environment variable is needed.
+
+``read_decisions(bundle, dump_dir)`` parses that log (and XLA:GPU's fusion process dump, when
+the dump folder has one) into ``bundle.fusion_decisions``.
+
+Set ``XLA_EXPLORER_FUSION_DECISIONS=0`` to compile without capturing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import sys
+
+import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
+
+from analysis.bundle import Bundle
+from analysis.fusion_decisions import VMODULES, from_texts
+
+_USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
+
+
+def _prepare_plugin_logging() -> None:
+    """XLA:GPU's plugin carries its own copy of absl logging, which reads ``TF_CPP_VMODULE`` and
+    ``TF_CPP_MIN_LOG_LEVEL`` once, when JAX loads the plugin (at its first backend use), and has
+    no runtime switch that reaches it. So the GPU fusion passes' levels are put in the
+    environment now, before that (jaxlib's CPU side has read its environment already and is
+    switched per compile by ``capture``). A user's own settings win."""
+    if not enabled():
+        return
+    os.environ.setdefault("TF_CPP_VMODULE", ",".join(f"{m}={v}" for m, v in VMODULES["gpu"].items()))
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") == "1":  # JAX's own default (jax/__init__.py)
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+
+LOG_FILE = "xla-explorer.fusion-decisions.log"
+_KEEP = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?:%s)\.(?:cc|h):\d+\] " %
+                   "|".join(sorted({m for v in VMODULES.values() for m in v})))
+_GLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
+_SHOW = re.compile(r"^[WEF]\d{4} ")  # warnings and errors still reach the real stderr
+
+
+def enabled() -> bool:
+    return os.environ.get("XLA_EXPLORER_FUSION_DECISIONS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _utils():
+    try:
+        from jax._src.lib import utils  # absl's runtime log controls, as jaxlib exposes them
+    except Exception:  # noqa: BLE001 - an older jaxlib without them: no capture
+        return None
+    if not hasattr(utils, "absl_set_vlog_level") or not hasattr(utils, "absl_set_min_log_level"):
+        return None
+    return utils
+
+
+@contextlib.contextmanager
+def capture(dump_dir: str):
+    """Around one compile: XLA's fusion log goes to ``dump_dir/LOG_FILE`` (filtered to the
+    fusion passes' lines when it is closed); warnings and errors are echoed to stderr."""
+    utils = _utils() if enabled() else None
+    if utils is None:
+        yield None
+        return
+    path = os.path.join(dump_dir, LOG_FILE)
+    modules = sorted({m: v for p in VMODULES.values() for m, v in p.items()}.items())
+    merged: dict[str, int] = {}
+    for p in VMODULES.values():
+        for m, v in p.items():
+            merged[m] = max(v, merged.get(m, 0))
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 2)
+        utils.absl_set_min_log_level(0)
+        for m, v in merged.items():
+            utils.absl_set_vlog_level(m, v)
+        yield path
+    finally:
+        for m, _ in modules:
+            utils.absl_set_vlog_level(m, 0)
+        utils.absl_set_min_log_level(_default_min_level())
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+        _filter(path)
+
+
+def _default_min_level() -> int:
+    try:
+        return int(_USER_MIN_LEVEL if _USER_MIN_LEVEL is not None else "1")
+    except ValueError:
+        return 1
+
+
+def _filter(path: str) -> None:
+    """Keep the fusion passes' lines; echo XLA's warnings and errors, and anything that is not
+    a log line (the user's own prints while tracing), to the real stderr."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    keep, show = [], []
+    for ln in lines:
+        if _KEEP.match(ln):
+            keep.append(ln)
+        elif _SHOW.match(ln) or not _GLOG.match(ln):  # XLA's warnings, and whatever else was printed
+            show.append(ln)
+    if show:
+        sys.stderr.write("\n".join(show) + "\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(keep) + ("\n" if keep else ""))
+
+
+_prepare_plugin_logging()
+
+
+def read_decisions(bundle: Bundle, dump_dir: str) -> None:
+    """The captured log (and a fusion process dump, if XLA wrote one) -> ``bundle.fusion_decisions``."""
+    bundle.fusion_decisions = decisions_from_files(bundle, os.path.join(dump_dir, LOG_FILE),
+                                                   sorted(glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt"))))
+
+
+def decisions_from_files(bundle: Bundle, log_path: str | None, dump_paths: list[str]) -> dict | None:
+    log = None
+    if log_path and os.path.exists(log_path):
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            log = f.read()
+    dumps = []
+    for p in dump_paths:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            dumps.append(f.read())
+    return decisions_from_texts(bundle, log, dumps)
+
+
+def decisions_from_texts(bundle: Bundle, log: str | None, dumps: list[str]) -> dict | None:
+    import jax
+
+    return from_texts(bundle.module("hlo_before"), bundle.module("hlo_after"), bundle.provenance,
+                      bundle.environment.get("platform", ""), log, dumps, {"jax": jax.__version__})

@@ -1,0 +1,105 @@
+"""The Memory tab: live bytes over the schedule with the peak marked, the buffers live at the
+peak (a table and bars, biggest first) and the fusion-off comparison, drawn from
+``bundle.memory`` with ``analysis.render.memory``. Picking a buffer (table row or bar) selects
+the kernel that writes it in the graph: ``st.session_state["sel"] = {"side": "post", "name": K}``."""
+
+from __future__ import annotations
+
+from analysis.bundle import Bundle
+from analysis.render import memory as rm
+from analysis.render.format import human_bytes
+
+COLUMNS = ["buffer", "size", "kind", "shape", "kernel", "line", "op", "shares with"]
+
+
+def _picked_row(event, rows: list[dict]) -> str | None:
+    try:
+        sel = event["selection"]["rows"]
+    except (KeyError, TypeError):
+        sel = getattr(getattr(event, "selection", None), "rows", None) or []
+    if sel and 0 <= sel[0] < len(rows):
+        return rows[sel[0]]["kernel"] or None
+    return None
+
+
+def _picked_bar(event) -> str | None:
+    try:
+        points = event["selection"]["points"]
+    except (KeyError, TypeError):
+        points = getattr(getattr(event, "selection", None), "points", None) or []
+    for p in points or []:
+        cd = p.get("customdata") if isinstance(p, dict) else None
+        if isinstance(cd, list):
+            cd = cd[0] if cd else None
+        if cd:
+            return str(cd)
+    return None
+
+
+def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
+    """Draw the memory view; a newly picked buffer selects its kernel and reruns the page."""
+    import pandas as pd
+    import streamlit as st
+
+    ss = st.session_state
+    mem = bundle.memory
+    if not rm.usable(mem):
+        st.info(rm.why_missing(bundle))
+        return
+    h = rm.headline(mem)
+    c = st.columns(4)
+    c[0].metric("peak live memory", human_bytes(h["peak"]),
+                help="the most bytes live at one step of the schedule (parameters, outputs, constants, temporaries)")
+    c[1].metric("peak at step", f"{h['peak_step']}", help=f"instruction {h['peak_instruction']}")
+    c[2].metric("temporary allocation", human_bytes(h["temp"]),
+                help=f"{human_bytes(h['temp_peak'])} of it live at most at one step")
+    c[3].metric("arguments + outputs", human_bytes((h["argument"] or 0) + (h["output"] or 0)))
+    note = rm.agreement_note(mem)
+    if note:
+        st.caption(note)
+    if mem.get("live_ranges") == "schedule":
+        st.caption("Live ranges read off the module's schedule (the dump had no live-range file).")
+    st.plotly_chart(rm.curve_figure(mem), width="stretch", key=f"{key_prefix}_curve")
+
+    selected = ss.get("sel", {}).get("name") if ss.get("sel", {}).get("side") == "post" else None
+    rows = rm.peak_rows(mem)
+    st.markdown(f"**Buffers live at the peak** ({len(rows)}, biggest first) — pick one to select the kernel "
+                "that writes it in the graph")
+    picks: list[str] = []
+    if rows:
+        shown = pd.DataFrame([{k: r[k] for k in COLUMNS} for r in rows])
+        ev = st.dataframe(shown, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                          key=f"{key_prefix}_table", height=min(420, 38 + 35 * len(rows)))
+        p = _picked_row(ev, rows)
+        if p:
+            picks.append(p)
+        ev = st.plotly_chart(rm.peak_figure(mem, selected=selected), width="stretch", key=f"{key_prefix}_bars",
+                             on_select="rerun", selection_mode="points")
+        p = _picked_bar(ev)
+        if p:
+            picks.append(p)
+
+    cmp = (bundle.fusion_comparison or {}).get("memory")
+    if cmp:
+        st.markdown("**Fusion off vs on**")
+        left, right = st.columns([2, 3])
+        left.dataframe(pd.DataFrame(rm.comparison_rows(cmp)), hide_index=True, width="stretch")
+        left.markdown(rm.comparison_sentence(cmp))
+        right.plotly_chart(rm.comparison_figure(cmp), width="stretch", key=f"{key_prefix}_cmp")
+        only = cmp.get("only_unfused") or []
+        if only:
+            st.dataframe(pd.DataFrame([{"array": v["name"], "size": human_bytes(v["size"]),
+                                        "shape": v["shape"].split("{")[0], "op": v.get("op_name") or ""}
+                                       for v in only]), hide_index=True, width="stretch",
+                         key=f"{key_prefix}_only")
+    else:
+        st.caption("Compile with *compare fusion* on to see the same program's memory with fusion off.")
+
+    # only a new pick moves the selection (a row left selected must not undo a click in the graph)
+    state_key = f"{key_prefix}_last_picks"
+    before = ss.get(state_key, [])
+    ss[state_key] = list(dict.fromkeys(picks))
+    new = next((p for p in picks if p not in before), None)
+    if new and new != selected:
+        ss["sel"] = {"side": "post", "name": new}
+        st.rerun()
