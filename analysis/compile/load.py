@@ -17,6 +17,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from analysis.compile.frameworks import KERAS_BACKEND, split_model
 from analysis.errors import ExplorerError
 from sample_models import gallery_entry
 
@@ -43,6 +44,8 @@ class LoadedModel:
     filename: str
     name: str
     description: str = ""
+    library: str | None = None  # the model was a Flax NNX / Equinox / Keras module (analysis.compile.frameworks)
+    parameters: int = 0  # parameter arrays that the split turned into inputs
 
 
 def _user_frame(tb, filename: str):
@@ -93,6 +96,7 @@ def run_model_file(source: str, filename: str = "<pasted code>", name: str = "pa
         raise error_from_exception("syntax", e, filename) from None
     except ValueError as e:  # e.g. null bytes
         raise ExplorerError("syntax", str(e), filename) from None
+    os.environ.setdefault("KERAS_BACKEND", KERAS_BACKEND)  # a Keras model compiles through JAX
     # Let tracebacks and jax's source info show the user's lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     mod = types.ModuleType(f"xla_explorer_user_{name}")
@@ -123,7 +127,8 @@ def load_source(source: str, filename: str = "<pasted code>", name: str = "paste
     """Execute a model file's text and call its ``example_inputs()``."""
     f = run_model_file(source, filename, name)
     inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename)
-    return LoadedModel(f.model, inputs, f.source, f.filename, f.name, f.description)
+    s = split_model(f.model, inputs, filename)
+    return LoadedModel(s.fn, s.inputs, f.source, f.filename, f.name, f.description, s.library, s.parameters)
 
 
 def load_gallery(name: str) -> LoadedModel:

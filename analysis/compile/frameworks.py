@@ -1,0 +1,151 @@
+"""Models written with a library: a Flax NNX module, an Equinox module or a Keras 3 model (JAX
+backend) as ``model``, split into a pure function of (parameters, inputs) the way each library
+expects, so the parameters are inputs of the compiled program, not constants baked into it.
+
+- Flax NNX: ``graphdef, state = nnx.split(model)``; the program is
+  ``nnx.merge(graphdef, state)(*args)`` with ``state`` as its first argument.
+- Equinox: ``params, static = eqx.partition(model, eqx.is_array)``; the program is
+  ``eqx.combine(params, static)(*args)``.
+- Keras 3: ``model.stateless_call(trainable, non_trainable, *args)``, with the variables' values
+  as the first two arguments.
+
+Flax NNX and Equinox put no name scope of their own into the program, so while the program is
+traced each submodule's call runs inside ``jax.named_scope`` of its attribute name: op names
+read ``attn/q_proj/dot_general`` like Linen's and Keras's do, and the graph's name scopes are the
+model's layers. A library is recognised by the model's class, only when the user's code
+imported it (this module imports none of them itself). Flax Linen needs nothing: its ``apply`` already takes the
+parameters (``model = lambda params, x: Net().apply(params, x)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Callable, Iterable
+
+from analysis.errors import ExplorerError
+
+KERAS_BACKEND = "jax"  # set (if unset) before the user's code runs, so `import keras` picks JAX
+
+
+@dataclass(frozen=True)
+class Split:
+    fn: Callable
+    inputs: tuple
+    library: str | None  # "flax.nnx", "equinox", "keras" or None (a plain callable)
+    parameters: int = 0  # how many parameter arrays became inputs
+
+
+def _is_instance(model, module: str, cls: str) -> bool:
+    mod = sys.modules.get(module)
+    typ = getattr(mod, cls, None) if mod is not None else None
+    return isinstance(typ, type) and isinstance(model, typ)
+
+
+@contextlib.contextmanager
+def layer_scopes(modules: Iterable[tuple[tuple, object]]):
+    """While tracing: every module's call (``(path, module)`` pairs) inside a named scope of its
+    last path element; scopes nest as calls do, so an op's name carries the module path. The
+    classes' ``__call__`` is patched for the duration and restored, whatever happens."""
+    import jax
+
+    names = {id(m): str(path[-1]) for path, m in modules if path}
+    patched = {}
+    for cls in {type(m) for _, m in modules}:
+        if "__call__" not in cls.__dict__ and cls in patched:
+            continue
+        orig = cls.__call__
+
+        def call(self, *args, __orig=orig, **kw):
+            name = names.get(id(self))
+            if name is None:
+                return __orig(self, *args, **kw)
+            with jax.named_scope(name):
+                return __orig(self, *args, **kw)
+
+        patched[cls] = cls.__dict__.get("__call__")
+        cls.__call__ = call
+    try:
+        yield
+    finally:
+        for cls, orig in patched.items():
+            if orig is None:
+                del cls.__call__
+            else:
+                cls.__call__ = orig
+
+
+def _nnx_modules(model):
+    from flax import nnx
+
+    return [(tuple(p), n) for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module)]
+
+
+def _eqx_modules(model, path=()):
+    """(path, module) of an Equinox module and its submodules (fields, lists, tuples, dicts)."""
+    import equinox as eqx
+
+    out = [(path, model)]
+
+    def walk(v, p):
+        if isinstance(v, eqx.Module):
+            out.extend(_eqx_modules(v, p))
+        elif isinstance(v, (list, tuple)):  # layers[0], layers[1], ... (the scope is the last element)
+            for i, x in enumerate(v):
+                walk(x, p[:-1] + (f"{p[-1]}[{i}]",) if p else (str(i),))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, p[:-1] + (f"{p[-1]}[{k}]",) if p else (str(k),))
+
+    if is_dataclass(model):
+        for f in fields(model):
+            walk(getattr(model, f.name, None), path + (f.name,))
+    return out
+
+
+def split_model(model, inputs: tuple, filename: str) -> Split:
+    """``model`` and its example inputs as a function of arrays only."""
+    import jax
+
+    try:
+        if _is_instance(model, "flax.nnx", "Module"):
+            from flax import nnx
+
+            graphdef, state = nnx.split(model)
+
+            def nnx_program(state, *args):
+                m = nnx.merge(graphdef, state)
+                with layer_scopes(_nnx_modules(m)):
+                    return m(*args)
+
+            return Split(nnx_program, (state, *inputs), "flax.nnx", len(jax.tree_util.tree_leaves(state)))
+        if _is_instance(model, "equinox", "Module"):
+            import equinox as eqx
+
+            params, static = eqx.partition(model, eqx.is_array)
+
+            def eqx_program(params, *args):
+                m = eqx.combine(params, static)
+                with layer_scopes(_eqx_modules(m)):
+                    return m(*args)
+
+            return Split(eqx_program, (params, *inputs), "equinox", len(jax.tree_util.tree_leaves(params)))
+        if _is_instance(model, "keras", "Model") or _is_instance(model, "keras", "Layer"):
+            if not model.built:
+                model(*inputs)  # Keras creates its variables on the first call
+            trainable = [v.value for v in model.trainable_variables]
+            frozen = [v.value for v in model.non_trainable_variables]
+
+            def keras_program(trainable, frozen, *args):
+                out, _ = model.stateless_call(trainable, frozen, *args)
+                return out
+
+            return Split(keras_program, (trainable, frozen, *inputs), "keras", len(trainable) + len(frozen))
+    except ExplorerError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's module fails to split or build: one line at their code
+        from analysis.compile.load import error_from_exception
+
+        raise error_from_exception("inputs", e, filename) from None
+    return Split(model, inputs, None)
