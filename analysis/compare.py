@@ -10,9 +10,9 @@ unfused kernels that do its ops), for linking the two graphs. Pure functions of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections import Counter
+from dataclasses import dataclass
+from typing import TypedDict
 
 from analysis.kernels import Kernel, launching
 
@@ -72,10 +72,19 @@ def pair_kernels(a: list[Kernel], b: list[Kernel], threshold: float = 0.0) -> li
     return out
 
 
-def related(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
-    """For each kernel of A, the kernels of B that do some of its ops (op_name overlap; a same-named
-    kernel with no op names counts too), most overlapping first."""
-    b = launching(b)
+def related(a, b) -> dict[str, list[str]]:
+    """For each kernel of A, the kernels of B that do some of its ops, most overlapping first.
+
+    Given two Bundles with provenance, the one definition of op <-> kernel links
+    (``analysis.links.related``: by instruction, through each side's provenance). Given two lists
+    of kernels (no provenance to follow), by op_name overlap (a same-named kernel with no op
+    names counts too)."""
+    if getattr(a, "provenance", None) is not None and getattr(b, "provenance", None) is not None:
+        from analysis.links import related as linked
+
+        return linked(a, b)
+    a = getattr(a, "kernels", a)
+    b = launching(getattr(b, "kernels", b))
     out: dict[str, list[str]] = {}
     for k in launching(a):
         mine = set(k.op_names)
@@ -139,23 +148,60 @@ def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
     ka, kb = {k.name: k for k in a.kernels}, {k.name: k for k in b.kernels}
     ta = ((a.timings or {}).get("kernels") or {})
     tb = ((b.timings or {}).get("kernels") or {})
+    from analysis.links import op_count
+
+    def ops(bundle, k):  # the one op count (provenance), op names where a bundle has none
+        return op_count(bundle.provenance, k) if bundle.provenance is not None else len(k.op_names)
+
     rows = []
     for m in matches:
         x, y = ka.get(m.a) if m.a else None, kb.get(m.b) if m.b else None
         rows.append({
-            "A kernel": m.a or "", "A route": x.route if x else "", "A ops": len(x.op_names) if x else None,
+            "A kernel": m.a or "", "A route": x.route if x else "", "A ops": ops(a, x) if x else None,
             "A bytes": x.bytes if x else None,
             "A time (s)": (ta.get(m.a) or {}).get("median_s") if m.a else None,
             "match": {"name": "same name", "ops": f"ops {m.score:.0%}", "only a": "only in A",
                       "only b": "only in B"}[m.how],
-            "B kernel": m.b or "", "B route": y.route if y else "", "B ops": len(y.op_names) if y else None,
+            "B kernel": m.b or "", "B route": y.route if y else "", "B ops": ops(b, y) if y else None,
             "B bytes": y.bytes if y else None,
             "B time (s)": (tb.get(m.b) or {}).get("median_s") if m.b else None,
         })
     return rows
 
 
-def fusion_side(kernels: list[Kernel], timings: dict | None) -> dict:
+class FusionSide(TypedDict):
+    """One side of ``bundle.fusion_comparison`` (the default compile, or fusion disabled)."""
+
+    kernels: int
+    kernels_by_route: dict[str, int]
+    bytes: int
+    flops: int
+    step_median_s: float | None
+    device_busy_s: float | None
+    iterations: int | None
+    top_kernels: list[dict]  # name, route, median_s, calls of the slowest 15
+
+
+class FusionComparison(TypedDict):
+    """``bundle.fusion_comparison`` (docs/bundle.md, "fusion_comparison")."""
+
+    platform: str
+    disabled_passes: list[str]
+    compiler_options: dict
+    note: str
+    measured: bool
+    default: FusionSide
+    unfused: FusionSide
+    kernels_saved: int
+    bytes_saved: int
+    time_saved_s: float | None
+    speedup: float | None
+    busy_speedup: float | None
+    unfused_hlo_after: str | None
+    memory: dict | None  # the two compiles' peaks and the temporaries only the unfused one writes
+
+
+def fusion_side(kernels: list[Kernel], timings: dict | None) -> FusionSide:
     """One side of a fusion comparison: its launching kernels' count, bytes and FLOPs, and its
     measured step and top kernels when it was measured."""
     launch = launching(kernels)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from analysis.dump import MODULE_FILE, PASS_FILE  # the dump file names, as XLA writes them
-from analysis.hlo import Module, parse_module
+from analysis.hlo import HloParseError, Module, ShapeParseError, parse_module
 from analysis.kernels import NO_KERNEL, kernels, launching
 from analysis.options import FUSION_PASSES
 
@@ -74,8 +74,9 @@ def counts(module: Module) -> dict:
            "fusions": sum(1 for i in module.entry.instructions if i.opcode == "fusion") if module.computations else 0}
     try:
         out["kernels"] = len(launching(kernels(module)))
-    except Exception:  # noqa: BLE001 - an odd intermediate module must not lose the whole log
+    except Exception as e:  # noqa: BLE001 - an intermediate module the legend cannot read must not lose the whole log
         out["kernels"] = None
+        out["error"] = f"kernels not counted: {type(e).__name__}: {e}"[:300]
     return out
 
 
@@ -98,8 +99,9 @@ def build_pass_log(entries: list[dict], read_text, max_text_bytes: int = MAX_TEX
         row = {k: e.get(k) for k in ("index", "pipeline", "pass", "next_pass", "file")}
         try:
             row.update(counts(parse_module(text)))
-        except Exception:  # noqa: BLE001 - keep the entry, without counts
-            row.update({"instructions": None, "entry_instructions": None, "fusions": None, "kernels": None})
+        except (HloParseError, ShapeParseError) as e:  # keep the entry, without counts, and say why
+            row.update({"instructions": None, "entry_instructions": None, "fusions": None, "kernels": None,
+                        "error": f"snapshot does not parse: {e}"[:300]})
         row["bytes"] = len(text)
         total += len(text)
         row["text"] = text if total <= max_text_bytes else None
@@ -151,39 +153,24 @@ class PassChange:
     removed_anywhere: int = 0
 
 
-def _op_names(module: Module, inst) -> set[str]:
-    names = {inst.metadata.op_name} if inst.metadata.op_name else set()
-    for cname in inst.called_computations:
-        comp = module.by_name.get(cname)
-        if comp is not None:
-            names |= {i.metadata.op_name for i in comp.instructions if i.metadata.op_name}
-    return names
-
-
 def pass_change(before: Module, after: Module) -> PassChange:
     """Instructions of the entry computation the pass added and removed, and for each new
-    fusion the removed instructions it absorbed (matched by ``op_name``: fused clones are
-    renamed, their metadata is kept)."""
+    fusion the removed instructions it absorbed: the one definition of what a kernel does
+    (``analysis.links``: provenance between the two modules, by instruction)."""
+    from analysis.links import absorbed
+
     b_entry = {i.name: i for i in before.entry.instructions}
     a_entry = {i.name: i for i in after.entry.instructions}
     ch = PassChange(added=[n for n in a_entry if n not in b_entry], removed=[n for n in b_entry if n not in a_entry])
     b_all = {i.name for i in before.instructions()}
     a_all = {i.name for i in after.instructions()}
     ch.added_anywhere, ch.removed_anywhere = len(a_all - b_all), len(b_all - a_all)
-    taken: set[str] = set()
-    for n in ch.added:
-        inst = a_entry[n]
-        if inst.opcode != "fusion":
-            continue
-        ops = _op_names(after, inst)
-        got = [r for r in ch.removed if r not in taken and b_entry[r].opcode not in NO_KERNEL | {"parameter"}
-               and b_entry[r].metadata.op_name in ops]
-        # an op a new fusion re-wraps (a fusion replaced by a bigger one) counts too
-        got += [r for r in ch.removed if r not in taken and r not in got and b_entry[r].opcode == "fusion"
-                and _op_names(before, b_entry[r]) & ops]
+    new_fusions = [n for n in ch.added if a_entry[n].opcode == "fusion"]
+    removed = set(ch.removed)
+    for n, ops in absorbed(before, after, new_fusions).items():
+        got = [r for r in ops if r in removed and b_entry[r].opcode not in NO_KERNEL | {"parameter"}]
         if got:
             ch.fused[n] = got
-            taken |= set(got)
     return ch
 
 

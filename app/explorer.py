@@ -25,7 +25,7 @@ from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
-from app import runner, views  # noqa: E402
+from app import guard, runner, views  # noqa: E402
 from app.page_helpers import presets_for  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -38,10 +38,10 @@ ss.setdefault("error", None)
 ss.setdefault("sel", {})
 ss.setdefault("expand", {"scopes": [], "fusions": [], "collapsed": []})
 ss.setdefault("last_click", {})
-ss.setdefault("session_id", os.urandom(6).hex())
+ss.setdefault("session_id", guard.browser_session_id())  # per browser, not per tab
 
 GALLERY = gallery()
-TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source"}
+TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source", "memory": "Memory"}
 
 if "link_applied" not in ss:
     # Opening a shared link: restore what it names (model or pasted code, backend, options,
@@ -113,6 +113,10 @@ def compile_job(job: Job) -> None:
 
 
 def load_upload(upload) -> None:
+    too_big = guard.upload_error(upload)
+    if too_big:
+        ss.error = too_big
+        return
     data = upload.getvalue()
     if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
         from analysis.dump import bundles_from_dump_zip
@@ -156,6 +160,7 @@ with st.sidebar:
     source_kind = st.radio("Model", ["Gallery", "Paste code", "Upload HLO / bundle"], key="source_kind",
                            horizontal=False)
     job = None
+    pressed, run_compile = False, None
     if source_kind == "Gallery":
         names = list(GALLERY)
         choice = st.selectbox("Gallery model", names, key="gallery_choice",
@@ -211,7 +216,10 @@ with st.sidebar:
             measure = st.checkbox("Measure kernel timings", key="measure", value=True,
                                   help="Run the compiled program and time every kernel with the profiler")
         compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
-        if st.button("Compile", type="primary", key="compile", width="stretch"):
+        pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
+
+        def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
+                        compare=compare) -> None:
             try:
                 opts = dict(pre[preset])
                 opts.update(_parse_free_options(free))
@@ -223,18 +231,43 @@ with st.sidebar:
                 job.measure = measure
                 job.compare_fusion = compare
                 compile_job(job)
+    st.text_input("Find and select an op", key="find",
+                  placeholder="a name, an op_name path (attention/dot) or a line",
+                  help="The graphs' own search box (above them) finds as you type, without a round trip")
     if ss.error:
         st.error(ss.error)
     isolated, why = runner.sandbox_state()
     if not isolated:
         st.warning(f"Pasted code is NOT isolated: {why}")
 
+# ----------------------------------------------------------------------------- top row
+
+if "present" not in ss:  # presentation mode: a toggle, and ?present=1 in a link
+    ss.present = str(st.query_params.get("present", "")).lower() in ("1", "true", "yes", "on")
+top_title, top_compile, top_present = st.columns([6, 1.6, 1.6], vertical_alignment="center")
+with top_compile:
+    pressed_main = st.button("Compile", key="compile_main", shortcut="Ctrl+Enter", width="stretch",
+                             disabled=run_compile is None, help="Compile what the sidebar (or the editor) holds")
+with top_present:
+    present = st.toggle("Presentation", key="present",
+                        help="For a projector: no sidebar, the graphs fill the screen, labels at 14 px or more, "
+                             "details beside them. Keys in the graphs: ] and [ step through the kernels, biggest first.")
+if present:
+    st.markdown(views.PRESENT_CSS, unsafe_allow_html=True)
+status_slot = st.container()  # compiles show their progress here: one fixed place, so nothing below moves
+if (pressed or pressed_main) and run_compile is not None:
+    with status_slot:
+        run_compile()
+        if ss.error and source_kind != "Paste code":  # pasted code shows it next to the editor
+            st.error(ss.error)
+
 # ----------------------------------------------------------------------------- first load
 
 if ss.bundle is None and ss.error is None:
     first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
                                       backend="cpu")
-    compile_job(replace(first, measure=True))
+    with status_slot:
+        compile_job(replace(first, measure=True))
     if ss.bundle is not None and ss.get("link_sel"):
         ss.sel = ss.link_sel
     ss.link_sel = None
@@ -243,51 +276,101 @@ for msg in ss.get("link_errors") or []:
 
 b: Bundle | None = ss.bundle
 if b is None:
-    st.title("XLA Explorer")
+    top_title.markdown("### XLA Explorer")
     st.error(ss.error or "Nothing compiled yet.")
     st.stop()
 
 # ----------------------------------------------------------------------------- the code editor
 
 if source_kind == "Paste code":
-    st.markdown("#### Your code")
-    try:
-        from streamlit_ace import st_ace
+    code_box = st.expander("Your code (Ctrl+Enter compiles)", expanded=not present)
+    with code_box:
+        try:
+            from streamlit_ace import st_ace
 
-        marks = []
-        where = ss.get("error_at")
-        if ss.error and where and where[0] == "<pasted code>" and where[1]:
-            # the failing line marked in the editor's gutter
-            marks = [{"row": where[1] - 1, "column": max((where[2] or 1) - 1, 0), "type": "error",
-                      "text": str(where[3])[:300]}]
-        typed = st_ace(value=ss.code, language="python", theme="tomorrow", key="ace", height=300, font_size=13,
-                       show_gutter=True, auto_update=True, wrap=False, tab_size=4, annotations=marks)
-        if typed is not None:
-            ss.code = typed
-    except ImportError:  # a plain text area if the editor component is missing
-        ss.code = st.text_area("Code", ss.code, height=300, key="code_area")
-    if ss.error:
-        st.error(ss.error)
-    st.caption("Runs in a sandboxed worker process (no network, limited time and memory), never in this server.")
+            marks = []
+            where = ss.get("error_at")
+            if ss.error and where and where[0] == "<pasted code>" and where[1]:
+                # the failing line marked in the editor's gutter
+                marks = [{"row": where[1] - 1, "column": max((where[2] or 1) - 1, 0), "type": "error",
+                          "text": str(where[3])[:300]}]
+            typed = st_ace(value=ss.code, language="python", theme="tomorrow", key="ace", height=260, font_size=14,
+                           show_gutter=True, auto_update=True, wrap=False, tab_size=4, annotations=marks)
+            if typed is not None:
+                ss.code = typed
+        except ImportError:  # a plain text area if the editor component is missing
+            ss.code = st.text_area("Code", ss.code, height=260, key="code_area")
+        if ss.error:
+            st.error(ss.error)
+        st.caption("Runs in a sandboxed worker process (no network, limited time and memory), never in this server.")
 
 # ----------------------------------------------------------------------------- header
 
 env = b.environment
-# the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
-st.markdown(f"### {html.escape(b.title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
-                          + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>", unsafe_allow_html=True)
-if env.get("deviceless"):
-    st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
-            + (f" (recorded {b.created[:10]})" if ss.get("recorded") else "")
-            + ": untuned and never run, so no timings.", icon=":material/memory:")
+title = b.title
 desc = b.source.get("description")
+if b.source.get("kind") == "code" and desc:  # pasted code: its docstring's first line is its title
+    title = desc.partition("\n")[0].strip().rstrip(".:") or title
+# the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
+top_title.markdown(f"### {html.escape(title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+                   + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
+                                 + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
+                   unsafe_allow_html=True)
+notices = st.container()  # one fixed place for notices, so the graphs below never move in the page
+with notices:
+    stale = None
+    if source_kind == "Paste code" and ss.get("code") is not None and ss.code != b.source.get("code"):
+        stale = "the editor's text has changed since this compile"
+    elif source_kind == "Gallery" and b.source.get("kind") == "gallery" and ss.get("gallery_choice") \
+            and ss.gallery_choice != b.source.get("name"):
+        stale = f"the sidebar names {ss.gallery_choice}"
+    if ss.error and not stale:
+        stale = "the last compile failed"
+    if stale:
+        st.warning(f"Stale: these graphs are from the last good compile ({b.title}); {stale}. "
+                   "Press Compile (Ctrl+Enter).", icon=":material/history:")
+    if env.get("deviceless"):
+        st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
+                + (f" (recorded {b.created[:10]})" if ss.get("recorded") else "")
+                + ": untuned and never run, so no timings.", icon=":material/memory:")
+if not present:  # presentation mode shows the same cards, large, in the graphs' details panel
+    views.summary_strip(b)
+
+# ----------------------------------------------------------------------------- search from the sidebar
+
+query = ss.get("find") or ""
+if query != ss.get("find_done"):
+    ss.find_done = query
+    hits = views.search(b, query) if query else []
+    if hits:
+        s_, n_, _ = hits[0]
+        ss.sel = {"line": int(query.strip())} if query.strip().isdigit() else {"side": s_, "name": n_}
+    elif query:
+        st.sidebar.caption(f"No op matches {query!r}.")
+
+# ----------------------------------------------------------------------------- graphs, details, source
+
+payload_key = (id(b), b.created, b.title)
+if ss.get("payload_for") != payload_key:
+    ss.payload = views.graph_payload(b)
+    ss.payload_for = payload_key
+if ss.payload.get("error"):
+    st.error(ss.payload["error"])
+picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present,
+                               show_source=source_kind == "Paste code" and not present)
+if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
+    ss.last_click["graphs"] = picked.get("n")
+    ss.sel = dict(picked.get("sel") or {})
+
+# ----------------------------------------------------------------------------- below the graphs
+
+views.legend()
 if desc:
     from sample_models.lessons import lesson as gallery_lesson
 
-    title, _, what_to_look_for = desc.partition("\n")
+    les_title, _, what_to_look_for = desc.partition("\n")
     les = gallery_lesson(b)
-    with st.expander(f"Lesson: {title}", expanded=False):
+    with st.expander(f"Lesson: {les_title}", expanded=False):
         st.markdown(what_to_look_for.strip())
         if les is not None:
             st.markdown("**On this compile:** " + les.markdown())
@@ -298,94 +381,20 @@ if desc:
             st.markdown(f"**On a GPU:** the same model as XLA compiles it for an H200 — no GPU needed: "
                         f"[open it]({'?' + h200}), or put both side by side on the Compare page "
                         "(*One model, two backends*).")
-views.summary_strip(b)
-views.legend()
 
-# ----------------------------------------------------------------------------- search & selection
+details_box = st.container()  # the selection's full details (hooks add their lines here)
+with details_box:
+    if ss.sel:
+        cur = ss.sel.get("name") or f"line {ss.sel.get('line')}"
+        side_word = {"pre": "before", "post": "after"}.get(ss.sel.get("side"), "source")
+        st.markdown(f"#### Details — {cur}")
+        st.caption(f"Selected: **{cur}** ({side_word} optimization)")
+    views.details_panel(b, ss.sel)
+    from app.decisions_view import render as render_decisions  # why (not) fused: lines + the table
 
-c1, c2, c3 = st.columns([3, 2, 1])
-query = c1.text_input("Find an op", key="find", label_visibility="collapsed",
-                      placeholder="Find an op: its name, an op_name path (attention/dot) or a line")
-hits = views.search(b, query) if query else []
-if query:
-    if hits:
-        labels = [f"{'before' if s == 'pre' else 'after'}: {n} — {d}" for s, n, d in hits]
-        pick = c2.selectbox("Matches", range(len(hits)), format_func=lambda i: labels[i], key="find_pick")
-        s, n, _ = hits[pick]
-        if query.strip().isdigit():
-            ss.sel = {"line": int(query.strip())}
-        elif ss.sel.get("name") != n:
-            ss.sel = {"side": s, "name": n}
-    else:
-        c2.caption("No op matches.")
-focus = c3.toggle("Focus", key="focus", help="Show only the neighbourhood (2 steps) of the selection")
-if ss.sel:
-    cur = ss.sel.get("name") or f"line {ss.sel.get('line')}"
-    cc1, cc2 = st.columns([5, 1])
-    cc1.caption(f"Selected: **{cur}** ({'before' if ss.sel.get('side') == 'pre' else 'after' if ss.sel.get('side') else 'source'} optimization)")
-    if cc2.button("Clear", key="clear_sel", help="Clear the selection"):
-        ss.sel = {}
-        st.rerun()
+    render_decisions(b, ss)
 
-# ----------------------------------------------------------------------------- graphs side by side
-
-pre_spec, post_spec = views.build_graphs(b, ss.sel, ss.expand, 2 if focus else None)
-try:
-    views.layout_all([pre_spec, post_spec])  # both sides laid out in parallel
-except RuntimeError:
-    pass  # each graph_widget reports the error where its graph would be
-
-
-def handle_click(side: str, value) -> None:
-    if not value or not isinstance(value, dict):
-        return
-    key = f"{side}_click"
-    if ss.last_click.get(key) == value.get("n"):
-        return
-    ss.last_click[key] = value.get("n")
-    nid = value.get("id", "")
-    kind, _, name = nid.partition(":")
-    if kind == "s":  # collapsed scope: expand it
-        ss.expand["scopes"] = list(set(ss.expand["scopes"]) | {name})
-    elif kind == "op":
-        ss.sel = {"side": "pre", "name": name}
-    elif kind in ("k", "f"):
-        ss.sel = {"side": "post", "name": name}
-        k = b.kernel(name)
-        if kind == "k" and k is not None and k.opcode == "fusion" and name in (post_spec.collapsed if post_spec else []):
-            ss.expand["fusions"] = list(set(ss.expand["fusions"]) | {name})
-    elif kind == "x":
-        owner = views.kernel_containing(b, name)
-        if owner:
-            ss.sel = {"side": "post", "name": owner}
-    elif kind == "p":
-        ss.sel = {"side": side, "name": name}
-    else:
-        return
-    st.rerun()
-
-
-def graph_column(spec, side: str, collapsed_note: str, missing: str) -> None:
-    if spec is None:
-        st.info(missing)
-        return
-    handle_click(side, views.graph_widget(spec, f"g_{side}", focus=views.focus_id(spec, ss.sel, side)))
-    if spec.collapsed:
-        st.caption(f"{len(spec.collapsed)} {collapsed_note}: click one to open it.")
-
-
-left, right = st.columns(2)
-with left:
-    graph_column(pre_spec, "pre", "name scope(s) collapsed (large graph)", "No pre-optimization HLO in this input.")
-with right:
-    graph_column(post_spec, "post", "fusion(s) drawn collapsed", "No optimized HLO in this input.")
-
-# ----------------------------------------------------------------------------- below the graphs
-
-st.markdown("#### Details")
-views.details_panel(b, ss.sel)
-
-tab_k, tab_t, tab_s = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
+tab_k, tab_t, tab_s, tab_m = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
                               on_change="rerun")
 with tab_k:
     try:
@@ -409,6 +418,10 @@ with tab_k:
                                     "flops": k.flops} for k in b.kernels]), width="stretch")
 with tab_t:
     views.text_views(b, ss.sel)
+with tab_m:  # the memory view: picking a buffer selects its kernel
+    from app.memory_view import render_memory_view
+
+    render_memory_view(b)
 with tab_s:
     code = b.source.get("code")
     if code:
@@ -428,7 +441,9 @@ with tab_s:
         if pick is not None and pick != cur:
             ss.sel = {"line": pick}
             st.rerun()
-        st.markdown(views.code_html(code, {cur} if cur else set(), "s"), unsafe_allow_html=True)
+        st.caption("The graphs' Source button shows these lines beside the graphs, each tagged with its kernels.")
+        st.markdown(views.code_html(code, {cur} if cur else set(), "s", tags=views.line_tags(ss.payload)),
+                    unsafe_allow_html=True)
         st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
     else:
         st.info("This input carries no source code (an imported HLO text or dump).")
@@ -459,7 +474,7 @@ from analysis.render import report  # noqa: E402
 
 linkable = bool(link_state.get("model") or link_state.get("code"))
 if linkable:
-    st.query_params.from_dict(permalink.state_to_params(link_state))
+    st.query_params.from_dict(permalink.state_to_params(link_state) | ({"present": "1"} if present else {}))
 share1, share2 = st.columns([3, 2])
 with share1:
     if linkable:

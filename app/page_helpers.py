@@ -4,7 +4,6 @@ nothing here imports JAX."""
 
 from __future__ import annotations
 
-import os
 
 import streamlit as st
 
@@ -61,7 +60,13 @@ def default_index(key: str, options: list, default) -> int:
 
 
 def session_id() -> str:
-    return st.session_state.setdefault("session_id", os.urandom(6).hex())
+    """The id the job queue counts this visitor's jobs by: bound to the browser, so a new tab does
+    not reset the per-session limit (``app.guard``)."""
+    from app.guard import browser_session_id
+
+    if "session_id" not in st.session_state:
+        st.session_state["session_id"] = browser_session_id()
+    return st.session_state["session_id"]
 
 
 def phase_text(p: str) -> str:

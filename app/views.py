@@ -19,9 +19,33 @@ from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.summary import summarize
+from analysis.text_search import matcher
 
-_COMPONENT = components.declare_component(
-    "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))
+_COMPONENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component")
+
+
+def _install_graph_js() -> None:
+    """Put the shared pan/zoom script (``analysis/render/assets/graph.js``, which the HTML report
+    inlines) beside the component's page: Streamlit serves a component's own folder only (it
+    resolves symlinks and refuses paths outside it), so the file is copied when it differs."""
+    from analysis.render.report import graph_js
+
+    text = graph_js()
+    dest = os.path.join(_COMPONENT_DIR, "graph.js")
+    try:
+        with open(dest, encoding="utf-8") as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    tmp = f"{dest}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, dest)
+
+
+_install_graph_js()
+_COMPONENT = components.declare_component("xla_graph", path=_COMPONENT_DIR)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -73,7 +97,21 @@ CSS = """
 .xe-code div.gap { color: #aaa; padding-left: 4.5em; }
 .xe-wrap div { white-space: pre-wrap; padding-left: 4.4em; text-indent: -4.4em; }
 .xe-code span.ln { color: #999; display: inline-block; width: 3.2em; text-align: right; margin-right: 1em; user-select: none; }
-.block-container { padding-top: 2.2rem; }
+.xe-ktag { font-family: "DejaVu Sans", sans-serif; font-size: 11.5px; border: 2px solid; border-radius: 9px;
+           padding: 0 5px; margin-left: 6px; background: #fff; }
+.block-container { padding: 1.6rem 1.6rem 2rem 1.6rem; max-width: 100%; }
+</style>
+"""
+
+# Presentation mode: no sidebar, no toolbar, little padding, large summary numbers.
+PRESENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
+header[data-testid="stHeader"] { display: none !important; }
+.block-container { padding: 0.6rem 1.2rem 1rem 1.2rem !important; max-width: 100% !important; }
+[data-testid="stMetricValue"] { font-size: 2.3rem; }
+[data-testid="stMetricLabel"] p { font-size: 1.05rem; }
+.xe-routes { font-size: 1.05rem; }
 </style>
 """
 
@@ -128,16 +166,112 @@ def route_legend(spec: GraphSpec) -> list[dict]:
     return items
 
 
-def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None) -> dict | None:
-    """Draw a GraphSpec; returns {"id": clicked node id, "n": click counter} or None."""
+def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None,
+                 view_key: str | None = None) -> dict | None:
+    """Draw one GraphSpec (Compare, Pass pipeline); returns {"id": clicked node id, "n": click
+    counter} or None. Zoom and pan are kept across reruns while ``view_key`` (default: the
+    graph's title) stays the same."""
     dot = spec.to_dot()
     try:
         svg = _svg(dot)
     except RuntimeError as e:
         st.error(str(e))
         return None
-    return _COMPONENT(svg=svg, key_svg=str(hash(svg)), title=spec.title, height=height, focus=focus,
-                      legend=route_legend(spec), key=key, default=None)
+    return _COMPONENT(single=True, svg=svg, title=spec.title, height=height, focus=focus,
+                      view_key=view_key or spec.title, legend=route_legend(spec), key=key, default=None)
+
+
+# Pixels per point at which the graphs open, at least: labels are FONT (14) and EDGE_FONT (12)
+# points, so presentation mode's minimum puts every label at 14 px or more.
+MIN_SCALE = {"normal": 0.85, "present": 14 / 12}
+
+
+def time_legend() -> list[dict]:
+    from analysis.render.graph import TIME_SCALE
+
+    return [{"label": "share of the step:", "fill": "white", "border": "1px solid white"}] + [
+        {"label": lab, "fill": TIME_SCALE[i], "border": "1px solid #bbb"}
+        for i, lab in ((0, "none"), (2, ""), (3, "half"), (4, ""), (5, "the most"))]
+
+
+def graph_payload(b: Bundle) -> dict:
+    """Everything the explorer's graph component needs for one compile, computed once: both
+    graphs in three layouts (the opening one, all expanded, all collapsed), the op <-> kernel
+    links, every node's details, the source lines with their kernels, the lecture order."""
+    import hashlib
+
+    from analysis.links import link_maps
+    from analysis.render.details import lecture_order, node_details, source_lines
+    from analysis.render.graph import time_color
+    from analysis.fusion_decisions import edge_notes
+
+    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    specs: dict[str, dict[str, GraphSpec]] = {}
+    if pre_mod is not None:
+        notes = edge_notes(b.fusion_decisions)  # why XLA did (not) fuse across each kernel boundary
+        specs["pre"] = {"default": pre_graph(pre_mod, edge_notes=notes),
+                        "expanded": pre_graph(pre_mod, collapse=False, edge_notes=notes),
+                        "collapsed": pre_graph(pre_mod, collapse=True, edge_notes=notes)}
+    if post_mod is not None:
+        fusions = {k.name for k in b.kernels if k.opcode == "fusion" and k.fused_ops}
+        kw = dict(timings=timings, provenance=b.provenance)
+        specs["post"] = {"default": post_graph(post_mod, b.kernels, **kw),
+                         "expanded": post_graph(post_mod, b.kernels, expand=fusions, collapse_all=False, **kw),
+                         "collapsed": post_graph(post_mod, b.kernels, collapse_all=True, **kw)}
+    every = [sp for v in specs.values() for sp in v.values()]
+    try:
+        layout_all(every)
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    graphs = {}
+    for side, variants in specs.items():
+        svgs: list[str] = []
+        index: dict[str, int] = {}
+        by_dot: dict[str, int] = {}
+        for name, sp in variants.items():
+            dot = sp.to_dot()
+            if dot not in by_dot:
+                try:
+                    svgs.append(_svg(dot))
+                except RuntimeError as e:
+                    svgs.append(f"<p>{html.escape(str(e))}</p>")
+                by_dot[dot] = len(svgs) - 1
+            index[name] = by_dot[dot]
+        d = variants["default"]
+        graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
+                        "collapsed": len(d.collapsed)}
+    top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
+    time = {}
+    for name, t in (timings or {}).items():
+        share = t.get("share")
+        if share is not None:
+            k = b.kernel(name)
+            time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
+                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    payload = {"graphs": graphs, "links": link_maps(b.provenance, b.kernels), "details": node_details(b),
+               "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
+               "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
+               "error": error}
+    for g in graphs.values():
+        g["time_legend"] = time_legend()
+    payload["data_key"] = hashlib.sha1(json.dumps([graphs, b.created, b.title], sort_keys=True,
+                                                  default=str).encode()).hexdigest()[:16]
+    return payload
+
+
+def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,
+                    show_source: bool = False) -> dict | None:
+    """The explorer's two graphs, details and source as one component; returns what the user
+    selected there ({"sel": {...}, "n": counter}) or None. In presentation mode the summary
+    cards (``analysis.render.summary``) are drawn large in the details panel while nothing is
+    selected, so the graphs get the screen's height."""
+    cards = [{"label": c.label, "value": c.value, "delta": c.delta or ""} for c in summarize(b).cards()[:5]] \
+        if present else []
+    return _COMPONENT(**payload, selected=sel or {}, present=present, show_source=show_source, cards=cards,
+                      min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
+                      height=600 if present else 560, key=key, default=None)
 
 
 def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:
@@ -262,9 +396,16 @@ def kernel_containing(b: Bundle, inst_name: str) -> str | None:
 # ----------------------------------------------------------------------------- details
 
 
-def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src", context: int | None = None) -> str:
+def line_tags(payload: dict | None) -> dict[int, list]:
+    """Source line -> [[kernel, route colour], ...] from a ``graph_payload``."""
+    return {ln["n"]: ln["kernels"] for ln in (payload or {}).get("source") or [] if ln.get("kernels")}
+
+
+def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src", context: int | None = None,
+              tags: dict[int, list] | None = None) -> str:
     """Source with line numbers and the given lines highlighted; with ``context``, only the
-    highlighted lines and that many around each (wrapped, for a narrow column)."""
+    highlighted lines and that many around each (wrapped, for a narrow column); with ``tags``,
+    each line followed by the kernels it produced, outlined in their route's colour."""
     lines = source.splitlines()
     keep = None
     if context is not None and highlight_lines:
@@ -279,7 +420,9 @@ def code_html(source: str, highlight_lines: set[int], anchor_prefix: str = "src"
             continue
         skipped = False
         cls = " class='hl'" if i in highlight_lines else ""
-        rows.append(f"<div id='{anchor_prefix}-{i}'{cls}><span class='ln'>{i}</span>{html.escape(line) or ' '}</div>")
+        chips = "".join(f"<span class='xe-ktag' style='border-color:{html.escape(str(c))}'>{html.escape(str(k))}</span>"
+                        for k, c in (tags or {}).get(i, [])[:5])
+        rows.append(f"<div id='{anchor_prefix}-{i}'{cls}><span class='ln'>{i}</span>{html.escape(line) or ' '}{chips}</div>")
     wrap = " xe-wrap" if keep is not None else ""
     return f"<div class='xe-code{wrap}'>" + "".join(rows) + "</div>"
 
@@ -348,7 +491,9 @@ def details_panel(b: Bundle, sel: dict) -> None:
         prov = b.provenance
         if prov is not None:
             if side == "post":
-                absorbed = prov.kernel_to_pre.get(name, [])
+                from analysis.links import kernel_ops
+
+                absorbed = kernel_ops(prov, name)  # the one op count (graph, Compare, Pass pipeline)
                 st.markdown(f"**Absorbed {len(absorbed)} op(s) from before optimization**")
                 rows = []
                 for op in absorbed[:60]:
@@ -358,7 +503,9 @@ def details_panel(b: Bundle, sel: dict) -> None:
                                     + (f" _({HOW_WORDS[prov.how[op]]})_" if prov.how.get(op) in HOW_HINTED else ""))
                 st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
             else:
-                ks = prov.pre_to_kernels.get(name, [])
+                from analysis.links import op_kernels
+
+                ks = op_kernels(prov, name)
                 how = prov.how.get(name)
                 st.markdown(f"**Ended in {len(ks)} kernel(s)**" + (f" (matched by {HOW_WORDS.get(how, how)})" if how else ""))
                 st.markdown("\n".join(f"- `{kn}`" for kn in ks) or "_optimized away (folded or eliminated)_")
@@ -418,11 +565,9 @@ def text_views(b: Bundle, sel: dict) -> None:
                                key=f"dl_{stage}", width="stretch")
             lines = text.splitlines()
             if q:
-                try:
-                    pat = re.compile(q, re.I)
-                    hits = [(i, ln) for i, ln in enumerate(lines, 1) if pat.search(ln)]
-                except re.error:
-                    hits = [(i, ln) for i, ln in enumerate(lines, 1) if q.lower() in ln.lower()]
+                # RE2 (linear time, analysis.text_search), never Python's re on what a user typed
+                hit = matcher(q)
+                hits = [(i, ln) for i, ln in enumerate(lines, 1) if hit(ln)]
                 st.caption(f"{len(hits)} matching line(s)")
                 st.code("\n".join(f"{i:5d}  {ln}" for i, ln in hits[:2000]) or "(no match)", language=None)
             elif hl_names and stage == "hlo_before":

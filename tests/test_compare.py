@@ -91,7 +91,7 @@ def test_page_compares_default_and_fusion_disabled():
     at.run()
     assert not at.exception
     sel = next(m.value for m in at.markdown if m.value.startswith("Selected"))
-    for other in compare.related(a.kernels, b.kernels)[fused.name][:3]:
+    for other in compare.related(a, b)[fused.name][:3]:
         assert f"`{other}`" in sel
     # two models
     at.radio(key="cmp_mode").set_value("Two models").run()

@@ -108,7 +108,7 @@ def test_page_steps_through_the_passes():
     i = _fusion_step(log)
     assert at.slider(key="pp_step").value == i
     text = "\n".join(m.value for m in at.markdown)
-    assert "What it did:** fused" in text and "`fusion`" in text
+    assert "What it did:** fused" in text and "<code>fusion</code>" in text
     assert any(c.language == "diff" and "+++ after the pass" in c.value for c in at.code)
     at.button(key="pp_prev").click().run()
     assert not at.exception

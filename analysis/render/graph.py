@@ -31,6 +31,13 @@ DIM_FONT = "#9A9A9A"
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
 MAX_LABELLED_EDGES = 160  # above this many edges, shapes move from edge labels to tooltips
+# Font sizes in points (1 pt = 4/3 px at natural size). A viewer that opens a graph at no less
+# than 14/12 px per point shows every label at 14 px or more (presentation mode does).
+FONT = 14  # nodes and cluster titles
+SMALL_FONT = 13  # fused instructions inside a fusion, plumbing
+EDGE_FONT = 12  # shapes on edges
+REFUSED_MARK = "#c0392b"  # an edge XLA refused to fuse across
+TITLE_WIDTH = 34  # cluster titles wrap at this many characters (the full text is the tooltip)
 
 
 @dataclass
@@ -55,6 +62,7 @@ class Edge:
     label: str = ""
     layout_mark: bool = False
     lhead: str | None = None  # clip the arrow at this cluster's border
+    note: str = ""  # why XLA did (not) fuse across this edge (analysis.fusion_decisions.edge_notes)
 
 
 @dataclass
@@ -65,6 +73,7 @@ class Cluster:
     route: str | None = None
     highlighted: bool = False
     selected: bool = False
+    tooltip: str = ""
 
 
 @dataclass
@@ -74,6 +83,7 @@ class GraphSpec:
     edges: list[Edge] = field(default_factory=list)
     clusters: dict[str, Cluster] = field(default_factory=dict)
     collapsed: list[str] = field(default_factory=list)  # what was folded, for the UI to say
+    color_by: str = "route"  # kernels filled by "route" or by share of the step ("time")
 
     @property
     def max_share(self) -> float:
@@ -90,11 +100,12 @@ class GraphSpec:
         self.__dict__["_top"] = self.max_share
         out = [
             "digraph G {",
-            f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize=11, nodesep=0.25, ranksep=0.35,'
+            f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize={FONT}, nodesep=0.25, ranksep=0.35,'
             ' bgcolor="white", pad=0.2, compound=true];',
-            '  node [fontname="DejaVu Sans", fontsize=10, shape=box, style="rounded,filled", fillcolor="#FFFFFF",'
+            f'  node [fontname="DejaVu Sans", fontsize={FONT}, shape=box, style="rounded,filled", fillcolor="#FFFFFF",'
             ' color="#555555", margin="0.08,0.04", height=0.3];',
-            '  edge [fontname="DejaVu Sans Mono", fontsize=8, color="#777777", arrowsize=0.6, fontcolor="#555555"];',
+            f'  edge [fontname="DejaVu Sans Mono", fontsize={EDGE_FONT}, color="#777777", arrowsize=0.6,'
+            ' fontcolor="#555555"];',
         ]
         children: dict[str | None, list[str]] = {}
         for c in self.clusters.values():
@@ -109,7 +120,8 @@ class GraphSpec:
             pen = "3" if (c.selected or c.highlighted) else "1.5"
             border = HIGHLIGHT if (c.selected or c.highlighted) else color
             out.append(f'{indent}subgraph "cluster_{_esc(cid)}" {{')
-            out.append(f'{indent}  id="{_esc(cid)}"; label="{_esc(c.label)}"; labeljust=l; fontsize=10;'
+            out.append(f'{indent}  id="{_esc(cid)}"; label="{_esc(wrap_title(c.label))}"; labeljust=l;'
+                       f' fontsize={FONT}; tooltip="{_esc(c.tooltip or c.label)}";'
                        f' style="rounded,filled"; fillcolor="{_tint(color)}"; color="{border}"; penwidth={pen};')
             for sub in children.get(cid, []):
                 emit_cluster(sub, indent + "  ")
@@ -135,6 +147,11 @@ class GraphSpec:
                 attrs.append(f'lhead="cluster_{_esc(e.lhead)}"')
             if e.layout_mark:
                 attrs.append(f'color="{LAYOUT_MARK}", style=dashed, penwidth=1.6, fontcolor="{LAYOUT_MARK}"')
+            if e.note:  # crosses a kernel boundary: XLA's reason in the tooltip, a marker at the head
+                attrs.append(f'tooltip="{_esc(e.note)}", edgetooltip="{_esc(e.note)}"')
+                refused = "not fused" in e.note
+                attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontcolor="{REFUSED_MARK if refused else "#888888"}"'
+                             + (f', color="{REFUSED_MARK}", penwidth=1.4' if refused and not e.layout_mark else ""))
             out.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}"' + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
         out.append("}")
         return "\n".join(out)
@@ -149,7 +166,13 @@ class GraphSpec:
             top = self.__dict__.get("_top", None)
             if top is None:
                 top = self.__dict__["_top"] = self.max_share
-            if n.time_share is not None and top:
+            if self.color_by in ("time", "memory"):  # memory: share of the most temporary bytes
+                # by share of the step: a white -> red scale; the route stays as the border
+                a["fillcolor"] = time_color(n.time_share, top)
+                a["color"] = color
+                a["penwidth"] = "2.4"
+                a["fontcolor"] = "white" if (n.time_share or 0) > 0.6 * (top or 1) else "black"
+            elif n.time_share is not None and top:
                 # measured: the kernels that take most of the step are drawn in full colour,
                 # the rest paler in proportion (the label says the share in numbers)
                 weight = (n.time_share / top) ** 0.5
@@ -161,9 +184,10 @@ class GraphSpec:
         elif n.kind == "const":
             a.update(shape="plain", style="", fontcolor="#777777")
         elif n.kind == "plumbing":
-            a.update(shape="box", style="rounded,dashed", fontcolor="#666666", color="#AAAAAA", fontsize="9")
+            a.update(shape="box", style="rounded,dashed", fontcolor="#666666", color="#AAAAAA",
+                     fontsize=str(SMALL_FONT))
         elif n.kind == "fused":
-            a.update(fillcolor="#FFFFFF", fontsize="9", height="0.25")
+            a.update(fillcolor="#FFFFFF", fontsize=str(SMALL_FONT), height="0.25")
         elif n.kind == "scope":
             a.update(shape="folder", fillcolor="#F3F0E6")
         if n.layout_change:
@@ -263,6 +287,39 @@ def render_svgs(dots: list[str], timeout: float = 60.0) -> list[str]:
     return out
 
 
+def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
+    """A cluster title that fits its box: `` · ``-separated parts packed into lines of at most
+    ``width`` characters, a part longer than that shortened in the middle (``…``)."""
+    lines: list[str] = []
+    for raw in text.split("\n"):
+        cur = ""
+        for part in raw.split(" · "):
+            if len(part) > width:
+                part = part[: width // 2 - 1] + "…" + part[-(width - width // 2):]
+            if cur and len(cur) + 3 + len(part) > width:
+                lines.append(cur)
+                cur = part
+            else:
+                cur = f"{cur} · {part}" if cur else part
+        lines.append(cur)
+    return "\n".join(lines)
+
+
+# Share of the step time as a colour (white -> yellow -> red), for colouring kernels by time.
+TIME_SCALE = ("#FFFFFF", "#FFF3B0", "#FDC46A", "#F4833D", "#D7301F", "#8C0D0D")
+
+
+def time_color(share: float | None, top: float | None = 1.0) -> str:
+    """The colour of a kernel that takes ``share`` of the step (relative to ``top``, the largest)."""
+    if share is None or not top:
+        return "#EEEEEE"
+    x = max(0.0, min(1.0, share / top))
+    i = min(int(x * (len(TIME_SCALE) - 1)), len(TIME_SCALE) - 2)
+    f = x * (len(TIME_SCALE) - 1) - i
+    a, b = (tuple(int(c.lstrip("#")[j:j + 2], 16) for j in (0, 2, 4)) for c in TIME_SCALE[i:i + 2])
+    return "#" + "".join(f"{round(p + (q - p) * f):02X}" for p, q in zip(a, b))
+
+
 def _esc(s: str) -> str:
     return str(s).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -321,7 +378,9 @@ def _pretty_op(inst: Instruction) -> str:
 # ----------------------------------------------------------------------------- post graph
 
 
-def kernel_label(k: Kernel, timing: dict | None = None) -> str:
+def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None) -> str:
+    """``name``, what runs it, (measured time and share). ``n_ops``: how many ops of the program
+    the kernel does (``analysis.links.op_count``); without it, the fused instruction count."""
     head = k.name
     if k.route == "library":
         what = k.library or "library"
@@ -330,7 +389,7 @@ def kernel_label(k: Kernel, timing: dict | None = None) -> str:
         tiles = tile_text(k.triton_config)
         body = "Triton" + (f" · {tiles}" if tiles else "") + (f" · {k.fusion_kind}" if k.fusion_kind else "")
     elif k.route == "emitter":
-        n = len(k.fused_opcodes)
+        n = len(k.fused_opcodes) if n_ops is None else n_ops
         body = (f"{k.fusion_kind} fusion · {n} ops" if k.opcode == "fusion" else k.opcode)
     elif k.route == "layout":
         body = "layout · " + (k.opcode if k.opcode != "fusion" else "copy/transpose fusion")
@@ -350,14 +409,30 @@ def kernel_label(k: Kernel, timing: dict | None = None) -> str:
 def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = None,
                highlight: set[str] | None = None, expand: set[str] | None = None,
                collapse: set[str] | None = None, collapse_all: bool | None = None, timings: dict | None = None,
-               computation: str | None = None) -> GraphSpec:
-    """The optimized module's entry (or ``computation``) as kernels; fusions as clusters."""
+               computation: str | None = None, provenance=None, color_by: str = "route",
+               temp_bytes: dict[str, int] | None = None) -> GraphSpec:
+    """The optimized module's entry (or ``computation``) as kernels; fusions as clusters.
+
+    ``provenance``: kernels say how many ops of the program they do (``analysis.links``).
+    ``color_by="time"``: kernels are filled by their share of the step (``time_color``), the
+    route stays as the border. The biggest multi-op fusion (``teaching_fusion``) starts
+    expanded whatever its size, unless ``collapse`` names it."""
     comp = module.by_name[computation] if computation else module.entry
     by_name = {k.name: k for k in kernels}
     highlight = highlight or set()
-    expand = expand or set()
+    expand = set(expand or ())
     collapse = collapse or set()
+    if collapse_all is not True:
+        teach = teaching_fusion(kernels, comp.name)
+        if teach:
+            expand.add(teach)
+    from analysis.links import op_count
+
+    def nops(k: Kernel) -> int | None:
+        return op_count(provenance, k) if provenance is not None else None
+
     g = GraphSpec(f"after optimization: {comp.name}")
+    g.color_by = color_by
     n_fused = sum(len(k.fused_ops) for k in kernels if k.computation == comp.name)
     big = n_fused + len(comp.instructions) > LARGE_GRAPH if collapse_all is None else collapse_all
     producers: dict[str, str] = {}  # instruction name -> node id that produces its value
@@ -396,11 +471,12 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                 inst.name in expand or (not big and len(k.fused_ops) <= MAX_FUSED_EXPANDED)):
             # expanded fusion: a cluster with its fused instructions, the kernel node as its output
             cid = f"f:{inst.name}"
-            g.clusters[cid] = Cluster(cid, kernel_label(k, tid).replace("\n", " · "), route=k.route,
-                                      highlighted=inst.name in highlight, selected=sel)
+            g.clusters[cid] = Cluster(cid, kernel_label(k, tid, nops(k)).replace("\n", " · "), route=k.route,
+                                      highlighted=inst.name in highlight, selected=sel,
+                                      tooltip=kernel_label(k, tid, nops(k)))
             fused_names = _draw_fused(g, module, inst, cid, highlight, selected)
             g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "kernel", k.route,
-                                tooltip=kernel_label(k, tid), cluster=cid,
+                                tooltip=kernel_label(k, tid, nops(k)), cluster=cid,
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
                                 selected=sel, time_share=(tid or {}).get("share"))
             if fused_names:
@@ -411,8 +487,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
         else:
             if k.opcode == "fusion" and k.fused_ops:
                 g.collapsed.append(inst.name)
-            g.nodes[nid] = Node(nid, kernel_label(k, tid), "kernel", k.route,
-                                tooltip=kernel_label(k, tid) + f"\n{inst.shape_text}",
+            g.nodes[nid] = Node(nid, kernel_label(k, tid, nops(k)), "kernel", k.route,
+                                tooltip=kernel_label(k, tid, nops(k)) + f"\n{inst.shape_text}",
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
                                 selected=sel, time_share=(tid or {}).get("share"))
         producers[inst.name] = nid
@@ -422,7 +498,24 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             name = n.id.split(":", 1)[-1]
             if n.kind in ("kernel", "fused") and not n.highlighted and not n.selected and name not in highlight:
                 n.dimmed = True
+    if temp_bytes is not None:  # fill kernels by the temporary bytes they write (analysis.memory)
+        g.color_by, top = "memory", max(temp_bytes.values(), default=0) or 1
+        for n in g.nodes.values():
+            if n.kind == "kernel":
+                n.time_share = temp_bytes.get(n.id.split(":", 1)[-1], 0) / top
+                n.tooltip += f"\nwrites {temp_bytes.get(n.id.split(':', 1)[-1], 0):,} B of temporaries"
     return g
+
+
+def teaching_fusion(kernels: list[Kernel], computation: str | None = None, limit: int = 40) -> str | None:
+    """The fusion a lesson is about: the multi-op fusion with the most fused ops (at most
+    ``limit``, so it stays drawable), first in program order on a tie."""
+    best = None
+    for k in kernels:
+        if k.is_multi_op_fusion and (computation is None or k.computation == computation) \
+                and len(k.fused_ops) <= limit and (best is None or len(k.fused_ops) > len(best.fused_ops)):
+            best = k
+    return best.name if best else None
 
 
 def _draw_fused(g: GraphSpec, module: Module, inst: Instruction, cid: str, highlight, selected) -> list[str]:
@@ -480,8 +573,11 @@ def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, pro
 
 
 def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str] | None = None,
-              collapse: bool | None = None, expand_scopes: set[str] | None = None) -> GraphSpec:
-    """The module before optimization: one node per op, grouped by name scope."""
+              collapse: bool | None = None, expand_scopes: set[str] | None = None,
+              edge_notes: dict[tuple[str, str], str] | None = None) -> GraphSpec:
+    """The module before optimization: one node per op, grouped by name scope. ``edge_notes``
+    ((producer, consumer) op names -> a line) marks the edges that cross a kernel boundary and
+    puts XLA's reason in their tooltip."""
     comp = module.entry
     highlight = highlight or set()
     expand_scopes = expand_scopes or set()
@@ -537,6 +633,9 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
                 p = g.clusters[p].parent
     g.clusters = {k: v for k, v in g.clusters.items() if k in used}
     g.edges = [e for e in g.edges if e.src != e.dst]
+    for e in g.edges if edge_notes else ():
+        if e.src.startswith("op:") and e.dst.startswith("op:"):
+            e.note = edge_notes.get((e.src[3:], e.dst[3:]), "")
     if highlight or selected:
         for n in g.nodes.values():
             if n.kind == "op" and not n.highlighted and not n.selected:

@@ -23,6 +23,7 @@ import re
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
+from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.summary import route_chips_html, summary_html
 
@@ -59,7 +60,8 @@ def graph_specs(bundle: Bundle):
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
     timed = (bundle.timings or {}).get("kernels") or None
     pre = pre_graph(pre_mod) if pre_mod is not None else None
-    post = post_graph(post_mod, bundle.kernels, timings=timed) if post_mod is not None else None
+    post = post_graph(post_mod, bundle.kernels, timings=timed, provenance=bundle.provenance) \
+        if post_mod is not None else None
     return pre, post
 
 
@@ -177,10 +179,11 @@ def _user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
     return sorted(set(mine)), other
 
 
-def _what(k: Kernel) -> str:
+def _what(k: Kernel, prov=None) -> str:
+    from analysis.links import op_count
     from analysis.render.graph import kernel_label
 
-    return kernel_label(k).split("\n", 1)[1]
+    return kernel_label(k, n_ops=op_count(prov, k) if prov is not None else None).split("\n", 1)[1]
 
 
 def _rows(b: Bundle) -> list[dict]:
@@ -211,7 +214,7 @@ def _kernel_table(b: Bundle) -> str:
         color = ROUTE_COLORS.get(r["route"], "#777777")
         route = (f"<span class='chip'><span class='sw' style='background:{color}'></span>"
                  f"{_e(ROUTE_LABELS.get(r['route'], r['route']))}</span>")
-        what = _e(_what(k)) if k is not None else _e(r.get("library") or "")
+        what = _e(_what(k, prov)) if k is not None else _e(r.get("library") or "")
         if r.get("context"):
             what += f"<div class='muted small'>inside {_e(r['context'])}</div>"
         fused = ""
@@ -349,10 +352,9 @@ def _stages_html(b: Bundle) -> str:
 
 def _link_data(b: Bundle) -> dict:
     """What the page's script needs to link the graphs: kernel -> pre ops, pre op -> kernels."""
-    prov = b.provenance
-    fused = {k.name: list(k.fused_ops) for k in b.kernels if k.fused_ops}
-    return {"k2pre": prov.kernel_to_pre if prov else {}, "pre2k": prov.pre_to_kernels if prov else {},
-            "fused": fused}
+    from analysis.links import link_maps
+
+    return link_maps(b.provenance, b.kernels)
 
 
 # ----------------------------------------------------------------------------- the page
@@ -409,10 +411,12 @@ def html_report(bundle: Bundle) -> str:
                  + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.")
                  + "</div></section>")
     parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{_kernel_table(b)}</section>")
+    parts.append(decisions_html_section(b.fusion_decisions))  # analysis.render.decisions: why (not) fused
     if charts:
         parts.append(f"<section id='charts'><h2>Charts</h2>{charts}</section>")
     if fusion:
         parts.append(f"<section id='fusion'><h2>What fusion saved</h2>{fusion}</section>")
+    parts.append(_memory_section(b, plotly_loaded="plotly" in charts.lower()))  # analysis.render.memory
     if source:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:
@@ -423,8 +427,16 @@ def html_report(bundle: Bundle) -> str:
     if embed:
         parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
-    parts.append(f"<script>{JS}</script></body></html>")
+    parts.append(f"<script>{graph_js()}\n{JS}</script></body></html>")
     return "".join(parts)
+
+
+def graph_js() -> str:
+    """The pan/zoom script every graph view shares (``assets/graph.js``; the app's component
+    serves the same file)."""
+    from importlib import resources
+
+    return resources.files("analysis.render").joinpath("assets/graph.js").read_text(encoding="utf-8")
 
 
 def write_report(bundle: Bundle, path: str) -> None:
@@ -527,72 +539,24 @@ JS = r"""
     const svg = view.querySelector("svg");
     const prefix = view.dataset.prefix;
     if (!svg) return;
-    const full = svg.getAttribute("viewBox").split(/[\s,]+/).map(Number);
-    let vb = full.slice();
-    const setVB = (v) => { vb = v; svg.setAttribute("viewBox", v.join(" ")); };
-    function initial() {
-      const W = view.clientWidth, H = view.clientHeight;
-      const fit = Math.min(W / full[2], H / full[3]);
-      const s = Math.max(fit, 0.75 * PX);  // legible: the whole graph if it fits so, else its top at 75 %
-      const w = W / s, h = H / s;
-      if (s <= fit) { setVB([full[0] + (full[2] - w) / 2, full[1] + (full[3] - h) / 2, w, h]); return; }
-      // too big to fit legibly: show its top, centred on where most ops/kernels are (inputs and
-      // edges that loop wide around the graph would pull the plain centre off them)
-      const xs = [];
-      const c = svg.querySelector("g.graph").transform.baseVal.consolidate();
-      svg.querySelectorAll("g.node").forEach((n) => {
-        if (!/^(k|x|op):/.test(n.id.slice(prefix.length + 1))) return;  // ops and kernels, not inputs
-        const bb = n.getBBox(), p = svg.createSVGPoint();
-        p.x = bb.x + bb.width / 2; p.y = bb.y;
-        const q = c ? p.matrixTransform(c.matrix) : p;
-        if (q.y < full[1] + h) xs.push(q.x);
-      });
-      xs.sort((a, b) => a - b);
-      const cx = xs.length ? xs[Math.floor(xs.length / 2)] : full[0] + full[2] / 2;
-      const x0 = Math.min(Math.max(cx - w / 2, full[0]), full[0] + Math.max(full[2] - w, 0));
-      setVB([full[2] > w ? x0 : full[0] + (full[2] - w) / 2, full[1], w, h]);
-    }
-    function fitAll() {
-      const W = view.clientWidth, H = view.clientHeight, s = Math.min(W / full[2], H / full[3]);
-      const w = W / s, h = H / s;
-      setVB([full[0] + (full[2] - w) / 2, full[1] + (full[3] - h) / 2, w, h]);
-    }
-    function toSvg(ev) {
-      const r = svg.getBoundingClientRect();
-      return [vb[0] + (ev.clientX - r.left) / r.width * vb[2], vb[1] + (ev.clientY - r.top) / r.height * vb[3]];
-    }
-    function zoom(f, cx, cy) { setVB([cx - (cx - vb[0]) * f, cy - (cy - vb[1]) * f, vb[2] * f, vb[3] * f]); }
-    view.addEventListener("wheel", (ev) => { ev.preventDefault(); const p = toSvg(ev); zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, p[0], p[1]); }, { passive: false });
-    let drag = null, moved = false;
-    view.addEventListener("pointerdown", (ev) => { drag = [ev.clientX, ev.clientY, vb.slice()]; moved = false; });
-    window.addEventListener("pointermove", (ev) => {
-      if (!drag) return;
-      const r = svg.getBoundingClientRect(), dx = ev.clientX - drag[0], dy = ev.clientY - drag[1];
-      if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
-      setVB([drag[2][0] - dx / r.width * vb[2], drag[2][1] - dy / r.height * vb[3], vb[2], vb[3]]);
-    });
-    window.addEventListener("pointerup", () => { drag = null; });
-    function center(el) {
-      // node coordinates are in g.graph's space; its transform maps them to the viewBox's
-      const bb = el.getBBox(), g = svg.querySelector("g.graph");
-      const c = g.transform.baseVal.consolidate();
-      const p = svg.createSVGPoint(); p.x = bb.x + bb.width / 2; p.y = bb.y + bb.height / 2;
-      const q = c ? p.matrixTransform(c.matrix) : p;
-      setVB([q.x - vb[2] / 2, q.y - vb[3] / 2, vb[2], vb[3]]);
-    }
+    const pane = XEGraph.pane(view, svg);  // pan and zoom: assets/graph.js, shared with the app
+    // legible: the whole graph if it fits so, else its top at 75 %, centred on ops and kernels
+    const skip = (n) => !/^(k|x|op):/.test(n.id.slice(prefix.length + 1));
+    const initial = () => pane.open({ min: 0.75 * PX, skip: skip });
+    const fitAll = pane.fitAll, center = pane.center;
+    const zoomBy = (f) => pane.zoom(f);
     view.addEventListener("click", (ev) => {
-      if (moved) return;
+      if (pane.moved()) return;
       const g = ev.target.closest("g.node, g.cluster");
       if (!g) return;
       const id = g.id.slice(prefix.length + 1);
       select(prefix, id);
     });
-    const pane = view.closest(".pane");
-    pane.querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
+    view.closest(".pane").querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
       const act = b.dataset.act;
       if (act === "fit") fitAll();
-      else if (act === "in") zoom(1 / 1.3, vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
-      else if (act === "out") zoom(1.3, vb[0] + vb[2] / 2, vb[1] + vb[3] / 2);
+      else if (act === "in") zoomBy(1 / 1.3);
+      else if (act === "out") zoomBy(1.3);
       else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(svg));
       else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
     }));
@@ -639,3 +603,9 @@ JS = r"""
   });
 })();
 """
+
+
+def _memory_section(b: Bundle, plotly_loaded: bool) -> str:
+    from analysis.render.memory import memory_section_html
+
+    return memory_section_html(b, plotly_loaded)

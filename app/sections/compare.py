@@ -225,8 +225,8 @@ if A.timings is None or B.timings is None:
 # ----------------------------------------------------------------------------- kernels matched
 
 matches = compare.pair_kernels(A.kernels, B.kernels)
-rel_ab = compare.related(A.kernels, B.kernels)
-rel_ba = compare.related(B.kernels, A.kernels)
+rel_ab = compare.related(A, B)  # by instruction, through provenance (analysis.links)
+rel_ba = compare.related(B, A)
 n_name = sum(1 for m in matches if m.how == "name")
 n_ops = sum(1 for m in matches if m.how == "ops")
 only_a = sum(1 for m in matches if m.how == "only a")

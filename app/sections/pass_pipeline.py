@@ -29,6 +29,7 @@ from analysis.hlo import parse_module  # noqa: E402
 from analysis.kernels import kernels as find_kernels  # noqa: E402
 from app import views  # noqa: E402
 from app import runner  # noqa: E402
+from app import safe  # noqa: E402
 from app.page_helpers import (  # noqa: E402
     backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning,
 )
@@ -147,8 +148,8 @@ if not log:
 # ----------------------------------------------------------------------------- header and chart
 
 env = b.environment
-st.markdown(f"### Pass pipeline: {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{device_label(env)} · {len(log)} snapshots</span>",
+st.markdown(f"### Pass pipeline: {safe.text(b.title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+            f"{safe.text(device_label(env))} · {len(log)} snapshots</span>",
             unsafe_allow_html=True)
 
 ks = [r.get("kernels") for r in log]
@@ -235,8 +236,8 @@ with st.expander(f"All {n} snapshots", expanded=False):
 # ----------------------------------------------------------------------------- the selected pass
 
 dk = (ks[i] - ks[i - 1]) if prev is not None and ks[i] is not None and ks[i - 1] is not None else None
-title = f"#### #{i} · `{e.get('pass')}` <span style='color:#666;font-size:0.85rem'>pipeline {e.get('pipeline')} · " \
-        f"snapshot {e.get('index')}</span>"
+title = f"#### #{i} · <code>{safe.text(e.get('pass'))}</code> <span style='color:#666;font-size:0.85rem'>pipeline " \
+        f"{safe.text(e.get('pipeline'))} · snapshot {safe.text(e.get('index'))}</span>"
 st.markdown(title, unsafe_allow_html=True)
 facts = [f"{e.get('instructions') or '–'} instructions", f"{e.get('kernels') if e.get('kernels') is not None else '–'} kernels"
          + (f" ({dk:+d})" if dk else "")]

@@ -25,7 +25,7 @@ from analysis.errors import ExplorerError  # noqa: E402
 from analysis.render.format import human_seconds  # noqa: E402
 from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
-from app import views  # noqa: E402
+from app import safe, views  # noqa: E402
 from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
 from sample_models import gallery  # noqa: E402
 
@@ -87,9 +87,10 @@ if not sw:
     st.stop()
 
 plain, bucketed, s = sw["plain"], sw["bucketed"], sw["summary"]
-st.markdown(f"### Shape specialization: {b.title} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-            f"{device_label(b.environment)} · {len(plain)} lengths · "
-            f"buckets {', '.join(map(str, sw['buckets']))}</span>", unsafe_allow_html=True)
+# the title and device come from a worker's bundle: escaped (app.safe), never HTML
+st.markdown(f"### Shape specialization: {safe.text(b.title)} <span style='font-size:0.8rem;color:#666;"
+            f"font-weight:normal'>{safe.text(device_label(b.environment))} · {len(plain)} lengths · "
+            f"buckets {safe.text(', '.join(map(str, sw['buckets'])))}</span>", unsafe_allow_html=True)
 st.markdown("XLA compiles for **exact shapes**: each new input length is traced, lowered and compiled again. "
             "Padding the inputs up to a few **bucket** sizes bounds the number of compiles — at the price of "
             "computing on the padding (and a model must mask it: zeros change a `mean`).")

@@ -1,0 +1,160 @@
+"""What a viewer shows about each node of the two graphs, computed once per compile.
+
+``node_details(bundle)`` gives every node id of the pre- and post-optimization graphs
+(``op:NAME``, ``k:NAME``, ``p:NAME``) a plain dict: a title, the instruction's text, its shape
+and layout, facts about the kernel, the ops it does (or the kernels an op ended in) and the
+source lines. ``source_lines(bundle)`` tags each line of the model's source with the kernels
+its ops ended in. A browser can then show the details of a click without asking a server.
+All links come from ``analysis.links`` (the one definition of op <-> kernel links). The values
+are data, never HTML: whoever draws them escapes them.
+"""
+
+from __future__ import annotations
+
+from analysis.bundle import Bundle
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
+from analysis.links import kernel_ops, op_kernels
+from analysis.provenance import _walk_compute
+from analysis.render.format import human_bytes, human_flops, human_seconds
+
+TEXT_LIMIT = 900  # characters of an instruction's text kept for the panel
+FUSED_LIMIT = 60  # fused instructions listed
+
+# How provenance matched an op, in words; the weaker matches are flagged in lists.
+HOW_WORDS = {"metadata": "its metadata", "op_name": "its op name",
+             "shape": "opcode and shape (the kernel has no metadata)",
+             "user": "the op that uses it", "operand": "the op it reads",
+             "scope": "name scope: computed inside this library call, e.g. a cuBLAS epilogue"}
+HOW_HINTED = {"shape", "user", "operand", "scope"}
+
+
+def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shape(inst) -> str:
+    try:
+        return f"{inst.shape_text} — {inst.shape.describe_layout()}"
+    except Exception:  # noqa: BLE001 - an odd shape is shown as written
+        return inst.shape_text
+
+
+def op_lines(b: Bundle) -> dict[str, list[int]]:
+    """Pre-optimization op -> the lines of the user's own source it came from."""
+    pre = b.module("hlo_before")
+    if pre is None:
+        return {}
+    user_file = b.source.get("file")
+    out: dict[str, list[int]] = {}
+    for inst, key in _walk_compute(pre):
+        if key and key[2] and (not user_file or not key[1] or key[1] == user_file):
+            lst = out.setdefault(inst.name, [])
+            if key[2] not in lst:
+                lst.append(key[2])
+    return out
+
+
+def source_lines(b: Bundle) -> list[dict]:
+    """Each line of the source: ``{"n", "text", "ops": [...], "kernels": [[name, route colour]]}``."""
+    code = b.source.get("code")
+    if not code:
+        return []
+    by_line: dict[int, list[str]] = {}
+    for op, lines in op_lines(b).items():
+        for ln in lines:
+            by_line.setdefault(ln, []).append(op)
+    prov = b.provenance
+    kinds = {k.name: k for k in b.kernels}
+    out = []
+    for n, text in enumerate(code.splitlines(), 1):
+        ops = by_line.get(n, [])
+        ks = list(dict.fromkeys(kn for op in ops for kn in op_kernels(prov, op)))
+        out.append({"n": n, "text": text, "ops": ops,
+                    "kernels": [[kn, ROUTE_COLORS.get(kinds[kn].route, "#777777") if kn in kinds else "#777777"]
+                                for kn in ks]})
+    return out
+
+
+def kernel_facts(b: Bundle, k) -> list[str]:
+    facts = [f"moves ~{human_bytes(k.bytes)}", f"{human_flops(k.flops)} (from shapes)"]
+    if k.triton_config:
+        facts.append("Triton " + tile_text(k.triton_config, full=True))
+    if k.context:
+        facts.append(f"runs inside {k.context}")
+    t = ((b.timings or {}).get("kernels") or {}).get(k.name)
+    if t and t.get("median_s") is not None:
+        facts.append(f"measured {human_seconds(t['median_s'])} ({t.get('share', 0):.1%} of the step)")
+    return facts
+
+
+def node_details(b: Bundle) -> dict[str, dict]:
+    """Node id -> details (see the module docstring)."""
+    prov = b.provenance
+    lines_of = op_lines(b)
+    out: dict[str, dict] = {}
+    pre, post = b.module("hlo_before"), b.module("hlo_after")
+    pre_insts = {}
+    if pre is not None:
+        for c in pre.computations:
+            for inst in c.instructions:
+                pre_insts.setdefault(inst.name, inst)
+    if pre is not None:
+        for inst, _ in _walk_compute(pre):
+            if f"op:{inst.name}" in out:
+                continue
+            ks = op_kernels(prov, inst.name)
+            how = prov.how.get(inst.name) if prov else None
+            out[f"op:{inst.name}"] = {
+                "side": "pre", "name": inst.name, "title": f"{inst.name} — {inst.opcode}",
+                "text": _cut(inst.text), "shape": _shape(inst), "op_name": inst.metadata.op_name or "",
+                "kernels": ks, "how": HOW_WORDS.get(how, how or ""),
+                "lines": lines_of.get(inst.name, []),
+            }
+        for inst in pre.entry.instructions:
+            if inst.opcode == "parameter":
+                out[f"p:{inst.name}"] = {"side": "pre", "name": inst.name,
+                                         "title": f"{inst.metadata.op_name or inst.name} — parameter",
+                                         "text": _cut(inst.text), "shape": _shape(inst), "lines": []}
+    if post is not None:
+        user_file = b.source.get("file")
+        for k in b.kernels:
+            comp = post.by_name.get(k.computation)
+            inst = comp.by_name.get(k.name) if comp is not None else None
+            if inst is None:
+                continue
+            ops = kernel_ops(prov, k)
+            rows = []
+            for op in ops[:FUSED_LIMIT]:
+                pi = pre_insts.get(op)
+                hint = HOW_WORDS[prov.how[op]] if prov and prov.how.get(op) in HOW_HINTED else ""
+                rows.append([op, pi.opcode if pi is not None else "", (pi.metadata.op_name if pi is not None else ""),
+                             hint])
+            fused_text = ""
+            if k.opcode == "fusion" and inst.called_computations:
+                fc = post.by_name.get(inst.called_computations[0])
+                if fc is not None:
+                    fused_text = _cut("\n".join(i.text for i in fc.instructions), 4000)
+            lines = sorted({ln for f, ln in k.source_lines if b.source.get("code") and (not user_file or f == user_file)})
+            out[f"k:{k.name}"] = {
+                "side": "post", "name": k.name,
+                "title": f"{k.name} — {inst.opcode} · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else ""),
+                "route": k.route, "color": ROUTE_COLORS.get(k.route, "#777777"),
+                "text": _cut(inst.text), "shape": _shape(inst), "facts": kernel_facts(b, k),
+                "ops": rows, "n_ops": len(ops), "fused_text": fused_text,
+                "n_fused": len([o for o in k.fused_opcodes if o != "parameter"]), "lines": lines,
+            }
+        for inst in post.entry.instructions:
+            if inst.opcode == "parameter":
+                out[f"p:{inst.name}"] = out.get(f"p:{inst.name}") or {
+                    "side": "post", "name": inst.name, "title": f"{inst.name} — parameter",
+                    "text": _cut(inst.text), "shape": _shape(inst), "lines": []}
+    return out
+
+
+def lecture_order(b: Bundle) -> list[str]:
+    """The kernels to step through in a lecture: the biggest first (measured time, else bytes)."""
+    t = ((b.timings or {}).get("kernels") or {})
+    from analysis.kernels import launching
+
+    ks = [k for k in launching(b.kernels) if k.route != "control"]
+    return [k.name for k in sorted(ks, key=lambda k: (-((t.get(k.name) or {}).get("median_s") or 0), -k.bytes))]
