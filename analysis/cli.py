@@ -7,7 +7,7 @@
     xla-explorer passes MODEL
 
 A ``.py`` model file is someone's code: every command runs it in the sandboxed worker, never in
-this process.
+this process -- unless ``--trusted`` says it is one's own (then it runs here, and a note says so).
 
 MODEL is a gallery name (``mlp``), a ``.py`` model file, an HLO text file, a Bundle JSON or a
 zipped XLA dump folder (``--xla_dump_to`` output; its most interesting module, or ``--module``).
@@ -74,9 +74,20 @@ def _model_job(path: str, **kw):
                name=os.path.basename(path)[:-3], **kw)
 
 
-def run_untrusted(job, progress=None):
+TRUSTED_NOTE = ("xla-explorer: note: --trusted: running {file} in this process, NOT sandboxed, with your "
+                "user's rights (only for your own code)")
+
+
+def run_untrusted(job, progress=None, trusted: bool = False):
     """A model file is someone's code: it runs in the sandboxed worker, never in this process
-    (a warning says so when the sandbox is not available here)."""
+    (a warning says so when the sandbox is not available here). ``trusted`` (``--trusted``):
+    the user vouches for the file, which then runs here, through ``analysis.compile``, with a
+    note on stderr saying so."""
+    if trusted:
+        from analysis.service.worker_main import execute
+
+        print(TRUSTED_NOTE.format(file=job.filename), file=sys.stderr)
+        return execute(job, progress)
     from analysis.service.sandbox import sandbox_status
     from analysis.service.worker import run_job
 
@@ -88,7 +99,7 @@ def run_untrusted(job, progress=None):
 
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
-             compare: bool = False, iterations: int | None = None):
+             compare: bool = False, iterations: int | None = None, trusted: bool = False):
     """A Bundle from whatever MODEL names: a bundle, an HLO text or a dump is read; a model file
     is compiled (and measured) in the sandboxed worker; a gallery model here."""
     from analysis.bundle import Bundle, bundle_from_hlo
@@ -107,7 +118,7 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     if model.endswith(".py") or os.sep in model:
         return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
                                         gpu_target=gpu_target, measure=measure, compare_fusion=compare,
-                                        iterations=iterations), progress)
+                                        iterations=iterations), progress, trusted)
     from analysis.compile.fusion_off import compare_fusion
     from analysis.compile.measure import measure as run_measure
     from analysis.compile.stages import analyze_model
@@ -150,7 +161,8 @@ def _cmd_analyze(args) -> int:
     bundle = load_any(args.model, args.backend, options,
                       progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
                       module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
-                      gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters)
+                      gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
+                      trusted=args.trusted)
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -177,7 +189,8 @@ def _cmd_report(args) -> int:
         from analysis.options import parse_options
 
         options = parse_options(args.option)
-    bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target)
+    bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target,
+                      trusted=args.trusted)
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:
@@ -220,7 +233,7 @@ def _cmd_passes(args) -> int:
             raise ExplorerError("load", "no such file", model)
         if model.endswith(".py"):
             b = run_untrusted(_model_job(model, backend=args.backend, compiler_options=options or {},
-                                         dump_passes=True, gpu_target=args.gpu_target))
+                                         dump_passes=True, gpu_target=args.gpu_target), trusted=args.trusted)
         else:
             from analysis.service.job import Job
             from analysis.service.worker_main import execute
@@ -243,6 +256,57 @@ def _cmd_passes(args) -> int:
     return 0
 
 
+def _cmd_memory(args) -> int:
+    from analysis.render.memory import memory_text
+
+    options = None
+    if args.option:
+        from analysis.options import parse_options
+
+        options = parse_options(args.option)
+    compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
+    bundle = load_any(args.model, args.backend, options, module=args.module,
+                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      compare=compiles and not args.no_compare, trusted=args.trusted)
+    print(memory_text(bundle, top=max(1, args.top)))
+    return 0
+
+
+def _cmd_why(args) -> int:
+    from analysis.render.decisions import why_text
+
+    options = None
+    if args.option:
+        from analysis.options import parse_options
+
+        options = parse_options(args.option)
+    bundle = load_any(args.model, args.backend, options, module=args.module,
+                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      trusted=args.trusted)  # a .py model file runs in the sandboxed worker (run_untrusted)
+    print(why_text(bundle.fusion_decisions, args.op))
+    return 0
+
+
+def _cmd_layers(args) -> int:
+    """The model's layers (name scopes) with the ops and kernels of each, bytes and time."""
+    from analysis.layers import layers_of_bundle
+    from analysis.render.layers import layer_lines
+
+    options = None
+    if args.option:
+        from analysis.options import parse_options
+
+        options = parse_options(args.option)
+    bundle = load_any(args.model, args.backend, options, module=args.module,
+                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      measure=args.measure, trusted=args.trusted)
+    root = layers_of_bundle(bundle)
+    if root is None:
+        raise ExplorerError("load", "this input has no pre-optimization HLO: its ops have no layers", args.model)
+    print("\n".join(layer_lines(root, max_depth=args.depth)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -260,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
                            help="compile for this GPU without one (compile only, no autotuning; "
                                 "needs the cuda extra)")
+    compiling.add_argument("--trusted", action="store_true",
+                           help="run a .py model file in this process instead of the sandboxed worker "
+                                "(only for your own code: it runs with your rights; a note says so)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
     a = sub.add_parser("analyze", parents=[common, compiling],
@@ -285,6 +352,25 @@ def build_parser() -> argparse.ArgumentParser:
                         help="list the XLA passes that changed the module, with instruction and kernel counts")
     ps.add_argument("model", help="gallery name, .py model file, bundle .json with a pass log or XLA dump .zip")
     ps.set_defaults(fn=_cmd_passes)
+    mm = sub.add_parser("memory", parents=[common, compiling],
+                        help="what the compiled program allocates: the peak, the buffers live at it, "
+                             "and the same with fusion off")
+    mm.add_argument("model", help="gallery name, .py model file, bundle .json or XLA dump .zip")
+    mm.add_argument("--top", type=int, default=10, help="buffers to list (default 10)")
+    mm.add_argument("--no-compare", action="store_true", help="skip the fusion-disabled compile")
+    mm.set_defaults(fn=_cmd_memory)
+    wh = sub.add_parser("why", parents=[common, compiling],
+                        help="why XLA fused ops, or did not: its fusion passes' decisions, in XLA's words")
+    wh.add_argument("model", help="gallery name, .py model file, bundle .json or XLA dump .zip")
+    wh.add_argument("--op", help="only the decisions touching this op (pre-optimization op, kernel or log name)")
+    wh.set_defaults(fn=_cmd_why)
+    ly = sub.add_parser("layers", parents=[common, compiling],
+                        help="the model's layers (Flax/Equinox/Keras modules or name scopes): ops, kernels, "
+                             "bytes and, with --measure, time per layer")
+    ly.add_argument("model", help="gallery name, .py model file, bundle .json or HLO text")
+    ly.add_argument("--depth", type=int, default=6, help="levels to print (default 6)")
+    ly.add_argument("--measure", action="store_true", help="run it and show the measured time per layer")
+    ly.set_defaults(fn=_cmd_layers)
     return p
 
 

@@ -52,7 +52,7 @@ import base64
 import re
 import statistics
 from collections import Counter
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, TypedDict
 
 from analysis.kernels import Kernel, launching
 
@@ -85,6 +85,65 @@ def peak_flops_key(k: Kernel, peaks: dict | None) -> str | None:
         if p in avail:
             return p
     return next(iter(avail), None)
+
+
+class KernelTiming(TypedDict):
+    """One row of ``timings["kernels"]``: one instruction of the optimized module, per step."""
+
+    name: str
+    route: str  # the legend's route, "unknown" for an instruction that is no kernel
+    library: str | None
+    context: str
+    inclusive: bool  # control flow: its time includes the kernels it runs
+    calls: float  # executions per step (loop trip counts included), median over steps
+    launches: float  # device kernels launched per step (one call may launch several on GPU)
+    median_s: float  # time per step spent in it: median, min, mean, spread and total over steps
+    min_s: float
+    mean_s: float
+    std_s: float
+    total_s: float
+    per_call_s: float | None
+    share: float  # of the device-busy time
+    bytes: float | None  # moved per step (the kernel's bytes x calls)
+    flops: float | None
+    gbps: float | None
+    flops_per_s: float | None
+    arithmetic_intensity: float | None
+    pct_of_peak: float | None
+    peak_key: str | None  # which FLOP/s peak bounds it (fp32, tf32, bf16, matmul, ...)
+    kernel_details: dict | None  # GPU: per device kernel, registers, grid, block, occupancy
+
+
+class Timings(TypedDict, total=False):
+    """``bundle.timings``: a measured compile (docs/bundle.md, "timings")."""
+
+    platform: str
+    iterations: int
+    warmup_s: float
+    step_median_s: float
+    step_min_s: float
+    step_mean_s: float
+    step_std_s: float
+    traced_step_median_s: float
+    hlo_module: str | None
+    program_id: int | None
+    steps_seen: int
+    device_busy_s: float
+    device_busy_min_s: float
+    attributed_busy_s: float
+    attributed_fraction: float
+    busy_fraction: float
+    kernels: dict[str, KernelTiming]
+    unattributed: dict[str, float]
+    not_run: list[str]
+    timeline: dict
+    coverage_note: str | None
+    peaks: dict | None
+    events_seen: int
+    trace_json_gz_b64: str | None
+    trace_json_gz_bytes: int
+    measured_compile: dict
+    command_buffer_note: str
 
 
 class TraceEvent(NamedTuple):
@@ -180,7 +239,8 @@ def _num(x: str):
             return x
 
 
-def _union_ns(intervals: Iterable[tuple[float, float]]) -> float:
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """The length covered by the union of ``(start, end)`` intervals (overlaps counted once)."""
     total, cur_s, cur_e = 0.0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
@@ -281,20 +341,20 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             # On GPU one execution of an instruction may launch several distinct kernels.
             distinct = max(1, len(names_in_step.get(inst, ()))) if platform == "gpu" else 1
             per_kernel_calls.setdefault(inst, [0.0] * si).append(counts.get(inst, 0) / distinct)
-        busy.append(_union_ns((e.start_ns, e.start_ns + e.duration_ns) for e in step) * 1e-9)
-        attributed.append(_union_ns((e.start_ns, e.start_ns + e.duration_ns) for e in step
+        busy.append(union_length((e.start_ns, e.start_ns + e.duration_ns) for e in step) * 1e-9)
+        attributed.append(union_length((e.start_ns, e.start_ns + e.duration_ns) for e in step
                                     if e.instruction in by_name and e.instruction not in control) * 1e-9)
 
     busy_total = sum(busy)
     busy_med = statistics.median(busy) if busy else 0.0
-    rows: dict[str, dict] = {}
+    rows: dict[str, KernelTiming] = {}
     for inst, per_step in per_kernel_steps.items():
         k = by_name.get(inst)
         st = _stats(per_step)
         calls = statistics.median(per_kernel_calls[inst])
         launches = statistics.median(per_kernel_launches[inst])
         total_calls = sum(per_kernel_calls[inst])
-        row = {
+        row: KernelTiming = {
             "name": inst,
             "route": k.route if k else "unknown",
             "library": k.library if k else None,

@@ -130,7 +130,7 @@ def _mlp(b: Bundle) -> Lesson:
         where += (", the second layer's matmul kernel: it applies them as it loads its input, so the first "
                   "layer's activations are never written to memory")
     text = (_basics(b) + f" The first layer's bias add and ReLU: {where}." + _split_k_note(b, k_dot) + " "
-            + _libraries(b))
+            + _libraries(b) + _why_not(b, ("dot",)))
     return Lesson("mlp", text, [
         Check("dense1's bias add and ReLU run in the same kernel" + (f" ({_names(shared)})" if shared else ""), bool(shared)),
         Check(f"fewer kernels than ops ({b.metrics.get('kernels_after')} < {b.metrics.get('compute_ops_before')})",
@@ -175,7 +175,90 @@ def _attention(b: Bundle) -> Lesson:
     checks = [Check(f"both versions compile to kernels (naive {len(naive)}, API {len(api)})", bool(naive) and bool(api))]
     if b.platform == "gpu":
         checks.append(Check("dot_product_attention became a cuDNN fused-attention call", bool(fmha)))
-    return Lesson("attention", text, checks)
+    mem_text, mem_checks = _attention_memory(b, naive, api)
+    return Lesson("attention", text + mem_text, checks + mem_checks)
+
+
+def _dims(shape: str) -> list[int]:
+    inside = shape.partition("[")[2].partition("]")[0]
+    return [int(d.lstrip("<=")) for d in inside.split(",") if d.strip().lstrip("<=").isdigit()]
+
+
+def _attention_memory(b: Bundle, naive: set[str], api: set[str]) -> tuple[str, list[Check]]:
+    """The score matrix S = QK^T ([heads, seq, seq]) in the buffer assignment: the naive
+    version's biggest temporary; in the API's version absent (fused attention) or smaller; and
+    the S-sized arrays only the fusion-off compile writes."""
+    from analysis.memory import biggest_temporaries
+
+    mem = b.memory
+    inputs = b.source.get("inputs") or []
+    if not mem or mem.get("error") or not mem.get("values") or not inputs or len(inputs[0].get("shape", [])) != 4:
+        return "", []
+    batch, seq, heads, _ = inputs[0]["shape"]
+
+    def is_s(shape: str) -> bool:
+        d = _dims(shape)
+        n = 1
+        for x in d:
+            n *= x
+        return d[-2:] == [seq, seq] and n == batch * heads * seq * seq
+
+    naive_t = biggest_temporaries(mem, 10 ** 6, where=lambda v: v["kernel"] in naive)
+    api_t = biggest_temporaries(mem, 10 ** 6, where=lambda v: v["kernel"] in api and v["kernel"] not in naive)
+    if not naive_t:
+        return "", []
+    # of the biggest, the matmul's own output (a broadcast constant can be as big)
+    ties = [v for v in naive_t if v["size"] == naive_t[0]["size"]]
+    top = next((v for v in ties if b.kernel(v["kernel"]) and _contains(b.kernel(v["kernel"]), "dot")), ties[0])
+    s_naive = [v for v in naive_t if is_s(v["shape"])]
+    s_api = [v for v in api_t if is_s(v["shape"])]
+    shape = top["shape"].split("{")[0]
+    text = (f" In memory (XLA's buffer assignment), the naive version's biggest temporary is `{top['name']}`, "
+            f"{shape}, {human_bytes(top['size'])}"
+            + (f": the [heads, seq, seq] score matrix S; its kernels write {len(s_naive)} S-sized arrays "
+               f"({human_bytes(sum(v['size'] for v in s_naive))})." if is_s(top["shape"]) else "."))
+    biggest_api = max((v["size"] for v in s_api), default=0)
+    if not s_api:
+        text += " In `dot_product_attention`'s version no S-sized array is written at all."
+    else:
+        v = s_api[0]
+        text += (f" In `dot_product_attention`'s version S is {'smaller' if biggest_api < top['size'] else 'as big'}: "
+                 f"`{v['name']}`, {v['shape'].split('{')[0]}, {human_bytes(v['size'])}"
+                 + (" (the XLA formulation runs here, and this XLA computes its bf16 matmuls in f32)."
+                    if biggest_api >= top["size"] and v["shape"].startswith("f32") else "."))
+    checks = [Check(f"the naive version's biggest temporary is the score matrix S ({shape}, "
+                    f"{human_bytes(top['size'])})", is_s(top["shape"]))]
+    if b.platform == "gpu":
+        checks.append(Check("S is absent or smaller in dot_product_attention's version", biggest_api < top["size"]))
+    cmp = (b.fusion_comparison or {}).get("memory")
+    if cmp:
+        only = [v for v in cmp.get("only_unfused") or [] if is_s(v["shape"]) and "/naive/" in (v.get("op_name") or "")]
+        ops = sorted({(v.get("op_name") or "").rsplit("/", 1)[-1] for v in only})
+        text += (f" With fusion off the naive version writes {len(only)} more S-sized arrays "
+                 f"({human_bytes(sum(v['size'] for v in only))}: {', '.join(ops)}) that are never written with "
+                 f"fusion on; peak memory {human_bytes(cmp['unfused'].get('peak_bytes'))} with fusion off, "
+                 f"{human_bytes(cmp['default'].get('peak_bytes'))} on.")
+        checks.append(Check(f"fusion keeps {len(only)} S-sized intermediates of the naive version out of memory",
+                            bool(only)))
+    return text, checks
+
+
+def _why_not(b: Bundle, opcodes: tuple[str, ...]) -> str:
+    """XLA's own reason, from this compile's fusion decisions, for keeping an op of one of
+    ``opcodes`` out of a consumer's kernel: one sentence, or nothing when XLA logged none."""
+    fd = b.fusion_decisions or {}
+    pre = b.module("hlo_before")
+    opcode = {i.name: i.opcode for i in pre.instructions()} if pre is not None else {}
+    # the fusion passes' own refusals first, then the library rewriter's
+    records = sorted(fd.get("records", []), key=lambda r: r.get("pass_name") == "dot-library-rewriter")
+    for r in records:
+        ops = {opcode.get(n) for n in (*r.get("producer_pre", []), *r.get("consumer_pre", []))}
+        if r.get("decision") == "not fused" and r.get("reason") and r.get("matched") and ops & set(opcodes):
+            gloss = f" ({r['gloss']})" if r.get("gloss") else ""
+            return (f" Why an edge stays a kernel boundary, in XLA's words ({r.get('pass_name')}): "
+                    f"`{r.get('producer')}` was not fused into `{r.get('consumer')}` because "
+                    f"“{r['reason']}”{gloss}.")
+    return ""
 
 
 def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
@@ -185,7 +268,7 @@ def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
     lone = [k for k in _kernels(b) if k.opcode == "fusion" and len(k.fused_opcodes) == 1
             and k.fused_opcodes[0] in ("exponential", "subtract", "divide", "multiply", "add")]
     text = (_basics(b) + f" The {len(reduces)} reductions ({what}) are in {len(k_red)} kernel(s): {_names(k_red)}; "
-            f"the {ew_before} other ops were fused around them.")
+            f"the {ew_before} other ops were fused around them." + _why_not(b, ("rsqrt", "reduce", "exponential")))
     return Lesson(name, text, [
         Check(f"far fewer kernels than ops ({b.metrics.get('kernels_after')} vs {b.metrics.get('compute_ops_before')})",
               b.metrics.get("kernels_after", 0) * 2 <= b.metrics.get("compute_ops_before", 0)),
@@ -287,6 +370,93 @@ def _train_step(b: Bundle) -> Lesson:
     ])
 
 
+def _layer_counts(b: Bundle, *path: str) -> tuple[int, int]:
+    """(ops directly in the layer, kernels they ended in), from the layer tree."""
+    from analysis.layers import layers_of_bundle
+
+    root = layers_of_bundle(b)
+    layer = root.find(tuple(path)) if root is not None else None
+    if layer is None:
+        return 0, 0
+    return len(layer.ops), len(_kernels_of(b, layer.ops))
+
+
+def _program_parameters(b: Bundle) -> int:
+    pre = b.module("hlo_before")
+    return sum(1 for i in pre.entry.instructions if i.opcode == "parameter") if pre is not None else 0
+
+
+def _params_check(b: Bundle, n_inputs: int) -> Check:
+    n = b.source.get("parameters", 0)
+    return Check(f"the {n} parameter arrays are inputs of the program, not constants "
+                 f"({_program_parameters(b)} parameters = {n} weights + {n_inputs} input)",
+                 n > 0 and _program_parameters(b) == n + n_inputs)
+
+
+def _decoder_nnx(b: Bundle) -> Lesson:
+    norm_ops, norm_k = _layer_counts(b, "attn_norm")
+    attn_ops, attn_k = _layer_counts(b, "attn")
+    glu_ops, glu_k = _layer_counts(b, "mlp")
+    text = (_basics(b) + f" The module's {b.source.get('parameters', 0)} parameter arrays (split out with "
+            f"`nnx.split`) are the program's inputs. RMSNorm's {norm_ops} ops ran in {norm_k} kernel(s); the "
+            f"attention's scaling, causal mask, softmax and head reshapes ({attn_ops} ops outside the four "
+            f"projections) in {attn_k}; SwiGLU's `silu(gate) * up` ({glu_ops} ops) in {glu_k}. " + _libraries(b))
+    return Lesson("decoder_nnx", text, [
+        _params_check(b, 1),
+        Check(f"RMSNorm is fused: {norm_ops} ops in {norm_k} kernel(s)", 0 < norm_k < norm_ops),
+        Check(f"the mask and softmax are fused: {attn_ops} ops in {attn_k} kernel(s)", 0 < attn_k < attn_ops),
+        Check(f"SwiGLU's elementwise ops share one kernel ({glu_ops} ops in {glu_k})", glu_k == 1 < glu_ops),
+    ])
+
+
+def _cnn_linen(b: Bundle) -> Lesson:
+    convs = _pre_ops(b, "convolution")
+    k_conv = _kernels_of(b, convs)
+    pools = [k for k in b.kernels if _contains(k, "reduce-window")]
+    m = b.metrics
+    text = (_basics(b) + f" The {len(convs)} convolutions ended in {_names(k_conv)}; the pooling runs as "
+            f"reduce-window in {_names(k.name for k in pools) or 'no kernel'}. " + _libraries(b))
+    return Lesson("cnn_linen", text, [
+        Check(f"the whole network runs in few kernels ({m.get('kernels_after')} for {m.get('compute_ops_before')} ops, "
+              "under a third)", 0 < m.get("kernels_after", 0) * 3 <= m.get("compute_ops_before", 0)),
+        Check(f"every convolution ended in a kernel ({len(k_conv)} kernel(s) hold the {len(convs)})",
+              len(convs) == 2 and bool(k_conv)),
+        Check(f"the pooling is a reduce-window inside a kernel ({len(pools)} kernel(s))", bool(pools)),
+    ])
+
+
+def _train_equinox(b: Bundle) -> Lesson:
+    dots = _pre_ops(b, "dot")
+    k_dot = _kernels_of(b, dots)
+    roots = _pre_ops(b, "sqrt")  # Adam's sqrt(v) + eps: one per parameter array
+    k_adam = _kernels_of(b, roots)
+    by_name = {k.name: k for k in b.kernels}
+    fused = [n for n in k_adam if by_name[n].is_multi_op_fusion]
+    text = (_basics(b) + f" Forward and backward hold {len(dots)} matmuls (three layers forward, the gradients "
+            f"backward) in {len(k_dot)} kernel(s). Adam updates {len(roots)} parameter arrays; each update's "
+            f"moments, square root and step run in one kernel per array ({len(k_adam)} kernels).")
+    return Lesson("train_equinox", text, [
+        Check(f"the backward pass adds matmuls: {len(dots)} dots for a 3-layer MLP", len(dots) > 3),
+        Check(f"each parameter's Adam update is one fused kernel ({len(fused)} of {len(k_adam)} for "
+              f"{len(roots)} arrays)", len(k_adam) == len(roots) > 0 and len(fused) == len(k_adam)),
+    ])
+
+
+def _keras_mlp(b: Bundle) -> Lesson:
+    hid_ops, hid_k = _layer_counts(b, "hidden")
+    norm_ops, norm_k = _layer_counts(b, "norm")
+    text = (_basics(b) + f" Keras's {b.source.get('parameters', 0)} variables are passed in "
+            f"(`stateless_call`), so they are inputs of the program. The `hidden` layer's matmul, bias and "
+            f"GELU ({hid_ops} ops) ran in {hid_k} kernel(s); the layer norm's {norm_ops} ops in {norm_k}. "
+            + _libraries(b))
+    return Lesson("keras_mlp", text, [
+        _params_check(b, 1),
+        Check(f"the dense layer's bias add and GELU ride with its matmul ({hid_ops} ops in {hid_k} kernels)",
+              0 < hid_k <= 2 < hid_ops),
+        Check(f"the layer norm is fused ({norm_ops} ops in {norm_k} kernels)", 0 < norm_k < norm_ops),
+    ])
+
+
 LESSONS = {
     "mlp": _mlp, "transformer_block": _transformer_block, "attention": _attention,
     "layernorm": lambda b: _reduction_lesson("layernorm", b, "mean and variance"),
@@ -294,6 +464,7 @@ LESSONS = {
     "softmax_layernorm": lambda b: _reduction_lesson("softmax_layernorm", b, "max, sum, mean, variance"),
     "conv_bn_relu": _conv_bn_relu, "rnn_scan": _rnn_scan, "bf16_mixed": _bf16_mixed,
     "layout_transpose": _layout_transpose, "shape_sweep": _shape_sweep, "train_step": _train_step,
+    "decoder_nnx": _decoder_nnx, "cnn_linen": _cnn_linen, "train_equinox": _train_equinox, "keras_mlp": _keras_mlp,
 }
 
 

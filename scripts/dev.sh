@@ -29,12 +29,15 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-$mode
+# pip's notes about this machine's package-index settings are not ours to show
+quiet() { grep -v -e "is ignored: it is neither a file nor a directory" -e "Running pip as the 'root' user" \
+               -e "^\[notice\]" >&2 || true; }
 if [ ! -f "$stamp" ]; then
   echo "== installing Python packages into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  extra=""
-  [ "$mode" = test ] && extra="[test]"
-  .venv/bin/python -m pip install -q -e ".$extra"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2> >(quiet)
+  extra="[frameworks]"  # Flax, Equinox, optax, Keras: models written with them compile too
+  [ "$mode" = test ] && extra="[test,frameworks]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extra" 2> >(quiet)
   touch "$stamp"
 fi
 
