@@ -135,6 +135,17 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     return c.bundle
 
 
+def _options(args) -> dict | None:
+    """The --option KEY=VALUE pairs of a command, parsed (None when there are none)."""
+    from analysis.options import parse_options
+
+    return parse_options(args.option) if args.option else None
+
+
+def _say(msg: str) -> None:
+    print(f"xla-explorer: {msg}", file=sys.stderr)
+
+
 def _cmd_list(args) -> int:
     from sample_models import gallery
 
@@ -160,7 +171,7 @@ def _cmd_analyze(args) -> int:
                                        "read); measure the model it came from", args.model)
     bundle = load_any(args.model, args.backend, options,
                       progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
-                      module=args.module, say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr),
+                      module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
                       trusted=args.trusted)
     text = bundle.to_json(indent=1)
@@ -184,11 +195,7 @@ def _cmd_report(args) -> int:
         folder = os.path.dirname(os.path.abspath(target))
         if not os.path.isdir(folder) and not (target != args.html and os.path.isdir(os.path.dirname(folder))):
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
-    options = None
-    if args.option:
-        from analysis.options import parse_options
-
-        options = parse_options(args.option)
+    options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target,
                       trusted=args.trusted)
     text = html_report(bundle)
@@ -216,11 +223,7 @@ def _cmd_passes(args) -> int:
     """Print the pass pipeline: every pass that changed the module, with instruction and kernel counts."""
     from analysis.passes import summarize
 
-    options = None
-    if args.option:
-        from analysis.options import parse_options
-
-        options = parse_options(args.option)
+    options = _options(args)
     model = args.model
     if os.path.exists(model) and not model.endswith(".py"):
         b = load_any(model, module=args.module, say=lambda m: print(m, file=sys.stderr))
@@ -259,14 +262,10 @@ def _cmd_passes(args) -> int:
 def _cmd_memory(args) -> int:
     from analysis.render.memory import memory_text
 
-    options = None
-    if args.option:
-        from analysis.options import parse_options
-
-        options = parse_options(args.option)
+    options = _options(args)
     compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
     bundle = load_any(args.model, args.backend, options, module=args.module,
-                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      say=_say, gpu_target=args.gpu_target,
                       compare=compiles and not args.no_compare, trusted=args.trusted)
     print(memory_text(bundle, top=max(1, args.top)))
     return 0
@@ -275,13 +274,9 @@ def _cmd_memory(args) -> int:
 def _cmd_why(args) -> int:
     from analysis.render.decisions import why_text
 
-    options = None
-    if args.option:
-        from analysis.options import parse_options
-
-        options = parse_options(args.option)
+    options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module,
-                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      say=_say, gpu_target=args.gpu_target,
                       trusted=args.trusted)  # a .py model file runs in the sandboxed worker (run_untrusted)
     print(why_text(bundle.fusion_decisions, args.op))
     return 0
@@ -292,13 +287,9 @@ def _cmd_layers(args) -> int:
     from analysis.layers import layers_of_bundle
     from analysis.render.layers import layer_lines
 
-    options = None
-    if args.option:
-        from analysis.options import parse_options
-
-        options = parse_options(args.option)
+    options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module,
-                      say=lambda m: print(f"xla-explorer: {m}", file=sys.stderr), gpu_target=args.gpu_target,
+                      say=_say, gpu_target=args.gpu_target,
                       measure=args.measure, trusted=args.trusted)
     root = layers_of_bundle(bundle)
     if root is None:

@@ -12,6 +12,7 @@ import streamlit as st
 
 from analysis.fusion_decisions import DECISIONS, op_lines
 from analysis.render.decisions import rows as decision_rows, summary_line
+from app.picks import picked_row
 
 ALL = "(all)"
 
@@ -22,16 +23,6 @@ def details_lines(bundle, sel: dict | None) -> list[str]:
     if not name or not bundle.fusion_decisions:
         return []
     return op_lines(bundle.fusion_decisions, name)
-
-
-def _picked(event, rows: list[dict]) -> int | None:
-    try:
-        sel = event["selection"]["rows"]
-    except (KeyError, TypeError):
-        sel = getattr(getattr(event, "selection", None), "rows", None) or []
-    if sel and 0 <= sel[0] < len(rows):
-        return rows[sel[0]]["#"]
-    return None
 
 
 def render(bundle, ss, key_prefix: str = "fd") -> None:
@@ -61,7 +52,7 @@ def render(bundle, ss, key_prefix: str = "fd") -> None:
         ev = st.dataframe(pd.DataFrame(shown), hide_index=True, width="stretch", on_select="rerun",
                           selection_mode="single-row", key=f"{key_prefix}_table",
                           height=min(420, 38 + 35 * len(shown)))
-        i = _picked(ev, shown)
+        i = picked_row(ev, [r["#"] for r in shown])
         if i is not None and ss.get(f"{key_prefix}_last") != i:
             ss[f"{key_prefix}_last"] = i
             r = recs[i]

@@ -10,33 +10,10 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
     top_kernels_figure, treemap_figure,
 )
 from analysis.render.format import human_bytes, human_seconds  # noqa: F401
+from app.picks import picked_point, picked_row
 
 
 # ----------------------------------------------------------------------------- Streamlit
-
-
-def _picked_from_chart(event) -> str | None:
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        points = getattr(getattr(event, "selection", None), "points", None) or []
-    for p in points or []:
-        cd = p.get("customdata") if isinstance(p, dict) else None
-        if isinstance(cd, list):
-            cd = cd[0] if cd else None
-        if cd:
-            return str(cd)
-    return None
-
-
-def _picked_from_table(event, names: list[str]) -> str | None:
-    try:
-        rows = event["selection"]["rows"]
-    except (KeyError, TypeError):
-        rows = getattr(getattr(event, "selection", None), "rows", None) or []
-    if rows and 0 <= rows[0] < len(names):
-        return names[rows[0]]
-    return None
 
 
 def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | None = None) -> str | None:
@@ -55,7 +32,12 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
         c[0].metric("step (median)", human_seconds(t.get("step_median_s")), help=f"wall-clock over {t.get('iterations')} calls")
         c[1].metric("kernels busy", human_seconds(t.get("device_busy_s")),
                     help="union of the kernels' spans in one step (median)")
-        c[2].metric("busy / step", f"{t.get('busy_fraction', 0):.0%}")
+        # busy comes from the profiled calls, which run a little slower than the unprofiled step
+        # beside it: the share is against the profiled calls' own step, and says so
+        traced = t.get("traced_step_median_s")
+        c[2].metric("busy / profiled step", f"{t.get('busy_fraction', 0):.0%}",
+                    help=f"kernels busy over the wall-clock step of the profiled calls ({human_seconds(traced)}); "
+                         "profiling slows each call a little, so busy can exceed the unprofiled step")
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")
         if t.get("coverage_note"):
@@ -103,7 +85,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             st.caption(f"`{selected}` (selected in the graph) is marked in the table and the charts.")
         ev = st.dataframe(shown, hide_index=True, width="stretch", column_config=config,
                           on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
-        p = _picked_from_table(ev, [r["kernel"] for r in rows])
+        p = picked_row(ev, [r["kernel"] for r in rows])
         if p:
             picks.append(p)
 
@@ -120,7 +102,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             if selectable:
                 ev = st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}",
                                      on_select="rerun", selection_mode="points")
-                p = _picked_from_chart(ev)
+                p = picked_point(ev)
                 if p:
                     picks.append(p)
             else:

@@ -8,32 +8,9 @@ from __future__ import annotations
 from analysis.bundle import Bundle
 from analysis.render import memory as rm
 from analysis.render.format import human_bytes
+from app.picks import picked_point, picked_row
 
 COLUMNS = ["buffer", "size", "kind", "shape", "kernel", "line", "op", "shares with"]
-
-
-def _picked_row(event, rows: list[dict]) -> str | None:
-    try:
-        sel = event["selection"]["rows"]
-    except (KeyError, TypeError):
-        sel = getattr(getattr(event, "selection", None), "rows", None) or []
-    if sel and 0 <= sel[0] < len(rows):
-        return rows[sel[0]]["kernel"] or None
-    return None
-
-
-def _picked_bar(event) -> str | None:
-    try:
-        points = event["selection"]["points"]
-    except (KeyError, TypeError):
-        points = getattr(getattr(event, "selection", None), "points", None) or []
-    for p in points or []:
-        cd = p.get("customdata") if isinstance(p, dict) else None
-        if isinstance(cd, list):
-            cd = cd[0] if cd else None
-        if cd:
-            return str(cd)
-    return None
 
 
 def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
@@ -70,12 +47,12 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
         shown = pd.DataFrame([{k: r[k] for k in COLUMNS} for r in rows])
         ev = st.dataframe(shown, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                           key=f"{key_prefix}_table", height=min(420, 38 + 35 * len(rows)))
-        p = _picked_row(ev, rows)
+        p = picked_row(ev, [r["kernel"] or None for r in rows])
         if p:
             picks.append(p)
         ev = st.plotly_chart(rm.peak_figure(mem, selected=selected), width="stretch", key=f"{key_prefix}_bars",
                              on_select="rerun", selection_mode="points")
-        p = _picked_bar(ev)
+        p = picked_point(ev)
         if p:
             picks.append(p)
 

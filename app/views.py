@@ -194,6 +194,14 @@ def time_legend() -> list[dict]:
         for i, lab in ((0, "none"), (2, ""), (3, "half"), (4, ""), (5, "the most"))]
 
 
+def memory_legend() -> list[dict]:
+    from analysis.render.graph import TIME_SCALE
+
+    return [{"label": "temporaries written:", "fill": "white", "border": "1px solid white"}] + [
+        {"label": lab, "fill": TIME_SCALE[i], "border": "1px solid #bbb"}
+        for i, lab in ((0, "none"), (2, ""), (3, "half"), (4, ""), (5, "the most"))]
+
+
 def graph_payload(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile, computed once: both
     graphs in three layouts (the opening one, all expanded, all collapsed), the op <-> kernel
@@ -250,12 +258,24 @@ def graph_payload(b: Bundle) -> dict:
             k = b.kernel(name)
             time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
                           ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    # kernels by the temporary bytes they write (analysis.memory), on the same colour scale
+    from analysis.memory import kernel_temp_bytes
+
+    temp = kernel_temp_bytes(b.memory)
+    most = max(temp.values(), default=0) or None
+    memfill = {}
+    for name, nbytes in temp.items():
+        k = b.kernel(name)
+        memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
+                         ROUTE_COLORS.get(k.route if k else "", "#777777")]
     payload = {"graphs": graphs, "links": link_maps(b.provenance, b.kernels), "details": node_details(b),
+               "memfill": memfill,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
                "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
                "error": error}
     for g in graphs.values():
         g["time_legend"] = time_legend()
+        g["memory_legend"] = memory_legend()
     payload["data_key"] = hashlib.sha1(json.dumps([graphs, b.created, b.title], sort_keys=True,
                                                   default=str).encode()).hexdigest()[:16]
     return payload
@@ -288,48 +308,6 @@ def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:
         if n.highlighted:
             return n.id
     return None
-
-
-def build_graphs(b: Bundle, sel: dict, expand: dict, focus_hops: int | None):
-    """(pre GraphSpec or None, post GraphSpec or None) with the selection linked across."""
-    prov = b.provenance
-    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
-    pre_hl: set[str] = set()
-    post_hl: set[str] = set()
-    side, name = sel.get("side"), sel.get("name")
-    if sel.get("line") is not None and pre_mod is not None:
-        pre_hl |= set(ops_on_line(b, sel["line"]))
-        if prov:
-            for op in pre_hl:
-                post_hl |= set(prov.pre_to_kernels.get(op, []))
-    elif side == "post" and name:
-        post_hl.add(name)
-        if prov:
-            pre_hl |= set(prov.kernel_to_pre.get(name, []))
-    elif side == "pre" and name:
-        pre_hl.add(name)
-        if prov:
-            post_hl |= set(prov.pre_to_kernels.get(name, []))
-    pre = post = None
-    timings = (b.timings or {}).get("kernels") if b.timings else None
-    if pre_mod is not None:
-        pre = pre_graph(pre_mod, selected=name if side == "pre" else None, highlight=pre_hl,
-                        expand_scopes=set(expand.get("scopes", ())))
-    if post_mod is not None:
-        post = post_graph(post_mod, b.kernels, selected=name if side == "post" else None, highlight=post_hl,
-                          expand=set(expand.get("fusions", ())), collapse=set(expand.get("collapsed", ())),
-                          timings=timings)
-    if focus_hops and name:
-        if side == "pre" and pre is not None:
-            nid = f"op:{name}"
-            if nid in pre.nodes:
-                pre = pre.neighbourhood(nid, focus_hops)
-        if side == "post" and post is not None:
-            for nid in (f"k:{name}", f"f:{name}"):
-                if nid in post.nodes or nid in post.clusters:
-                    post = post.neighbourhood(nid, focus_hops)
-                    break
-    return pre, post
 
 
 def ops_on_line(b: Bundle, line: int) -> list[str]:

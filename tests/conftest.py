@@ -26,6 +26,9 @@ def _data_outside_the_repository(tmp_path_factory):
     if not os.environ.get("XLA_EXPLORER_DATA"):
         mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("xla-explorer-data")))
     yield
+    from analysis.service.queue import reset_default_queue
+
+    reset_default_queue()  # the app tests' queue: its worker threads end with the session
     mp.undo()
 
 

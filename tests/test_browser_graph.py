@@ -191,3 +191,27 @@ def test_search_focus_and_expand_happen_in_the_browser(server, browser):  # noqa
     assert f.locator("#details h3").inner_text().startswith(name)
     assert f.locator(f"#view-post [id='k:{name}'].me, #view-post [id='f:{name}'].me").count() >= 1
     page.screenshot(path=os.path.join(OUT, "search_focus_mlp.png"))
+
+
+def test_kernels_colour_by_the_temporaries_they_write(server, browser):  # noqa: F811
+    """The memory view's numbers on the graph: "By temporaries" fills each kernel that writes a
+    temporary on one colour scale (the biggest writer darkest); kernels that write none stay
+    as they were."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=transformer_block")
+    f = _frame(page)
+    read = ("() => Object.fromEntries([...document.querySelectorAll('#view-post g.node')]"
+            ".filter(n => n.id.startsWith('k:')).map(n => [n.id.slice(2), "
+            "(n.querySelector('polygon, path') || {getAttribute: () => null}).getAttribute('fill')]))")
+    before = f.evaluate(read)
+    memfill = f.evaluate("() => window.__xe_args ? window.__xe_args.memfill : null")
+    f.locator("#memC").click()
+    after = f.evaluate(read)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert changed, "no kernel was recoloured"
+    if memfill:  # the payload names the writers: exactly those were recoloured
+        assert changed <= set(memfill)
+    assert f.locator("#memC.on").count() == 1
+    assert "temporaries written" in f.locator("#legend-post").inner_text()
+    f.locator("#memC").click()  # and back
+    assert f.evaluate(read) == before

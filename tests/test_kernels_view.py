@@ -146,3 +146,27 @@ def test_the_kernel_selected_in_the_graph_is_outlined_in_the_charts(bundle):
     k = bundle.kernel(name)
     # a kernel is a point on the roofline when it has both FLOPs and bytes (its arithmetic intensity)
     assert marked == ([name] if k.flops and k.bytes else [])
+
+
+def test_numbers_that_went_the_other_way_read_as_such():
+    """A negative difference keeps its unit (it printed "-1239904 ns"), and fusion that added time
+    or bytes says so instead of a negative saving."""
+    from analysis.bundle import Bundle
+    from analysis.render.charts import fusion_table
+    from analysis.render.format import human_seconds
+
+    assert human_seconds(-0.00124) == "-1.24 ms" and human_seconds(0.00124) == "1.24 ms"
+    side = {"kernels": 4, "bytes": 1000, "flops": 0, "step_median_s": 0.002, "device_busy_s": 0.001,
+            "iterations": 3, "top_kernels": [], "kernels_by_route": {}}
+    fc = {"default": {**side, "step_median_s": 0.003}, "unfused": {**side, "kernels": 9}, "measured": True}
+    rows = {r[""]: r for r in fusion_table(Bundle(fusion_comparison=fc))}
+    assert rows["kernels"]["saved"] == "5 (56%)"
+    # 2 ms unfused, 3 ms fused: fusion cost 1 ms here
+    assert rows["step (wall-clock median)"]["saved"] == "none: 1.00 ms more (+50%)"
+
+
+def test_the_roofline_ticks_use_si_prefixes(bundle):
+    from analysis.render.charts import roofline_figure
+
+    fig = roofline_figure(bundle)
+    assert fig.layout.yaxis.exponentformat == "SI" and fig.layout.xaxis.exponentformat == "SI"

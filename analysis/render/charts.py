@@ -234,9 +234,10 @@ def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
                         hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>")
     src = peaks.get("source")
     fig.update_layout(title="Roofline" + (f" ({'data-sheet peaks' if src == 'table' else 'calibrated peaks'})" if src else ""),
-                      xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
-                      yaxis=dict(type="log", title="achieved FLOP/s"), height=480, font=FONT,
-                      margin=dict(l=10, r=10, t=50, b=40))
+                      # SI prefixes on the ticks ("100G", not plotly's default "100B", which reads as bytes)
+                      xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)", exponentformat="SI"),
+                      yaxis=dict(type="log", title="achieved FLOP/s", exponentformat="SI"), height=480, font=FONT,
+                      margin=dict(l=10, r=10, t=70, b=40), title_y=0.97)
     return fig
 
 
@@ -249,9 +250,14 @@ def fusion_table(bundle: Bundle) -> list[dict]:
 
     def row(what, a, b, fmt):
         saved = (a - b) if a is not None and b is not None else None
-        pct = f" ({saved / a:.0%})" if saved is not None and a else ""
+        if saved is None:
+            said = "-"
+        elif saved >= 0:
+            said = fmt(saved) + (f" ({saved / a:.0%})" if a else "")
+        else:  # fusion made it bigger (split-K partial sums, a recomputed producer): said as such
+            said = f"none: {fmt(-saved)} more" + (f" (+{-saved / a:.0%})" if a else "")
         return {"": what, "fusion off": fmt(a) if a is not None else "-", "default": fmt(b) if b is not None else "-",
-                "saved": (fmt(saved) + pct) if saved is not None else "-"}
+                "saved": said}
 
     rows = [row("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}"),
             row("bytes moved (estimate)", u["bytes"], d["bytes"], human_bytes)]

@@ -37,6 +37,8 @@ def human_flops(n: float | int | None) -> str:
 def human_seconds(s: float | None) -> str:
     if s is None:
         return "-"
+    if s < 0:  # a difference that went the other way: the same unit as its size, signed
+        return "-" + human_seconds(-s)
     if s >= 1:
         return f"{s:.2f} s"
     if s >= 1e-3:

@@ -207,17 +207,6 @@ class GraphSpec:
     def to_svg(self, rankdir: str = "TB", timeout: float = 60.0) -> str:
         return render_svg(self.to_dot(rankdir), timeout)
 
-    def to_text(self) -> str:
-        lines = [self.title]
-        for cid, c in self.clusters.items():
-            inside = [n.label.replace("\n", " ") for n in self.nodes.values() if n.cluster == cid]
-            lines.append(f"  [{c.label.replace(chr(10), ' ')}] " + "; ".join(inside[:12])
-                         + (" ..." if len(inside) > 12 else ""))
-        for n in self.nodes.values():
-            if n.cluster is None and n.kind in ("kernel", "op", "scope"):
-                lines.append("  " + n.label.replace("\n", " "))
-        return "\n".join(lines)
-
     def neighbourhood(self, center: str, hops: int = 2) -> "GraphSpec":
         """The subgraph within ``hops`` edges of ``center`` (a node id or cluster id)."""
         ids = {center}
@@ -697,5 +686,3 @@ class _Alias:
         raise AttributeError(item)
 
 
-def html_escape(s: str) -> str:
-    return html.escape(s, quote=True)

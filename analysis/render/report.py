@@ -439,21 +439,6 @@ def graph_js() -> str:
     return resources.files("analysis.render").joinpath("assets/graph.js").read_text(encoding="utf-8")
 
 
-def write_report(bundle: Bundle, path: str) -> None:
-    from analysis.errors import ExplorerError
-
-    text = html_report(bundle)
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise ExplorerError("write", e.strerror or str(e), path) from None
-
-
-def data_url(mime: str, data: bytes) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
-
-
 CSS = """
 :root { --fg:#1f2328; --muted:#6b7280; --line:#e5e7eb; --hl:#FF7F0E; }
 * { box-sizing: border-box; }

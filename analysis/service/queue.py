@@ -471,7 +471,3 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     return Outcome(bundle, cached=False, isolated=ran.isolated)
 
 
-def status_line() -> str:
-    """One line for the UI/CLI: isolated or not, and why."""
-    ok, reason = sandbox_status()
-    return reason if ok else f"NOT ISOLATED: {reason}"

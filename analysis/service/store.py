@@ -253,9 +253,6 @@ class Store:
         except ExplorerError as e:
             raise self._error(f"the stored bundle {key[:12]} is damaged", e.message) from None
 
-    def delete_bundle(self, key: str) -> None:
-        self._run("cannot delete the bundle", "DELETE FROM bundles WHERE key = ?", (key,))
-
     def bundle_keys(self) -> list[str]:
         return [r[0] for r in self._run("cannot list bundles", "SELECT key FROM bundles ORDER BY created")]
 
