@@ -31,7 +31,7 @@ import re
 from urllib.parse import urlencode
 
 BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
-VIEWS = ("kernels", "text", "source")  # the tabs under the graphs: Kernels & timings, Text views, Source
+VIEWS = ("kernels", "text", "source", "memory")  # the tabs under the graphs: Kernels & timings, Text views, Source, Memory
 SIDES = ("pre", "post")
 STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line")
 
