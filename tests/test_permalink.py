@@ -19,7 +19,7 @@ def _clean(state: dict) -> dict:
     {"model": "mlp"},
     {"model": "transformer_block", "backend": "gpu", "view": "kernels", "node": "fusion.3", "side": "post"},
     {"code": "abcdefgh234", "backend": "cpu", "line": 14, "view": "source"},
-    {"model": "attention", "backend": "cpu", "view": "memory", "node": "ynn_fusion.5", "side": "post"},
+    {"model": "mlp", "backend": "cpu", "view": "memory", "node": "ynn_fusion.5", "side": "post"},
     {"model": "mlp", "node": "dot.1", "side": "pre", "view": "text",
      "options": {"xla_disable_hlo_passes": "fusion,dot-library-rewriter", "xla_cpu_enable_fast_math": True,
                  "xla_gpu_autotune_level": 0, "xla_dump_hlo_pass_re": "a;b\\c"}},
