@@ -81,3 +81,42 @@ def test_no_payload_in_any_bundle_field_runs(server, browser, tmp_path):  # noqa
     page.screenshot(path=os.path.join(OUT, "xss_bundle.png"), full_page=False)
     assert fired == [], f"a payload ran: {fired[:3]}"
     page.close()
+
+
+def test_no_payload_in_a_dump_zips_names_runs(server, browser, tmp_path):  # noqa: F811
+    """An uploaded XLA dump zip whose module names (the file names and the HloModule line) and op
+    names carry the payload: the module picker, the header and every tab show it as text."""
+    import zipfile
+
+    fx = os.path.join(ROOT, "tests", "fixtures", "decisions")
+    before = open(os.path.join(fx, "mlp.cpu.before.hlo")).read()
+    after = open(os.path.join(fx, "mlp.cpu.after.hlo")).read()
+    # a file name may hold double quotes: the red team's iframe, whose srcdoc runs in the page's origin
+    name = "jit_<iframe srcdoc=\"<script>console.log('XSS'+1337)<\\/script>\"></iframe><img src=x onerror=console.log('XSS'+1337)>"
+    name = name.replace("\\/", "/").replace("/", "&#47;")  # no slash in a file name: closing tags as references
+    before = re.sub(r"^HloModule [^\s,]+", "HloModule evil", poison_hlo(before), count=1, flags=re.M)
+    after = re.sub(r"^HloModule [^\s,]+", "HloModule evil", poison_hlo(after), count=1, flags=re.M)
+    path = tmp_path / "evil-dump.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        for i in (1, 2):  # two modules: the picker lists both names
+            z.writestr(f"dump/module_000{i}.{name}.before_optimizations.txt", before)
+            z.writestr(f"dump/module_000{i}.{name}.cpu_after_optimizations.txt", after)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    fired: list[str] = []
+    page.on("console", lambda m: fired.append(m.text) if MARK in m.text else None)
+    page.on("dialog", lambda d: (fired.append("dialog: " + d.message), d.dismiss()))
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    _upload(page, path)
+    page.wait_for_timeout(4000)
+    _graph_frames(page)
+    for tab in ("Kernels & timings", "Text views", "Source", "Memory"):
+        t = page.get_by_role("tab", name=tab)
+        if t.count():
+            t.first.click()
+            page.wait_for_timeout(2000)
+    os.makedirs(OUT, exist_ok=True)
+    page.screenshot(path=os.path.join(OUT, "xss_dump.png"))
+    assert fired == [], fired  # nothing ran
+    assert page.get_by_text("onerror", exact=False).count() > 0  # and the names are shown, as text
