@@ -57,9 +57,9 @@ def hostile_bundle() -> dict:
     return d
 
 
-def test_no_payload_in_any_bundle_field_runs(server, browser, tmp_path):  # noqa: F811
-    path = tmp_path / "hostile.json"
-    path.write_text(json.dumps(hostile_bundle()))
+def open_upload_on_every_tab(server, browser, path, pause_ms: int = 2500):
+    """Upload ``path`` in a fresh page and open every tab of the explorer; returns the page and
+    the list that collects every sign of the payload running (console mark, dialogs)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     fired: list[str] = []
     page.on("console", lambda m: fired.append(m.text) if MARK in m.text else None)
@@ -74,7 +74,14 @@ def test_no_payload_in_any_bundle_field_runs(server, browser, tmp_path):  # noqa
         t = page.get_by_role("tab", name=tab)
         if t.count():
             t.first.click()
-            page.wait_for_timeout(2500)
+            page.wait_for_timeout(pause_ms)
+    return page, fired
+
+
+def test_no_payload_in_any_bundle_field_runs(server, browser, tmp_path):  # noqa: F811
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(hostile_bundle()))
+    page, fired = open_upload_on_every_tab(server, browser, path)
     # the payload is shown as the text it is
     assert page.get_by_text("<img src=x onerror", exact=False).count() > 0
     os.makedirs(OUT, exist_ok=True)
@@ -101,21 +108,7 @@ def test_no_payload_in_a_dump_zips_names_runs(server, browser, tmp_path):  # noq
         for i in (1, 2):  # two modules: the picker lists both names
             z.writestr(f"dump/module_000{i}.{name}.before_optimizations.txt", before)
             z.writestr(f"dump/module_000{i}.{name}.cpu_after_optimizations.txt", after)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    fired: list[str] = []
-    page.on("console", lambda m: fired.append(m.text) if MARK in m.text else None)
-    page.on("dialog", lambda d: (fired.append("dialog: " + d.message), d.dismiss()))
-    page.goto(server)
-    _graph_frames(page)
-    page.get_by_text("Upload HLO / bundle").click()
-    _upload(page, path)
-    page.wait_for_timeout(4000)
-    _graph_frames(page)
-    for tab in ("Kernels & timings", "Text views", "Source", "Memory"):
-        t = page.get_by_role("tab", name=tab)
-        if t.count():
-            t.first.click()
-            page.wait_for_timeout(2000)
+    page, fired = open_upload_on_every_tab(server, browser, path, 2000)
     os.makedirs(OUT, exist_ok=True)
     page.screenshot(path=os.path.join(OUT, "xss_dump.png"))
     assert fired == [], fired  # nothing ran
