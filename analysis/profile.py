@@ -364,7 +364,9 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             "launches": launches,
             **st,
             "per_call_s": st["total_s"] / total_calls if total_calls else None,
-            "share": (st["total_s"] / busy_total) if busy_total else 0.0,
+            # the share of the numbers shown beside it: median time over the median busy step
+            # (a mean would let one slow step make a kernel's share disagree with its time)
+            "share": (st["median_s"] / busy_med) if busy_med else 0.0,
             "bytes": (k.bytes * calls) if k else None,
             "flops": (k.flops * calls) if k else None,
             "gbps": None, "flops_per_s": None, "arithmetic_intensity": None,

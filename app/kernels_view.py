@@ -9,8 +9,96 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
     _label, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
-from analysis.render.format import human_bytes, human_seconds  # noqa: F401
+from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.render.rows import fused_text
 from app.picks import picked_point, picked_row
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+MISSING = -1.0  # a number a row does not have: sorts below every real value, shown as "–"
+
+
+def _num(fmt):
+    return lambda v: "–" if v is None or v != v or v < 0 else fmt(v)
+
+
+def table(rows: list[dict], measured: bool, selected: str | None = None, columns: list[str] | None = None):
+    """The kernel table as a pandas Styler (a DataFrame underneath) and its Streamlit column
+    settings.
+
+    Numbers stay numbers, so a click on a header sorts them, and are shown in human units by
+    the project's own formatters (``analysis.render.format``: 1.6 MiB, 67.1 MFLOP, 570 µs).
+    Streamlit shows a missing value as "None" whatever it is told, so a number a row does not
+    have is held as ``MISSING`` and shown as "–". Columns with nothing in any row are dropped.
+    ``selected`` is the kernel picked in the graph: its row is shaded. ``columns`` keeps exactly
+    those (another table's, for a row pinned above it)."""
+    import pandas as pd
+    import streamlit as st
+
+    data = []
+    for r in rows:
+        lines = ", ".join(f"L{n}" for n in r["lines"])
+        if r["other_lines"]:
+            lines = ", ".join(x for x in (lines, ", ".join(r["other_lines"][:2])) if x)
+        row = {
+            "kernel": r["kernel"], "route": _label(r["route"]), "library": r["library"],
+            "what": r["what"], "ops": r["absorbed"], "fused instructions": fused_text(r["fused_ops"]),
+            "source": lines, "inside": r["context"] or "",
+            "bytes": r["bytes"], "FLOPs": r["flops"] or None,  # no floating-point work: "–"
+        }
+        if measured:
+            row.update({
+                "calls": r["calls"], "time": None if r["time_us"] is None else r["time_us"] / 1e6,
+                "share": 100 * (r["share"] or 0),
+                "GB/s": r["gbps"], "GFLOP/s": r["gflops"], "% of peak": r["pct_of_peak"],
+            })
+        data.append(row)
+    order = ["kernel", "route", "library", "what", "ops", "fused instructions", "source"]
+    if measured:
+        order += ["calls", "time", "share", "GB/s", "GFLOP/s", "% of peak"]
+    order += ["bytes", "FLOPs", "inside"]
+    df = pd.DataFrame(data, columns=order)
+    text = ["route", "library", "what", "fused instructions", "source", "inside"]
+    numbers = [c for c in order if c not in text and c != "kernel"]
+
+    def has(c):
+        col = df[c]
+        return bool((col.fillna("") != "").any()) if c in text else bool((col.fillna(0) > 0).any())
+
+    keep = list(columns) if columns is not None else [c for c in order if c == "kernel" or has(c)]
+    df = df[keep].copy()
+    for c in numbers:
+        if c in df.columns:
+            df[c] = df[c].astype(float).fillna(MISSING)
+    formats = {
+        "ops": _num(lambda v: f"{v:g}"), "calls": _num(lambda v: f"{v:g}"),
+        "time": _num(human_seconds), "share": _num(lambda v: f"{v:.1f}%"),
+        "GB/s": _num(lambda v: f"{v:.1f}"), "GFLOP/s": _num(lambda v: f"{v:.1f}"),
+        "% of peak": _num(lambda v: f"{v:.0f}%"), "bytes": _num(human_bytes), "FLOPs": _num(human_flops),
+    }
+    styler = df.style.format({c: f for c, f in formats.items() if c in df.columns})
+    if selected and selected in set(df["kernel"]):
+        styler = styler.apply(lambda row: ["background-color: #FFE8D1" if row["kernel"] == selected else ""
+                                           for _ in row], axis=1)
+    config = {
+        "kernel": st.column_config.TextColumn(pinned=True),
+        "what": st.column_config.TextColumn(help="what runs it: library call, Triton tiles, or fusion kind and ops"),
+        "ops": st.column_config.NumberColumn(help="ops of the program this kernel does (the graph's 'N ops', "
+                                             "through provenance)"),
+        "fused instructions": st.column_config.TextColumn(help="the optimized HLO instructions inside the kernel"),
+        "source": st.column_config.TextColumn(help="lines of the model's file the kernel came from"),
+        "inside": st.column_config.TextColumn(help="the control flow (loop, conditional) that runs it"),
+        "time": st.column_config.NumberColumn(help="median per step; control flow includes what it runs"),
+        "share": st.column_config.ProgressColumn(format="%.1f%%", min_value=0, max_value=100,
+                                                 help="median time over the median busy step"),
+        "% of peak": st.column_config.NumberColumn(help="max of bandwidth and compute use vs the device's peaks"),
+        "calls": st.column_config.NumberColumn(help="executions per step"),
+        "bytes": st.column_config.NumberColumn(help="read and written by the kernel (from the optimized HLO)"),
+        "FLOPs": st.column_config.NumberColumn(help="floating-point operations (from the optimized HLO)"),
+    }
+    return styler, {k: v for k, v in config.items() if k in df.columns}
 
 
 # ----------------------------------------------------------------------------- Streamlit
@@ -61,33 +149,21 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
 
     rows = kernel_rows(bundle)
     if rows:
-        df = pd.DataFrame([{
-            "kernel": r["kernel"], "route": _label(r["route"]), "library": r["library"],
-            "calls": r["calls"], "time (µs)": r["time_us"],
-            "share": None if r["share"] is None else 100 * r["share"],
-            "GB/s": r["gbps"], "GFLOP/s": r["gflops"], "% of peak": r["pct_of_peak"],
-            "bytes": r["bytes"], "FLOPs": r["flops"], "inside": r["context"],
-        } for r in rows])
-        if not t:
-            df = df[["kernel", "route", "library", "bytes", "FLOPs", "inside"]]
-        config = {
-            "time (µs)": st.column_config.NumberColumn(format="%.2f", help="median per step; control flow includes what it runs"),
-            "share": st.column_config.ProgressColumn(format="%.1f%%", min_value=0, max_value=100, help="of the kernels' busy time"),
-            "GB/s": st.column_config.NumberColumn(format="%.1f"),
-            "GFLOP/s": st.column_config.NumberColumn(format="%.1f"),
-            "% of peak": st.column_config.NumberColumn(format="%.0f%%", help="max of bandwidth and compute use vs the device's peaks"),
-            "calls": st.column_config.NumberColumn(format="%g", help="executions per step"),
-        }
-        shown = df
+        styled, config = table(rows, measured=bool(t), selected=selected)
+        df = styled.data
         if selected and selected in set(df["kernel"]):
-            shown = df.style.apply(lambda row: ["background-color: #FFE8D1" if row["kernel"] == selected else ""
-                                                for _ in row], axis=1)
-            st.caption(f"`{selected}` (selected in the graph) is marked in the table and the charts.")
-        ev = st.dataframe(shown, hide_index=True, width="stretch", column_config=config,
+            # A Streamlit table cannot be scrolled from Python: the selected kernel is pinned
+            # above it (same columns), and shaded in the table itself.
+            st.caption(f"Selected in the graph: `{selected}` (shaded in the table, outlined in the charts)")
+            pinned, _ = table([r for r in rows if r["kernel"] == selected], measured=bool(t),
+                              columns=list(df.columns))
+            st.dataframe(pinned, hide_index=True, width="stretch", column_config=config, key=f"{kp}_pinned")
+        ev = st.dataframe(styled, hide_index=True, width="stretch", column_config=config,
                           on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
-        p = picked_row(ev, [r["kernel"] for r in rows])
+        p = picked_row(ev, list(df["kernel"]))
         if p:
             picks.append(p)
+        st.caption("Click a column's header to sort by it; pick a row to light its kernel up in the graph.")
 
     figs = figures(bundle, selected=selected)
     tabs = st.tabs(list(figs))

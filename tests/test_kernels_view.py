@@ -170,3 +170,46 @@ def test_the_roofline_ticks_use_si_prefixes(bundle):
 
     fig = roofline_figure(bundle)
     assert fig.layout.yaxis.exponentformat == "SI" and fig.layout.xaxis.exponentformat == "SI"
+
+
+def _row(name, **kw):
+    r = {"kernel": name, "route": "library", "library": "", "what": "", "fused_ops": [], "absorbed": 0,
+         "lines": [], "other_lines": [], "calls": 1, "time_us": None, "share": None, "gbps": None,
+         "gflops": None, "pct_of_peak": None, "bytes": 0, "flops": 0, "inclusive": False, "context": ""}
+    r.update(kw)
+    return r
+
+
+def test_the_kernel_table_reads_in_human_units_with_no_empty_columns():
+    rows = [_row("dot.1", what="YNNPACK · dot", fused_ops=["dot", "add", "maximum"], absorbed=3, lines=[12, 14],
+                 time_us=569.85, share=0.6, gbps=3.0, gflops=117.8, pct_of_peak=40.0, bytes=1703936,
+                 flops=67108864),
+             _row("copy.2", route="layout", what="layout · copy", lines=[20], other_lines=["lax.py:99"],
+                  time_us=45.0, share=0.05, gbps=11.6, bytes=524288)]
+    styled, config = kv.table(rows, measured=True)
+    df = styled.data
+    # nothing in any row: library, % of peak for copy only... library and "inside" are empty everywhere
+    assert "library" not in df.columns and "inside" not in df.columns
+    assert {"what", "ops", "fused instructions", "source", "time", "bytes", "FLOPs", "GFLOP/s"} <= set(df.columns)
+    # numbers stay numbers (sortable); the copy has no FLOP rate and sorts below every real one
+    assert df["bytes"].tolist() == [1703936, 524288]
+    assert df["GFLOP/s"].tolist()[1] < 0 < df["GFLOP/s"].tolist()[0]
+    shown = styled.to_string(delimiter="|").splitlines()
+    head = shown[0].split("|")
+    dot = dict(zip(head, shown[1].split("|")))
+    cp = dict(zip(head, shown[2].split("|")))
+    assert dot["bytes"] == "1.6 MiB" and dot["FLOPs"] == "67.1 MFLOP" and dot["time"] == "569.9 µs"
+    assert dot["fused instructions"] == "3: dot, add, maximum" and dot["source"] == "L12, L14" and dot["ops"] == "3"
+    assert cp["GFLOP/s"] == "–" and cp["FLOPs"] == "–" and cp["source"] == "L20, lax.py:99"
+    assert "None" not in "".join(shown) and "nan" not in "".join(shown).lower()
+    assert set(config) <= set(df.columns)
+
+
+def test_the_selected_kernel_is_shaded_and_a_pinned_row_keeps_the_tables_columns():
+    rows = [_row("a", library="YNNPACK", bytes=10), _row("b", bytes=20, context="while.3")]
+    styled, _ = kv.table(rows, measured=False, selected="b")
+    styles = styled._compute().ctx  # (row, column) -> [(property, value)] of the cells styled
+    assert {rc for rc, css in styles.items() if ("background-color", "#FFE8D1") in css} == \
+        {(1, c) for c in range(len(styled.data.columns))}
+    pinned, _ = kv.table(rows[1:], measured=False, columns=list(styled.data.columns))
+    assert list(pinned.data.columns) == list(styled.data.columns)

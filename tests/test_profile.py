@@ -145,3 +145,18 @@ def test_gpu_attribution_per_kernel_and_per_step():
     # bytes moved per call: fusion reads 1 KiB and writes 1 KiB -> 2048 B in 90 ns
     assert f["gbps"] == pytest.approx(2048 / 90e-9 / 1e9)
     assert set(f["kernel_details"]) == {"fusion_part1", "fusion_part2"}
+
+
+def test_a_kernels_share_agrees_with_its_median_time():
+    # Three steps; the fusion takes 40, 40 and then 400 ns (one slow step), tanh 20 ns in each.
+    # The table shows the median time, so the share beside it must be median over median busy:
+    # fusion 40 / 60 ns, tanh 20 / 60 ns -- not the mean's 480 / 540 ns, which would make a
+    # 40 ns kernel read as 89% next to a 20 ns one at 11%.
+    ks = kernels(MODULE, "gpu")
+    evs = []
+    for base, f_dur in ((0, 40), (10_000, 40), (20_000, 400)):
+        evs += [_ev("fusion", base, f_dur), _ev("t", base + 1000, 20)]
+    out = attribute(evs, ks, 3, "gpu")
+    f, t = out["kernels"]["fusion"], out["kernels"]["t"]
+    assert f["median_s"] == pytest.approx(40e-9) and t["median_s"] == pytest.approx(20e-9)
+    assert f["share"] == pytest.approx(40 / 60) and t["share"] == pytest.approx(20 / 60)

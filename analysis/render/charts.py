@@ -1,4 +1,4 @@
-"""Charts of a Bundle's kernels: the table rows and five plotly figures (top kernels, treemap,
+"""Charts of a Bundle's kernels: five plotly figures (top kernels, treemap,
 one-step timeline, roofline, fusion comparison).
 
 Pure: Bundle in, plotly figure out (no Streamlit, no JAX), so they are tested directly and used
@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.format import human_bytes, human_seconds
+from analysis.render.rows import kernel_rows  # noqa: F401 - the table's rows, re-exported
 
 UNKNOWN_COLOR = "#777777"
 FONT = dict(size=13)
@@ -41,42 +42,6 @@ def measured(bundle: Bundle) -> bool:
 
 
 # ----------------------------------------------------------------------------- table
-
-
-def kernel_rows(bundle: Bundle) -> list[dict]:
-    """One row per kernel: what the table shows. Measured columns are None when the bundle
-    carries no timings; kernels that did not run have calls 0."""
-    t = bundle.timings or {}
-    timed = t.get("kernels") or {}
-    rows = []
-    seen = set()
-    for k in bundle.kernels:
-        r = timed.get(k.name)
-        seen.add(k.name)
-        rows.append({
-            "kernel": k.name, "route": k.route, "library": k.library or "",
-            "calls": r["calls"] if r else (0 if timed else None),
-            "time_us": _us(r["median_s"]) if r else None,
-            "share": r["share"] if r else None,
-            "gbps": r.get("gbps") if r else None,
-            "gflops": (r["flops_per_s"] / 1e9) if r and r.get("flops_per_s") else None,
-            "pct_of_peak": r.get("pct_of_peak") if r else None,
-            "bytes": k.bytes, "flops": k.flops,
-            "inclusive": bool(r and r.get("inclusive")),
-            "context": k.context,
-        })
-    for name, r in timed.items():  # measured compile differed (GPU): rows the bundle lacks
-        if name not in seen:
-            rows.append({"kernel": name, "route": r.get("route", "unknown"), "library": r.get("library") or "",
-                         "calls": r["calls"], "time_us": _us(r["median_s"]), "share": r["share"],
-                         "gbps": r.get("gbps"), "gflops": (r["flops_per_s"] / 1e9) if r.get("flops_per_s") else None,
-                         "pct_of_peak": r.get("pct_of_peak"), "bytes": r.get("bytes"), "flops": r.get("flops"),
-                         "inclusive": bool(r.get("inclusive")), "context": r.get("context", "")})
-    if timed:
-        # Slowest first (time is per step, all calls summed); control flow, whose time
-        # includes the kernels it runs, last.
-        rows.sort(key=lambda r: (r["inclusive"], -(r["time_us"] or 0)))
-    return rows
 
 
 def _leaf_rows(bundle: Bundle) -> list[dict]:

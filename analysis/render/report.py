@@ -25,6 +25,7 @@ from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.render.rows import fused_text, kernel_rows, user_lines
 from analysis.render.summary import route_chips_html, summary_html
 
 MAX_STAGE_CHARS = 1_000_000  # longer stage texts are cut in the report (the bundle keeps them)
@@ -165,67 +166,28 @@ def _graph_pane(spec, prefix: str, heading: str, missing: str) -> str:
             f"<div class='subtitle'>{_e(spec.title)}</div>{body}{note}{dot}</div>")
 
 
-def _user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
-    """(lines of the model's own file, other places) a kernel came from."""
-    if k is None:
-        return [], []
-    user_file = b.source.get("file")
-    mine, other = [], []
-    for f, ln in k.source_lines:
-        if b.source.get("code") and (not user_file or not f or f == user_file):
-            mine.append(ln)
-        else:
-            other.append(f"{str(f).rsplit('/', 1)[-1]}:{ln}")
-    return sorted(set(mine)), other
-
-
-def _what(k: Kernel, prov=None) -> str:
-    from analysis.links import op_count
-    from analysis.render.graph import kernel_label
-
-    return kernel_label(k, n_ops=op_count(prov, k) if prov is not None else None).split("\n", 1)[1]
-
-
-def _rows(b: Bundle) -> list[dict]:
-    try:
-        from analysis.render.charts import kernel_rows
-    except ImportError:  # plotly missing: the same rows without timings
-        kernel_rows = None
-    if kernel_rows is not None:
-        return kernel_rows(b)
-    return [{"kernel": k.name, "route": k.route, "library": k.library or "", "calls": None, "time_us": None,
-             "share": None, "gbps": None, "gflops": None, "pct_of_peak": None, "bytes": k.bytes, "flops": k.flops,
-             "inclusive": False, "context": k.context} for k in b.kernels]
-
-
 def _kernel_table(b: Bundle) -> str:
-    rows = _rows(b)
+    rows = kernel_rows(b)
     if not rows:
         return "<p class='muted'>No kernels: this input has no optimized HLO.</p>"
     measured = bool((b.timings or {}).get("kernels"))
-    prov = b.provenance
     head = ["#", "kernel", "route", "what", "fused ops", "bytes", "FLOPs", "source"]
     if measured:
         head += ["calls", "time / step", "share", "GB/s", "% of peak"]
     out = ["<table class='kt' id='kernel-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
            + "</tr></thead><tbody>"]
     for i, r in enumerate(rows, 1):
-        k = b.kernel(r["kernel"])
         color = ROUTE_COLORS.get(r["route"], "#777777")
         route = (f"<span class='chip'><span class='sw' style='background:{color}'></span>"
                  f"{_e(ROUTE_LABELS.get(r['route'], r['route']))}</span>")
-        what = _e(_what(k, prov)) if k is not None else _e(r.get("library") or "")
+        what = _e(r["what"])
         if r.get("context"):
             what += f"<div class='muted small'>inside {_e(r['context'])}</div>"
-        fused = ""
-        if k is not None and k.fused_opcodes:
-            ops = [o for o in k.fused_opcodes if o != "parameter"]
-            shown = ", ".join(ops[:6]) + (f", +{len(ops) - 6}" if len(ops) > 6 else "")
-            fused = f"<span title='{_e(', '.join(ops))}'>{len(ops)}: {_e(shown)}</span>"
-        absorbed = (prov.kernel_to_pre.get(r["kernel"]) if prov else None) or []
-        if absorbed:
-            fused += f"<div class='muted small'>absorbs {len(absorbed)} op{'s' if len(absorbed) != 1 else ''}</div>"
-        mine, other = _user_lines(b, k)
+        ops = r["fused_ops"]
+        fused = f"<span title='{_e(', '.join(ops))}'>{_e(fused_text(ops))}</span>" if ops else ""
+        if r["absorbed"]:
+            fused += f"<div class='muted small'>absorbs {r['absorbed']} op{'s' if r['absorbed'] != 1 else ''}</div>"
+        mine, other = r["lines"], r["other_lines"]
         src = " ".join(f"<a href='#L{n}'>L{n}</a>" for n in mine)
         if other:
             src += " <span class='muted small'>" + _e(", ".join(other[:3])) + "</span>"
@@ -313,7 +275,7 @@ def _source_html(b: Bundle) -> str:
         return ""
     by_line: dict[int, list[Kernel]] = {}
     for k in b.kernels:
-        for ln in _user_lines(b, k)[0]:
+        for ln in user_lines(b, k)[0]:
             by_line.setdefault(ln, []).append(k)
     rows = []
     for i, line in enumerate(code.splitlines(), 1):
