@@ -24,6 +24,7 @@ import statistics
 from analysis.errors import ExplorerError
 
 DEFAULT_LENGTHS = list(range(100, 1001, 100))
+MIN_REPEATS = 5  # cached calls per length and run: enough for a median and a spread
 DEFAULT_BUCKETS = [256, 512, 1024]
 MAX_LENGTHS = 40
 MAX_LENGTH = 1 << 20
@@ -94,3 +95,76 @@ def summary(plain: list[dict], bucketed: list[dict]) -> dict:
         "padding_overhead": (sum(r["padded_to"] for r in bucketed) / sum(r["length"] for r in bucketed) - 1.0)
         if bucketed else 0.0,
     }
+
+
+def spread(times: list[float]) -> dict:
+    """Median and the middle half (first and third quartile) of repeated call times."""
+    xs = sorted(t for t in times if t is not None)
+    if not xs:
+        return {"median_s": None, "q1_s": None, "q3_s": None, "n": 0}
+    if len(xs) == 1:
+        return {"median_s": xs[0], "q1_s": xs[0], "q3_s": xs[0], "n": 1}
+    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return {"median_s": statistics.median(xs), "q1_s": q1, "q3_s": q3, "n": len(xs)}
+
+
+def verdict(plain: list[dict], bucketed: list[dict]) -> dict:
+    """What the sweep's own numbers support about the cached calls, length by length.
+
+    A padded length counts as *slower* with bucketing when the middle half of its bucketed calls
+    lies wholly above the middle half of its exact-shape calls, *faster* when wholly below, and
+    *alike* when they overlap. Two thirds of the padded lengths one way make the finding;
+    otherwise the difference is within the run-to-run spread. Rows need ``cached_q1_s`` and
+    ``cached_q3_s`` (``spread``)."""
+    by_len = {r["length"]: r for r in plain}
+    slower = faster = alike = 0
+    ratios = []
+    for b in bucketed:
+        p = by_len.get(b["length"])
+        if p is None or b["padded_to"] == b["length"]:
+            continue
+        if None in (p.get("cached_q1_s"), p.get("cached_q3_s"), b.get("cached_q1_s"), b.get("cached_q3_s")):
+            continue
+        if b["cached_q1_s"] > p["cached_q3_s"]:
+            slower += 1
+        elif b["cached_q3_s"] < p["cached_q1_s"]:
+            faster += 1
+        else:
+            alike += 1
+        if p["cached_call_s"]:
+            ratios.append(b["cached_call_s"] / p["cached_call_s"])
+    n = slower + faster + alike
+    if n == 0:
+        finding = "none"
+    elif slower * 3 >= 2 * n:
+        finding = "slower"
+    elif faster * 3 >= 2 * n:
+        finding = "faster"
+    else:
+        finding = "within spread"
+    ratio = statistics.geometric_mean(ratios) if ratios else None
+    return {"finding": finding, "padded_lengths": n, "slower": slower, "faster": faster, "alike": alike,
+            "ratio": ratio}
+
+
+def conclusions(sw: dict) -> list[str]:
+    """Plain-text sentences, each one what the sweep ``sw`` (``metrics["shape_sweep"]``) measured."""
+    s, v = sw["summary"], sw.get("verdict") or {}
+    out = [f"Exact shapes: {s['executables']} executables for {len(sw['plain'])} lengths, "
+           f"{s['compile_s']:.2f} s of XLA compile. Bucketed: {s['executables_bucketed']} executables, "
+           f"{s['compile_s_bucketed']:.2f} s."]
+    pad = s.get("padding_overhead") or 0.0
+    f, n = v.get("finding"), v.get("padded_lengths", 0)
+    if f == "slower":
+        out.append(f"Cached calls with bucketing are slower at {v['slower']} of {n} padded lengths (by "
+                   f"{v['ratio'] - 1:.0%} on the geometric mean): the {pad:.0%} more elements cost time.")
+    elif f == "faster":
+        out.append(f"Cached calls with bucketing measured faster at {v['faster']} of {n} padded lengths "
+                   f"({1 - v['ratio']:.0%} on the geometric mean) although they compute {pad:.0%} more "
+                   "elements: the padding costs nothing measurable at this size, and the bucket lengths' own "
+                   "executables run a little faster than the exact ones.")
+    elif f == "within spread":
+        out.append(f"Cached calls: no difference beyond the run-to-run spread ({v['alike']} of {n} padded lengths "
+                   f"overlap; the rest split {v['slower']} slower, {v['faster']} faster). At this size a call's "
+                   f"fixed cost hides the {pad:.0%} more elements; a bigger model would show them.")
+    return out

@@ -24,6 +24,16 @@ def _num(fmt):
     return lambda v: "–" if v is None or v != v or v < 0 else fmt(v)
 
 
+def numbers_shown(df, formats: dict):
+    """A Styler over ``df`` whose number columns (``formats``: column -> formatter of a real
+    value) stay numbers for sorting, with missing values held as ``MISSING`` and shown "–"."""
+    df = df.copy()
+    for c in formats:
+        if c in df.columns:
+            df[c] = df[c].astype(float).fillna(MISSING)
+    return df.style.format({c: _num(f) for c, f in formats.items() if c in df.columns})
+
+
 def table(rows: list[dict], measured: bool, selected: str | None = None, columns: list[str] | None = None):
     """The kernel table as a pandas Styler (a DataFrame underneath) and its Streamlit column
     settings.

@@ -181,6 +181,30 @@ def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None
                       view_key=view_key or spec.title, legend=route_legend(spec), key=key, default=None)
 
 
+def pair_widget(specs: dict, related: dict, fused: dict, selected: dict, key: str, height: int = 620,
+                missing: dict | None = None) -> dict | None:
+    """Two optimized graphs side by side (Compare), linked in the browser: ``specs`` and
+    ``fused`` by side ("a", "b"; a spec may be None), ``related[side][kernel]`` = the other
+    side's kernels doing its ops. Returns {"sel": {"side", "name"}, "n": click counter} or None.
+    The SVGs carry no selection, so a click never re-lays a graph out and the zoom stays."""
+    import hashlib
+
+    pair = {}
+    for side, spec in specs.items():
+        if spec is None:
+            pair[side] = {"svg": None, "title": "", "legend": [], "missing": (missing or {}).get(side, "")}
+            continue
+        try:
+            svg = _svg(spec.to_dot())
+        except RuntimeError as e:
+            st.error(str(e))
+            svg = None
+        pair[side] = {"svg": svg, "title": spec.title, "legend": route_legend(spec)}
+    data_key = hashlib.sha1(json.dumps(pair, sort_keys=True).encode()).hexdigest()[:16]
+    return _COMPONENT(pair=pair, related=related, fused=fused, selected=selected or {}, data_key=data_key,
+                      min_scale=MIN_SCALE["normal"], max_scale=1.6, height=height, key=key, default=None)
+
+
 # Pixels per point at which the graphs open, at least: labels are FONT (14) and EDGE_FONT (12)
 # points, so presentation mode's minimum puts every label at 14 px or more.
 MIN_SCALE = {"normal": 0.85, "present": 14 / 12}

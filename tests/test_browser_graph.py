@@ -215,3 +215,45 @@ def test_kernels_colour_by_the_temporaries_they_write(server, browser):  # noqa:
     assert "temporaries written" in f.locator("#legend-post").inner_text()
     f.locator("#memC").click()  # and back
     assert f.evaluate(read) == before
+
+
+PAIR_CLICK = """async (id) => {
+  const el = document.getElementById('view-pre').querySelector("[id='" + id + "']");
+  const t0 = performance.now();
+  el.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  const lit = [...document.querySelectorAll('#view-post g.hl')].map(n => n.id.slice(2));
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // painted
+  return {ms: performance.now() - t0, lit: [...new Set(lit)],
+          me: document.querySelectorAll('#view-pre g.me').length};
+}"""
+
+
+def test_compare_links_the_two_compilers_graphs_in_the_browser(server, browser):  # noqa: F811
+    """Compare, the CPU next to the H200: a click on a CPU kernel lights up the H200 kernels doing
+    its ops at once (before any server round trip), the server's sentence then names the same
+    kernels, and the zoom of both graphs survives the rerun."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/Compare?mode=backends&model=mlp&a=cpu&b=h200")
+    page.wait_for_function("() => document.body.innerText.includes('Kernels matched')", timeout=240_000)
+    f = _frame(page)
+    f.locator("#zin").click()
+    before = f.evaluate(GEOMETRY)
+    # the CPU's first matmul: a YNNPACK library call
+    kid = f.evaluate("""() => [...document.querySelectorAll("#view-pre g[id^='k:'], #view-pre g[id^='f:']")]
+        .find(g => (g.textContent || '').includes('YNNPACK')).id""")
+    r = f.evaluate(PAIR_CLICK, kid)
+    assert r["me"] > 0 and r["lit"], r  # lit on both sides by the browser itself
+    name = kid.split(":", 1)[1]
+    sentence = page.get_by_text("Selected A:").first
+    sentence.wait_for(timeout=120_000)
+    text = sentence.inner_text()
+    assert name in text
+    for k in r["lit"]:
+        assert k in text  # the server agrees with what the browser lit
+    page.wait_for_timeout(1500)
+    f = _frame(page)
+    after = f.evaluate(GEOMETRY)
+    for side in ("pre", "post"):
+        assert abs(_scale(after, side) - _scale(before, side)) < 1e-6, side
+    assert f.locator("#view-post g.hl").count() > 0  # the highlight survived the rerun
+    page.screenshot(path=os.path.join(OUT, "compare_linked.png"))

@@ -102,6 +102,22 @@ def test_page_compares_default_and_fusion_disabled():
     assert (a.title, b.title) == ("mlp", "softmax")
 
 
+def test_switching_what_to_compare_keeps_the_model():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    at.selectbox(key="cmp_model").set_value("softmax").run()
+    at.radio(key="cmp_mode").set_value("One model, two backends").run()
+    assert at.selectbox(key="cmp_model_be").value == "softmax"
+    at.radio(key="cmp_mode").set_value("Two models").run()
+    assert at.selectbox(key="cmp_model_a").value == "softmax"
+    at.radio(key="cmp_mode").set_value("One model, two option sets").run()
+    assert at.selectbox(key="cmp_model").value == "softmax"
+    assert not at.exception
+
+
 def test_page_compares_cpu_with_the_h200_target():
     from streamlit.testing.v1 import AppTest
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from analysis.errors import ExplorerError
-from analysis.sweep import bucket_for, parse_lengths, summary
+from analysis.sweep import MIN_REPEATS, bucket_for, conclusions, parse_lengths, spread, summary, verdict
 
 PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "shape_sweep.py")
 
@@ -41,6 +41,58 @@ def test_summary_counts():
     assert s["padding_overhead"] == pytest.approx(64 / 40 - 1)
 
 
+def test_spread_is_the_median_and_the_middle_half():
+    sp = spread([5.0, 1.0, 3.0, 2.0, 4.0])
+    # sorted 1..5: median 3; inclusive quartiles 2 and 4
+    assert (sp["median_s"], sp["q1_s"], sp["q3_s"], sp["n"]) == (3.0, 2.0, 4.0, 5)
+    assert spread([])["median_s"] is None
+
+
+def _rows(length, padded, q1, med, q3):
+    return {"length": length, "padded_to": padded, "cached_q1_s": q1, "cached_call_s": med, "cached_q3_s": q3}
+
+
+def _sweep(plain, buck):
+    s = {"executables": len(plain), "executables_bucketed": 1, "compile_s": 3.0, "compile_s_bucketed": 1.0,
+         "padding_overhead": 0.3}
+    return {"plain": plain, "bucketed": buck, "summary": s, "verdict": verdict(plain, buck)}
+
+
+def test_a_sweep_says_slower_only_when_the_middle_halves_part():
+    plain = [_rows(n, n, 1.0, 1.1, 1.2) for n in (100, 200, 300)]
+    slower = [_rows(n, 512, 1.5, 1.6, 1.7) for n in (100, 200, 300)]
+    v = verdict(plain, slower)
+    assert v["finding"] == "slower" and v["slower"] == 3
+    assert v["ratio"] == pytest.approx(1.6 / 1.1)
+    text = " ".join(conclusions(_sweep(plain, slower)))
+    assert "slower at 3 of 3 padded lengths" in text and "45%" in text  # 1.6 / 1.1 - 1
+
+
+def test_a_sweep_whose_calls_overlap_claims_no_difference():
+    plain = [_rows(n, n, 1.0, 1.1, 1.3) for n in (100, 200, 300)]
+    # one length clearly faster, two overlapping: no finding either way
+    buck = [_rows(100, 512, 0.5, 0.6, 0.7), _rows(200, 512, 1.2, 1.25, 1.4), _rows(300, 512, 0.9, 1.0, 1.1)]
+    v = verdict(plain, buck)
+    assert v["finding"] == "within spread" and (v["faster"], v["alike"]) == (1, 2)
+    text = " ".join(conclusions(_sweep(plain, buck)))
+    assert "no difference beyond the run-to-run spread" in text
+    assert "slower" not in text.split("(")[0] and "faster at" not in text
+
+
+def test_a_bucketed_sweep_measured_faster_says_so_and_not_that_padding_costs():
+    plain = [_rows(n, n, 1.0, 1.1, 1.2) for n in (100, 200, 300)]
+    buck = [_rows(n, 512, 0.6, 0.7, 0.8) for n in (100, 200, 300)]
+    text = " ".join(conclusions(_sweep(plain, buck)))
+    assert "measured faster at 3 of 3" in text and "cost time" not in text
+
+
+def test_lengths_that_needed_no_padding_are_not_counted():
+    plain = [_rows(256, 256, 1.0, 1.1, 1.2), _rows(300, 300, 1.0, 1.1, 1.2)]
+    buck = [_rows(256, 256, 3.0, 3.1, 3.2), _rows(300, 512, 1.0, 1.1, 1.2)]
+    v = verdict(plain, buck)
+    assert v["padded_lengths"] == 1 and v["finding"] == "within spread"
+
+
 def test_sweep_job_bucketing_compiles_less():
     pytest.importorskip("jax")
     from analysis.service.job import Job
@@ -60,6 +112,11 @@ def test_sweep_job_bucketing_compiles_less():
     assert [r["compiled"] for r in buck] == [True, False, False]
     assert buck[1]["compile_s"] == 0.0
     assert all(r["cached_call_s"] > 0 for r in plain + buck)
+    # asked for 2 repeats: a spread needs at least MIN_REPEATS calls, so that many were timed
+    assert sw["repeats"] == MIN_REPEATS
+    assert all(len(r["cached_calls_s"]) == MIN_REPEATS for r in plain + buck)
+    assert all(r["cached_q1_s"] <= r["cached_call_s"] <= r["cached_q3_s"] for r in plain + buck)
+    assert sw["verdict"]["padded_lengths"] == 3 and conclusions(sw)
     assert b.kernels and b.stages["hlo_after"]  # the bundle is the compile at the first length
 
 

@@ -1,10 +1,10 @@
-"""Running a shape sweep (``analysis.sweep`` has the lengths, buckets and summary): one jitted
-model called once per length, then again with inputs padded to buckets, with JAX's own compile
-events (``jax.monitoring``) timing each trace, lowering and XLA compile."""
+"""Running a shape sweep (``analysis.sweep`` has the lengths, buckets, spread and verdict): one
+jitted model called once per length, then again with inputs padded to buckets, with JAX's own
+compile events (``jax.monitoring``) timing each trace, lowering and XLA compile; then at least
+``MIN_REPEATS`` cached calls per length of each run, interleaved, for a median and a spread."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from typing import Callable
 
@@ -16,7 +16,9 @@ from analysis.compile.backend import select_device
 from analysis.compile.load import LoadedModel, as_inputs, error_from_exception, run_model_file
 from analysis.compile.stages import compile_model
 from analysis.errors import ExplorerError
-from analysis.sweep import DEFAULT_BUCKETS, DEFAULT_LENGTHS, bucket_for, check_lengths, summary
+from analysis.sweep import (
+    DEFAULT_BUCKETS, DEFAULT_LENGTHS, MIN_REPEATS, bucket_for, check_lengths, spread, summary, verdict,
+)
 from sample_models import gallery_entry
 
 _EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
@@ -72,10 +74,12 @@ class _CompileEvents:
             self.current[key] = self.current.get(key, 0.0) + float(duration)
 
 
-def _one_pass(model, make, lengths, buckets, axes_for, device, repeats, filename, events, say) -> list[dict]:
+def _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say) -> tuple[list[dict], list]:
+    """First calls at each length (compiling where the shape is new); returns the rows and, per
+    row, the (jitted function, arguments) to time cached calls with."""
     f = jax.jit(lambda *a: model(*a))  # a fresh function: a fresh jit cache
     seen: set[int] = set()
-    rows = []
+    rows, calls = [], []
     for n in lengths:
         target = bucket_for(n, buckets) if buckets else n
         args = _inputs(make, n, filename)
@@ -90,20 +94,32 @@ def _one_pass(model, make, lengths, buckets, axes_for, device, repeats, filename
             raise error_from_exception("compile", e, filename) from None
         first = time.perf_counter() - t0
         ev, events.current = events.current, None
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(f(*args))
-            times.append(time.perf_counter() - t0)
         new = target not in seen
         seen.add(target)
         size = f._cache_size() if hasattr(f, "_cache_size") else None
         rows.append({"length": n, "padded_to": target, "compiled": bool(ev.get("compile_s")) or new,
                      "first_call_s": first, "trace_s": ev.get("trace_s", 0.0), "lower_s": ev.get("lower_s", 0.0),
-                     "compile_s": ev.get("compile_s", 0.0), "cached_call_s": statistics.median(times),
+                     "compile_s": ev.get("compile_s", 0.0),
                      "executables": int(size) if size is not None else len(seen)})
+        calls.append((f, args))
         say(f"sweep:{'bucketed ' if buckets else ''}{n}")
-    return rows
+    return rows, calls
+
+
+def _time_cached(plain, plain_calls, bucketed, bucketed_calls, repeats) -> None:
+    """Cached calls, ``repeats`` of each run at each length, the two runs interleaved call by
+    call so a drift of the machine (another job, the clock) falls on both alike."""
+    for (pr, (pf, pa)), (br, (bf, ba)) in zip(zip(plain, plain_calls), zip(bucketed, bucketed_calls)):
+        times: dict[int, list[float]] = {0: [], 1: []}
+        for _ in range(repeats):
+            for side, (f, a) in ((0, (pf, pa)), (1, (bf, ba))):
+                t0 = time.perf_counter()
+                jax.block_until_ready(f(*a))
+                times[side].append(time.perf_counter() - t0)
+        for row, ts in ((pr, times[0]), (br, times[1])):
+            sp = spread(ts)
+            row.update({"cached_call_s": sp["median_s"], "cached_q1_s": sp["q1_s"], "cached_q3_s": sp["q3_s"],
+                        "cached_calls_s": ts})
 
 
 def run_sweep(job, progress: Callable[[str], None] | None = None):
@@ -116,7 +132,7 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
     lengths = check_lengths(spec.get("lengths") or DEFAULT_LENGTHS)
     buckets = check_lengths(spec.get("buckets") or DEFAULT_BUCKETS, "buckets")
     try:
-        repeats = max(1, min(50, int(spec.get("repeats", 5))))
+        repeats = max(MIN_REPEATS, min(50, int(spec.get("repeats", MIN_REPEATS))))
     except (TypeError, ValueError):
         raise ExplorerError("options", "repeats must be a whole number") from None
     source, filename = job.source, job.filename
@@ -142,12 +158,15 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
     say("sweep")
     events = _CompileEvents()
     t0 = time.perf_counter()
-    plain = _one_pass(model, make, lengths, None, axes_for, device, repeats, filename, events, say)
-    bucketed = _one_pass(model, make, lengths, buckets, axes_for, device, repeats, filename, events, say)
+    plain, plain_calls = _one_pass(model, make, lengths, None, axes_for, device, filename, events, say)
+    bucketed, bucketed_calls = _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say)
+    say("sweep:cached calls")
+    _time_cached(plain, plain_calls, bucketed, bucketed_calls, repeats)
     bundle.metrics["shape_sweep"] = {
         "lengths": lengths, "buckets": sorted(buckets), "repeats": repeats,
         "count_method": "jit cache size" if hasattr(jax.jit(model), "_cache_size") else "distinct shapes",
         "plain": plain, "bucketed": bucketed, "summary": summary(plain, bucketed),
+        "verdict": verdict(plain, bucketed),
         "seconds": time.perf_counter() - t0,
     }
     return bundle

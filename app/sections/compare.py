@@ -26,6 +26,7 @@ from analysis.render.graph import post_graph  # noqa: E402
 from analysis.options import format_options  # noqa: E402
 from analysis.render.format import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
+from app.kernels_view import numbers_shown  # noqa: E402
 from analysis import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
     backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
@@ -99,6 +100,14 @@ def _link_spec() -> dict:
 
 link_to_widgets("compare", _link_spec())
 
+
+def _last_model() -> str:
+    """The model the previous mode showed: switching what to compare keeps the model (each mode's
+    selectbox is its own widget, and Streamlit forgets a widget's value once it is not drawn)."""
+    m = ss.get("cmp_last_model")
+    return m if m in NAMES else DEFAULT_MODEL
+
+
 # ----------------------------------------------------------------------------- sidebar
 
 with st.sidebar:
@@ -111,8 +120,9 @@ with st.sidebar:
     jobs = link = None
     try:
         if mode == "One model, two option sets":
-            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model", NAMES, DEFAULT_MODEL),
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model", NAMES, _last_model()),
                                  key="cmp_model")
+            ss.cmp_last_model = model
             backend = backend_choice("cmp_backend", with_target=True)
             pre = presets_for(backend)
             st.markdown("**A**")
@@ -131,14 +141,17 @@ with st.sidebar:
                 if extra:  # parsed already (by _options) without error
                     link[side] = permalink.encode_options(parse_options(extra))
         elif mode == "One model, two backends":
-            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, DEFAULT_MODEL),
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, _last_model()),
                                  key="cmp_model_be")
+            ss.cmp_last_model = model
             ba = backend_choice("cmp_backend_a", "Backend A", with_target=True, default="cpu")
             bb = backend_choice("cmp_backend_b", "Backend B", with_target=True, default=runner.APP_GPU_TARGET)
             jobs = (gallery_job(model, backend=ba), gallery_job(model, backend=bb))
             link = {"mode": "backends", "model": model, "a": ba, "b": bb}
         elif mode == "Two models":
-            ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, DEFAULT_MODEL), key="cmp_model_a")
+            ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, _last_model()),
+                              key="cmp_model_a")
+            ss.cmp_last_model = ma
             mb = st.selectbox("Model B", NAMES, index=default_index("cmp_model_b", NAMES, "softmax_layernorm"),
                               key="cmp_model_b")
             backend = backend_choice("cmp_backend2", with_target=True)
@@ -232,12 +245,13 @@ n_ops = sum(1 for m in matches if m.how == "ops")
 only_a = sum(1 for m in matches if m.how == "only a")
 only_b = sum(1 for m in matches if m.how == "only b")
 st.markdown(f"#### Kernels matched: {n_name} by name, {n_ops} by their ops; {only_a} only in A, {only_b} only in B")
-table = pd.DataFrame(compare.kernel_table(A, B, matches))
-if not any(table[c].notna().any() for c in ("A time (s)", "B time (s)")):
-    table = table.drop(columns=["A time (s)", "B time (s)"])
-for c in ("A ops", "B ops", "A bytes", "B bytes"):
-    table[c] = table[c].astype("Int64")
-ev = st.dataframe(table, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
+table = pd.DataFrame(compare.kernel_table(A, B, matches)).rename(columns={"A time (s)": "A time",
+                                                                          "B time (s)": "B time"})
+if not any(table[c].notna().any() for c in ("A time", "B time")):
+    table = table.drop(columns=["A time", "B time"])
+shown = numbers_shown(table, {"A ops": lambda v: f"{v:g}", "B ops": lambda v: f"{v:g}", "A bytes": human_bytes,
+                              "B bytes": human_bytes, "A time": human_seconds, "B time": human_seconds})
+ev = st.dataframe(shown, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
                   on_select="rerun", selection_mode="single-row", key="cmp_table",
                   column_config={"A kernel": st.column_config.TextColumn(width="medium"),
                                  "B kernel": st.column_config.TextColumn(width="medium")})
@@ -264,25 +278,6 @@ elif side == "b" and name:
     hl_b, hl_a = {name}, set(rel_ba.get(name, []))
 
 
-def _owner(b: Bundle, inst: str) -> str | None:
-    for k in b.kernels:
-        if k.name == inst or inst in k.fused_ops:
-            return k.name
-    return None
-
-
-def _click(which: str, b: Bundle, value) -> None:
-    if not isinstance(value, dict) or ss.cmp_clicks.get(which) == value.get("n"):
-        return
-    ss.cmp_clicks[which] = value.get("n")
-    kind, _, nm = str(value.get("id", "")).partition(":")
-    if kind in ("k", "f", "x"):
-        owner = _owner(b, nm)
-        if owner:
-            ss.cmp_sel = {"side": which, "name": owner}
-            st.rerun()
-
-
 if name:
     other = hl_b if side == "a" else hl_a
     st.markdown(f"Selected **{'A' if side == 'a' else 'B'}: `{name}`** — its ops are done by "
@@ -295,15 +290,27 @@ else:
     st.caption("Click a kernel in either graph (or a row of the table): the kernels doing its ops light up on the "
                "other side.")
 views.legend()
-ga, gb = st.columns(2)
-for col, which, b, hl in ((ga, "a", A, hl_a), (gb, "b", B, hl_b)):
-    with col:
-        mod = b.module("hlo_after")
-        if mod is None:
-            st.info(f"{which.upper()} has no optimized HLO.")
-            continue
-        spec = post_graph(mod, b.kernels, selected=name if side == which else None, highlight=hl)
-        spec.title = f"{which.upper()}: {b.title} — {b.metrics.get('kernels_after', '?')} kernels"
-        v = views.graph_widget(spec, f"cmp_g_{which}", height=620, focus=views.focus_id(spec, {"side": which, "name": name}
-                                                                                        if side == which else {}, which))
-        _click(which, b, v)
+specs = {}
+for which, b in (("a", A), ("b", B)):
+    mod = b.module("hlo_after")
+    if mod is None:
+        specs[which] = None
+        continue
+    spec = post_graph(mod, b.kernels)  # no selection drawn in: the browser marks it
+    spec.title = f"{which.upper()}: {b.title} — {b.metrics.get('kernels_after', '?')} kernels"
+    specs[which] = spec
+v = views.pair_widget(specs, related={"a": rel_ab, "b": rel_ba},
+                      fused={"a": {k.name: list(k.fused_ops) for k in A.kernels if k.fused_ops},
+                             "b": {k.name: list(k.fused_ops) for k in B.kernels if k.fused_ops}},
+                      selected={"side": side, "name": name} if name else {}, key="cmp_graphs",
+                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."})
+if isinstance(v, dict) and ss.cmp_clicks.get("pair") != v.get("n"):
+    # the browser already lit it up; the server follows for the text above and the link
+    ss.cmp_clicks["pair"] = v.get("n")
+    got = v.get("sel") or {}
+    known = {"a": {k.name for k in A.kernels}, "b": {k.name for k in B.kernels}}
+    want = {"side": got["side"], "name": got["name"]} \
+        if got.get("side") in known and got.get("name") in known[got["side"]] else {}
+    if want != ss.cmp_sel:
+        ss.cmp_sel = want
+        st.rerun()

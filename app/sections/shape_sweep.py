@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots  # noqa: E402
 from analysis.bundle import device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.render.format import human_seconds  # noqa: E402
-from analysis.sweep import DEFAULT_BUCKETS, parse_lengths  # noqa: E402
+from analysis.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
 from app import safe, views  # noqa: E402
 from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
@@ -66,10 +66,10 @@ with st.sidebar:
         else:
             if code is None:
                 job = Job(kind="sweep", name="shape_sweep", source=ENTRY.source, filename=str(ENTRY.path), backend=backend,
-                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": 5})
+                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": MIN_REPEATS})
             else:
                 job = Job(kind="sweep", name="pasted", source=code, filename="<pasted code>", backend=backend,
-                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": 5})
+                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": MIN_REPEATS})
             b = compile_with_status(job, f"Compiling for {len(lengths)} lengths, then bucketed…")
             if b is not None:
                 ss.sw_bundle = b
@@ -116,7 +116,8 @@ c[1].metric("Total compile time", _pair(s["compile_s"], s["compile_s_bucketed"])
                  "are in the table.")
 mc, mcb = s.get("mean_cached_call_s"), s.get("mean_cached_call_s_bucketed")
 c[2].metric("Mean cached call", _pair(mc, mcb),
-            help="Median of 5 calls per length once compiled, averaged over the lengths.")
+            help=f"Median of {sw.get('repeats', MIN_REPEATS)} calls per length once compiled (the two runs "
+                 "interleaved call by call), averaged over the lengths.")
 c[3].metric("Padding overhead", f"{s['padding_overhead']:.0%}",
             help="Extra elements computed with bucketing: sum of padded lengths / sum of lengths − 1.")
 
@@ -130,9 +131,16 @@ for rows, name, color in ((plain, "exact shapes", PLAIN), (bucketed, "bucketed",
              + (" · compiled" if r["compiled"] else " · cache hit") for r in rows]
     fig.add_trace(go.Bar(x=x, y=first, name=name, marker_color=color, legendgroup=name, hovertext=hover,
                          hovertemplate="%{hovertext}<br>%{y:.1f} ms<extra>" + name + "</extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=x, y=[r["cached_call_s"] * 1e3 for r in rows], name=name, mode="lines+markers",
+    med = [r["cached_call_s"] * 1e3 for r in rows]
+    # the middle half of the repeated calls as the error bar (older sweeps have no spread)
+    has_spread = all(r.get("cached_q1_s") is not None for r in rows)
+    err = dict(type="data", symmetric=False, array=[r["cached_q3_s"] * 1e3 - m for r, m in zip(rows, med)],
+               arrayminus=[m - r["cached_q1_s"] * 1e3 for r, m in zip(rows, med)], color=color,
+               thickness=1.5, width=4) if has_spread else None
+    fig.add_trace(go.Scatter(x=x, y=med, name=name, mode="lines+markers", error_y=err,
                              line=dict(color=color), legendgroup=name, showlegend=False, hovertext=hover,
-                             hovertemplate="%{hovertext}<br>%{y:.3f} ms<extra>" + name + "</extra>"), row=1, col=2)
+                             hovertemplate="%{hovertext}<br>%{y:.3f} ms (median)<extra>" + name + "</extra>"),
+                  row=1, col=2)
     fig.add_trace(go.Scatter(x=x, y=[r["executables"] for r in rows], name=name, mode="lines+markers",
                              line=dict(color=color, shape="hv", width=3), legendgroup=name, showlegend=False,
                              hovertext=hover, hovertemplate="%{hovertext}<br>%{y} executables<extra>" + name + "</extra>"),
@@ -143,6 +151,12 @@ for col in (1, 2, 3):
     fig.update_xaxes(title_text="input length", row=1, col=col)
 fig.update_yaxes(rangemode="tozero", row=1, col=3)
 st.plotly_chart(fig, width="stretch", key="sw_chart")
+st.caption(f"Cached call: the median of {sw.get('repeats', MIN_REPEATS)} calls per length; the bar spans the "
+           "middle half of them (first to third quartile).")
+if sw.get("verdict"):
+    st.markdown("**What this sweep measured**")
+    for line in conclusions(sw):  # plain text: numbers and words, no data as HTML
+        st.markdown(f"- {safe.text(line, limit=800)}")
 
 with st.expander("Every call", expanded=False):
     rows = []
@@ -153,7 +167,10 @@ with st.expander("Every call", expanded=False):
                          "trace (ms)": round(r["trace_s"] * 1e3, 2), "lower (ms)": round(r["lower_s"] * 1e3, 2),
                          "compile (ms)": round(r["compile_s"] * 1e3, 2),
                          "first call (ms)": round(r["first_call_s"] * 1e3, 2),
-                         "cached call (ms)": round(r["cached_call_s"] * 1e3, 4), "executables": r["executables"]})
+                         "cached call (ms)": round(r["cached_call_s"] * 1e3, 4),
+                         "middle half (ms)": (f"{r['cached_q1_s'] * 1e3:.4f}–{r['cached_q3_s'] * 1e3:.4f}"
+                                              if r.get("cached_q1_s") is not None else "–"),
+                         "executables": r["executables"]})
     st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
 st.caption(f"The sweep took {human_seconds(sw.get('seconds'))} in the worker. The bundle is the ordinary compile at "
            f"length {plain[0]['length']}; open it on the main page to see its graphs.")
