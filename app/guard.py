@@ -7,13 +7,24 @@
   random id per Streamlit session.
 - ``upload_error(upload)``: the one-line error for an upload larger than the ``upload_mb``
   setting (default 32 MB), before any of it is parsed.
+- ``start_memory_janitor()``: gives freed memory back to the machine. A closed tab's session
+  (its bundle, graphs, uploads) is dropped by Streamlit ``server.disconnectedSessionTTL``
+  seconds after its websocket goes (60 in ``.streamlit/config.toml``); Python frees the objects,
+  but glibc's allocator keeps the freed pages in its arenas, so the server's resident memory
+  would stay at its peak. A daemon thread collects cycles and asks glibc to return free pages
+  (``malloc_trim``) every ``JANITOR_S`` seconds. No library does this for a Python process;
+  ``ctypes`` reaches glibc's own call.
 """
 
 from __future__ import annotations
 
 import binascii
+import ctypes
+import ctypes.util
+import gc
 import hashlib
 import os
+import threading
 
 from analysis.errors import ExplorerError
 from analysis.service.settings import Limits
@@ -67,3 +78,45 @@ def upload_error(upload) -> str | None:
         return (f"load error at {upload.name}: the file is {size / 2**20:.1f} MB, larger than the upload limit "
                 f"({limit} MB; setting upload_mb / XLA_EXPLORER_UPLOAD_MB)")
     return None
+
+
+JANITOR_S = 15.0
+_janitor_lock = threading.Lock()
+_janitor: threading.Thread | None = None
+
+
+def _trimmer():
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+def release_memory() -> bool:
+    """Collect garbage and hand free heap pages back to the system; True when glibc trimmed."""
+    gc.collect()
+    trim = _trimmer()
+    return bool(trim is not None and trim(0))
+
+
+def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
+    """Start the process's one janitor thread (idempotent); True when it runs."""
+    global _janitor
+    with _janitor_lock:
+        if _janitor is not None and _janitor.is_alive():
+            return True
+        if _trimmer() is None:
+            return False
+
+        def loop():
+            ev = threading.Event()
+            while not ev.wait(interval_s):
+                release_memory()
+
+        _janitor = threading.Thread(target=loop, name="xla-explorer-memory-janitor", daemon=True)
+        _janitor.start()
+        return True

@@ -18,6 +18,9 @@ if ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from app.guard import start_memory_janitor  # noqa: E402
+
+start_memory_janitor()  # a closed tab's memory goes back to the machine (app.guard)
 st.set_page_config(page_title="XLA Explorer", layout="wide")
 nav = st.navigation([
     st.Page(os.path.join(HERE, "explorer.py"), title="Explorer", default=True),

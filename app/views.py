@@ -125,6 +125,14 @@ header[data-testid="stHeader"] { display: none !important; }
 _SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
 _SVG_LOCK = threading.Lock()
 _SVG_MAX = 64
+_SVG_MAX_CHARS = 48 << 20  # and at most this much SVG text in all: one huge upload must not pin it
+
+
+def _trim_svg_cache() -> None:
+    total = sum(len(v) for v in _SVG_CACHE.values())
+    while _SVG_CACHE and (len(_SVG_CACHE) > _SVG_MAX or total > _SVG_MAX_CHARS):
+        _, v = _SVG_CACHE.popitem(last=False)
+        total -= len(v)
 
 
 def layout_all(specs) -> None:
@@ -138,8 +146,7 @@ def layout_all(specs) -> None:
     with _SVG_LOCK:
         for d, svg in zip(missing, svgs):
             _SVG_CACHE[d] = svg
-        while len(_SVG_CACHE) > _SVG_MAX:
-            _SVG_CACHE.popitem(last=False)
+        _trim_svg_cache()
 
 
 def _svg(dot: str) -> str:
@@ -150,6 +157,7 @@ def _svg(dot: str) -> str:
     svg = render_svg(dot)
     with _SVG_LOCK:
         _SVG_CACHE[dot] = svg
+        _trim_svg_cache()
     return svg
 
 
@@ -205,6 +213,9 @@ def pair_widget(specs: dict, related: dict, fused: dict, selected: dict, key: st
                       min_scale=MIN_SCALE["normal"], max_scale=1.6, height=height, key=key, default=None)
 
 
+OPEN_AS_LAYERS = 1000  # instructions before optimization above which the graphs open as layers
+
+
 # Pixels per point at which the graphs open, at least: labels are FONT (14) and EDGE_FONT (12)
 # points, so presentation mode's minimum puts every label at 14 px or more.
 MIN_SCALE = {"normal": 0.85, "present": 14 / 12}
@@ -251,6 +262,15 @@ def graph_payload(b: Bundle) -> dict:
         specs["post"] = {"default": post_graph(post_mod, b.kernels, **kw),
                          "expanded": post_graph(post_mod, b.kernels, expand=fusions, collapse_all=False, **kw),
                          "collapsed": post_graph(post_mod, b.kernels, collapse_all=True, **kw)}
+    # the model's layers: both graphs collapsed to them, and each expanded in place
+    from analysis.render.layer_graph import layer_maps, layer_variants
+
+    layers = layer_maps(b)
+    if layers:
+        for side, variants in layer_variants(b, edge_notes=edge_notes(b.fusion_decisions) if pre_mod is not None else None,
+                                             timings=timings).items():
+            if side in specs:
+                specs[side].update(variants)
     every = [sp for v in specs.values() for sp in v.values()]
     try:
         layout_all(every)
@@ -292,8 +312,15 @@ def graph_payload(b: Bundle) -> dict:
         k = b.kernel(name)
         memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
-    payload = {"graphs": graphs, "links": link_maps(b.provenance, b.kernels), "details": node_details(b),
+    details = node_details(b)
+    for lid, box in ((layers or {}).get("boxes") or {}).items():
+        details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
+                        "op_name": box["path"], "lines": []}
+    payload = {"graphs": graphs, "links": link_maps(b.provenance, b.kernels), "details": details, "layers": layers,
                "memfill": memfill,
+               # big programs open collapsed to their layers (the layers view scales; every op does not)
+               "open_variant": "layers" if layers and pre_mod is not None
+               and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS else "default",
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
                "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
                "error": error}

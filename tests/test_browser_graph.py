@@ -257,3 +257,35 @@ def test_compare_links_the_two_compilers_graphs_in_the_browser(server, browser):
         assert abs(_scale(after, side) - _scale(before, side)) < 1e-6, side
     assert f.locator("#view-post g.hl").count() > 0  # the highlight survived the rerun
     page.screenshot(path=os.path.join(OUT, "compare_linked.png"))
+
+
+def test_the_decoder_collapses_to_layers_and_opens_one_in_place(server, browser):  # noqa: F811
+    """The Flax NNX decoder block: Layers collapses both graphs to its four layers, a click on
+    the attention box lights its kernels' box on the other side, a double-click opens it in place
+    (its ops drawn, the other layers still boxes), and the search finds a sub-layer by path."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=decoder_nnx")
+    f = _frame(page, 300)
+    f.locator("#layersB").click()
+    boxes = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node')].filter(n => n.id.startsWith('L:')).map(n => n.id).sort()"
+    f.wait_for_function(f"() => ({boxes})('pre').length === 4")
+    assert f.evaluate(boxes, "pre") == ["L:attn", "L:attn_norm", "L:mlp", "L:mlp_norm"]
+    assert "L:attn" in f.evaluate(boxes, "post")
+    assert f.locator("#view-pre g.node[id^='op:']").count() <= 4  # only what lies between the layers
+    f.evaluate("() => document.querySelector(\"#view-pre g[id='L:attn']\").dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    assert f.locator("#view-post g[id='L:attn'].me").count() == 1  # the same layer on the other side
+    assert f.locator("#details h3").inner_text() == "layer attn"
+    assert "42 ops before optimization" in f.locator("#details").inner_text()
+    f.evaluate("() => document.querySelector(\"#view-pre g[id='L:attn']\").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))")
+    f.wait_for_function(f"() => ({boxes})('pre').length === 3")
+    assert "L:attn" not in f.evaluate(boxes, "pre")
+    assert f.locator("#view-pre g.node[id^='op:']").count() > 20  # the attention's own ops, drawn
+    page.screenshot(path=os.path.join(OUT, "decoder_layer_open.png"))
+    # back to all layers, then find a sub-layer by its path: its box (attn) lights up
+    f.locator("#layersB").click()
+    f.locator("#layersB").click()
+    f.wait_for_function(f"() => ({boxes})('pre').length === 4")
+    f.locator("#q").fill("attn/q_proj")
+    f.locator("#q").press("Enter")
+    assert f.locator("#details h3").inner_text() == "layer attn/q_proj"
+    assert f.locator("#view-post g[id='L:attn'].hl").count() == 1

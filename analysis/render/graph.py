@@ -44,7 +44,7 @@ TITLE_WIDTH = 34  # cluster titles wrap at this many characters (the full text i
 class Node:
     id: str
     label: str
-    kind: str  # "kernel" | "op" | "param" | "const" | "plumbing" | "fused" | "scope"
+    kind: str  # "kernel" | "op" | "param" | "const" | "plumbing" | "fused" | "scope" | "layer"
     route: str | None = None
     tooltip: str = ""
     cluster: str | None = None
@@ -190,6 +190,8 @@ class GraphSpec:
             a.update(fillcolor="#FFFFFF", fontsize=str(SMALL_FONT), height="0.25")
         elif n.kind == "scope":
             a.update(shape="folder", fillcolor="#F3F0E6")
+        elif n.kind == "layer":  # a model layer collapsed to one box (analysis.render.layer_graph)
+            a.update(shape="box", style="rounded,filled,bold", fillcolor="#EAF0F8", color="#4C6A92", penwidth="2")
         if n.layout_change:
             a["color"] = LAYOUT_MARK
             a["penwidth"] = "2.2"
@@ -399,13 +401,15 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                highlight: set[str] | None = None, expand: set[str] | None = None,
                collapse: set[str] | None = None, collapse_all: bool | None = None, timings: dict | None = None,
                computation: str | None = None, provenance=None, color_by: str = "route",
-               temp_bytes: dict[str, int] | None = None) -> GraphSpec:
+               temp_bytes: dict[str, int] | None = None,
+               groups: dict[str, tuple[str, str, str]] | None = None) -> GraphSpec:
     """The optimized module's entry (or ``computation``) as kernels; fusions as clusters.
 
     ``provenance``: kernels say how many ops of the program they do (``analysis.links``).
     ``color_by="time"``: kernels are filled by their share of the step (``time_color``), the
     route stays as the border. The biggest multi-op fusion (``teaching_fusion``) starts
-    expanded whatever its size, unless ``collapse`` names it."""
+    expanded whatever its size, unless ``collapse`` names it. ``groups`` (kernel name -> (node
+    id, label, tooltip)) draws those kernels as one box per node id (the layers view)."""
     comp = module.by_name[computation] if computation else module.entry
     by_name = {k.name: k for k in kernels}
     highlight = highlight or set()
@@ -454,6 +458,11 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             producers[inst.name] = nid
             _add_edges(g, comp, inst, nid, producers)
             continue
+        grp = groups.get(inst.name) if groups else None
+        if grp is not None:
+            producers[inst.name] = _group_node(g, grp, inst.name in highlight)
+            _add_edges(g, comp, inst, grp[0], producers)
+            continue
         nid = f"k:{inst.name}"
         sel = selected in (inst.name, nid)
         if k.opcode == "fusion" and k.fused_ops and inst.name not in collapse and (
@@ -482,6 +491,9 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                                 selected=sel, time_share=(tid or {}).get("share"))
         producers[inst.name] = nid
         _add_edges(g, comp, inst, nid, producers)
+    if groups:
+        g.edges = _dedupe_edges(g.edges)
+        _fold_params(g)
     if highlight or selected:
         for n in g.nodes.values():
             name = n.id.split(":", 1)[-1]
@@ -563,10 +575,14 @@ def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, pro
 
 def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str] | None = None,
               collapse: bool | None = None, expand_scopes: set[str] | None = None,
-              edge_notes: dict[tuple[str, str], str] | None = None) -> GraphSpec:
+              edge_notes: dict[tuple[str, str], str] | None = None,
+              groups=None) -> GraphSpec:
     """The module before optimization: one node per op, grouped by name scope. ``edge_notes``
     ((producer, consumer) op names -> a line) marks the edges that cross a kernel boundary and
-    puts XLA's reason in their tooltip."""
+    puts XLA's reason in their tooltip. ``groups(inst, scope)`` -> (node id, label, tooltip) or
+    None draws the ops it names as one box per node id: the layers view
+    (``analysis.render.layer_graph``). ``scope`` is the op's full name scope, nested jits' own
+    prefixes included."""
     comp = module.entry
     highlight = highlight or set()
     expand_scopes = expand_scopes or set()
@@ -589,6 +605,11 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
             continue
         if inst.opcode in ("get-tuple-element", "tuple", "bitcast") and inst.operands and not inst.is_root:
             producers[inst.name] = producers.get(inst.operands[0], "")
+            continue
+        grp = groups(inst, scope) if groups else None
+        if grp is not None:
+            producers[inst.name] = _group_node(g, grp, inst.name in highlight)
+            _add_edges(g, inst.computation, inst, grp[0], producers)
             continue
         cid = _ensure_scope(g, scope) if scope else None
         if big and scope and not any(scope == s or scope.startswith(s + "/") for s in expand_scopes):
@@ -621,7 +642,9 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
                 used.add(p)
                 p = g.clusters[p].parent
     g.clusters = {k: v for k, v in g.clusters.items() if k in used}
-    g.edges = [e for e in g.edges if e.src != e.dst]
+    g.edges = _dedupe_edges(g.edges) if groups else [e for e in g.edges if e.src != e.dst]
+    if groups:
+        _fold_params(g)
     for e in g.edges if edge_notes else ():
         if e.src.startswith("op:") and e.dst.startswith("op:"):
             e.note = edge_notes.get((e.src[3:], e.dst[3:]), "")
@@ -630,6 +653,49 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
             if n.kind == "op" and not n.highlighted and not n.selected:
                 n.dimmed = True
     return g
+
+
+def _group_node(g: GraphSpec, grp: tuple[str, str, str], highlighted: bool) -> str:
+    """The one box drawn for a group of ops or kernels (a layer); returns its id."""
+    gid, label, tooltip = grp
+    if gid not in g.nodes:
+        g.nodes[gid] = Node(gid, label, "layer", tooltip=tooltip)
+        g.collapsed.append(gid)
+    if highlighted:
+        g.nodes[gid].highlighted = True
+    return gid
+
+
+def _fold_params(g: GraphSpec) -> None:
+    """Parameters that feed only one layer box are drawn inside it (named in its tooltip)."""
+    outs: dict[str, set[str]] = {}
+    for e in g.edges:
+        if e.src.startswith("p:"):
+            outs.setdefault(e.src, set()).add(e.dst)
+    folded = {}
+    for pid, dsts in outs.items():
+        if len(dsts) == 1 and next(iter(dsts)).startswith("L:"):
+            folded[pid] = next(iter(dsts))
+    for pid, gid in folded.items():
+        g.nodes[gid].tooltip += f"\nparameter {g.nodes[pid].label.splitlines()[0]}"
+        del g.nodes[pid]
+    counts: dict[str, int] = {}
+    for gid in folded.values():
+        counts[gid] = counts.get(gid, 0) + 1
+    for gid, n in counts.items():
+        g.nodes[gid].label += f"\n+{n} parameter{'s' if n != 1 else ''}"
+    g.edges = [e for e in g.edges if e.src not in folded]
+
+
+def _dedupe_edges(edges: list[Edge]) -> list[Edge]:
+    """One edge per pair of nodes and none from a box to itself (a group's inner edges)."""
+    out, seen = [], set()
+    for e in edges:
+        if e.src == e.dst or (e.src, e.dst) in seen:
+            continue
+        seen.add((e.src, e.dst))
+        out.append(e)
+    return out
 
 
 def _ensure_scope(g: GraphSpec, scope: str) -> str:

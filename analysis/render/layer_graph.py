@@ -1,0 +1,126 @@
+"""Both graphs collapsed to the model's layers, and one layer expanded in place.
+
+The layer tree (``analysis.layers``) names each op's layer from its op_name (Flax, Equinox and
+Keras module paths, or ``jax.named_scope``). The *layer level* is the first level of the tree
+with two or more layers (a wrapper like ``Net`` that holds everything is looked through); its
+layers are the boxes of the layers view:
+
+- before optimization, every op of a layer is one box (its ops, kernels, bytes and time);
+- after optimization, every kernel whose ops all lie in one layer is inside that layer's box;
+  a kernel holding ops of several layers (a fusion across a layer boundary) stays its own node
+  between them, which is exactly what a person should see.
+
+Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.
+``layer_variants`` gives the GraphSpecs: all layers collapsed, and each layer (up to
+``MAX_EXPANDABLE``) expanded with the others still collapsed. Pure: reads a Bundle.
+"""
+
+from __future__ import annotations
+
+from analysis.bundle import Bundle
+from analysis.layers import Layer, layer_path, layers_of_bundle
+from analysis.render.format import human_bytes, human_seconds
+from analysis.render.graph import GraphSpec, post_graph, pre_graph
+
+MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
+
+
+def layer_level(root: Layer) -> Layer:
+    """The first layer, from the root down, with two or more sub-layers (or the last one)."""
+    node = root
+    while len(node.children) == 1 and not node.ops:
+        node = next(iter(node.children.values()))
+    return node
+
+
+def top_layers(root: Layer | None) -> list[Layer]:
+    """The layers of the layers view: the layer level's children, when there are at least two."""
+    if root is None:
+        return []
+    level = layer_level(root)
+    return list(level.children.values()) if len(level.children) >= 2 else []
+
+
+def layer_id(layer: Layer) -> str:
+    return "L:" + "/".join(layer.path)
+
+
+def kernels_of(layer: Layer) -> list[str]:
+    return list(dict.fromkeys(k for sub in layer.walk() for k in sub.kernels))
+
+
+def layer_facts(layer: Layer) -> list[str]:
+    """One line each: ops, kernels (and those shared with other layers), bytes, time."""
+    ks = kernels_of(layer)
+    facts = [f"{len(layer.all_ops())} ops before optimization", f"{len(ks)} kernel{'s' if len(ks) != 1 else ''} of its own"]
+    if layer.shared:
+        facts.append(f"{len(layer.shared)} kernel{'s' if len(layer.shared) != 1 else ''} shared with other layers "
+                     "(a fusion across the layer's border)")
+    facts.append(f"{human_bytes(layer.bytes)} moved by its kernels")
+    if layer.time_s is not None:
+        facts.append(f"{human_seconds(layer.time_s)} per step in its kernels")
+    return facts
+
+
+def _label(layer: Layer) -> str:
+    ks = kernels_of(layer)
+    line2 = f"{len(layer.all_ops())} ops → {len(ks)} kernel{'s' if len(ks) != 1 else ''}"
+    line3 = human_bytes(layer.bytes) + (f" · {human_seconds(layer.time_s)}" if layer.time_s is not None else "")
+    return f"{'/'.join(layer.path)}\n{line2}\n{line3}"
+
+
+def layer_maps(bundle: Bundle) -> dict | None:
+    """What the browser needs of the layers: per layer id (``L:<path>``, every layer under the
+    layer level; ``box`` says which are drawn as boxes) its ops, kernels and facts, and which box
+    an op or a kernel is in (so a highlight reaches into a collapsed layer). None when the model
+    has fewer than two layers."""
+    root = layers_of_bundle(bundle)
+    tops = top_layers(root)
+    if not tops:
+        return None
+    boxes, op_box, kernel_box = {}, {}, {}
+    for t in tops:
+        for sub in t.walk():  # every layer can be searched for and selected; the top ones are boxes
+            boxes[layer_id(sub)] = {"path": "/".join(sub.path), "ops": sub.all_ops(), "kernels": kernels_of(sub),
+                                    "shared": list(sub.shared), "facts": layer_facts(sub), "box": sub is t}
+        lid = layer_id(t)
+        for op in t.all_ops():
+            op_box[op] = lid
+        for k in kernels_of(t):
+            kernel_box[k] = lid
+    return {"boxes": boxes, "op_box": op_box, "kernel_box": kernel_box, "order": [layer_id(t) for t in tops]}
+
+
+def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None) \
+        -> dict[str, dict[str, GraphSpec]]:
+    """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}``; empty when the
+    model has fewer than two layers."""
+    root = layers_of_bundle(bundle)
+    tops = top_layers(root)
+    if not tops:
+        return {}
+    pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
+    level = len(tops[0].path)
+    by_path = {t.path: t for t in tops}
+    labels = {t.path: (layer_id(t), _label(t), "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t)))
+              for t in tops}
+
+    def op_top(scope: str) -> tuple | None:
+        p = layer_path(scope + "/op")[:level]  # the scope as an op_name: the layer it names
+        return p if len(p) == level and p in by_path else None
+    kernel_top = {k: t.path for t in tops for k in kernels_of(t)}
+    out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
+    choices = [None] + [t.path for t in tops[:MAX_EXPANDABLE]]
+    for open_path in choices:
+        name = "layers" if open_path is None else "layers:" + "/".join(open_path)
+        if pre_mod is not None:
+            def group_of(inst, scope, open_path=open_path):
+                p = op_top(scope) if scope else None
+                return labels[p] if p is not None and p != open_path else None
+
+            out["pre"][name] = pre_graph(pre_mod, collapse=False, groups=group_of, edge_notes=edge_notes)
+        if post_mod is not None:
+            groups = {k: labels[p] for k, p in kernel_top.items() if p != open_path}
+            out["post"][name] = post_graph(post_mod, bundle.kernels, timings=timings, provenance=bundle.provenance,
+                                           groups=groups, collapse_all=open_path is None or None)
+    return {k: v for k, v in out.items() if v}

@@ -1,0 +1,92 @@
+"""The layers view (analysis.render.layer_graph): both graphs collapsed to the model's layers,
+one layer opened in place, and what the browser gets to link them. Expected layers are the
+attribute names the model files give their modules (sample_models/decoder_nnx.py: attn_norm,
+attn, mlp_norm, mlp; cnn_linen.py: Net/conv1, conv2, head), and a hand-written HLO module
+with named scopes."""
+
+from __future__ import annotations
+
+from analysis.bundle import bundle_from_hlo
+from analysis.render.layer_graph import layer_maps, layer_variants, top_layers
+from analysis.layers import layers_of_bundle
+
+DECODER = {"L:attn_norm", "L:attn", "L:mlp_norm", "L:mlp"}
+
+
+def _boxes(spec):
+    return {n for n in spec.nodes if n.startswith("L:")}
+
+
+def test_the_decoder_collapses_to_its_four_layers_on_both_sides(gallery_bundle):
+    b = gallery_bundle("decoder_nnx")
+    v = layer_variants(b)
+    assert _boxes(v["pre"]["layers"]) == DECODER
+    # before optimization no op of a layer is drawn on its own: only the residual adds between them
+    ops = [n for n in v["pre"]["layers"].nodes if n.startswith("op:")]
+    assert 0 < len(ops) <= 4
+    assert _boxes(v["post"]["layers"]) <= DECODER and "L:attn" in _boxes(v["post"]["layers"])
+    # the attention's parameters (q, k, v, o projections) are folded into its box
+    assert "+4 parameters" in v["pre"]["layers"].nodes["L:attn"].label
+
+
+def test_opening_one_layer_draws_its_ops_and_kernels_and_keeps_the_others_boxes(gallery_bundle):
+    b = gallery_bundle("decoder_nnx")
+    v = layer_variants(b)
+    pre, post = v["pre"]["layers:attn"], v["post"]["layers:attn"]
+    assert _boxes(pre) == DECODER - {"L:attn"}
+    maps = layer_maps(b)
+    attn_ops = set(maps["boxes"]["L:attn"]["ops"])
+    drawn = {n[3:] for n in pre.nodes if n.startswith("op:")}
+    from analysis.render.graph import pre_graph
+
+    every = {n[3:] for n in pre_graph(b.module("hlo_before"), collapse=False).nodes if n.startswith("op:")}
+    assert every & attn_ops and every & attn_ops <= drawn  # each of its ops the full graph draws
+    assert not drawn & (set(maps["boxes"]["L:mlp"]["ops"]) | set(maps["boxes"]["L:attn_norm"]["ops"]))
+    attn_kernels = set(maps["boxes"]["L:attn"]["kernels"])
+    shown = {n.split(":", 1)[1] for n in post.nodes if n.startswith(("k:",))} | \
+        {c.split(":", 1)[1] for c in post.clusters if c.startswith("f:")}
+    assert attn_kernels <= shown
+
+
+def test_every_layer_can_be_found_and_a_kernel_names_its_box(gallery_bundle):
+    b = gallery_bundle("decoder_nnx")
+    maps = layer_maps(b)
+    assert {"L:attn/q_proj", "L:attn/o_proj", "L:mlp/gate", "L:mlp/down"} <= set(maps["boxes"])
+    assert {k for k, v in maps["boxes"].items() if v["box"]} == DECODER
+    q = maps["boxes"]["L:attn/q_proj"]
+    assert len(q["ops"]) == 1 and all(maps["kernel_box"][k] == "L:attn" for k in q["kernels"])
+    assert all(maps["op_box"][op] == "L:attn" for op in maps["boxes"]["L:attn"]["ops"])
+
+
+def test_a_wrapper_holding_every_layer_is_looked_through(gallery_bundle):
+    b = gallery_bundle("cnn_linen")
+    assert [t.path for t in top_layers(layers_of_bundle(b))] == [("Net", "conv1"), ("Net", "conv2"), ("Net", "head")]
+    v = layer_variants(b)
+    assert _boxes(v["pre"]["layers"]) == {"L:Net/conv1", "L:Net/conv2", "L:Net/head"}
+
+
+HLO = """HloModule m
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0), metadata={op_name="x"}
+  %a = f32[8]{0} negate(%x), metadata={op_name="jit(f)/enc/negate"}
+  %b = f32[8]{0} exponential(%a), metadata={op_name="jit(f)/enc/exp"}
+  %c = f32[8]{0} tanh(%b), metadata={op_name="jit(f)/dec/tanh"}
+  ROOT %d = f32[8]{0} add(%c, %b), metadata={op_name="jit(f)/dec/add"}
+}
+"""
+
+
+def test_named_scopes_of_plain_jax_make_layers_too():
+    b = bundle_from_hlo(HLO, name="scopes")
+    v = layer_variants(b)
+    g = v["pre"]["layers"]
+    assert _boxes(g) == {"L:enc", "L:dec"}
+    assert g.nodes["L:enc"].label.splitlines()[1] == "2 ops → 0 kernels"  # no optimized module here
+    # enc feeds dec once: the two boxes are joined by one edge, the parameter folded into enc
+    assert [(e.src, e.dst) for e in g.edges] == [("L:enc", "L:dec")]
+    assert "+1 parameter" in g.nodes["L:enc"].label
+
+
+def test_a_model_without_layers_has_no_layers_view(gallery_bundle):
+    assert layer_variants(gallery_bundle("softmax")) == {} and layer_maps(gallery_bundle("softmax")) is None
