@@ -9,6 +9,8 @@ this process only reads Bundles.
 
 from __future__ import annotations
 
+import functools
+
 import html
 import os
 import sys
@@ -485,14 +487,11 @@ with share1:
         st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _report_html(bundle_json: str) -> str:
-    return report.html_report(Bundle.from_json(bundle_json))
-
-
 with share2:
     bj = b.to_json()
-    st.download_button("Download HTML report (one file, works offline)", lambda: _report_html(bj),
+    # a module's function, not a lambda or a function of this script: Streamlit keeps callables
+    # past the run, and one defined here would keep this whole run (upload, bundle, graphs) alive
+    st.download_button("Download HTML report (one file, works offline)", functools.partial(views.report_html, bj),
                        file_name=f"{b.title}.report.html", mime="text/html", key="dl_report",
                        width="stretch")
     st.download_button("Download bundle (JSON)", bj, file_name=f"{b.title}.bundle.json", key="dl_bundle",

@@ -7,13 +7,19 @@
   random id per Streamlit session.
 - ``upload_error(upload)``: the one-line error for an upload larger than the ``upload_mb``
   setting (default 32 MB), before any of it is parsed.
-- ``start_memory_janitor()``: gives freed memory back to the machine. A closed tab's session
-  (its bundle, graphs, uploads) is dropped by Streamlit ``server.disconnectedSessionTTL``
-  seconds after its websocket goes (60 in ``.streamlit/config.toml``); Python frees the objects,
-  but glibc's allocator keeps the freed pages in its arenas, so the server's resident memory
-  would stay at its peak. A daemon thread collects cycles and asks glibc to return free pages
-  (``malloc_trim``) every ``JANITOR_S`` seconds. No library does this for a Python process;
-  ``ctypes`` reaches glibc's own call.
+- ``start_memory_janitor()``: gives a closed tab's memory back to the machine. Every
+  ``JANITOR_S`` seconds a daemon thread
+  1. shuts down the sessions whose reconnect time (``server.disconnectedSessionTTL``, 60 s in
+     ``.streamlit/config.toml``) is over. Streamlit keeps a disconnected session in a TTL cache
+     and, when the entry expires, drops it *without* shutting it down, so its uploaded files and
+     download callables (and through them the whole script run: upload, bundle, graphs) stayed
+     in the server for good — measured: 1.1 GB after one 30 MB upload (benchmarks/upload_memory.py).
+     Shutting it down is Streamlit's own ``AppSession.shutdown``; reaching the expired entries
+     needs the session manager's private store, so every step is guarded and the reaping simply
+     stops if a Streamlit release changes it;
+  2. collects cycles and asks glibc to return free pages (``malloc_trim``; glibc keeps freed
+     pages in its arenas otherwise). No library does this for a Python process; ``ctypes``
+     reaches glibc's own call.
 """
 
 from __future__ import annotations
@@ -96,6 +102,31 @@ def _trimmer():
     return trim
 
 
+def reap_expired_sessions() -> int:
+    """Shut down the disconnected sessions whose reconnect time is over (see the module
+    docstring); returns how many. 0 where the server is not a Streamlit one, or its session
+    store is not the in-memory TTL cache this knows."""
+    try:
+        from streamlit import runtime
+
+        if not runtime.exists():
+            return 0
+        mgr = runtime.get_instance()._session_mgr
+        cache = mgr._session_storage._cache
+        lock = mgr._storage_lock
+        expire = cache.expire
+    except Exception:  # noqa: BLE001 - another Streamlit: leave its sessions to it
+        return 0
+    with lock:
+        expired = expire()
+    for _, info in expired:
+        try:
+            info.session.shutdown()
+        except Exception:  # noqa: BLE001 - one session failing to shut down must not stop the others
+            continue
+    return len(expired)
+
+
 def release_memory() -> bool:
     """Collect garbage and hand free heap pages back to the system; True when glibc trimmed."""
     gc.collect()
@@ -104,17 +135,16 @@ def release_memory() -> bool:
 
 
 def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
-    """Start the process's one janitor thread (idempotent); True when it runs."""
+    """Start the process's one janitor thread (idempotent; without glibc it only reaps)."""
     global _janitor
     with _janitor_lock:
         if _janitor is not None and _janitor.is_alive():
             return True
-        if _trimmer() is None:
-            return False
 
         def loop():
             ev = threading.Event()
             while not ev.wait(interval_s):
+                reap_expired_sessions()
                 release_memory()
 
         _janitor = threading.Thread(target=loop, name="xla-explorer-memory-janitor", daemon=True)

@@ -606,3 +606,11 @@ def text_views(b: Bundle, sel: dict) -> None:
                 st.markdown(code_html(text, marks, stage), unsafe_allow_html=True)
             else:
                 st.code(text, language="python" if stage == "jaxpr" else None, line_numbers=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def report_html(bundle_json: str) -> str:
+    """The offline HTML report of a bundle (its JSON), made when the download is clicked."""
+    from analysis.render import report
+
+    return report.html_report(Bundle.from_json(bundle_json))

@@ -237,8 +237,8 @@ def _rss_mb() -> float:
 
 def test_the_memory_of_a_big_upload_goes_back_to_the_machine_once_dropped():
     """A ~16 MB HLO upload parsed into a Bundle the way the app opens it, then dropped (a closed
-    tab's session): the janitor's ``release_memory`` gives the freed pages back, so the process
-    ends near where it started, not at its peak."""
+    tab's session): nothing of it stays reachable (no module-level cache holds the module), so
+    after ``release_memory`` the process ends near where it started, not at its peak."""
     import gc
 
     from analysis.bundle import bundle_from_hlo
