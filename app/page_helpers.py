@@ -77,6 +77,8 @@ def phase_text(p: str) -> str:
         text = f"Sweeping: length {p.split(':', 1)[1]}"
     elif head == "queued":
         text = f"Waiting in the queue ({p.split(':', 1)[1]} ahead)"
+    elif head == "node":  # the Ray engine: the node the job started on (a name Ray reports)
+        text = f"Running on node {p.split(':', 1)[1][:60]}"
     return text
 
 

@@ -1,6 +1,7 @@
 """Load test (not CI): N concurrent sessions submit mixed jobs through the queue.
 
     .venv/bin/python benchmarks/load_test.py [--sessions 20] [--jobs 3] [--store PATH] [--hostile 4]
+    .venv/bin/python benchmarks/load_test.py --engine ray [--sessions 50 --jobs 4]
 
 Each session submits a mix of gallery jobs (often cached after the first), fresh pasted code
 (always a miss), broken code (a clear error) and one measurement job in five. Reports p50/p95
@@ -10,6 +11,10 @@ With ``--hostile N`` it runs the same normal mix twice, alone and then beside N 
 (a memory bomb of forked children, a stdout flood, a /tmp filler, a measuring job that never
 ends), and prints the normal jobs' p95 both ways: the class keeps being served while some
 students attack the machine.
+
+With ``--engine ray`` it runs the same mix on the local queue and on a local two-node Ray
+cluster (``ray.cluster_utils.Cluster``, one CPU per node: this machine's two cores), one after
+the other in one run, and prints the p50/p95 of each and Ray's per-job overhead as a ratio.
 """
 
 from __future__ import annotations
@@ -78,9 +83,10 @@ def make_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
     return "measure", Job(kind="gallery", name="mlp", backend="cpu", measure=True)
 
 
-def run_mix(args, limits, hostile: int) -> tuple[list, float]:
+def run_mix(args, limits, hostile: int, runner=None) -> tuple[list, float]:
     store = Store(args.store or os.path.join(tempfile.mkdtemp(prefix="xla-load-"), "store.sqlite"))
-    queue = JobQueue(limits, store)
+    queue = JobQueue(limits, store) if runner is None else \
+        JobQueue(limits, store, runner=runner, workers=limits.workers, measure_slots=limits.workers, engine="ray")
     results: list[tuple[str, float, str]] = []  # (kind, seconds, outcome)
     lock = threading.Lock()
 
@@ -139,7 +145,11 @@ def main() -> int:
     ap.add_argument("--store", default=None, help="store file (default: a fresh temporary one)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hostile", type=int, default=0, help="also run the mix beside this many hostile sessions")
+    ap.add_argument("--engine", choices=["local", "ray"], default="local",
+                    help="ray: the mix on the local queue and on a local 2-node Ray cluster, side by side")
     args = ap.parse_args()
+    if args.engine == "ray":
+        return ray_vs_local(args)
 
     print("sandbox:", sandbox_status())
     limits = Limits.from_env()
@@ -156,6 +166,48 @@ def main() -> int:
         print("FAIL: jobs without a bundle or a clear error:", bad)
         return 1
     print("ok: every job ended with a bundle or a clear error")
+    return 0
+
+
+def ray_vs_local(args) -> int:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from analysis.service.ray_engine import RayRunner
+    from analysis.service.settings import EngineSettings
+
+    print("sandbox:", sandbox_status())
+    limits = Limits.from_env()
+    local, local_wall = run_mix(args, limits, 0)
+    bad = report(local, local_wall, args, limits, "local queue")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 100 << 20,
+                                                      "include_dashboard": False})
+    c.add_node(num_cpus=1, object_store_memory=100 << 20)
+    c.wait_for_nodes()
+    try:
+        ray.init(address=c.address, log_to_driver=False)
+        runner = RayRunner(EngineSettings(kind="ray", address=c.address))
+        on_ray, ray_wall = run_mix(args, limits, 0, runner=runner)
+        bad += report(on_ray, ray_wall, args, limits, "Ray, 2 local nodes")
+    finally:
+        ray.shutdown()
+        c.shutdown()
+    for kind in ("all", "pasted", "gallery"):
+        a = [r[1] for r in local if kind == "all" or r[0] == kind]
+        b = [r[1] for r in on_ray if kind == "all" or r[0] == kind]
+        misses_a = [r[1] for r in local if (kind == "all" or r[0] == kind) and r[2] != "bundle-hit"]
+        misses_b = [r[1] for r in on_ray if (kind == "all" or r[0] == kind) and r[2] != "bundle-hit"]
+        if a and b:
+            print(f"{kind:8s} p50 {pct(a, 50):.2f} s local, {pct(b, 50):.2f} s Ray ({pct(b, 50) / pct(a, 50):.2f}x); "
+                  f"p95 {pct(a, 95):.2f} / {pct(b, 95):.2f} s ({pct(b, 95) / pct(a, 95):.2f}x); "
+                  f"uncached p50 {pct(misses_a, 50):.2f} / {pct(misses_b, 50):.2f} s")
+    hits = [r[1] for r in on_ray if r[2] == "bundle-hit"]
+    if hits:
+        print(f"cache hits on Ray: p95 {pct(hits, 95) * 1e3:.0f} ms (the store answers before anything is submitted)")
+    if bad:
+        print("FAIL: jobs without a bundle or a clear error:", bad)
+        return 1
+    print("ok: every job ended with a bundle or a clear error, on both engines")
     return 0
 
 

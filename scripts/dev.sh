@@ -36,7 +36,7 @@ if [ ! -f "$stamp" ]; then
   echo "== installing Python packages into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2> >(quiet)
   extra="[frameworks]"  # Flax, Equinox, optax, Keras: models written with them compile too
-  [ "$mode" = test ] && extra="[test,frameworks]"
+  [ "$mode" = test ] && extra="[test,frameworks,ray]"  # the tests run the Ray engine on a local cluster
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extra" 2> >(quiet)
   touch "$stamp"
 fi

@@ -198,10 +198,17 @@ class JobHandle:
 class JobQueue:
     """Runs jobs in sandboxed workers: compile jobs in parallel, measurement jobs alone."""
 
-    def __init__(self, limits: Limits | None = None, store=None, runner: Callable | None = None):
+    def __init__(self, limits: Limits | None = None, store=None, runner: Callable | None = None,
+                 workers: int | None = None, measure_slots: int = 1, engine: str = "local"):
+        """``workers``: compile jobs at once (default ``limits.workers``); ``measure_slots``:
+        measuring jobs at once (1 on one machine; a cluster places each on its own node or GPU);
+        ``engine`` names where the runner runs jobs, for the bundles and the status."""
         self.limits = limits or Limits.from_env()
         self.store = store
         self._runner = runner or run_job
+        self.workers = max(1, workers or self.limits.workers)
+        self.measure_slots = max(1, measure_slots)
+        self.engine = engine
         self._cv = threading.Condition()
         self._lanes: dict[bool, collections.deque] = {False: collections.deque(), True: collections.deque()}
         self._running: list[JobHandle] = []
@@ -209,7 +216,7 @@ class JobQueue:
         self._threads: list[threading.Thread] = []
         self._closed = False
         # "beside": one more thread, for the measuring lane, so compile jobs keep all the workers
-        n = max(1, self.limits.workers) + (1 if self.limits.measure_mode == "beside" else 0)
+        n = self.workers + (self.measure_slots if self.limits.measure_mode == "beside" else 0)
         for i in range(n):
             t = threading.Thread(target=self._loop, name=f"xla-explorer-worker-{i}", daemon=True)
             t.start()
@@ -282,19 +289,20 @@ class JobQueue:
     def stats(self) -> dict:
         with self._cv:
             return {"queued": len(self._lanes[False]), "queued_measure": len(self._lanes[True]),
-                    "running": len(self._running), "workers": self.limits.workers}
+                    "running": len(self._running), "workers": self.workers, "engine": self.engine}
 
     # -- running ----------------------------------------------------------------------------
 
     def _next(self) -> JobHandle | None:
         """Under the lock: the job this thread may start now, if any."""
-        measuring = any(r.measure for r in self._running)
+        n_measuring = sum(1 for r in self._running if r.measure)
+        measuring = n_measuring > 0
         if self.limits.measure_mode == "beside":
-            # One measuring job at a time, beside the compile jobs (which never wait for it).
+            # Measuring jobs (one at a time on one machine) beside the compile jobs, which never wait for them.
             compiling = sum(1 for r in self._running if not r.measure)
-            if self._lanes[True] and not measuring:
+            if self._lanes[True] and n_measuring < self.measure_slots:
                 return self._lanes[True].popleft()
-            if self._lanes[False] and compiling < self.limits.workers:
+            if self._lanes[False] and compiling < self.workers:
                 return self._lanes[False].popleft()
             return None
         if measuring:
@@ -302,7 +310,7 @@ class JobQueue:
         if self._lanes[True]:
             # "alone": a measurement job waits for the running compile jobs, and blocks new ones.
             return self._lanes[True].popleft() if not self._running else None
-        if self._lanes[False] and len(self._running) < self.limits.workers:
+        if self._lanes[False] and len(self._running) < self.workers:
             return self._lanes[False].popleft()
         return None
 
@@ -328,6 +336,8 @@ class JobQueue:
             ran, error = None, None
             try:
                 ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel)
+                if isinstance(ran.bundle.environment, dict):  # where it ran (not part of the cache key)
+                    ran.bundle.environment.setdefault("engine", {"kind": self.engine, "node": platform.node()})
                 if h.measure and isinstance(ran.bundle.timings, dict):
                     # Said beside the timings: other jobs ran on this machine while these were measured.
                     ran.bundle.timings["jobs_beside"] = h.beside
@@ -365,11 +375,23 @@ _default_lock = threading.Lock()
 
 
 def default_queue() -> JobQueue:
-    """The process-wide queue (limits from the settings, the default store), made on first use."""
+    """The process-wide queue (limits and engine from the settings, the default store), made on
+    first use. With ``engine = "ray"`` its jobs run on the Ray cluster
+    (``analysis.service.ray_engine``); a cluster that cannot be reached is an ``engine`` error
+    (and the next call tries again)."""
     global _default_queue
     with _default_lock:
         if _default_queue is None:
-            _default_queue = JobQueue(Limits.from_env(), default_store())
+            from analysis.service.settings import EngineSettings
+
+            eng = EngineSettings.from_env()
+            if eng.kind == "ray":
+                from analysis.service.ray_engine import RayRunner
+
+                _default_queue = JobQueue(Limits.from_env(), default_store(), runner=RayRunner(eng),
+                                          workers=eng.inflight, measure_slots=eng.inflight, engine="ray")
+            else:
+                _default_queue = JobQueue(Limits.from_env(), default_store())
         return _default_queue
 
 

@@ -109,3 +109,59 @@ class Limits:
                     raise ExplorerError("options", f"setting measure_mode must be beside or alone, not {v!r}")
             out[f.name] = v
         return cls(**out)
+
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Where jobs run: ``local`` (this machine's queue and workers, the default) or ``ray`` (a
+    Ray cluster at ``address``: ``auto``, ``ray://HOST:10001``, or empty to start a local one).
+    Table ``[engine]`` of the settings file; ``XLA_EXPLORER_ENGINE`` and
+    ``XLA_EXPLORER_RAY_ADDRESS`` override it."""
+
+    kind: str = "local"
+    address: str = ""
+    inflight: int = 64  # Ray tasks this app keeps running at once (the cluster queues the rest)
+    local_cpus: int = 0  # CPUs of a local Ray started here (0: all)
+    object_store_mb: int = 256  # object store of a local Ray started here
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "EngineSettings":
+        environ = os.environ if environ is None else environ
+        values: dict = {}
+        path = settings_path or settings_file(environ)
+        if os.path.exists(path):
+            import tomllib
+
+            try:
+                with open(path, "rb") as f:
+                    table = tomllib.load(f).get("engine", {})
+            except (OSError, tomllib.TOMLDecodeError) as e:
+                raise ExplorerError("options", f"cannot read settings: {e}", path) from None
+            if not isinstance(table, dict):
+                raise ExplorerError("options", "[engine] must be a table", path)
+            values.update(table)
+        if environ.get("XLA_EXPLORER_ENGINE"):
+            values["kind"] = environ["XLA_EXPLORER_ENGINE"]
+        if environ.get("XLA_EXPLORER_RAY_ADDRESS") is not None:
+            values["address"] = environ["XLA_EXPLORER_RAY_ADDRESS"]
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ExplorerError("options", f"unknown [engine] setting {sorted(unknown)[0]!r}", path)
+        out = {}
+        for f in fields(cls):
+            if f.name in values:
+                typ = type(getattr(cls, f.name))
+                try:
+                    out[f.name] = typ(values[f.name])
+                except (TypeError, ValueError):
+                    raise ExplorerError("options", f"engine setting {f.name} must be a {typ.__name__}") from None
+        kind = str(out.get("kind", cls.kind)).lower()
+        if kind not in ENGINES:
+            raise ExplorerError("options", f"setting engine must be local or ray, not {kind!r}")
+        out["kind"] = kind
+        if out.get("inflight", 1) <= 0:
+            raise ExplorerError("options", "engine setting inflight must be positive")
+        return cls(**out)

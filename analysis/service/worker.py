@@ -33,16 +33,23 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
     res = sandbox.run_worker(asdict(job), limits, progress, cancel)
-    msg = res.message
-    if msg is None:
+    if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
+    return interpret(res.message, res.isolated, job)
+
+
+def interpret(msg, isolated: bool, job: Job) -> Ran:
+    """A worker's message (``{"bundle"}`` or ``{"error"}``) as a Ran or an ExplorerError; the
+    same for a worker here and one on a Ray node (``analysis.service.ray_engine``)."""
+    if not isinstance(msg, dict):
+        raise ExplorerError("protocol", "the worker sent no message", job.filename)
     if "error" in msg:
         try:
             raise ExplorerError.from_dict(msg["error"])
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
-        return Ran(untrusted_bundle(msg["bundle"], job), res.isolated)
+        return Ran(untrusted_bundle(msg["bundle"], job), isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
 
 
