@@ -241,6 +241,7 @@ with st.sidebar:
     isolated, why = runner.sandbox_state()
     if not isolated:
         st.warning(f"Pasted code is NOT isolated: {why}")
+    st.caption(runner.engine_line())
 
 # ----------------------------------------------------------------------------- top row
 

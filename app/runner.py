@@ -78,3 +78,17 @@ def recorded_target_bundle(job: Job) -> Outcome:
 
 def sandbox_state() -> tuple[bool, str]:
     return sandbox_status()
+
+
+def engine_line() -> str:
+    """Where this app's jobs run, in one line for the sidebar (``[engine]`` settings)."""
+    from analysis.service.settings import EngineSettings, Limits
+
+    try:
+        e = EngineSettings.from_env()
+        workers = Limits.from_env().workers
+    except ExplorerError as err:
+        return err.one_line()
+    if e.kind == "ray":
+        return f"Jobs run on the Ray cluster at {e.address or 'a Ray started by this app'}."
+    return f"Jobs run on this machine, {workers} at a time."

@@ -8,6 +8,7 @@ This package never imports JAX itself; loading a model file does.
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,12 +28,26 @@ class GalleryEntry:
         return self.path.read_text()
 
 
+# One reading at a time, remembered until a file changes: CPython 3.11's ast.parse is not safe
+# from several threads at once (measured: "SystemError: AST constructor recursion depth
+# mismatch" under the load test's 20 concurrent sessions), and every job looks the gallery up.
+_lock = threading.Lock()
+_memo: dict = {}
+
+
 def gallery() -> dict[str, GalleryEntry]:
     """Every model file in this folder, by name, read without importing it (no JAX needed)."""
+    paths = sorted(p for p in GALLERY_DIR.glob("*.py") if not p.name.startswith("_"))
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
+    with _lock:
+        if _memo.get("stamp") != stamp:
+            _memo["entries"], _memo["stamp"] = _read(paths), stamp
+        return dict(_memo["entries"])
+
+
+def _read(paths: list[Path]) -> dict[str, GalleryEntry]:
     out: dict[str, GalleryEntry] = {}
-    for path in sorted(GALLERY_DIR.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
+    for path in paths:
         tree = ast.parse(path.read_text())
         defines = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
         defines |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}

@@ -329,3 +329,29 @@ def test_cpu_calibration_is_made_once_per_machine(tmp_path):
     # the hand-over does not change what the cache key sees
     assert jobs.cache_key(job, "cpu") == jobs.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")
     q.shutdown()
+
+
+def test_the_gallery_can_be_read_by_many_sessions_at_once():
+    """Every job looks the gallery up; 8 threads reading it at once (the load test's sessions)
+    must all get the same 16 models, never an exception (ast.parse is not thread-safe in 3.11)."""
+    import threading
+
+    from sample_models import gallery
+
+    want = set(gallery())
+    errors, seen = [], []
+
+    def read():
+        try:
+            for _ in range(25):
+                seen.append(set(gallery()))
+        except Exception as e:  # noqa: BLE001 - the point is to see any
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(seen) == 200 and all(s == want for s in seen)
+    assert len(want) >= 16

@@ -202,3 +202,4 @@ def test_the_local_queue_says_where_a_bundle_was_made(tmp_path):
         assert ran.bundle.environment["engine"]["kind"] == "local"
     finally:
         q.shutdown()
+

@@ -428,14 +428,22 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     ``progress`` receives ``"cached"``, ``"queued:N"`` (N jobs ahead), then the worker's phases;
     ``on_submit`` receives the ``JobHandle`` (for a UI that shows the queue position).
     ``job`` is not changed."""
-    queue = queue or default_queue()
+    engine_error = None
+    if queue is None:
+        try:
+            queue = default_queue()
+        except ExplorerError as e:
+            if e.phase != "engine":
+                raise
+            engine_error = e  # the cluster is out of reach: a cached bundle is still served
     say = progress or (lambda p: None)
     key = None
-    store = queue.store if use_cache else None
+    store = (queue.store if queue is not None else default_store()) if use_cache else None
+    limits = queue.limits if queue is not None else Limits.from_env()
     if store is not None:
         try:
             with store_waiting(store, say):
-                kind = device_kind_for(job.backend, device_probe(store, queue.limits))
+                kind = device_kind_for(job.backend, device_probe(store, limits))
                 key = cache_key(job, kind)
                 found = store.get_bundle(key)
         except ExplorerError as e:
@@ -450,6 +458,8 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             except HloParseError as e:
                 warnings.warn(f"cached bundle not re-analyzed: {e}")
             return Outcome(found, cached=True)
+    if engine_error is not None:
+        raise engine_error
     peaks_key = None
     if store is not None and is_measure(job) and job.peaks is None:
         # A CPU calibration made by an earlier job on this machine, so the worker need not redo it.
