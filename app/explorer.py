@@ -498,5 +498,6 @@ with share2:
     st.download_button("Download bundle (JSON)", bj, file_name=f"{b.title}.bundle.json", key="dl_bundle",
                        width="stretch")
     with st.expander("Graphs as SVG / DOT"):
-        for fname, (mime, data) in report.graph_exports(b).items():
+        # the graphs' layouts come from the app's cache: a rerun lays out nothing again
+        for fname, (mime, data) in report.graph_exports(b, layout=views.layout_svg).items():
             st.download_button(fname, data, file_name=fname, mime=mime, key=f"dl_{fname}")

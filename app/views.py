@@ -161,6 +161,11 @@ def _svg(dot: str) -> str:
     return svg
 
 
+def layout_svg(dot: str) -> str:
+    """The SVG of a DOT text, from the layout cache shared by every session (laid out on a miss)."""
+    return _svg(dot)
+
+
 def route_legend(spec: GraphSpec) -> list[dict]:
     """The routes (and marks) that occur in this graph, for the legend drawn over it."""
     routes = {n.route for n in spec.nodes.values() if n.kind == "kernel" and n.route}

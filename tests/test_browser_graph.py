@@ -289,3 +289,23 @@ def test_the_decoder_collapses_to_layers_and_opens_one_in_place(server, browser)
     f.locator("#q").press("Enter")
     assert f.locator("#details h3").inner_text() == "layer attn/q_proj"
     assert f.locator("#view-post g[id='L:attn'].hl").count() == 1
+
+
+def test_the_kernel_table_says_what_each_kernel_is_and_where_it_came_from(server, browser):  # noqa: F811
+    """The Kernels tab of mlp at 1280x720, read from the table's own grid in Chromium: the
+    columns a reader asks for first (what runs it, how many ops, the fused instructions, the
+    source line), the matmuls as YNNPACK calls from the model's two `@` lines, and no "None"."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=mlp&view=kernels")
+    page.get_by_text("Click a column").first.wait_for(timeout=240_000)
+    cells = "[data-testid=stDataFrame] [role=gridcell]"
+    page.wait_for_function(f"() => document.querySelectorAll('{cells}').length > 0", timeout=60_000)
+    heads = page.evaluate("() => [...document.querySelectorAll('[data-testid=stDataFrame] [role=columnheader]')]"
+                          ".map(e => e.textContent)")
+    assert heads[:7] == ["kernel", "route", "library", "what", "ops", "fused instructions", "source"]
+    texts = page.evaluate(f"() => [...document.querySelectorAll('{cells}')].map(e => e.textContent)")
+    rows = [texts[i:i + 7] for i in range(0, len(texts), 7)]
+    calls = [r for r in rows if r[2] == "YNNPACK"]
+    # sample_models/mlp.py: the two matmuls are on lines 14 and 16
+    assert sorted(r[6] for r in calls) == ["L14", "L16"] and all(r[5] == "1: dot" for r in calls)
+    assert "None" not in texts and "nan" not in texts

@@ -66,9 +66,10 @@ def graph_specs(bundle: Bundle):
     return pre, post
 
 
-def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
+def graph_exports(bundle: Bundle, layout=None) -> dict[str, tuple[str, bytes]]:
     """Both graphs as Graphviz DOT and SVG: ``{file name: (mime type, bytes)}``. SVG needs
-    Graphviz's ``dot``; without it only the DOT files are returned."""
+    Graphviz's ``dot``; without it only the DOT files are returned. ``layout(dot) -> svg``
+    (default: a fresh Graphviz run) lets the app reuse the layouts it already has."""
     out: dict[str, tuple[str, bytes]] = {}
     slug = _slug(bundle.title)
     for side, spec in zip(("before", "after"), graph_specs(bundle)):
@@ -79,7 +80,7 @@ def graph_exports(bundle: Bundle) -> dict[str, tuple[str, bytes]]:
         try:
             from analysis.render.graph import render_svg
 
-            svg = render_svg(dot)
+            svg = (layout or render_svg)(dot)
         except RuntimeError:
             continue
         out[f"{slug}.{side}.svg"] = ("image/svg+xml",
