@@ -90,3 +90,20 @@ def test_named_scopes_of_plain_jax_make_layers_too():
 
 def test_a_model_without_layers_has_no_layers_view(gallery_bundle):
     assert layer_variants(gallery_bundle("softmax")) == {} and layer_maps(gallery_bundle("softmax")) is None
+
+
+def test_a_big_program_gets_its_layers_view_but_no_layer_opened_ahead():
+    from analysis.render.layer_graph import MAX_INSTRUCTIONS_AHEAD
+
+    n = MAX_INSTRUCTIONS_AHEAD // 2 + 10  # per layer: two layers, more than the limit in all
+    lines = ["HloModule big", "", "ENTRY %main (x: f32[8]) -> f32[8] {", '  %x = f32[8]{0} parameter(0)']
+    prev = "x"
+    for layer in ("enc", "dec"):
+        for i in range(n):
+            lines.append(f'  %{layer}{i} = f32[8]{{0}} negate(%{prev}), metadata={{op_name="jit(f)/{layer}/neg"}}')
+            prev = f"{layer}{i}"
+    lines += [f"  ROOT %r = f32[8]{{0}} tanh(%{prev})", "}"]
+    b = bundle_from_hlo("\n".join(lines) + "\n", name="big")
+    v = layer_variants(b)
+    assert list(v["pre"]) == ["layers"]  # only the collapsed view: opening one would re-walk 3,000+ ops
+    assert _boxes(v["pre"]["layers"]) == {"L:enc", "L:dec"}

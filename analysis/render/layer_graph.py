@@ -12,7 +12,8 @@ layers are the boxes of the layers view:
 
 Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.
 ``layer_variants`` gives the GraphSpecs: all layers collapsed, and each layer (up to
-``MAX_EXPANDABLE``) expanded with the others still collapsed. Pure: reads a Bundle.
+``MAX_EXPANDABLE``, in programs up to ``MAX_INSTRUCTIONS_AHEAD``) expanded with the others still
+collapsed. Pure: reads a Bundle.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from analysis.render.format import human_bytes, human_seconds
 from analysis.render.graph import GraphSpec, post_graph, pre_graph
 
 MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
+MAX_INSTRUCTIONS_AHEAD = 3000  # and only for programs up to this size (instructions before optimization)
 
 
 def layer_level(root: Layer) -> Layer:
@@ -110,7 +112,11 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
         return p if len(p) == level and p in by_path else None
     kernel_top = {k: t.path for t in tops for k in kernels_of(t)}
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
-    choices = [None] + [t.path for t in tops[:MAX_EXPANDABLE]]
+    # each layer opened ahead of a click is one more walk and layout of the whole module: only
+    # for programs small enough that that stays quick (a big one gets the collapsed view only)
+    size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
+    ahead = tops[:MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else []
+    choices = [None] + [t.path for t in ahead]
     for open_path in choices:
         name = "layers" if open_path is None else "layers:" + "/".join(open_path)
         if pre_mod is not None:
