@@ -43,6 +43,22 @@ def settings_file(environ=None) -> str:
     return environ.get("XLA_EXPLORER_SETTINGS") or os.path.join(REPO_ROOT, "xla-explorer.toml")
 
 
+def settings_table(name: str, path: str) -> dict:
+    """The ``[name]`` table of the settings file at ``path`` (empty when there is no file)."""
+    if not os.path.exists(path):
+        return {}
+    import tomllib
+
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get(name, {})
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ExplorerError("options", f"cannot read settings: {e}", path) from None
+    if not isinstance(table, dict):
+        raise ExplorerError("options", f"[{name}] must be a table", path)
+    return dict(table)
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one job may use, how many run at once, and whether they are sandboxed."""
@@ -69,20 +85,7 @@ class Limits:
     @classmethod
     def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "Limits":
         environ = os.environ if environ is None else environ
-        values: dict = {}
-        path = settings_path or settings_file(environ)
-        if os.path.exists(path):
-            import tomllib
-
-            try:
-                with open(path, "rb") as f:
-                    data = tomllib.load(f)
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise ExplorerError("options", f"cannot read settings: {e}", path) from None
-            table = data.get("limits", {})
-            if not isinstance(table, dict):
-                raise ExplorerError("options", "[limits] must be a table", path)
-            values.update(table)
+        values = settings_table("limits", settings_path or settings_file(environ))
         for f in fields(cls):
             v = environ.get(f"XLA_EXPLORER_{f.name.upper()}")
             if v is not None and v != "":
@@ -130,19 +133,8 @@ class EngineSettings:
     @classmethod
     def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "EngineSettings":
         environ = os.environ if environ is None else environ
-        values: dict = {}
         path = settings_path or settings_file(environ)
-        if os.path.exists(path):
-            import tomllib
-
-            try:
-                with open(path, "rb") as f:
-                    table = tomllib.load(f).get("engine", {})
-            except (OSError, tomllib.TOMLDecodeError) as e:
-                raise ExplorerError("options", f"cannot read settings: {e}", path) from None
-            if not isinstance(table, dict):
-                raise ExplorerError("options", "[engine] must be a table", path)
-            values.update(table)
+        values = settings_table("engine", path)
         if environ.get("XLA_EXPLORER_ENGINE"):
             values["kind"] = environ["XLA_EXPLORER_ENGINE"]
         if environ.get("XLA_EXPLORER_RAY_ADDRESS") is not None:
