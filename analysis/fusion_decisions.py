@@ -24,7 +24,7 @@ CPU ``fusion`` (instruction_fusion.cc, cpu_instruction_fusion.cc) and ``dot-libr
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from analysis.hlo import Module
 
@@ -174,7 +174,7 @@ class Decision:
     source: str = "log"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dict(self.__dict__)  # every field is a scalar: asdict's deep copy only cost time
 
 
 # --- the log --------------------------------------------------------------------------------
@@ -532,6 +532,16 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             for c in d["consumer_pre"]:
                 if p != c:
                     by_edge.setdefault((p, c), []).append(i)
+    # the matched records by the ops they name on each side, for the edges no record names
+    # both ends of (looked up, not scanned: a scan per edge grew with edges x records)
+    by_producer: dict[str, list[int]] = {}
+    by_consumer: dict[str, list[int]] = {}
+    for i, d in enumerate(out_records):
+        if d["matched"]:
+            for n in dict.fromkeys(d["producer_pre"]):
+                by_producer.setdefault(n, []).append(i)
+            for n in dict.fromkeys(d["consumer_pre"]):
+                by_consumer.setdefault(n, []).append(i)
     edge_rows = []
     for p, c in edges:
         ids, how = by_edge.get((p, c), []), "ops"
@@ -539,9 +549,9 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             # a decision about the same two kernels that names one end of the edge (the other
             # end was folded away or renamed before the pass ran, e.g. a reshape that became a bitcast)
             pk, ck = set(p2k.get(p, [])), set(p2k.get(c, []))
-            ids = [i for i, d in enumerate(out_records) if d["matched"] and (
-                (p in d["producer_pre"] and ck & set(d["consumer_kernels"])) or
-                (c in d["consumer_pre"] and pk & set(d["producer_kernels"])))]
+            hit = {i for i in by_producer.get(p, ()) if ck.intersection(out_records[i]["consumer_kernels"])}
+            hit.update(i for i in by_consumer.get(c, ()) if pk.intersection(out_records[i]["producer_kernels"]))
+            ids = sorted(hit)
             how = "kernels" if ids else ""
         edge_rows.append({"producer": p, "consumer": c, "records": ids, "how": how})
     explained = sum(1 for e in edge_rows if e["records"])

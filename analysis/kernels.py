@@ -15,7 +15,7 @@ are skipped, and so are the instructions inside a fusion: they are part of its k
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from analysis.hlo import Computation, Instruction, Module, async_sugar
 
@@ -99,7 +99,15 @@ class Kernel:
         return sum(1 for o in self.fused_opcodes if o not in ("parameter",)) >= 2
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # by hand, not dataclasses.asdict: asdict deep-copies every tuple and was most of
+        # Bundle.to_json's time for a few thousand kernels
+        d = dict(self.__dict__)
+        for k in ("op_names", "fused_ops", "fused_opcodes", "operands"):
+            d[k] = list(d[k])
+        d["source_lines"] = [list(x) for x in d["source_lines"]]
+        if d["triton_config"] is not None:
+            d["triton_config"] = dict(d["triton_config"])
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Kernel":

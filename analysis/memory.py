@@ -264,30 +264,37 @@ def live_at(mem: dict, t: int) -> list[dict]:
     return [v for v in _heap_values(mem) if v["start"] <= t <= v["end"]]
 
 
-def _bytes_by_kind(live: list[dict]) -> dict[str, int]:
-    by_slice: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    for v in live:
-        by_slice.setdefault((v["kind"], v["allocation"]), []).append((v["offset"], v["offset"] + v["size"]))
-    out = {k: 0 for k in HEAP_KINDS}
-    for (kind, _), ivs in by_slice.items():
-        out[kind] += union_length(ivs)
-    return out
-
-
 def live_curve(mem: dict) -> list[dict]:
     """Live bytes at every step of the schedule: ``[{step, instruction, total, parameter, output,
     constant, temp}]``; a byte of an allocation slice is counted once however many values share it."""
     sched = mem.get("schedule") or []
     vals = _heap_values(mem)
-    # sweep: the values live at each step, without rescanning everything per step
+    # sweep: values join at their first step and leave after their last; only the allocations
+    # whose live values changed at a step are summed again (a program's parameters live
+    # throughout, and summing every live value at every step grew with steps x values)
     starts: dict[int, list[dict]] = {}
+    ends: dict[int, list[dict]] = {}
     for v in vals:
         starts.setdefault(v["start"], []).append(v)
-    live: list[dict] = []
+        ends.setdefault(max(v["end"], v["start"]) + 1, []).append(v)
+    live_in: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    sums: dict[tuple[str, int], int] = {}
+    by = {k: 0 for k in HEAP_KINDS}
     out = []
     for t in range(len(sched)):
-        live = [v for v in live if v["end"] >= t] + starts.get(t, [])
-        by = _bytes_by_kind(live)
+        changed = set()
+        for v in ends.get(t, []):
+            key = (v["kind"], v["allocation"])
+            live_in[key].pop(id(v), None)
+            changed.add(key)
+        for v in starts.get(t, []):
+            key = (v["kind"], v["allocation"])
+            live_in.setdefault(key, {})[id(v)] = (v["offset"], v["offset"] + v["size"])
+            changed.add(key)
+        for key in changed:
+            now = union_length(live_in[key].values()) if live_in[key] else 0
+            by[key[0]] += now - sums.get(key, 0)
+            sums[key] = now
         out.append({"step": t, "instruction": sched[t], "total": sum(by.values()), **by})
     return out
 
