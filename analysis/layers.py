@@ -43,6 +43,7 @@ class Layer:
     shared: list[str] = field(default_factory=list)  # kernels that also hold ops of other layers
     bytes: int = 0  # of its own kernels
     time_s: float | None = None  # of its own kernels, per step, when measured
+    unnamed: set = field(default_factory=set)  # (the root's) ops without an op_name: see layers_of_bundle
 
     @property
     def name(self) -> str:
@@ -71,6 +72,8 @@ def layer_tree(pre: Module) -> Layer:
     root = Layer(())
     for inst, key in _walk_compute(pre):
         path = layer_path(key[0]) if key else ()
+        if not key or not key[0]:
+            root.unnamed.add(inst.name)
         node = root
         for i in range(len(path)):
             node = node.children.setdefault(path[i], Layer(path[: i + 1]))
@@ -90,12 +93,20 @@ def layers_of_bundle(bundle) -> Layer | None:
     by_kernel = {k.name: k for k in bundle.kernels}
     rows = (bundle.timings or {}).get("kernels") or {}
     # the deepest layer that holds all of a kernel's ops
+    # Ops without an op_name (constants and their broadcasts that JAX hoisted and XLA shares)
+    # say nothing about where a kernel belongs: counted, they put every layer norm of a stack
+    # at the root (its epsilon) rather than in its layer. A kernel of such ops only is the root's.
     owner: dict[str, tuple[str, ...]] = {}
     for layer in root.walk():
         for op in layer.ops:
+            if op in root.unnamed:
+                continue
             for kn in prov.pre_to_kernels.get(op, []):
                 p = owner.get(kn)
                 owner[kn] = layer.path if p is None else _common(p, layer.path)
+    for op in root.unnamed:
+        for kn in prov.pre_to_kernels.get(op, []):
+            owner.setdefault(kn, ())
     for kn, path in owner.items():
         layer = root.find(path)
         if layer is None:

@@ -242,40 +242,75 @@ def memory_legend() -> list[dict]:
         for i, lab in ((0, "none"), (2, ""), (3, "half"), (4, ""), (5, "the most"))]
 
 
+BASIC_VARIANTS = ("default", "expanded", "collapsed")
+
+
+def _variant_specs(b: Bundle, names) -> dict[str, dict[str, GraphSpec]]:
+    """The GraphSpecs of the views ``names`` (of ``BASIC_VARIANTS`` and the layers views, see
+    ``analysis.render.layer_graph``), by side."""
+    from analysis.fusion_decisions import edge_notes
+    from analysis.render.layer_graph import layer_variants
+
+    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    notes = edge_notes(b.fusion_decisions) if pre_mod is not None else None  # why XLA did (not) fuse each boundary
+    specs: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
+    basic = [n for n in BASIC_VARIANTS if n in names]
+    if pre_mod is not None:
+        args = {"default": {}, "expanded": {"collapse": False}, "collapsed": {"collapse": True}}
+        for n in basic:
+            specs["pre"][n] = pre_graph(pre_mod, edge_notes=notes, **args[n])
+    if post_mod is not None:
+        fusions = {k.name for k in b.kernels if k.opcode == "fusion" and k.fused_ops}
+        kw = dict(timings=timings, provenance=b.provenance)
+        args = {"default": {}, "expanded": {"expand": fusions, "collapse_all": False}, "collapsed": {"collapse_all": True}}
+        for n in basic:
+            specs["post"][n] = post_graph(post_mod, b.kernels, **args[n], **kw)
+    layered = [n for n in names if n.startswith("layers")]
+    if layered:
+        for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered).items():
+            specs[side].update(variants)
+    return {side: v for side, v in specs.items() if v}
+
+
+def _svg_or_error(dot: str) -> str:
+    try:
+        return _svg(dot)
+    except RuntimeError as e:
+        return f"<p>{html.escape(str(e))}</p>"
+
+
 def graph_payload(b: Bundle) -> dict:
-    """Everything the explorer's graph component needs for one compile, computed once: both
-    graphs in three layouts (the opening one, all expanded, all collapsed), the op <-> kernel
-    links, every node's details, the source lines with their kernels, the lecture order."""
+    """Everything the explorer's graph component needs for one compile: both graphs in the
+    views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
+    links, every node's details, the source lines with their kernels, the lecture order.
+
+    A big program (more than ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and
+    only that view is laid out: every other view is in ``lazy`` and is built and laid out when
+    the user asks for it (``add_variant``), so the first graph costs what is shown, not what the
+    module holds."""
     import hashlib
 
     from analysis.links import link_maps
     from analysis.render.details import lecture_order, node_details, source_lines
     from analysis.render.graph import time_color
-    from analysis.fusion_decisions import edge_notes
+    from analysis.render.layer_graph import layer_maps, variant_names
 
-    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    pre_mod = b.module("hlo_before")
     timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
-    specs: dict[str, dict[str, GraphSpec]] = {}
-    if pre_mod is not None:
-        notes = edge_notes(b.fusion_decisions)  # why XLA did (not) fuse across each kernel boundary
-        specs["pre"] = {"default": pre_graph(pre_mod, edge_notes=notes),
-                        "expanded": pre_graph(pre_mod, collapse=False, edge_notes=notes),
-                        "collapsed": pre_graph(pre_mod, collapse=True, edge_notes=notes)}
-    if post_mod is not None:
-        fusions = {k.name for k in b.kernels if k.opcode == "fusion" and k.fused_ops}
-        kw = dict(timings=timings, provenance=b.provenance)
-        specs["post"] = {"default": post_graph(post_mod, b.kernels, **kw),
-                         "expanded": post_graph(post_mod, b.kernels, expand=fusions, collapse_all=False, **kw),
-                         "collapsed": post_graph(post_mod, b.kernels, collapse_all=True, **kw)}
-    # the model's layers: both graphs collapsed to them, and each expanded in place
-    from analysis.render.layer_graph import layer_maps, layer_variants
-
     layers = layer_maps(b)
-    if layers:
-        for side, variants in layer_variants(b, edge_notes=edge_notes(b.fusion_decisions) if pre_mod is not None else None,
-                                             timings=timings).items():
-            if side in specs:
-                specs[side].update(variants)
+    all_layered = variant_names(b) if layers else []
+    big = bool(layers) and pre_mod is not None and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS
+    if big:
+        eager = ["layers"]
+    else:
+        from analysis.render.layer_graph import MAX_EXPANDABLE, MAX_INSTRUCTIONS_AHEAD
+
+        size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
+        ahead = all_layered[:1 + MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else all_layered[:1]
+        eager = list(BASIC_VARIANTS) + ahead
+    lazy = [n for n in list(BASIC_VARIANTS) + all_layered if n not in eager]
+    specs = _variant_specs(b, eager)
     every = [sp for v in specs.values() for sp in v.values()]
     try:
         layout_all(every)
@@ -290,13 +325,10 @@ def graph_payload(b: Bundle) -> dict:
         for name, sp in variants.items():
             dot = sp.to_dot()
             if dot not in by_dot:
-                try:
-                    svgs.append(_svg(dot))
-                except RuntimeError as e:
-                    svgs.append(f"<p>{html.escape(str(e))}</p>")
+                svgs.append(_svg_or_error(dot))
                 by_dot[dot] = len(svgs) - 1
             index[name] = by_dot[dot]
-        d = variants["default"]
+        d = variants.get("default") or variants["layers"]
         graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
                         "collapsed": len(d.collapsed)}
     top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
@@ -324,8 +356,7 @@ def graph_payload(b: Bundle) -> dict:
     payload = {"graphs": graphs, "links": link_maps(b.provenance, b.kernels), "details": details, "layers": layers,
                "memfill": memfill,
                # big programs open collapsed to their layers (the layers view scales; every op does not)
-               "open_variant": "layers" if layers and pre_mod is not None
-               and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS else "default",
+               "open_variant": "layers" if big else "default", "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
                "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
                "error": error}
@@ -335,6 +366,31 @@ def graph_payload(b: Bundle) -> dict:
     payload["data_key"] = hashlib.sha1(json.dumps([graphs, b.created, b.title], sort_keys=True,
                                                   default=str).encode()).hexdigest()[:16]
     return payload
+
+
+def add_variant(b: Bundle, payload: dict, name: str) -> bool:
+    """Build and lay out one view the payload left ``lazy`` (the component asked for it: a
+    layer opened, "Expand all" on a big program) and add its SVGs to ``payload`` in place, so
+    the component can switch to it without a new payload. False when ``name`` is no such view."""
+    if not isinstance(name, str) or name not in payload.get("lazy", ()):
+        return False
+    specs = _variant_specs(b, [name])
+    try:
+        layout_all([sp for v in specs.values() for sp in v.values()])
+    except RuntimeError:
+        pass  # each side says so in its pane
+    for side, variants in specs.items():
+        g = payload["graphs"].get(side)
+        if g is None or name not in variants:
+            continue
+        svg = _svg_or_error(variants[name].to_dot())
+        if svg in g["svgs"]:
+            g["variants"][name] = g["svgs"].index(svg)
+        else:
+            g["svgs"].append(svg)
+            g["variants"][name] = len(g["svgs"]) - 1
+    payload["lazy"] = [n for n in payload["lazy"] if n != name]
+    return True
 
 
 def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,

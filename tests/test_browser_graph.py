@@ -309,3 +309,42 @@ def test_the_kernel_table_says_what_each_kernel_is_and_where_it_came_from(server
     # sample_models/mlp.py: the two matmuls are on lines 14 and 16
     assert sorted(r[6] for r in calls) == ["L14", "L16"] and all(r[5] == "1: dot" for r in calls)
     assert "None" not in texts and "nan" not in texts
+
+
+def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(server, browser, tmp_path):  # noqa: F811
+    """A bundle of a hand-written 8-layer stack with 1,122 instructions before optimization
+    (tests/stack_hlo.py): it opens collapsed to its layers; a double-click on one asks the server
+    for that view, which is laid out then and drawn in place, and "Expand all" does the same."""
+    from analysis.bundle import bundle_from_hlo
+    from tests.stack_hlo import stack_texts
+    from tests.test_browser import _upload
+
+    pre, post = stack_texts(8, per_layer=140)
+    path = tmp_path / "stack.bundle.json"
+    path.write_text(bundle_from_hlo(post, name="stack", before_text=pre).to_json())
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server)
+    _frame(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    _upload(page, path)
+    boxes = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node')].filter(n => n.id.startsWith('L:')).map(n => n.id)"
+    deadline = __import__("time").time() + 120
+    while True:  # the uploaded program's frame (the gallery's may still be on the page a moment)
+        f = _frame(page)
+        try:
+            if len(f.evaluate(boxes, "pre")) == 8:
+                break
+        except Exception:  # noqa: BLE001 - the frame was swapped by a rerun: look again
+            pass
+        assert __import__("time").time() < deadline, "the stack did not open as its layers"
+        page.wait_for_timeout(500)
+    assert f.locator("#layersB.on").count() == 1
+    assert f.locator("#view-pre g.node[id^='op:m']").count() == 0  # no op of a layer drawn yet
+    f.evaluate("() => document.querySelector(\"#view-pre g[id='L:layer3']\").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))")
+    f.wait_for_function(f"() => ({boxes})('pre').length === 7", timeout=60_000)
+    assert f.locator("#view-pre g.node[id='op:m3']").count() == 1  # layer 3's ops, drawn in place
+    assert f.locator("#view-pre g.node[id='op:m4']").count() == 0
+    page.screenshot(path=os.path.join(OUT, "big_layer_open.png"))
+    f.locator("#expand").click()
+    f.wait_for_function("() => document.querySelectorAll(\"#view-pre g.node[id^='op:m']\").length === 8", timeout=120_000)
+    assert f.locator("#expand.on").count() == 1

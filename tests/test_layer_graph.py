@@ -107,3 +107,32 @@ def test_a_big_program_gets_its_layers_view_but_no_layer_opened_ahead():
     v = layer_variants(b)
     assert list(v["pre"]) == ["layers"]  # only the collapsed view: opening one would re-walk 3,000+ ops
     assert _boxes(v["pre"]["layers"]) == {"L:enc", "L:dec"}
+
+
+from tests.stack_hlo import stack_texts as _stack_texts  # noqa: E402
+
+
+def test_a_constant_without_an_op_name_does_not_pull_a_layers_kernel_out_of_its_box():
+    pre, post = _stack_texts()
+    b = bundle_from_hlo(post, name="stack", before_text=pre)
+    maps = layer_maps(b)
+    # each layer's kernel holds its multiply and tanh, and the shared broadcast of the constant
+    assert [maps["kernel_box"].get(f"fusion.{i}") for i in range(8)] == [f"L:layer{i}" for i in range(8)]
+    post_layers = layer_variants(b)["post"]["layers"]
+    assert not [n for n in post_layers.nodes if n.startswith("k:")]  # every kernel inside its layer
+
+
+def test_a_node_joined_to_many_layer_boxes_is_drawn_without_those_edges():
+    from analysis.render.graph import HUB_LAYERS
+
+    # an op of the model outside every layer that each layer reads
+    pre, _ = _stack_texts(HUB_LAYERS + 2, '  %bc = f32[8]{0} exponential(%x), metadata={op_name="jit(f)/exp"}')
+    b = bundle_from_hlo(pre, name="stack")
+    spec = layer_variants(b)["pre"]["layers"]
+    # it feeds all eight layer boxes: it stays, labelled, with no edge to any box
+    hub = spec.nodes["op:bc"]
+    assert f"joins {HUB_LAYERS + 2} layers" in hub.label
+    assert not [e for e in spec.edges if "op:bc" in (e.src, e.dst) and "L:" in e.src + e.dst]
+    assert ("p:x", "op:bc") in {(e.src, e.dst) for e in spec.edges}  # its own input is still drawn
+    # the chain between the layers is still drawn: layer i feeds layer i+1
+    assert ("L:layer0", "L:layer1") in {(e.src, e.dst) for e in spec.edges}

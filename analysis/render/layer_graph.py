@@ -11,9 +11,11 @@ layers are the boxes of the layers view:
   between them, which is exactly what a person should see.
 
 Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.
-``layer_variants`` gives the GraphSpecs: all layers collapsed, and each layer (up to
-``MAX_EXPANDABLE``, in programs up to ``MAX_INSTRUCTIONS_AHEAD``) expanded with the others still
-collapsed. Pure: reads a Bundle.
+``layer_variants`` gives the GraphSpecs of the views it is asked for (``variant_names``: all
+layers collapsed, ``"layers"``, and each layer expanded with the others still collapsed,
+``"layers:<path>"``); by default the collapsed view and the first ``MAX_EXPANDABLE`` layers, in
+programs up to ``MAX_INSTRUCTIONS_AHEAD``. The app builds the rest when a layer is opened.
+Pure: reads a Bundle.
 """
 
 from __future__ import annotations
@@ -93,10 +95,18 @@ def layer_maps(bundle: Bundle) -> dict | None:
     return {"boxes": boxes, "op_box": op_box, "kernel_box": kernel_box, "order": [layer_id(t) for t in tops]}
 
 
-def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None) \
-        -> dict[str, dict[str, GraphSpec]]:
-    """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}``; empty when the
-    model has fewer than two layers."""
+def variant_names(bundle: Bundle, root: Layer | None = None) -> list[str]:
+    """Every layers view of this bundle: ``"layers"`` and ``"layers:<path>"`` for each layer
+    (empty when the model has fewer than two layers)."""
+    tops = top_layers(layers_of_bundle(bundle) if root is None else root)
+    return ["layers"] + ["layers:" + "/".join(t.path) for t in tops] if tops else []
+
+
+def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None,
+                   names: list[str] | None = None) -> dict[str, dict[str, GraphSpec]]:
+    """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}`` for the views in
+    ``names`` (default: the collapsed view and the layers opened ahead of a click, see the
+    module's note); empty when the model has fewer than two layers."""
     root = layers_of_bundle(bundle)
     tops = top_layers(root)
     if not tops:
@@ -112,11 +122,15 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
         return p if len(p) == level and p in by_path else None
     kernel_top = {k: t.path for t in tops for k in kernels_of(t)}
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
-    # each layer opened ahead of a click is one more walk and layout of the whole module: only
-    # for programs small enough that that stays quick (a big one gets the collapsed view only)
-    size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
-    ahead = tops[:MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else []
-    choices = [None] + [t.path for t in ahead]
+    if names is None:
+        # each layer opened ahead of a click is one more walk and layout of the whole module: only
+        # for programs small enough that that stays quick (a big one gets the collapsed view only)
+        size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
+        ahead = tops[:MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else []
+        choices = [None] + [t.path for t in ahead]
+    else:
+        by_name = {"layers:" + "/".join(t.path): t.path for t in tops}
+        choices = [None if n == "layers" else by_name[n] for n in names if n == "layers" or n in by_name]
     for open_path in choices:
         name = "layers" if open_path is None else "layers:" + "/".join(open_path)
         if pre_mod is not None:

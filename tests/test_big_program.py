@@ -1,0 +1,69 @@
+"""A big program opens collapsed to its layers and lays out only that view: every other view
+(all ops, every kernel, each layer opened) is built and laid out when asked for. The program is
+a hand-written stack (tests/stack_hlo.py): 8 layers of 140 ops, 1,122 instructions before
+optimization (above the 1,000 at which the app opens layers), one fusion per layer after."""
+
+from __future__ import annotations
+
+import re
+
+from analysis.bundle import bundle_from_hlo
+from app import views
+from tests.stack_hlo import stack_texts
+
+LAYERS = 8
+PER_LAYER = 140
+
+
+def _big():
+    pre, post = stack_texts(LAYERS, per_layer=PER_LAYER)
+    return bundle_from_hlo(post, name="stack", before_text=pre)
+
+
+def _ids(svg: str) -> set[str]:
+    return set(re.findall(r'<g id="([^"]+)" class="(?:node|cluster)"', svg))
+
+
+def test_a_big_program_lays_out_only_its_layers_view_first():
+    b = _big()
+    assert len(b.module("hlo_before").entry.instructions) == LAYERS * PER_LAYER + 4 > views.OPEN_AS_LAYERS
+    p = views.graph_payload(b)
+    assert p["open_variant"] == "layers"
+    for side in ("pre", "post"):
+        g = p["graphs"][side]
+        assert list(g["variants"]) == ["layers"] and len(g["svgs"]) == 1
+        assert {f"L:layer{i}" for i in range(LAYERS)} <= _ids(g["svgs"][0])
+        assert not {i for i in _ids(g["svgs"][0]) if i.startswith("op:m")}  # no op of a layer drawn
+    assert set(p["lazy"]) == {"default", "expanded", "collapsed"} | {f"layers:layer{i}" for i in range(LAYERS)}
+
+
+def test_opening_a_layer_lays_out_that_view_and_adds_it_to_the_payload():
+    b = _big()
+    p = views.graph_payload(b)
+    assert views.add_variant(b, p, "layers:layer3")
+    assert "layers:layer3" not in p["lazy"]
+    pre = p["graphs"]["pre"]
+    ids = _ids(pre["svgs"][pre["variants"]["layers:layer3"]])
+    # layer 3's ops are drawn (its multiply and the chain's last op), the other layers stay boxes
+    assert {"op:m3", "op:t3"} <= ids and "L:layer3" not in ids
+    assert {f"L:layer{i}" for i in range(LAYERS) if i != 3} <= ids and "op:m4" not in ids
+    post = p["graphs"]["post"]
+    assert "k:fusion.3" in _ids(post["svgs"][post["variants"]["layers:layer3"]]) or \
+        "f:fusion.3" in _ids(post["svgs"][post["variants"]["layers:layer3"]])
+    # the views it opened with are untouched
+    assert pre["variants"]["layers"] == 0
+
+
+def test_a_view_that_is_no_view_of_this_program_is_refused():
+    b = _big()
+    p = views.graph_payload(b)
+    before = {s: list(g["svgs"]) for s, g in p["graphs"].items()}
+    for name in ("layers:nope", "../../etc", "", None, 3, {"a": 1}, "layers"):
+        assert not views.add_variant(b, p, name)
+    assert {s: g["svgs"] for s, g in p["graphs"].items()} == before
+
+
+def test_a_small_program_gets_every_view_at_once(gallery_bundle):
+    p = views.graph_payload(gallery_bundle("decoder_nnx"))
+    assert p["open_variant"] == "default" and p["lazy"] == []
+    assert {"default", "expanded", "collapsed", "layers", "layers:attn"} <= set(p["graphs"]["pre"]["variants"])
