@@ -119,6 +119,7 @@ class Timings(TypedDict, total=False):
 
     platform: str
     iterations: int
+    traced_steps: int
     warmup_s: float
     step_median_s: float
     step_min_s: float

@@ -134,7 +134,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
         # beside it: the share is against the profiled calls' own step, and says so
         traced = t.get("traced_step_median_s")
         c[2].metric("busy / profiled step", f"{t.get('busy_fraction', 0):.0%}",
-                    help=f"kernels busy over the wall-clock step of the profiled calls ({human_seconds(traced)}); "
+                    help=f"kernels busy over the wall-clock step of the {t.get('traced_steps') or t.get('iterations')} profiled calls ({human_seconds(traced)}); "
                          "profiling slows each call a little, so busy can exceed the unprofiled step")
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")

@@ -66,6 +66,18 @@ def loop():
     return c.bundle, c
 
 
+def test_many_timed_calls_trace_only_a_few(mlp):
+    """40 calls timed by wall clock, TRACED_STEPS of them traced: the trace holds that many
+    executions of each kernel, and every row's calls count is per traced step."""
+    b, c = mlp
+    again = measure.run_measurement(c.executable, c.args, b.kernels, "cpu",
+                                    b.module("hlo_after").name, iterations=40, keep_trace=False)
+    assert again["iterations"] == 40 and again["traced_steps"] == measure.TRACED_STEPS == 10
+    assert again["steps_seen"] == 10
+    assert again["events_seen"] <= 10 * 3 * len(b.kernels)  # a few events per kernel per traced step
+    assert again["kernels"] and all(r["median_s"] > 0 for r in again["kernels"].values())
+
+
 @pytest.mark.parametrize("which", ["mlp", "transformer", "loop"])
 def test_every_kernel_that_ran_has_a_time(which, request):
     b, _ = request.getfixturevalue(which)

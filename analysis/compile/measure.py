@@ -1,7 +1,7 @@
 """Measuring: run a compiled program under ``jax.profiler`` and attribute every kernel.
 
 ``measure`` runs a ``Compiled`` (``analysis.compile.stages``): warm-up, wall-clock timed calls,
-then the same number of calls under the profiler; the trace is read back with
+then a few calls (``TRACED_STEPS``) under the profiler; the trace is read back with
 ``jax.profiler.ProfileData`` and attributed by ``analysis.profile`` (pure). The device's peaks
 come from the data-sheet table (``analysis.devices``) or, on a CPU or unknown device, from a
 short calibration handed in by the caller (the service keeps one per machine in its store) or
@@ -31,6 +31,12 @@ from analysis.profile import attribute, coverage_note, events_from_profile
 TRACE_EMBED_LIMIT = 5 * 1024 * 1024  # bytes of trace.json.gz embedded as base64 in the bundle
 
 GPU_MEASURE_OPTIONS = {"xla_gpu_enable_command_buffer": ""}
+
+# Calls run under the profiler. The step is timed by wall clock over all ``iterations``; the
+# trace only has to attribute each kernel's share and spread, and a few steps do that: tracing
+# every call made a 300-kernel program's measurement 4.6x its timed work (150,000 events to
+# collect, read and attribute for 500 calls).
+TRACED_STEPS = 10
 
 def machine_key(environment: dict) -> str:
     """The machine and device a calibration holds for."""
@@ -124,8 +130,8 @@ def default_iterations(step_s: float, target_s: float = 0.8) -> int:
 def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module_name: str | None,
                     iterations: int | None = None, peaks: dict | None = None,
                     keep_trace: bool = True) -> dict:
-    """Warm up, time ``iterations`` calls wall-clock, then ``iterations`` calls under the
-    profiler; attribute the trace. Returns the ``timings`` dict."""
+    """Warm up, time ``iterations`` calls wall-clock, then at most ``TRACED_STEPS`` calls under
+    the profiler; attribute the trace. Returns the ``timings`` dict."""
     def call():
         return jax.block_until_ready(compiled(*args))
 
@@ -149,10 +155,11 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
         wall.append(time.perf_counter() - t)
 
     traced_wall = []
+    traced = min(n, TRACED_STEPS)
     with tempfile.TemporaryDirectory(prefix="xla-explorer-trace-") as d:
         jax.profiler.start_trace(d)
         try:
-            for _ in range(n):
+            for _ in range(traced):
                 t = time.perf_counter()
                 call()
                 traced_wall.append(time.perf_counter() - t)
@@ -165,11 +172,12 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
         events = events_from_profile(pd, platform)
         trace = _trace_payload(d) if keep_trace else {}
 
-    measured = attribute(events, kernels, n, platform, module_name, peaks)
+    measured = attribute(events, kernels, traced, platform, module_name, peaks)
     step_med = statistics.median(wall)
     busy = measured["device_busy_s"]
     out = {
         "iterations": n,
+        "traced_steps": traced,
         "warmup_s": first,
         "step_median_s": step_med,
         "step_min_s": min(wall),
