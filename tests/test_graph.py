@@ -172,3 +172,25 @@ def test_measured_kernels_are_shaded_by_their_share_of_the_step(gallery_bundle):
     for k in b.kernels[1:]:
         assert fills[k.name] != ROUTE_COLORS[k.route].upper()  # the small ones paler
     assert "90% of step" in g.nodes[f"k:{top.name}"].label and "1.0% of step" in g.nodes[f"k:{names[1]}"].label
+
+
+def test_a_node_feeding_many_is_drawn_without_those_edges():
+    """One exp read by 20 negates (and each negate read by the final tuple): the exp says it
+    feeds 20 and draws no edge to them; every other edge stays."""
+    from analysis.hlo import parse_module
+    from analysis.render.graph import HUB_FANOUT, pre_graph
+
+    n = HUB_FANOUT + 4
+    lines = ["HloModule fan", "", "ENTRY %main (x: f32[4]) -> f32[4] {", "  %x = f32[4]{0} parameter(0)",
+             "  %e = f32[4]{0} exponential(%x)"]
+    lines += [f"  %n{i} = f32[4]{{0}} negate(%e)" for i in range(n)]
+    acc = "n0"
+    for i in range(1, n):
+        lines.append(f"  %a{i} = f32[4]{{0}} add(%{acc}, %n{i})")
+        acc = f"a{i}"
+    lines += [f"  ROOT %r = f32[4]{{0}} copy(%{acc})", "}"]
+    g = pre_graph(parse_module("\n".join(lines) + "\n"), collapse=False)
+    pairs = {(e.src, e.dst) for e in g.edges}
+    assert f"feeds {n}" in g.nodes["op:e"].label
+    assert not [p for p in pairs if p[0] == "op:e"]
+    assert ("p:x", "op:e") in pairs and ("op:n1", "op:a1") in pairs and ("op:a1", "op:a2") in pairs
