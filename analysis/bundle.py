@@ -73,10 +73,24 @@ class Bundle:
         return self.environment.get("platform") or self.environment.get("backend") or "unknown"
 
     def kernel(self, name: str) -> Kernel | None:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        return None
+        # by name through an index built once per kernel list (a scan per call was quadratic in
+        # the graph payload of a 4,800-kernel program)
+        ks = self.kernels
+        hit = self._parsed.get("_kernels")
+        if hit is None or hit[0] is not ks or hit[1] != len(ks):
+            index: dict[str, Kernel] = {}
+            for k in ks:
+                index.setdefault(k.name, k)
+            hit = self._parsed["_kernels"] = (ks, len(ks), index)
+        return hit[2].get(name)
+
+    def derived(self, key: str, fingerprint: tuple, make):
+        """``make()``, remembered on this bundle while ``fingerprint`` (identities of what it was
+        made from) stays the same; never serialized."""
+        hit = self._parsed.get("_d:" + key)
+        if hit is None or len(hit[0]) != len(fingerprint) or any(a is not b for a, b in zip(hit[0], fingerprint)):
+            hit = self._parsed["_d:" + key] = (fingerprint, make())
+        return hit[1]
 
     # -- JSON -------------------------------------------------------------------------------
 

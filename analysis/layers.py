@@ -82,7 +82,14 @@ def layer_tree(pre: Module) -> Layer:
 
 
 def layers_of_bundle(bundle) -> Layer | None:
-    """The layer tree of a bundle with kernels, bytes and (when measured) time per layer."""
+    """The layer tree of a bundle with kernels, bytes and (when measured) time per layer; made
+    once per bundle (and again when its program, provenance, kernels or timings are replaced).
+    Callers must not change it."""
+    return bundle.derived("layers", (bundle.stages.get("hlo_before"), bundle.provenance, bundle.kernels,
+                                     bundle.timings), lambda: _layers_of_bundle(bundle))
+
+
+def _layers_of_bundle(bundle) -> Layer | None:
     pre = bundle.module("hlo_before")
     if pre is None:
         return None

@@ -245,9 +245,9 @@ def memory_legend() -> list[dict]:
 BASIC_VARIANTS = ("default", "expanded", "collapsed")
 
 
-def _variant_specs(b: Bundle, names) -> dict[str, dict[str, GraphSpec]]:
+def _variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
     """The GraphSpecs of the views ``names`` (of ``BASIC_VARIANTS`` and the layers views, see
-    ``analysis.render.layer_graph``), by side."""
+    ``analysis.render.layer_graph``; ``isolate``: an opened layer with its neighbours only), by side."""
     from analysis.fusion_decisions import edge_notes
     from analysis.render.layer_graph import layer_variants
 
@@ -268,7 +268,8 @@ def _variant_specs(b: Bundle, names) -> dict[str, dict[str, GraphSpec]]:
             specs["post"][n] = post_graph(post_mod, b.kernels, **args[n], **kw)
     layered = [n for n in names if n.startswith("layers")]
     if layered:
-        for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered).items():
+        for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered,
+                                             isolate=isolate).items():
             specs[side].update(variants)
     return {side: v for side, v in specs.items() if v}
 
@@ -287,8 +288,8 @@ def graph_payload(b: Bundle) -> dict:
 
     A big program (more than ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and
     only that view is laid out: every other view is in ``lazy`` and is built and laid out when
-    the user asks for it (``add_variant``), so the first graph costs what is shown, not what the
-    module holds."""
+    the user asks for it (``add_variant``; a layer then opens with its neighbours only), so the
+    first graph costs what is shown, not what the module holds."""
     import hashlib
 
     from analysis.links import link_maps
@@ -374,7 +375,9 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
     the component can switch to it without a new payload. False when ``name`` is no such view."""
     if not isinstance(name, str) or name not in payload.get("lazy", ()):
         return False
-    specs = _variant_specs(b, [name])
+    # a big program (opened as layers) opens a layer with its neighbours only: laying out the
+    # layer in the middle of all the others would cost what the whole layers view costs
+    specs = _variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
     try:
         layout_all([sp for v in specs.values() for sp in v.values()])
     except RuntimeError:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from analysis.bundle import Bundle
 from analysis.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
-from analysis.render.graph import GraphSpec, post_graph, pre_graph
+from analysis.render.graph import HIDDEN, GraphSpec, post_graph, pre_graph
 
 MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
 MAX_INSTRUCTIONS_AHEAD = 3000  # and only for programs up to this size (instructions before optimization)
@@ -103,10 +103,14 @@ def variant_names(bundle: Bundle, root: Layer | None = None) -> list[str]:
 
 
 def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None,
-                   names: list[str] | None = None) -> dict[str, dict[str, GraphSpec]]:
+                   names: list[str] | None = None, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
     """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}`` for the views in
     ``names`` (default: the collapsed view and the layers opened ahead of a click, see the
-    module's note); empty when the model has fewer than two layers."""
+    module's note); empty when the model has fewer than two layers.
+
+    ``isolate``: an opened layer is drawn with only its neighbours (the layers it reads from
+    and feeds, as boxes), not in the middle of every other layer: a big program's layers view
+    takes Graphviz seconds to lay out, and opening a layer must not lay all of it out again."""
     root = layers_of_bundle(bundle)
     tops = top_layers(root)
     if not tops:
@@ -133,14 +137,64 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
         choices = [None if n == "layers" else by_name[n] for n in names if n == "layers" or n in by_name]
     for open_path in choices:
         name = "layers" if open_path is None else "layers:" + "/".join(open_path)
+        alone = isolate and open_path is not None
         if pre_mod is not None:
-            def group_of(inst, scope, open_path=open_path):
-                p = op_top(scope) if scope else None
-                return labels[p] if p is not None and p != open_path else None
+            near = _pre_neighbours(pre_mod, set(by_path[open_path].all_ops())) if alone else None
 
-            out["pre"][name] = pre_graph(pre_mod, collapse=False, groups=group_of, edge_notes=edge_notes)
+            def group_of(inst, scope, open_path=open_path, near=near):
+                p = op_top(scope) if scope else None
+                if p == open_path and p is not None:
+                    return None
+                if near is not None and inst.name not in near:
+                    return HIDDEN
+                return labels[p] if p is not None else None
+
+            spec = pre_graph(pre_mod, collapse=False, groups=group_of, edge_notes=edge_notes)
+            if alone:
+                spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
+            out["pre"][name] = spec
         if post_mod is not None:
             groups = {k: labels[p] for k, p in kernel_top.items() if p != open_path}
-            out["post"][name] = post_graph(post_mod, bundle.kernels, timings=timings, provenance=bundle.provenance,
-                                           groups=groups, collapse_all=open_path is None or None)
+            if alone:
+                layer = by_path[open_path]
+                mine = set(kernels_of(layer)) | set(layer.shared)
+                near = _post_neighbours(post_mod, mine)
+                for k in bundle.kernels:
+                    if k.name not in mine and k.name not in near:
+                        groups[k.name] = HIDDEN
+                    elif k.name in mine:
+                        groups.pop(k.name, None)
+            spec = post_graph(post_mod, bundle.kernels, timings=timings, provenance=bundle.provenance,
+                              groups=groups, collapse_all=open_path is None or None)
+            if alone:
+                spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
+            out["post"][name] = spec
     return {k: v for k, v in out.items() if v}
+
+
+def _pre_neighbours(module, mine: set[str]) -> set[str]:
+    """``mine`` and the instructions that feed it or read it (any computation)."""
+    near = set(mine)
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.name in mine:
+                near.update(inst.operands)
+            elif any(o in mine for o in inst.operands):
+                near.add(inst.name)
+    return near
+
+
+def _post_neighbours(module, mine: set[str]) -> set[str]:
+    """The entry's kernels that feed ``mine`` or read it, through tuples and bitcasts."""
+    through: dict[str, str] = {}  # a get-tuple-element or bitcast -> what it passes on
+    for inst in module.entry.instructions:
+        if inst.opcode in ("get-tuple-element", "bitcast", "copy-done", "async-done") and inst.operands:
+            through[inst.name] = through.get(inst.operands[0], inst.operands[0])
+    near: set[str] = set()
+    for inst in module.entry.instructions:
+        ops = {through.get(o, o) for o in inst.operands}
+        if inst.name in mine:
+            near.update(ops)
+        elif ops & mine:
+            near.add(inst.name)
+    return near - mine

@@ -1,0 +1,296 @@
+"""Big programs: an N-layer transformer stack, measured side by side in one interleaved run.
+
+The model is the gallery's transformer block (``sample_models/transformer_block.py``) applied N
+times, each block in ``jax.named_scope("layer<i>")`` with its own weights (about 25 kernels a
+layer on the CPU). Every number is a ratio against a bare ``jax.jit(model).lower(*args).compile()``
+of the same N, measured beside it:
+
+1. **first graph, in-process**: ``compile_model`` (what the worker does: compile, parse, link,
+   explain) plus ``views.graph_payload`` (what the app builds and lays out before it draws),
+   with the layout cache emptied first; bare and ours alternate, the order flipping per trial;
+2. **--measure**: ``compile_model`` plus ``measure`` against the bare compile plus the time the
+   measured calls themselves take (warm-up, timed and traced calls);
+3. **in a real browser** (a Streamlit server with an empty store, Chromium): a link to the
+   pasted code opened, to both graphs drawn, against the bare compile in a fresh Python process
+   (the app's worker is one); a click on a layer to its highlight painted; a layer
+   double-clicked to its view drawn; the server's resident memory after the graphs are drawn.
+
+    .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 2]
+                                           [--measure 12] [--browser 12,192]
+
+Writes ``benchmarks/out/scaling.json``. Goals (#18): first graph <= 1.5x the bare compile at
+every N; in the browser at N=192 graphs drawn <= 1.5x, a click highlighted in < 100 ms, a layer
+opened in < 1 s; app memory after N=192 <= 2x that after N=12.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+OUT = os.path.join(ROOT, "benchmarks", "out")
+
+
+def stack_source(n: int) -> str:
+    """The model file of an ``n``-layer stack of the gallery's transformer block."""
+    with open(os.path.join(ROOT, "sample_models", "transformer_block.py")) as f:
+        block = f.read().replace("def model(x, params):", "def block(x, params):")
+    return block + f'''
+
+N_LAYERS = {n}
+
+
+def model(x, layers):
+    for i, p in enumerate(layers):
+        with jax.named_scope(f"layer{{i}}"):
+            x = block(x, p)
+    return x
+
+
+_block_inputs = example_inputs
+
+
+def example_inputs():
+    k = jax.random.split(jax.random.key(1), N_LAYERS)
+    x, p = _block_inputs()
+    # each layer its own weights (the same values would let XLA share them)
+    return (x, [jax.tree_util.tree_map(lambda w, i=i: w + 0.001 * i, p) for i in range(N_LAYERS)])
+'''
+
+
+def _load(n: int):
+    from analysis.compile.load import load_source
+
+    return load_source(stack_source(n), f"stack{n}.py", f"stack{n}")
+
+
+def bare(n: int) -> float:
+    import jax
+
+    m = _load(n)
+    t0 = time.perf_counter()
+    jax.jit(m.model).lower(*m.inputs).compile()
+    return time.perf_counter() - t0
+
+
+def ours(n: int) -> tuple[float, dict]:
+    from analysis.compile.stages import compile_model
+    from app import views
+
+    with views._SVG_LOCK:
+        views._SVG_CACHE.clear()
+    m = _load(n)
+    t0 = time.perf_counter()
+    b = compile_model(m, "cpu").bundle
+    t1 = time.perf_counter()
+    p = views.graph_payload(b)
+    t2 = time.perf_counter()
+    return t2 - t0, {"compile_model_s": t1 - t0, "payload_s": t2 - t1, "kernels": len(b.kernels),
+                     "instructions_before": len(b.module("hlo_before").entry.instructions),
+                     "opens": p["open_variant"], "lazy_views": len(p["lazy"]),
+                     "payload_mb": round(len(json.dumps(p, default=str)) / 1e6, 2)}
+
+
+def first_graph(ns: list[int], trials: int) -> dict:
+    rows = {n: {"bare_s": [], "ours_s": [], "parts": []} for n in ns}
+    bare(1)  # JAX itself warm for both
+    ours(1)
+    for t in range(trials):
+        for n in ns:
+            order = ("bare", "ours") if t % 2 == 0 else ("ours", "bare")
+            for which in order:
+                if which == "bare":
+                    rows[n]["bare_s"].append(bare(n))
+                else:
+                    s, parts = ours(n)
+                    rows[n]["ours_s"].append(s)
+                    rows[n]["parts"].append(parts)
+            r = rows[n]
+            print(f"  N={n:<4} trial {t + 1}: bare {r['bare_s'][-1]:.2f} s, ours {r['ours_s'][-1]:.2f} s "
+                  f"({r['parts'][-1]})", flush=True)
+    out = {}
+    for n, r in rows.items():
+        mb, mo = statistics.median(r["bare_s"]), statistics.median(r["ours_s"])
+        out[n] = {"bare_compile_s": round(mb, 3), "first_graph_s": round(mo, 3), "ratio": round(mo / mb, 2),
+                  **{k: r["parts"][-1][k] for k in r["parts"][-1]},
+                  "compile_model_s": round(statistics.median(p["compile_model_s"] for p in r["parts"]), 3),
+                  "payload_s": round(statistics.median(p["payload_s"] for p in r["parts"]), 3)}
+    return out
+
+
+def measured(ns: list[int]) -> dict:
+    from analysis.compile import measure
+    from analysis.compile.stages import compile_model
+
+    out = {}
+    for n in ns:
+        tb = bare(n)
+        t0 = time.perf_counter()
+        c = compile_model(_load(n), "cpu")
+        t1 = time.perf_counter()
+        measure.measure(c)
+        t2 = time.perf_counter()
+        t = c.bundle.timings
+        # the calls themselves: warm-up, the 3 probe calls and the timed ones, the traced ones
+        work = t["warmup_s"] + (t["iterations"] + 3) * t["step_mean_s"] + t["traced_steps"] * t["traced_step_median_s"]
+        out[n] = {"bare_compile_s": round(tb, 3), "compile_s": round(t1 - t0, 3), "measure_s": round(t2 - t1, 3),
+                  "calls_s": round(work, 3), "iterations": t["iterations"], "traced_steps": t["traced_steps"],
+                  "events": t["events_seen"],
+                  "ratio": round((t2 - t0) / (tb + work), 2)}
+        print(f"  N={n}: compile+measure {t2 - t0:.2f} s vs bare compile + calls {tb + work:.2f} s "
+              f"-> {out[n]['ratio']}x", flush=True)
+    return out
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _fresh_bare(n: int) -> float:
+    """Python + JAX + the bare compile in a new process (the app's worker is a new process)."""
+    code = ("import sys; sys.path.insert(0, %r)\nfrom benchmarks.scaling import _load\nimport jax\n"
+            "m = _load(%d)\njax.jit(m.model).lower(*m.inputs).compile()" % (ROOT, n))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+GRAPH_FRAME = "iframe[title='app.views.xla_graph']"
+BOXES = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node')].filter(n => n.id.startsWith('L:')).length"
+CLICK = """(id) => new Promise((done) => {
+  const el = document.querySelector("#view-pre g[id='" + id + "']");
+  const t0 = performance.now();
+  el.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  const lit = document.querySelectorAll('#view-post .hl, #view-post .me').length;
+  requestAnimationFrame(() => requestAnimationFrame(() => done([performance.now() - t0, lit])));
+})"""
+OPEN = """(id) => new Promise((done) => {
+  const t0 = performance.now();
+  document.querySelector("#view-pre g[id='" + id + "']").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}));
+  (function poll() {
+    const still = document.querySelector("#view-pre g[id='" + id + "']");
+    const svg = document.querySelector('#view-pre svg[data-ready="1"]');
+    if (!still && svg) requestAnimationFrame(() => done(performance.now() - t0));
+    else if (performance.now() - t0 > 120000) done(-1);
+    else setTimeout(poll, 20);
+  })();
+})"""
+
+
+def browser(ns: list[int]) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    from analysis.service.store import Store
+
+    out = {}
+    for n in ns:
+        data = tempfile.mkdtemp(prefix="xla-scaling-")
+        code_id = Store(os.path.join(data, "store.sqlite")).put_code(stack_source(n))
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"),
+                                   "--server.headless", "true", "--server.port", str(port),
+                                   "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                                  env={**os.environ, "XLA_EXPLORER_DATA": data},
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        row: dict = {}
+        try:
+            with sync_playwright() as p:
+                b = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                      args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+                page = b.new_page(viewport={"width": 1600, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/?model=softmax", timeout=120_000)  # the server warm
+                page.wait_for_selector(GRAPH_FRAME, timeout=240_000)
+                time.sleep(2)
+                row["server_rss_idle_mb"] = round(_rss_mb(server.pid))
+                t0 = time.perf_counter()
+                page.goto(f"http://127.0.0.1:{port}/?code={code_id}&backend=cpu", timeout=120_000)
+                frame = None
+                while frame is None and time.perf_counter() - t0 < 900:
+                    for f in page.frames:
+                        if "xla_graph" in (f.url or "") and not f.is_detached():
+                            try:
+                                if f.evaluate(BOXES, "pre") >= min(n, 2) and \
+                                        f.locator("#view-post svg[data-ready='1']").count():
+                                    frame = f
+                            except Exception:  # noqa: BLE001 - a frame swapped by a rerun
+                                pass
+                    page.wait_for_timeout(100)
+                if frame is None:
+                    row["graphs_drawn_s"] = None
+                    out[n] = row
+                    continue
+                row["graphs_drawn_s"] = round(time.perf_counter() - t0, 2)
+                time.sleep(1)
+                row["server_rss_drawn_mb"] = round(_rss_mb(server.pid))
+                layer = f"L:layer{n // 2}" if n >= 2 else None
+                if layer:
+                    clicks = [frame.evaluate(CLICK, layer) for _ in range(5)]
+                    row["click_to_paint_ms"] = round(statistics.median(c[0] for c in clicks), 1)
+                    row["click_lit_nodes"] = clicks[-1][1]
+                    page.wait_for_timeout(1500)  # the click's rerun settles
+                    frame = next(f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached())
+                    ms = frame.evaluate(OPEN, f"L:layer{n // 2 + 1}")
+                    row["open_layer_ms"] = round(ms) if ms >= 0 else None
+                    page.screenshot(path=os.path.join(OUT, f"scaling_{n}_open.png"))
+                row["server_rss_after_mb"] = round(_rss_mb(server.pid))
+                b.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        row["fresh_bare_compile_s"] = round(_fresh_bare(n), 2)
+        if row.get("graphs_drawn_s"):
+            row["drawn_ratio"] = round(row["graphs_drawn_s"] / row["fresh_bare_compile_s"], 2)
+        out[n] = row
+        print(f"  browser N={n}: {row}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ns", default="1,12,48,96,192")
+    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--measure", default="12")
+    ap.add_argument("--browser", default="12,192")
+    a = ap.parse_args()
+    ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
+    os.makedirs(OUT, exist_ok=True)
+    res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M")}
+    print("first graph, in-process (interleaved):", flush=True)
+    res["first_graph"] = first_graph(ints(a.ns), a.trials)
+    if a.measure:
+        print("--measure:", flush=True)
+        res["measure"] = measured(ints(a.measure))
+    if a.browser:
+        print("browser:", flush=True)
+        res["browser"] = browser(ints(a.browser))
+        m = res["browser"]
+        lo, hi = min(m), max(m)
+        if m[lo].get("server_rss_drawn_mb") and m[hi].get("server_rss_drawn_mb"):
+            res["memory_ratio"] = round(m[hi]["server_rss_after_mb"] / m[lo]["server_rss_after_mb"], 2)
+    with open(os.path.join(OUT, "scaling.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print("\n| N | kernels | bare compile | first graph | ratio |")
+    print("|---|---|---|---|---|")
+    for n, r in res["first_graph"].items():
+        print(f"| {n} | {r['kernels']} | {r['bare_compile_s']:.2f} s | {r['first_graph_s']:.2f} s | {r['ratio']}x |")
+    print(json.dumps({k: v for k, v in res.items() if k != "first_graph"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
