@@ -359,18 +359,30 @@ if ss.get("payload_for") != payload_key:
     ss.payload_for = payload_key
 if ss.payload.get("error"):
     st.error(ss.payload["error"])
-# a view the graphs asked for that is not laid out yet (a big program opens with its layers
-# only): laid out now, before the graphs are drawn, so this run already sends it
-asked = ss.get("graphs")
-if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
-    with st.spinner("Laying out the view you asked for…"):
-        views.add_variant(b, ss.payload, asked["want"])
-picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present,
-                               show_source=source_kind == "Paste code" and not present)
-if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
-    ss.last_click["graphs"] = picked.get("n")
-    if "want" not in picked:  # asking for a view is no selection
-        ss.sel = dict(picked.get("sel") or {})
+
+
+@st.fragment
+def graphs_fragment(b, present: bool, show_source: bool) -> None:
+    """The graphs, on their own: what they send reruns only this (a view asked for is laid out
+    and sent back without running the rest of the page); a new selection reruns the page, whose
+    details, tables and text views follow it."""
+    # a view the graphs asked for that is not laid out yet (a big program opens with its layers
+    # only): laid out now, before the graphs are drawn, so this run already sends it
+    asked = ss.get("graphs")
+    if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
+        with st.spinner("Laying out the view you asked for…"):
+            views.add_variant(b, ss.payload, asked["want"])
+    picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
+    if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
+        ss.last_click["graphs"] = picked.get("n")
+        if "want" not in picked:  # asking for a view is no selection
+            new = dict(picked.get("sel") or {})
+            if new != ss.sel:
+                ss.sel = new
+                st.rerun(scope="app")
+
+
+graphs_fragment(b, present, source_kind == "Paste code" and not present)
 
 # ----------------------------------------------------------------------------- below the graphs
 

@@ -331,7 +331,8 @@ def graph_payload(b: Bundle) -> dict:
             index[name] = by_dot[dot]
         d = variants.get("default") or variants["layers"]
         graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
-                        "collapsed": len(d.collapsed)}
+                        "collapsed": len(d.collapsed),
+                        "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
     top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
     time = {}
     for name, t in (timings or {}).items():
@@ -387,6 +388,8 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
         if g is None or name not in variants:
             continue
         svg = _svg_or_error(variants[name].to_dot())
+        if variants[name].title != g["title"]:
+            g.setdefault("titles", {})[name] = variants[name].title
         if svg in g["svgs"]:
             g["variants"][name] = g["svgs"].index(svg)
         else:

@@ -340,6 +340,24 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
         page.wait_for_timeout(500)
     assert f.locator("#layersB.on").count() == 1
     assert f.locator("#view-pre g.node[id^='op:m']").count() == 0  # no op of a layer drawn yet
+    # the overview: off by itself for 8 boxes, on with Map while the chain is taller than the pane
+    vb = "() => document.querySelector('#view-pre svg').getAttribute('viewBox').split(' ').map(Number)"
+    mini = "#view-pre canvas.xe-mini"
+    assert not f.locator(mini).is_visible()
+    f.locator("#mapB").click()
+    f.wait_for_function(f"() => getComputedStyle(document.querySelector('{mini}')).display !== 'none'")
+    top = f.evaluate(vb)[1]
+    box = f.locator(mini).bounding_box()
+    f.locator(mini).click(position={"x": box["width"] / 2, "y": box["height"] - 3})  # its bottom: the last layers
+    assert f.evaluate(vb)[1] > top + 100  # the view moved down the chain
+    in_view = """() => { const p = document.getElementById('view-pre').getBoundingClientRect();
+      return [...document.querySelectorAll('#view-pre g.node')].map(n => n.getBoundingClientRect())
+        .filter(r => r.top >= p.top - 1 && r.bottom <= p.bottom + 1 && r.left >= p.left - 1 && r.right <= p.right + 1).length; }"""
+    f.locator("#fit").click()
+    assert f.evaluate(in_view) == f.locator("#view-pre g.node").count()  # Fit shows every node
+    for _ in range(4):
+        f.locator("#zin").click()
+    assert f.evaluate(in_view) >= 1  # zooming in from Fit lands on nodes, not on empty canvas
     f.evaluate("() => document.querySelector(\"#view-pre g[id='L:layer3']\").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))")
     f.wait_for_function("() => !!document.querySelector(\"#view-pre g.node[id='op:m3']\")", timeout=60_000)
     # layer 3's ops, drawn between the layers it reads from and feeds; no other layer is laid out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from analysis.fusion_decisions import NOT_FUSED, edge_notes, records_touching
+from analysis.fusion_decisions import NOT_FUSED, edge_notes, gloss, records_touching
 
 
 def summary_line(fd: dict | None) -> str:
@@ -31,7 +31,7 @@ def rows(fd: dict | None, decision: str | None = None, reason: str | None = None
         out.append({
             "#": i, "pass": r.get("pass_name", ""), "decision": r.get("decision", ""),
             "producer": r.get("producer", ""), "consumer": r.get("consumer", ""),
-            "reason (XLA)": r.get("reason", ""), "in plain words": r.get("gloss", ""),
+            "reason (XLA)": r.get("reason", ""), "in plain words": gloss(r.get("reason") or ""),
             "fusion": r.get("fusion") or "",
             "pre-optimization ops": ", ".join(r.get("producer_pre", []) + ["->"] + r.get("consumer_pre", [])),
             "kernels": ", ".join(sorted(set(r.get("producer_kernels", []) + r.get("consumer_kernels", [])))),
@@ -71,7 +71,7 @@ def _record_line(r: dict) -> str:
     if r.get("fusion"):
         pair += f" (fusion {r['fusion']})"
     reason = r.get("reason") or "(no reason printed)"
-    gl = f" — {r['gloss']}" if r.get("gloss") else ""
+    gl = f" — {gloss(r['reason'])}" if r.get("reason") and gloss(r["reason"]) else ""
     unmatched = "" if r.get("matched") else " [not matched to the program]"
     return f"[{r.get('pass_name', '')}] {what}: {pair}: {reason}{gl}{unmatched}"
 
@@ -97,7 +97,7 @@ def html_section(fd: dict | None) -> str:
         for r in refused[:300]:
             parts.append("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in (
                 r.get("pass_name", ""), r.get("producer", ""), r.get("consumer", ""), r.get("reason", ""),
-                r.get("gloss", ""))) + "</tr>")
+                gloss(r.get("reason") or ""))) + "</tr>")
         parts.append("</table>")
     parts.append("</section>")
     return "\n".join(parts)

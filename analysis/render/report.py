@@ -435,7 +435,7 @@ button:hover { background:#eee; }
 .tools button { margin-left:4px; }
 .view { position:relative; height:680px; overflow:hidden; border:1px solid #f0f0f0; border-radius:6px; cursor:grab; background:#fff; }
 .view svg { width:100%; height:100%; display:block; user-select:none; }
-.view .hint { position:absolute; right:8px; bottom:4px; font-size:11px; color:#999; pointer-events:none; }
+.view .hint { position:absolute; left:8px; bottom:4px; font-size:11px; color:#999; pointer-events:none; }
 g.node, g.cluster { cursor:pointer; }
 g.node.xe-hl > g > a > path, g.node.xe-hl > g > a > polygon, g.node.xe-hl > g > a > ellipse,
 g.node.xe-hl > path, g.node.xe-hl > polygon, g.node.xe-hl > ellipse { stroke:var(--hl); stroke-width:4px; }
@@ -468,7 +468,7 @@ pre.err { color:#b00020; white-space:pre-wrap; }
 details { margin:6px 0; } summary { cursor:pointer; font-weight:600; }
 table.kv th { text-align:left; color:var(--muted); font-weight:normal; padding-right:14px; } table.kv { font-size:13.5px; }
 footer { color:var(--muted); font-size:12.5px; padding:14px 28px; border-top:1px solid var(--line); }
-@media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, nav button { display:none; } }
+@media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, .xe-mini, nav button { display:none; } }
 """
 
 JS = r"""
@@ -488,6 +488,8 @@ JS = r"""
     const prefix = view.dataset.prefix;
     if (!svg) return;
     const pane = XEGraph.pane(view, svg);  // pan and zoom: assets/graph.js, shared with the app
+    // the overview in the corner, for a big graph bigger than the view
+    XEGraph.minimap(pane, { enabled: svg.querySelectorAll("g.node").length > 150 });
     // legible: the whole graph if it fits so, else its top at 75 %, centred on ops and kernels
     const skip = (n) => !/^(k|x|op):/.test(n.id.slice(prefix.length + 1));
     const initial = () => pane.open({ min: 0.75 * PX, skip: skip });
