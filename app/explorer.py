@@ -375,7 +375,7 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
-        if "want" not in picked:  # asking for a view is no selection
+        if "want" not in picked and "need" not in picked:  # asking for a view or the data is no selection
             new = dict(picked.get("sel") or {})
             if new != ss.sel:
                 ss.sel = new
@@ -447,13 +447,8 @@ with tab_m:  # the memory view: picking a buffer selects its kernel
 with tab_s:
     code = b.source.get("code")
     if code:
-        from app.views import ops_on_line
-
-        lines_with_ops = {}
-        for i in range(1, len(code.splitlines()) + 1):
-            ops = ops_on_line(b, i)
-            if ops:
-                lines_with_ops[i] = ops
+        n_lines = len(code.splitlines())
+        lines_with_ops = {i: ops for i, ops in views.ops_by_line(b).items() if 1 <= i <= n_lines and ops}
         opts = [None] + sorted(lines_with_ops)
         src_lines = code.splitlines()
         cur = ss.sel.get("line")
@@ -508,15 +503,23 @@ with share1:
 
 
 with share2:
-    bj = b.to_json()
-    # a module's function, not a lambda or a function of this script: Streamlit keeps callables
-    # past the run, and one defined here would keep this whole run (upload, bundle, graphs) alive
-    st.download_button("Download HTML report (one file, works offline)", functools.partial(views.report_html, bj),
+    # Every download is made when it is clicked, not on every rerun (a big program's bundle is
+    # tens of MB, and its full graph a layout of minutes). The callables are a module's
+    # functions, not lambdas or functions of this script: Streamlit keeps them past the run, and
+    # one defined here would keep this whole run (upload, bundle, graphs) alive.
+    st.download_button("Download HTML report (one file, works offline)", functools.partial(views.report_of, b),
                        file_name=f"{b.title}.report.html", mime="text/html", key="dl_report",
                        width="stretch")
-    st.download_button("Download bundle (JSON)", bj, file_name=f"{b.title}.bundle.json", key="dl_bundle",
-                       width="stretch")
-    with st.expander("Graphs as SVG / DOT"):
-        # the graphs' layouts come from the app's cache: a rerun lays out nothing again
-        for fname, (mime, data) in report.graph_exports(b, layout=views.layout_svg).items():
-            st.download_button(fname, data, file_name=fname, mime=mime, key=f"dl_{fname}")
+    st.download_button("Download bundle (JSON)", functools.partial(views.bundle_json, b),
+                       file_name=f"{b.title}.bundle.json", mime="application/json", key="dl_bundle", width="stretch")
+    layered = ss.payload.get("open_variant") == "layers"
+    with st.expander("Graphs as SVG / DOT" + (" (the layers view)" if layered else "")):
+        # the view the graphs opened with, its layout from the app's cache
+        slug = report._slug(b.title)
+        for side, word in (("pre", "before"), ("post", "after")):
+            if side not in ss.payload.get("graphs", {}):
+                continue
+            for fmt, mime in (("dot", "text/vnd.graphviz"), ("svg", "image/svg+xml")):
+                fname = f"{slug}.{word}.{fmt}"
+                st.download_button(fname, functools.partial(views.graph_file, b, side, fmt, layered),
+                                   file_name=fname, mime=mime, key=f"dl_{fname}")

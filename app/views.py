@@ -396,6 +396,7 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
             g["svgs"].append(svg)
             g["variants"][name] = len(g["svgs"]) - 1
     payload["lazy"] = [n for n in payload["lazy"] if n != name]
+    payload["rev"] = payload.get("rev", 0) + 1  # the frame's copy is out of date: send it all again
     return True
 
 
@@ -407,7 +408,15 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
     selected, so the graphs get the screen's height."""
     cards = [{"label": c.label, "value": c.value, "delta": c.delta or ""} for c in summarize(b).cards()[:5]] \
         if present else []
-    return _COMPONENT(**payload, selected=sel or {}, present=present, show_source=show_source, cards=cards,
+    # Once the frame has said it holds this payload (at this revision), a rerun sends a stub:
+    # Streamlit sends a component's arguments on every rerun, and a click reruns the page.
+    held = st.session_state.get(key)
+    rev = payload.get("rev", 0)
+    if isinstance(held, dict) and held.get("have") == [payload["data_key"], rev] and "need" not in held:
+        data = {"data_key": payload["data_key"], "rev": rev, "stub": True}
+    else:
+        data = {**payload, "rev": rev}
+    return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,
                       min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
                       height=600 if present else 560, key=key, default=None)
 
@@ -429,17 +438,25 @@ def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:
 
 
 def ops_on_line(b: Bundle, line: int) -> list[str]:
+    """The pre-optimization ops made by line ``line`` of the user's file."""
+    return list(ops_by_line(b).get(line, ()))
+
+
+def ops_by_line(b: Bundle) -> dict[int, list[str]]:
+    """Line of the user's file -> the pre-optimization ops it made; one walk of the module per
+    bundle (a walk per line was most of a rerun of a 24,000-op program)."""
     from analysis.provenance import _walk_compute
 
-    pre = b.module("hlo_before")
-    if pre is None:
-        return []
-    user_file = b.source.get("file")
-    out = []
-    for inst, key in _walk_compute(pre):
-        if key and key[2] == line and (not user_file or not key[1] or key[1] == user_file):
-            out.append(inst.name)
-    return out
+    def make() -> dict[int, list[str]]:
+        pre = b.module("hlo_before")
+        user_file = b.source.get("file")
+        out: dict[int, list[str]] = {}
+        for inst, key in (_walk_compute(pre) if pre is not None else ()):
+            if key and key[2] and (not user_file or not key[1] or key[1] == user_file):
+                out.setdefault(key[2], []).append(inst.name)
+        return out
+
+    return b.derived("ops_by_line", (b.stages.get("hlo_before"), b.source.get("file")), make)
 
 
 # ----------------------------------------------------------------------------- search
@@ -676,6 +693,34 @@ def text_views(b: Bundle, sel: dict) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
+def report_of(b: Bundle) -> str:
+    """The offline HTML report of a bundle, made when the download is clicked (from a copy)."""
+    return report_html(b.to_json())
+
+
+def bundle_json(b: Bundle) -> str:
+    """The bundle as JSON, made when the download is clicked."""
+    return b.to_json()
+
+
+def graph_file(b: Bundle, side: str, fmt: str, layered: bool) -> bytes:
+    """One graph as a download (``fmt`` "dot" or "svg"), made when it is clicked: the view the
+    explorer opened with (a big program's layers view, else the default one), laid out from the
+    shared cache; an SVG that cannot be laid out is the error's text."""
+    name = "layers" if layered else "default"
+    spec = (_variant_specs(b, [name]).get(side) or {}).get(name)
+    if spec is None:
+        return b""
+    dot = spec.to_dot()
+    if fmt == "dot":
+        return dot.encode()
+    try:
+        svg = _svg(dot)
+    except RuntimeError as e:
+        return str(e).encode()
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + svg).encode()
+
+
 def report_html(bundle_json: str) -> str:
     """The offline HTML report of a bundle (its JSON), made when the download is clicked."""
     from analysis.render import report

@@ -70,3 +70,14 @@ def test_a_small_program_gets_every_view_at_once(gallery_bundle):
     p = views.graph_payload(gallery_bundle("decoder_nnx"))
     assert p["open_variant"] == "default" and p["lazy"] == []
     assert {"default", "expanded", "collapsed", "layers", "layers:attn"} <= set(p["graphs"]["pre"]["variants"])
+
+
+def test_graph_downloads_are_the_view_the_graphs_opened_with(gallery_bundle):
+    big = _big()
+    svg = views.graph_file(big, "pre", "svg", layered=True).decode()
+    assert svg.startswith("<?xml") and {f"L:layer{i}" for i in range(LAYERS)} <= _ids(svg)
+    assert views.graph_file(big, "post", "dot", layered=True).decode().startswith("digraph")
+    small = gallery_bundle("softmax")
+    svg = views.graph_file(small, "post", "svg", layered=False).decode()
+    assert svg.startswith("<?xml") and any(i.startswith("k:") for i in _ids(svg))
+    assert views.graph_file(small, "nope", "svg", layered=False) == b""
