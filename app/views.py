@@ -410,10 +410,14 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
         if present else []
     # Once the frame has said it holds this payload (at this revision), a rerun sends a stub:
     # Streamlit sends a component's arguments on every rerun, and a click reruns the page.
+    # After a view was laid out on request (a new revision) only the graphs go again.
     held = st.session_state.get(key)
     rev = payload.get("rev", 0)
-    if isinstance(held, dict) and held.get("have") == [payload["data_key"], rev] and "need" not in held:
+    have = held.get("have") if isinstance(held, dict) and "need" not in held else None
+    if isinstance(have, list) and len(have) == 2 and have[0] == payload["data_key"]:
         data = {"data_key": payload["data_key"], "rev": rev, "stub": True}
+        if have[1] != rev:
+            data.update(graphs=payload["graphs"], lazy=payload["lazy"])
     else:
         data = {**payload, "rev": rev}
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,

@@ -254,7 +254,12 @@ def browser(ns: list[int]) -> dict:
                     clicks = [frame.evaluate(CLICK, layer) for _ in range(5)]
                     row["click_to_paint_ms"] = round(statistics.median(c[0] for c in clicks), 1)
                     row["click_lit_nodes"] = clicks[-1][1]
-                    page.wait_for_timeout(1500)  # the click's rerun settles
+                    # the clicks' reruns (the panels below follow the selection) finish first
+                    t1 = time.perf_counter()
+                    page.wait_for_timeout(500)
+                    while page.locator("[data-testid='stStatusWidget']").count() and time.perf_counter() - t1 < 120:
+                        page.wait_for_timeout(100)
+                    row["rerun_after_click_s"] = round(time.perf_counter() - t1, 2)
                     frame = next(f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached())
                     ms = frame.evaluate(OPEN, f"L:layer{n // 2 + 1}")
                     row["open_layer_ms"] = round(ms) if ms >= 0 else None
