@@ -17,6 +17,9 @@ from app.picks import picked_row
 ALL = "(all)"
 
 
+
+MAX_ROWS = 2000  # rows of the decisions table drawn at once
+
 def details_lines(bundle, sel: dict | None) -> list[str]:
     """The details panel's lines for a selection (an op before optimization or a kernel)."""
     name = (sel or {}).get("name")
@@ -47,6 +50,10 @@ def render(bundle, ss, key_prefix: str = "fd") -> None:
         if not shown:
             st.info("No decision matches these filters.")
             return
+        if len(shown) > MAX_ROWS:
+            # a big program logs tens of thousands: the table is for reading, the filters narrow it
+            st.caption(f"The first {MAX_ROWS:,} of {len(shown):,} decisions: choose a decision or a reason to see others.")
+            shown = shown[:MAX_ROWS]
         import pandas as pd
 
         ev = st.dataframe(pd.DataFrame(shown), hide_index=True, width="stretch", on_select="rerun",

@@ -3,6 +3,7 @@ itself with Streamlit: summary strip, legend, graphs, details panel, text and so
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import os
@@ -664,6 +665,15 @@ def _lines_of(b: Bundle, op: str) -> list[int]:
 # ----------------------------------------------------------------------------- text views
 
 
+SHOWN_LINES = 3000  # lines of a stage text drawn at once (search and download reach all of them)
+SHOWN_CONTEXT = 20  # lines drawn around each highlighted line of a longer text
+
+
+def stage_text(b: Bundle, stage: str) -> str:
+    """A stage's text, made when its download is clicked."""
+    return b.stages.get(stage) or ""
+
+
 def text_views(b: Bundle, sel: dict) -> None:
     present = [s for s in STAGES if b.stages.get(s)]
     if not present:
@@ -678,8 +688,8 @@ def text_views(b: Bundle, sel: dict) -> None:
             text = b.stages[stage]
             c1, c2 = st.columns([3, 1])
             q = c1.text_input("Search", key=f"q_{stage}", placeholder="filter lines (text or regex)")
-            c2.download_button(f"Download {STAGE_LABELS[stage]}", text, file_name=f"{b.title}.{stage}.txt",
-                               key=f"dl_{stage}", width="stretch")
+            c2.download_button(f"Download {STAGE_LABELS[stage]}", functools.partial(stage_text, b, stage),
+                               file_name=f"{b.title}.{stage}.txt", key=f"dl_{stage}", width="stretch")
             lines = text.splitlines()
             if q:
                 # RE2 (linear time, analysis.text_search), never Python's re on what a user typed
@@ -690,13 +700,20 @@ def text_views(b: Bundle, sel: dict) -> None:
             elif hl_names and stage == "hlo_before":
                 marks = {i for i, ln in enumerate(lines, 1)
                          if any(re.search(rf"(^|\s)%?{re.escape(n)} = ", ln) for n in hl_names)}
-                st.caption(f"{len(marks)} op(s) from source line {sel['line']} highlighted")
-                st.markdown(code_html(text, marks, stage), unsafe_allow_html=True)
+                st.caption(f"{len(marks)} op(s) from source line {sel['line']} highlighted"
+                           + (f" (and {SHOWN_CONTEXT} lines around each)" if len(lines) > SHOWN_LINES else ""))
+                st.markdown(code_html(text, marks, stage, context=SHOWN_CONTEXT if len(lines) > SHOWN_LINES else None),
+                            unsafe_allow_html=True)
+            elif len(lines) > SHOWN_LINES:
+                # a browser draws a code block of a few thousand lines at once, and stalls for
+                # tens of seconds on the 24,000 of a big program: its start, then search or download
+                st.caption(f"Lines 1–{SHOWN_LINES:,} of {len(lines):,}: search for the rest, or download it all.")
+                st.code("\n".join(lines[:SHOWN_LINES]), language="python" if stage == "jaxpr" else None,
+                        line_numbers=True)
             else:
                 st.code(text, language="python" if stage == "jaxpr" else None, line_numbers=True)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
 def report_of(b: Bundle) -> str:
     """The offline HTML report of a bundle, made when the download is clicked (from a copy)."""
     return report_html(b.to_json())
@@ -725,6 +742,7 @@ def graph_file(b: Bundle, side: str, fmt: str, layered: bool) -> bytes:
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + svg).encode()
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
 def report_html(bundle_json: str) -> str:
     """The offline HTML report of a bundle (its JSON), made when the download is clicked."""
     from analysis.render import report

@@ -81,3 +81,40 @@ def test_graph_downloads_are_the_view_the_graphs_opened_with(gallery_bundle):
     svg = views.graph_file(small, "post", "svg", layered=False).decode()
     assert svg.startswith("<?xml") and any(i.startswith("k:") for i in _ids(svg))
     assert views.graph_file(small, "nope", "svg", layered=False) == b""
+
+
+def test_a_long_stage_text_is_drawn_from_its_start_and_searched_in_full():
+    """A 3,600-line module: the Text views draw its first SHOWN_LINES lines (a browser stalls on
+    a code block of tens of thousands), say so, and the search still finds its last layer."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app import APP, TIMEOUT
+
+    pre, post = stack_texts(12, per_layer=300)
+    b = bundle_from_hlo(post, name="long", before_text=pre)
+    n = len(pre.splitlines())
+    assert n > views.SHOWN_LINES
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["link_applied"] = True
+    at.session_state["source_kind"] = "Upload HLO / bundle"
+    at.session_state["bundle"] = b
+    at.run()
+    assert not at.exception, at.exception
+    shown = [c.value for c in at.code if c.value.startswith("HloModule stack\n")]
+    assert shown and all(len(v.splitlines()) == views.SHOWN_LINES for v in shown)
+    assert any(f"Lines 1–{views.SHOWN_LINES:,} of {n:,}" in c.value for c in at.caption)
+    at.text_input(key="q_hlo_before").set_value("layer11/mul").run()
+    assert any("layer11/mul" in c.value for c in at.code)
+
+
+def test_a_treemap_of_many_kernels_draws_the_biggest_and_groups_the_rest():
+    from analysis.render.charts import TREEMAP_KERNELS, treemap_figure
+
+    pre, post = stack_texts(TREEMAP_KERNELS + 100)
+    b = bundle_from_hlo(post, name="many", before_text=pre)
+    assert len(b.kernels) == TREEMAP_KERNELS + 100
+    t = treemap_figure(b).data[0]
+    leaves = [lab for lab, c in zip(t.labels, t.customdata) if c]
+    assert len(leaves) == TREEMAP_KERNELS + 1 and "100 smaller kernels" in leaves
+    # the total is kept: the grouped box holds the bytes of the 100 it stands for
+    assert abs(sum(v for v, c in zip(t.values, t.customdata) if c) - sum(k.bytes for k in b.kernels) / 2 ** 20) < 1e-6

@@ -98,6 +98,10 @@ def top_kernels_figure(bundle: Bundle, n: int = 15, selected: str | None = None)
     return fig
 
 
+TREEMAP_KERNELS = 300  # kernels drawn as their own box in the treemap
+TIMELINE_LABELS = 300  # launches in a step up to which the timeline names each bar
+
+
 def treemap_figure(bundle: Bundle) -> go.Figure:
     """Route -> library -> kernel, sized by measured time (or bytes when not measured)."""
     if measured(bundle):
@@ -110,6 +114,17 @@ def treemap_figure(bundle: Bundle) -> go.Figure:
         unit, title = "MiB", "Where the bytes go (not measured)"
     if not items:
         return _empty(title, "no kernels")
+    if len(items) > TREEMAP_KERNELS:
+        # thousands of boxes (and their labels) stall the browser for seconds: the biggest
+        # kernels each, the rest of each library as one box
+        items.sort(key=lambda it: -it[3])
+        rest: dict[tuple[str, str], list] = {}
+        for route, lib, name, v in items[TREEMAP_KERNELS:]:
+            r = rest.setdefault((route, lib), [0, 0.0])
+            r[0] += 1
+            r[1] += v
+        items = items[:TREEMAP_KERNELS] + [(route, lib, f"{n:,} smaller kernels", v)
+                                            for (route, lib), (n, v) in rest.items()]
     ids, labels, parents, values, colors, custom = [], [], [], [], [], []
     routes: dict[str, float] = {}
     libs: dict[tuple[str, str], float] = {}
@@ -142,6 +157,9 @@ def timeline_figure(bundle: Bundle) -> go.Figure:
         return _empty("One step", "not measured" if not t else "no events recorded")
     lines = sorted({e["line"] for e in events})
     short = {ln: (f"thread {i + 1}" if not ln.startswith("/device") else ln.split(" ", 1)[-1]) for i, ln in enumerate(lines)}
+    # a name inside every bar is what costs the browser (each is measured to fit): only for a
+    # step of a few hundred launches; a longer one names them on hover
+    named = len(events) <= TIMELINE_LABELS
     fig = go.Figure()
     for route in ROUTES + ("unknown",):
         evs = [e for e in events if e["route"] == route]
@@ -151,7 +169,8 @@ def timeline_figure(bundle: Bundle) -> go.Figure:
         fig.add_bar(base=[e["start_s"] * 1e6 for e in evs], x=[max(e["duration_s"] * 1e6, 1e-3) for e in evs],
                     y=rows, orientation="h", name=_label(route), marker_color=_color(route),
                     opacity=0.45 if route == "control" else 1.0, customdata=[e["name"] for e in evs],
-                    text=[e["name"] for e in evs], textposition="inside", insidetextanchor="middle",
+                    text=[e["name"] for e in evs] if named else None, textposition="inside" if named else "none",
+                    insidetextanchor="middle",
                     hovertemplate="%{customdata}<br>start %{base:.1f} µs, %{x:.2f} µs<extra></extra>")
     fig.update_layout(title="One step, kernel by kernel (median step)", xaxis_title="µs from the step's first kernel",
                       barmode="overlay", height=220 + 40 * len(lines), font=FONT, legend_title_text="route",
