@@ -727,14 +727,20 @@ def _cut_fanout(g: GraphSpec) -> None:
     outs: dict[str, set[str]] = {}
     for e in g.edges:
         outs.setdefault(e.src, set()).add(e.dst)
-    hubs = {n for n, d in outs.items() if len(d) > HUB_FANOUT and n in g.nodes}
-    if not hubs:
-        return
+    hubs = _mark_hubs(g, outs, HUB_FANOUT, "feeds {n}", "feeds {n} nodes")
+    if hubs:
+        g.edges = [e for e in g.edges if e.src not in hubs]
+
+
+def _mark_hubs(g: GraphSpec, joined: dict[str, set[str]], limit: int, label: str, tip: str) -> set[str]:
+    """The nodes joined to more than ``limit`` others, each labelled ``label`` and told in its
+    tooltip that those edges are not drawn (``{n}``: how many)."""
+    hubs = {n for n, d in joined.items() if len(d) > limit and n in g.nodes}
     for n in hubs:
         node = g.nodes[n]
-        node.label += f"\nfeeds {len(outs[n])}"
-        node.tooltip = (node.tooltip or node.label) + f"\nfeeds {len(outs[n])} nodes (those edges are not drawn)"
-    g.edges = [e for e in g.edges if e.src not in hubs]
+        node.label += "\n" + label.format(n=len(joined[n]))
+        node.tooltip = (node.tooltip or node.label) + "\n" + tip.format(n=len(joined[n])) + " (those edges are not drawn)"
+    return hubs
 
 
 HUB_LAYERS = 6  # a node joined to more layer boxes than this is drawn without those edges
@@ -750,15 +756,10 @@ def _cut_hubs(g: GraphSpec) -> None:
         for a, b in ((e.src, e.dst), (e.dst, e.src)):
             if b.startswith("L:") and not a.startswith("L:"):
                 boxes.setdefault(a, set()).add(b)
-    hubs = {n for n, bs in boxes.items() if len(bs) > HUB_LAYERS and n in g.nodes}
-    if not hubs:
-        return
-    for n in hubs:
-        node = g.nodes[n]
-        node.label += f"\njoins {len(boxes[n])} layers"
-        node.tooltip = (node.tooltip or node.label) + f"\njoined to {len(boxes[n])} layers (those edges are not drawn)"
-    g.edges = [e for e in g.edges if not ((e.src in hubs and e.dst.startswith("L:")) or
-                                          (e.dst in hubs and e.src.startswith("L:")))]
+    hubs = _mark_hubs(g, boxes, HUB_LAYERS, "joins {n} layers", "joined to {n} layers")
+    if hubs:
+        g.edges = [e for e in g.edges if not ((e.src in hubs and e.dst.startswith("L:")) or
+                                              (e.dst in hubs and e.src.startswith("L:")))]
 
 
 def _dedupe_edges(edges: list[Edge]) -> list[Edge]:
