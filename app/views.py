@@ -9,13 +9,14 @@ import json
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 
 import streamlit as st
 import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
-from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svg, render_svgs
+from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svgs_each
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
@@ -136,18 +137,47 @@ def _trim_svg_cache() -> None:
         total -= len(v)
 
 
+# DOT texts Graphviz could not lay out (a timeout), for a while: asked again at once (the next
+# line of the same run, or a rerun), such a graph fails at once instead of after another minute
+_SVG_FAILED: "OrderedDict[str, tuple[float, str]]" = OrderedDict()
+FAILED_FOR_S = 600.0
+
+
+def _failed(dot: str) -> str | None:
+    hit = _SVG_FAILED.get(dot)
+    if hit is None:
+        return None
+    if time.monotonic() - hit[0] > FAILED_FOR_S:
+        del _SVG_FAILED[dot]
+        return None
+    return hit[1]
+
+
+def _remember(dot: str, result) -> None:
+    if isinstance(result, RuntimeError):
+        _SVG_FAILED[dot] = (time.monotonic(), str(result))
+        while len(_SVG_FAILED) > _SVG_MAX:
+            _SVG_FAILED.popitem(last=False)
+    else:
+        _SVG_CACHE[dot] = result
+        _trim_svg_cache()
+
+
 def layout_all(specs) -> None:
-    """Lay out every graph not yet in the cache, all at once."""
+    """Lay out every graph not yet in the cache, all at once; raises the first failure (the
+    others are kept)."""
     dots = [s.to_dot() for s in specs if s is not None]
     with _SVG_LOCK:
-        missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE))
-    if not missing:
-        return
-    svgs = render_svgs(missing)
-    with _SVG_LOCK:
-        for d, svg in zip(missing, svgs):
-            _SVG_CACHE[d] = svg
-        _trim_svg_cache()
+        missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE and _failed(d) is None))
+        failed = [_failed(d) for d in dots if d not in _SVG_CACHE and _failed(d) is not None]
+    if missing:
+        results = render_svgs_each(missing)
+        with _SVG_LOCK:
+            for d, r in zip(missing, results):
+                _remember(d, r)
+        failed += [str(r) for r in results if isinstance(r, RuntimeError)]
+    if failed:
+        raise RuntimeError(failed[0])
 
 
 def _svg(dot: str) -> str:
@@ -155,11 +185,15 @@ def _svg(dot: str) -> str:
         if dot in _SVG_CACHE:
             _SVG_CACHE.move_to_end(dot)
             return _SVG_CACHE[dot]
-    svg = render_svg(dot)
+        why = _failed(dot)
+    if why is not None:
+        raise RuntimeError(why)
+    result = render_svgs_each([dot])[0]
     with _SVG_LOCK:
-        _SVG_CACHE[dot] = svg
-        _trim_svg_cache()
-    return svg
+        _remember(dot, result)
+    if isinstance(result, RuntimeError):
+        raise result
+    return result
 
 
 def layout_svg(dot: str) -> str:

@@ -118,3 +118,22 @@ def test_a_treemap_of_many_kernels_draws_the_biggest_and_groups_the_rest():
     assert len(leaves) == TREEMAP_KERNELS + 1 and "100 smaller kernels" in leaves
     # the total is kept: the grouped box holds the bytes of the 100 it stands for
     assert abs(sum(v for v, c in zip(t.values, t.customdata) if c) - sum(k.bytes for k in b.kernels) / 2 ** 20) < 1e-6
+
+
+def test_a_graph_graphviz_cannot_lay_out_fails_once_not_on_every_ask(monkeypatch):
+    """Real Graphviz refuses a broken DOT text; asked again (the next line of the same run, a
+    rerun), the app says so at once instead of running Graphviz again (for a graph that timed
+    out, that was another minute each time)."""
+    import pytest
+
+    bad = "digraph G { a -> ; }"
+    with pytest.raises(RuntimeError, match="Graphviz failed"):
+        views.layout_svg(bad)
+
+    def no_second_run(dots, timeout=60.0):
+        raise AssertionError("Graphviz was run again for a graph that had failed")
+
+    monkeypatch.setattr(views, "render_svgs_each", no_second_run)
+    with pytest.raises(RuntimeError, match="Graphviz failed"):
+        views.layout_svg(bad)
+    assert views._svg_or_error(bad).startswith("<p>Graphviz failed")

@@ -249,7 +249,17 @@ def render_svg(dot: str, timeout: float = 60.0) -> str:
 
 def render_svgs(dots: list[str], timeout: float = 60.0) -> list[str]:
     """Lay out several graphs at once, one ``dot`` process each (the two sides of the explorer
-    are laid out in parallel rather than one after the other)."""
+    are laid out in parallel rather than one after the other); the first failure is raised."""
+    out = render_svgs_each(dots, timeout)
+    for r in out:
+        if isinstance(r, RuntimeError):
+            raise r
+    return out
+
+
+def render_svgs_each(dots: list[str], timeout: float = 60.0) -> list:
+    """``render_svgs``, with each graph's own outcome: its SVG text, or the RuntimeError that
+    says why it could not be laid out (the others are still returned)."""
     procs = []
     try:
         for _ in dots:
@@ -275,10 +285,13 @@ def render_svgs(dots: list[str], timeout: float = 60.0) -> list[str]:
         t.start()
     for t in threads:
         t.join()
-    out = []
+    out: list = []
     for p, (stdout, stderr) in zip(procs, results):
         if p.returncode != 0:
-            raise RuntimeError("Graphviz failed: " + stderr.decode(errors="replace").strip()[:300])
+            why = stderr.decode(errors="replace").strip()[:300]
+            out.append(RuntimeError(f"Graphviz could not lay this graph out within {timeout:.0f} s" if why == "timed out"
+                                    else "Graphviz failed: " + why))
+            continue
         svg = stdout.decode()
         out.append(svg[svg.find("<svg"):])
     return out
