@@ -168,8 +168,13 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             pinned, _ = table([r for r in rows if r["kernel"] == selected], measured=bool(t),
                               columns=list(df.columns))
             st.dataframe(pinned, hide_index=True, width="stretch", column_config=config, key=f"{kp}_pinned")
-        ev = st.dataframe(styled, hide_index=True, width="stretch", column_config=config,
-                          on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
+        import pandas as pd
+
+        # pandas refuses to style more than 262,144 cells by default (a program of 25,000
+        # kernels has more): the table is this program's, so the limit is its size
+        with pd.option_context("styler.render.max_elements", max(262144, df.size + 1)):
+            ev = st.dataframe(styled, hide_index=True, width="stretch", column_config=config,
+                              on_select="rerun", selection_mode="single-row", key=f"{kp}_table")
         p = picked_row(ev, list(df["kernel"]))
         if p:
             picks.append(p)
