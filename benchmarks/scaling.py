@@ -158,11 +158,9 @@ def measured(ns: list[int]) -> dict:
 
 
 def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    from benchmarks.upload_memory import rss_mb
+
+    return rss_mb(pid)
 
 
 def _fresh_bare(n: int) -> float:
