@@ -192,6 +192,9 @@ class JobHandle:
         self._ran, self._error = ran, error
         self.status = DONE if error is None else (CANCELLED if self._cancel.is_set() else FAILED)
         self.finished = time.monotonic()
+        # the callers' progress callbacks go: a finished handle outlives its page (a worker
+        # thread's last job stays in its loop variable), and a callback holds the page's globals
+        self._listeners = []
         self._done.set()
 
 
