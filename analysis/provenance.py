@@ -49,12 +49,20 @@ def compute_op_instances(module: Module) -> list[Instruction]:
     return [i for i, _ in _walk_compute(module)]
 
 
-def _walk_compute(module: Module) -> list[tuple[Instruction, Key | None]]:
-    """Compute ops with their effective key. Ops inside a nested jit's computation carry an
+def _walk_compute(module: Module) -> tuple[tuple[Instruction, Key | None], ...]:
+    """Compute ops with their effective key (walked once per module: provenance, the layer
+    tree, the fusion decisions and the details all read it, and a parsed module does not change). Ops inside a nested jit's computation carry an
     op_name relative to the call (``div``) and no source; after inlining XLA gives them the
     full path (``jit(model)/layernorm/jit(_var)/div``) so we compose the same here. A
     computation called from several call sites is walked once per distinct caller key, so its
     ops get the key of every place they were inlined into."""
+    walked = module.__dict__.get("_compute_walk")
+    if walked is None:
+        walked = module.__dict__["_compute_walk"] = tuple(_walk(module))
+    return walked
+
+
+def _walk(module: Module) -> list[tuple[Instruction, Key | None]]:
     out: list[tuple[Instruction, Key | None]] = []
     seen: set[tuple[str, Key | None]] = set()
 
