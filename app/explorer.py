@@ -369,9 +369,10 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # a view the graphs asked for that is not laid out yet (a big program opens with its layers
     # only): laid out now, before the graphs are drawn, so this run already sends it
     asked = ss.get("graphs")
+    # (no st.spinner: the panes say "Laying out …" themselves, and a spinner inserted before
+    # the graphs made the page's focus handling walk its whole DOM, 2 s of a layer's opening)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
-        with st.spinner("Laying out the view you asked for…"):
-            views.add_variant(b, ss.payload, asked["want"])
+        views.add_variant(b, ss.payload, asked["want"])
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
@@ -416,54 +417,62 @@ with details_box:
 
     render_decisions(b, ss)
 
+# Only the open tab's content is made (``on_change="rerun"`` reruns the page on a switch): a
+# hidden tab's content is still in the page, and the page's tab panels look through their whole
+# content for something focusable on every rerun; a big program's text views (46,000 elements)
+# made that 0.8 s of every click and of every layer opened.
 tab_k, tab_t, tab_s, tab_m = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
                               on_change="rerun")
 with tab_k:
-    try:
-        from app.kernels_view import render_kernels_view
-    except ImportError:
-        render_kernels_view = None
-    if render_kernels_view is not None:
+    if tab_k.open:
         try:
-            picked = render_kernels_view(b, key_prefix="main",
-                                         selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
-            picked = None
-            st.error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")
-        if picked and picked != ss.sel.get("name"):
-            ss.sel = {"side": "post", "name": picked}
-            st.rerun()
-    else:
-        import pandas as pd
+            from app.kernels_view import render_kernels_view
+        except ImportError:
+            render_kernels_view = None
+        if render_kernels_view is not None:
+            try:
+                picked = render_kernels_view(b, key_prefix="main",
+                                             selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
+                picked = None
+                st.error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")
+            if picked and picked != ss.sel.get("name"):
+                ss.sel = {"side": "post", "name": picked}
+                st.rerun()
+        else:
+            import pandas as pd
 
-        st.dataframe(pd.DataFrame([{"kernel": k.name, "route": k.route, "library": k.library, "bytes": k.bytes,
-                                    "flops": k.flops} for k in b.kernels]), width="stretch")
+            st.dataframe(pd.DataFrame([{"kernel": k.name, "route": k.route, "library": k.library, "bytes": k.bytes,
+                                        "flops": k.flops} for k in b.kernels]), width="stretch")
 with tab_t:
-    views.text_views(b, ss.sel)
+    if tab_t.open:
+        views.text_views(b, ss.sel)
 with tab_m:  # the memory view: picking a buffer selects its kernel
-    from app.memory_view import render_memory_view
+    if tab_m.open:
+        from app.memory_view import render_memory_view
 
-    render_memory_view(b)
+        render_memory_view(b)
 with tab_s:
-    code = b.source.get("code")
-    if code:
-        n_lines = len(code.splitlines())
-        lines_with_ops = {i: ops for i, ops in views.ops_by_line(b).items() if 1 <= i <= n_lines and ops}
-        opts = [None] + sorted(lines_with_ops)
-        src_lines = code.splitlines()
-        cur = ss.sel.get("line")
-        pick = st.selectbox("Source line", opts, index=opts.index(cur) if cur in opts else 0, key="src_line",
-                            format_func=lambda i: "— pick a line to light up its ops —" if i is None else
-                            f"line {i}: {src_lines[i - 1].strip()[:70]}  ({len(lines_with_ops[i])} ops)")
-        if pick is not None and pick != cur:
-            ss.sel = {"line": pick}
-            st.rerun()
-        st.caption("The graphs' Source button shows these lines beside the graphs, each tagged with its kernels.")
-        st.markdown(views.code_html(code, {cur} if cur else set(), "s", tags=views.line_tags(ss.payload)),
-                    unsafe_allow_html=True)
-        st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
-    else:
-        st.info("This input carries no source code (an imported HLO text or dump).")
+    if tab_s.open:
+        code = b.source.get("code")
+        if code:
+            n_lines = len(code.splitlines())
+            lines_with_ops = {i: ops for i, ops in views.ops_by_line(b).items() if 1 <= i <= n_lines and ops}
+            opts = [None] + sorted(lines_with_ops)
+            src_lines = code.splitlines()
+            cur = ss.sel.get("line")
+            pick = st.selectbox("Source line", opts, index=opts.index(cur) if cur in opts else 0, key="src_line",
+                                format_func=lambda i: "— pick a line to light up its ops —" if i is None else
+                                f"line {i}: {src_lines[i - 1].strip()[:70]}  ({len(lines_with_ops[i])} ops)")
+            if pick is not None and pick != cur:
+                ss.sel = {"line": pick}
+                st.rerun()
+            st.caption("The graphs' Source button shows these lines beside the graphs, each tagged with its kernels.")
+            st.markdown(views.code_html(code, {cur} if cur else set(), "s", tags=views.line_tags(ss.payload)),
+                        unsafe_allow_html=True)
+            st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
+        else:
+            st.info("This input carries no source code (an imported HLO text or dump).")
 
 # ----------------------------------------------------------------------------- share & export
 

@@ -78,7 +78,21 @@ def test_find_selects_and_details_show_absorbed_ops(at):
     assert fusion.fused_ops[0] in codes
 
 
+def _open_tab(at, label: str) -> None:
+    """Switch the explorer's tabs (only the open tab's content is made)."""
+    at.session_state["view_tab"] = label
+    at.run()
+
+
+def test_only_the_open_tab_is_made(at):
+    assert "src_line" not in [getattr(w, "key", None) for w in at.selectbox]  # Kernels & timings is open
+    _open_tab(at, "Source")
+    assert "src_line" in [getattr(w, "key", None) for w in at.selectbox]
+    assert "q_hlo_after" not in [getattr(w, "key", None) for w in at.text_input]
+
+
 def test_source_line_lights_up_ops(at):
+    _open_tab(at, "Source")
     sb = at.selectbox(key="src_line")
     line = next(o for o in sb.options if o != "— pick a line to light up its ops —")
     sb.select(line).run()
@@ -123,6 +137,7 @@ def test_fusion_disabled_preset_gives_more_kernels(at):
 
 
 def test_text_views_search(at):
+    _open_tab(at, "Text views")
     at.text_input(key="q_hlo_after").input("fusion").run()
     captions = [c.value for c in at.caption]
     assert any("matching line" in c for c in captions)

@@ -98,6 +98,7 @@ def test_a_long_stage_text_is_drawn_from_its_start_and_searched_in_full():
     at.session_state["link_applied"] = True
     at.session_state["source_kind"] = "Upload HLO / bundle"
     at.session_state["bundle"] = b
+    at.session_state["view_tab"] = "Text views"  # only the open tab is made
     at.run()
     assert not at.exception, at.exception
     shown = [c.value for c in at.code if c.value.startswith("HloModule stack\n")]
