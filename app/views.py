@@ -435,6 +435,21 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
     return True
 
 
+def graphs_since(graphs: dict, held) -> dict:
+    """The payload's graphs for a frame that holds the first ``held[side]`` SVGs of each side
+    (what it said it holds): views laid out on request only append SVGs, so each side sends the
+    ones after those (``svgs_from``) instead of all of them again. ``held`` comes from the
+    browser: anything but counts within the lists sends the side whole."""
+    out = {}
+    for side, g in graphs.items():
+        k = held.get(side) if isinstance(held, dict) else None
+        if g is None or isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= len(g.get("svgs", ())):
+            out[side] = g
+        else:
+            out[side] = {**g, "svgs": g["svgs"][k:], "svgs_from": k}
+    return out
+
+
 def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,
                     show_source: bool = False) -> dict | None:
     """The explorer's two graphs, details and source as one component; returns what the user
@@ -449,10 +464,11 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
     held = st.session_state.get(key)
     rev = payload.get("rev", 0)
     have = held.get("have") if isinstance(held, dict) and "need" not in held else None
-    if isinstance(have, list) and len(have) == 2 and have[0] == payload["data_key"]:
+    if isinstance(have, list) and len(have) in (2, 3) and have[0] == payload["data_key"]:
         data = {"data_key": payload["data_key"], "rev": rev, "stub": True}
         if have[1] != rev:
-            data.update(graphs=payload["graphs"], lazy=payload["lazy"])
+            data.update(graphs=graphs_since(payload["graphs"], have[2] if len(have) == 3 else None),
+                        lazy=payload["lazy"])
     else:
         data = {**payload, "rev": rev}
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,

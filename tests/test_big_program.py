@@ -138,3 +138,18 @@ def test_a_graph_graphviz_cannot_lay_out_fails_once_not_on_every_ask(monkeypatch
     with pytest.raises(RuntimeError, match="Graphviz failed"):
         views.layout_svg(bad)
     assert views._svg_or_error(bad).startswith("<p>Graphviz failed")
+
+
+def test_after_a_view_is_laid_out_only_the_new_svgs_are_sent_again():
+    graphs = {"pre": {"title": "t", "svgs": ["<a/>", "<b/>", "<c/>"], "variants": {"layers": 0, "x": 2}},
+              "post": {"title": "u", "svgs": ["<d/>"], "variants": {"layers": 0}}, "none": None}
+    got = views.graphs_since(graphs, {"pre": 2, "post": 1})
+    assert got["pre"]["svgs"] == ["<c/>"] and got["pre"]["svgs_from"] == 2
+    assert got["pre"]["variants"] == {"layers": 0, "x": 2}  # the views' names go whole
+    assert got["post"]["svgs"] == [] and got["post"]["svgs_from"] == 1
+    assert got["none"] is None
+    assert graphs["pre"]["svgs"] == ["<a/>", "<b/>", "<c/>"]  # the payload itself is untouched
+    # counts the browser made up: that side goes whole
+    for bad in ({"pre": 9}, {"pre": -1}, {"pre": "2"}, {"pre": True}, {"pre": 0}, "x", None):
+        got = views.graphs_since(graphs, bad)
+        assert got["pre"]["svgs"] == graphs["pre"]["svgs"] and "svgs_from" not in got["pre"], bad
