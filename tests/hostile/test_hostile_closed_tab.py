@@ -1,4 +1,5 @@
-"""A closed tab's session state is freed by the app's janitor (``app.guard``), in a real
+"""Hole 7, the half that remained: a big upload's memory stayed in the server after its tab
+closed. A closed tab's session state is freed by the app's janitor (``app.guard``), in a real
 Streamlit server and a real Chromium: the server's runtime keeps the last session it flushed in a
 loop variable, and ``AppSession.shutdown`` leaves the state and the fragments in place, so
 without the janitor emptying them the state of the last closed tab (a big upload and its bundle)
@@ -14,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from test_browser import CHROMIUM, ROOT, _free_port
+from tests.test_browser import CHROMIUM, ROOT, _free_port
 
 # The app's shape: a main script that starts the janitor and navigates to one page; the page
 # puts an object in its session state, keeps it in a page global (as the explorer keeps its
