@@ -15,6 +15,7 @@ Pure: reads a Bundle.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ from analysis.provenance import _walk_compute
 _WRAPPER = re.compile(r"^[\w.]*\(.*\)$")  # jit(f), jvp(jit(f)), transpose(...), vmap(), remat(...)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same op_names come back for every view laid out
 def layer_path(op_name: str) -> tuple[str, ...]:
     """The layer an op belongs to, from its op_name: scope components without the root, the
     transformation wrappers and the primitive (the last component)."""

@@ -17,6 +17,7 @@ Conventions every view shares:
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import subprocess
@@ -365,6 +366,7 @@ def layout_is_default(inst: Instruction) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same op_names come back for every view laid out
 def scope_of(op_name: str) -> str:
     """``jit(model)/attention/jit(softmax)/exp`` -> ``attention/softmax``."""
     parts = op_name.split("/")
@@ -613,7 +615,12 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
     highlight = highlight or set()
     expand_scopes = expand_scopes or set()
     g = GraphSpec(f"before optimization: {comp.name}")
-    insts = _flatten_calls(module, comp)
+    # inlined once per module: a big program lays out a view per layer opened, each a walk of it
+    insts = module.__dict__.get("_flat_entry")
+    if insts is None or insts[0] is not comp:
+        insts = (comp, tuple(_flatten_calls(module, comp)))
+        module.__dict__["_flat_entry"] = insts
+    insts = insts[1]
     big = len(insts) > LARGE_GRAPH if collapse is None else collapse
     producers: dict[str, str] = {}
     for inst, scope in insts:
