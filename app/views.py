@@ -317,6 +317,14 @@ def _svg_or_error(dot: str) -> str:
 
 
 def graph_payload(b: Bundle) -> dict:
+    """See ``_graph_payload``; built with the cyclic collector paused (``analysis.gc_pause``)."""
+    from analysis.gc_pause import gc_paused
+
+    with gc_paused():
+        return _graph_payload(b)
+
+
+def _graph_payload(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile: both graphs in the
     views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
     links, every node's details, the source lines with their kernels, the lecture order.
@@ -413,7 +421,10 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
         return False
     # a big program (opened as layers) opens a layer with its neighbours only: laying out the
     # layer in the middle of all the others would cost what the whole layers view costs
-    specs = _variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
+    from analysis.gc_pause import gc_paused
+
+    with gc_paused():
+        specs = _variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
     try:
         layout_all([sp for v in specs.values() for sp in v.values()])
     except RuntimeError:

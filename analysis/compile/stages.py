@@ -19,6 +19,7 @@ import jax
 from jax.sharding import SingleDeviceSharding
 
 from analysis.bundle import Bundle, analyze, now
+from analysis.gc_pause import gc_paused
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
@@ -71,7 +72,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
         with capture_decisions(dump_dir):  # XLA's fusion log, into the dump folder
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})})
-        read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
+        with gc_paused():  # the analysis builds big structures, none of them garbage
+            read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
         return c
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
@@ -139,7 +141,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         cost_analysis=_cost_analysis(compiled), memory_analysis=_memory_analysis(compiled), created=now(),
     )
-    analyze(bundle)
+    with gc_paused():
+        analyze(bundle)
     times["analyze"] = time.perf_counter() - t0
     bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
     if gpu_target:  # a deviceless compile has nothing to run on

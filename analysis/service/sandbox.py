@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.gc_pause import gc_paused
 from analysis.service import cgroup, seccomp
 from analysis.service.settings import REPO_ROOT, Limits
 
@@ -606,7 +607,8 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                 if final is not None or not line.startswith(b"{"):
                     continue
                 try:
-                    msg = json.loads(line)
+                    with gc_paused():  # a big bundle's JSON is hundreds of thousands of objects
+                        msg = json.loads(line)
                 except (ValueError, RecursionError):
                     continue
                 if not isinstance(msg, dict):

@@ -12,6 +12,7 @@ from typing import Callable
 
 from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
+from analysis.gc_pause import gc_paused
 from analysis.hlo import HloParseError
 from analysis.service import sandbox
 from analysis.service.job import Job
@@ -58,6 +59,11 @@ def untrusted_bundle(d, job: Job) -> Bundle:
     could have rewritten it. Checked against the schema (``Bundle.from_dict``), what the parent
     knows from the job put back (the code, the name and file), and everything derived from the
     HLO texts derived again here (kernels, provenance, metrics)."""
+    with gc_paused():  # a big program's bundle is hundreds of thousands of objects, none garbage
+        return _untrusted_bundle(d, job)
+
+
+def _untrusted_bundle(d, job: Job) -> Bundle:
     try:
         b = Bundle.from_dict(d)
     except ExplorerError as e:
