@@ -22,8 +22,9 @@
      fragments (with the arguments they were called with) in place, so the janitor empties them
      once the session's script run has ended (measured: a 6 MB
      upload's bundle was still alive 150 s after its tab closed, held that way);
-  2. collects cycles and asks glibc to return free pages (``malloc_trim``; glibc keeps freed
-     pages in its arenas otherwise). No library does this for a Python process; ``ctypes``
+  2. collects cycles (only after it emptied a session: a full collection walks every live
+     object) and asks glibc to return free pages (``malloc_trim``; glibc keeps freed pages in
+     its arenas otherwise). No library does this for a Python process; ``ctypes``
      reaches glibc's own call.
 """
 
@@ -160,17 +161,35 @@ def reap_expired_sessions() -> int:
         except Exception:  # noqa: BLE001 - one session failing to shut down must not stop the others
             continue
         _closing.add(info.session)
+    global _emptied
     for session in list(_closing):
         if _empty_session(session):
             _closing.discard(session)
+            _emptied += 1
     return len(expired)
 
 
-def release_memory() -> bool:
-    """Collect garbage and hand free heap pages back to the system; True when glibc trimmed."""
-    gc.collect()
+_emptied = 0  # sessions emptied since the janitor last collected
+
+
+def release_memory(collect: bool = True) -> bool:
+    """Collect garbage (unless ``collect`` is False) and hand free heap pages back to the
+    system; True when glibc trimmed."""
+    if collect:
+        gc.collect()
     trim = _trimmer()
     return bool(trim is not None and trim(0))
+
+
+def janitor_tick() -> None:
+    """One round of the janitor: reap, then give memory back. The full collection runs only
+    when a session was emptied (that is when a closed tab's cycles become garbage): it walks
+    every live object with the GIL held, 0.3 s with a 96-layer program open and more above, and
+    every 15 s that stalled every session's clicks and layouts."""
+    global _emptied
+    reap_expired_sessions()
+    collect, _emptied = _emptied > 0, 0
+    release_memory(collect)
 
 
 def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
@@ -183,8 +202,7 @@ def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
         def loop():
             ev = threading.Event()
             while not ev.wait(interval_s):
-                reap_expired_sessions()
-                release_memory()
+                janitor_tick()
 
         _janitor = threading.Thread(target=loop, name="xla-explorer-memory-janitor", daemon=True)
         _janitor.start()
