@@ -113,8 +113,8 @@ _closing: "weakref.WeakSet" = weakref.WeakSet()  # shut down, state not yet empt
 
 
 def _empty_session(session) -> bool:
-    """Drop what a shut-down session holds (its state: upload, bundle, graphs; its unsent
-    messages); False while its script run is still ending (it reads the state as it unwinds)."""
+    """Drop what a shut-down session holds (its state: upload, bundle, graphs; its fragments;
+    its unsent messages; its download callables); False while its script run is still ending (it reads the state as it unwinds)."""
     if getattr(session, "_scriptrunner", None) is not None:
         return False
     # each replaced by an empty one of its kind: clearing in place misses parts (a widget's
@@ -142,6 +142,7 @@ def reap_expired_sessions() -> int:
     """Shut down the disconnected sessions whose reconnect time is over (see the module
     docstring); returns how many. 0 where the server is not a Streamlit one, or its session
     store is not the in-memory TTL cache this knows."""
+    global _emptied
     try:
         from streamlit import runtime
 
@@ -161,7 +162,6 @@ def reap_expired_sessions() -> int:
         except Exception:  # noqa: BLE001 - one session failing to shut down must not stop the others
             continue
         _closing.add(info.session)
-    global _emptied
     for session in list(_closing):
         if _empty_session(session):
             _closing.discard(session)

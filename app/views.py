@@ -16,6 +16,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
+from analysis.gc_pause import gc_paused
 from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svgs_each
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
@@ -316,15 +317,8 @@ def _svg_or_error(dot: str) -> str:
         return f"<p>{html.escape(str(e))}</p>"
 
 
+@gc_paused()  # big structures, none of them garbage (analysis.gc_pause)
 def graph_payload(b: Bundle) -> dict:
-    """See ``_graph_payload``; built with the cyclic collector paused (``analysis.gc_pause``)."""
-    from analysis.gc_pause import gc_paused
-
-    with gc_paused():
-        return _graph_payload(b)
-
-
-def _graph_payload(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile: both graphs in the
     views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
     links, every node's details, the source lines with their kernels, the lecture order.
@@ -421,8 +415,6 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
         return False
     # a big program (opened as layers) opens a layer with its neighbours only: laying out the
     # layer in the middle of all the others would cost what the whole layers view costs
-    from analysis.gc_pause import gc_paused
-
     with gc_paused():
         specs = _variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
     try:
