@@ -432,7 +432,7 @@ def _index(pre: Module) -> _Index:
         op_name = key[0] if key else inst.metadata.op_name
         if op_name:
             by_opname.setdefault(op_name, []).append(inst)
-            fr = (inst.metadata.raw or {}).get("stack_frame_id")
+            fr = inst.metadata.stack_frame_id
             if fr is not None:
                 by_frame.setdefault((op_name, str(fr)), []).append(inst)
     return _Index(by_name, by_opname, by_frame, {})

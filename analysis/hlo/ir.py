@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -114,20 +115,25 @@ class SourceLocation:
         return where + (f" ({self.function})" if self.function else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Metadata:
     """``metadata={...}`` resolved: op_name/op_type, and the source location (either printed
-    inline as ``source_file``/``source_line`` or through a stack frame id)."""
+    inline as ``source_file``/``source_line`` or through a stack frame id, kept as written)."""
 
     op_name: str = ""
     op_type: str = ""
     source: SourceLocation | None = None
     stack: tuple[SourceLocation, ...] = ()  # innermost first
-    raw: dict = field(default_factory=dict)
+    stack_frame_id: str | None = None
 
 
-@dataclass(eq=False)
+_NO_METADATA = Metadata()
+
+
+@dataclass(eq=False, slots=True)
 class Instruction:
+    # Slots, not an instance dict: a 192-layer program parses into 55,000 instructions, and a
+    # dict each (grown again by every decoded attribute) was a fifth of the app's memory.
     name: str
     opcode: str
     shape_text: str
@@ -137,9 +143,23 @@ class Instruction:
     line: int = 0
     operand_text: str = ""
     computation: "Computation | None" = field(default=None, repr=False)
+    # decoded on first access (``__getattr__`` below fills the empty slot from ``_LAZY``)
+    shape: Shape = field(init=False, repr=False)
+    called_computations: list[str] = field(init=False, repr=False)
+    control_predecessors: list[str] = field(init=False, repr=False)
+    metadata: "Metadata" = field(init=False, repr=False)
+    backend_config: object = field(init=False, repr=False)
+    fusion_kind: str | None = field(init=False, repr=False)
 
-    @cached_property
-    def shape(self) -> Shape:
+    def __getattr__(self, name: str):
+        make = _LAZY.get(name)
+        if make is None:
+            raise AttributeError(f"'Instruction' object has no attribute {name!r}")
+        value = make(self)
+        setattr(self, name, value)
+        return value
+
+    def _make_shape(self) -> Shape:
         return _cached_shape(self.shape_text)
 
     @property
@@ -148,8 +168,7 @@ class Instruction:
         attrs = "".join(f", {k}={v}" for k, v in self.attributes.items())
         return f"{'ROOT ' if self.is_root else ''}%{self.name} = {self.shape_text} {self.opcode}({self.operand_text}){attrs}"
 
-    @cached_property
-    def called_computations(self) -> list[str]:
+    def _make_called_computations(self) -> list[str]:
         out: list[str] = []
         for key, v in self.attributes.items():  # in text order: condition before body, ...
             if key not in _CALL_ATTR_SET:
@@ -160,16 +179,14 @@ class Instruction:
             out.extend(p.strip().lstrip("%") for p in v.split(",") if p.strip())
         return out
 
-    @cached_property
-    def control_predecessors(self) -> list[str]:
+    def _make_control_predecessors(self) -> list[str]:
         v = self.attributes.get("control-predecessors", "").strip("{} ")
         return [p.strip().lstrip("%") for p in v.split(",") if p.strip()]
 
-    @cached_property
-    def metadata(self) -> Metadata:
+    def _make_metadata(self) -> Metadata:
         raw_text = self.attributes.get("metadata")
         if not raw_text:
-            return Metadata()
+            return _NO_METADATA
         raw = {k: _unquote(v) for k, v in _META_RE.findall(raw_text[1:-1])}
         mod = self.computation.module if self.computation is not None else None
         source = None
@@ -184,10 +201,11 @@ class Instruction:
             source = SourceLocation(raw.get("source_file"), num("source_line"), num("source_end_line"),
                                     num("source_column"), num("source_end_column"))
             stack = (source,)
-        return Metadata(raw.get("op_name", ""), raw.get("op_type", ""), source, stack, raw)
+        # op names and types are shared by the two modules' instructions: one string each
+        return Metadata(sys.intern(raw.get("op_name", "")), sys.intern(raw.get("op_type", "")), source, stack,
+                        raw.get("stack_frame_id"))
 
-    @cached_property
-    def backend_config(self):
+    def _make_backend_config(self):
         """``backend_config`` decoded from JSON (raw or quoted-escaped); None if absent/invalid."""
         v = self.attributes.get("backend_config")
         if not v:
@@ -206,8 +224,7 @@ class Instruction:
         v = self.attributes.get("custom_call_target")
         return _unquote(v) if v is not None else None
 
-    @cached_property
-    def fusion_kind(self) -> str | None:
+    def _make_fusion_kind(self) -> str | None:
         """``kLoop``/``kInput``/``kOutput``, or for ``kCustom`` the backend's kind
         (``__triton_gemm``, ``__cudnn$fusion``, ``__ynn_fusion``, ...)."""
         if self.opcode != "fusion":
@@ -242,6 +259,10 @@ class Instruction:
                 if comp is not None:
                     return comp.root
         return None
+
+
+_LAZY = {name: getattr(Instruction, '_make_' + name) for name in (
+    'shape', 'called_computations', 'control_predecessors', 'metadata', 'backend_config', 'fusion_kind')}
 
 
 @dataclass(eq=False)

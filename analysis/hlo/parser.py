@@ -247,6 +247,10 @@ class _Parser:
         self.n = len(text)
         self.fast = fast
         self.module = Module("", [], {}, text=text)
+        # One string object for each opcode, attribute name and shape text of this module: a
+        # 192-layer program repeats a few hundred of them 70,000 times, and each match would
+        # otherwise be its own copy. Per parse, so that nothing outlives the module.
+        self.shared: dict[str, str] = {}
         self.comps: list[Computation] = []
         self.comp_names: set[str] = set()
         self._line_pos, self._line_no = 0, 1
@@ -418,6 +422,7 @@ class _Parser:
         """Instructions up to the closing '}' (returns the position after it)."""
         text, n = self.text, self.n
         fast = _FAST_RE.match if self.fast else None
+        shared = self.shared
         insts = comp.instructions
         names: dict[str, Instruction] = {}
         line = self.line_at(pos)
@@ -436,6 +441,8 @@ class _Parser:
                             else None
                     else:
                         ops = _operand_names(operand_text)
+                        if ops:  # the defining instruction's name string, not a copy per use
+                            ops = [names[o].name if o in names else o for o in ops]
                     if ops is not None and name not in names and not (
                             "\n" in attr_text and _INLINE_CALL_RE.search(attr_text)):
                         wrapped = 0
@@ -446,9 +453,10 @@ class _Parser:
                             _cached_shape(shape_text)
                         except ShapeParseError as err:
                             raise self.error(f"bad shape: {err}", m.start(3)) from None
-                        inst = Instruction(name, opcode, shape_text, ops,
-                                           dict(_ATTR_RE.findall(attr_text)) if attr_text else {},
-                                           root is not None, line, operand_text, comp)
+                        one = shared.setdefault
+                        inst = Instruction(name, one(opcode, opcode), one(shape_text, shape_text), ops,
+                                           {one(k, k): v for k, v in _ATTR_RE.findall(attr_text)}
+                                           if attr_text else {}, root is not None, line, operand_text, comp)
                         insts.append(inst)
                         names[name] = inst
                         pos = m.end()
