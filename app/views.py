@@ -388,7 +388,11 @@ def graph_payload(b: Bundle) -> dict:
         k = b.kernel(name)
         memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
-    details = node_details(b)
+    if big:  # every node's light details, the full ones for what is drawn (the rest on request)
+        details = node_details(b, light=True)
+        details.update(node_details(b, ids=_drawn_ids(specs)))
+    else:
+        details = node_details(b)
     for lid, box in ((layers or {}).get("boxes") or {}).items():
         details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
                         "op_name": box["path"], "lines": []}
@@ -398,7 +402,7 @@ def graph_payload(b: Bundle) -> dict:
                "open_variant": "layers" if big else "default", "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
                "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
-               "error": error}
+               "error": error, "details_log": []}
     for g in graphs.values():
         g["time_legend"] = time_legend()
         g["memory_legend"] = memory_legend()
@@ -435,7 +439,46 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
             g["variants"][name] = len(g["svgs"]) - 1
     payload["lazy"] = [n for n in payload["lazy"] if n != name]
     payload["rev"] = payload.get("rev", 0) + 1  # the frame's copy is out of date: send it all again
+    add_details(b, payload, _drawn_ids(specs), bump=False)
     return True
+
+
+def _drawn_ids(specs: dict) -> set[str]:
+    """The detail ids of the nodes these views draw (an expanded fusion's box is its kernel)."""
+    ids = {nid for v in specs.values() for sp in v.values() for nid in sp.nodes}
+    ids.update("k:" + c[2:] for v in specs.values() for sp in v.values() for c in sp.clusters if c.startswith("f:"))
+    return ids
+
+
+def add_details(b: Bundle, payload: dict, ids, bump: bool = True) -> bool:
+    """Full details for those of ``ids`` that the payload has only light ones for (a big
+    program's nodes outside the views drawn so far), added in place and logged under the
+    payload's revision, so that a frame holding an earlier revision gets them (``details_since``).
+    False when there was nothing to add."""
+    from analysis.render.details import node_details
+
+    have = payload.get("details") or {}
+    need = {i for i in ids if isinstance(i, str) and (have.get(i) or {}).get("light")}
+    if not need:
+        return False
+    with gc_paused():
+        full = node_details(b, ids=need)
+    if not full:
+        return False
+    if bump:
+        payload["rev"] = payload.get("rev", 0) + 1
+    have.update(full)
+    payload.setdefault("details_log", []).append((payload.get("rev", 0), sorted(full)))
+    return True
+
+
+def details_since(payload: dict, rev) -> dict:
+    """The details added after revision ``rev`` (what a frame holding that revision lacks);
+    all that were added when ``rev`` is not a revision number (it comes from the browser)."""
+    if isinstance(rev, bool) or not isinstance(rev, int):
+        rev = -1
+    have = payload.get("details") or {}
+    return {i: have[i] for r, ids in payload.get("details_log", ()) if r > rev for i in ids if i in have}
 
 
 def graphs_since(graphs: dict, held) -> dict:
@@ -465,15 +508,19 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
     # Streamlit sends a component's arguments on every rerun, and a click reruns the page.
     # After a view was laid out on request (a new revision) only the graphs go again.
     held = st.session_state.get(key)
+    if sel and sel.get("name") and sel.get("side") in ("pre", "post"):
+        # a big program: what is selected outside the drawn views gets its full details now
+        prefix = "op:" if sel["side"] == "pre" else "k:"
+        add_details(b, payload, [prefix + str(sel["name"]), "p:" + str(sel["name"])])
     rev = payload.get("rev", 0)
     have = held.get("have") if isinstance(held, dict) and "need" not in held else None
     if isinstance(have, list) and len(have) in (2, 3) and have[0] == payload["data_key"]:
         data = {"data_key": payload["data_key"], "rev": rev, "stub": True}
         if have[1] != rev:
             data.update(graphs=graphs_since(payload["graphs"], have[2] if len(have) == 3 else None),
-                        lazy=payload["lazy"])
+                        lazy=payload["lazy"], details_add=details_since(payload, have[1]))
     else:
-        data = {**payload, "rev": rev}
+        data = {**{k: v for k, v in payload.items() if k != "details_log"}, "rev": rev}
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,
                       min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
                       height=600 if present else 560, key=key, default=None)

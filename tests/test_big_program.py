@@ -153,3 +153,29 @@ def test_after_a_view_is_laid_out_only_the_new_svgs_are_sent_again():
     for bad in ({"pre": 9}, {"pre": -1}, {"pre": "2"}, {"pre": True}, {"pre": 0}, "x", None):
         got = views.graphs_since(graphs, bad)
         assert got["pre"]["svgs"] == graphs["pre"]["svgs"] and "svgs_from" not in got["pre"], bad
+
+
+def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_drawn_or_picked():
+    b = _big()
+    p = views.graph_payload(b)
+    det = p["details"]
+    # every op is there for the search and the source highlight, light: no instruction text
+    assert det["op:m3"]["light"] and "text" not in det["op:m3"]
+    assert det["op:m3"]["name"] == "m3" and det["op:m3"]["side"] == "pre"
+    drawn = _ids(p["graphs"]["pre"]["svgs"][0]) | _ids(p["graphs"]["post"]["svgs"][0])
+    full = [i for i in drawn if i in det and not i.startswith("L:")]
+    assert full and all("%" + det[i]["name"] + " = " in det[i]["text"] for i in full)
+    rev0 = p.get("rev", 0)
+    assert views.add_variant(b, p, "layers:layer3")
+    assert not det["op:m3"].get("light") and det["op:m3"]["text"].startswith("%m3 = ")
+    assert det["op:m5"]["light"]  # not drawn by that view
+    since = views.details_since(p, rev0)
+    assert "op:m3" in since and "op:m5" not in since
+    assert views.details_since(p, p["rev"]) == {}
+    # a selection outside every drawn view: its details now, under a new revision
+    assert views.add_details(b, p, ["op:m5", "op:no-such-op", 7])
+    assert det["op:m5"]["text"].startswith("%m5 = ") and "op:no-such-op" not in det
+    assert set(views.details_since(p, p["rev"] - 1)) == {"op:m5"}
+    assert not views.add_details(b, p, ["op:m5"])  # already full: nothing to send
+    for bad in (None, "3", True, 1.5):  # a revision the browser made up: everything added
+        assert {"op:m3", "op:m5"} <= set(views.details_since(p, bad))

@@ -87,40 +87,81 @@ def kernel_facts(b: Bundle, k) -> list[str]:
     return facts
 
 
-def node_details(b: Bundle) -> dict[str, dict]:
-    """Node id -> details (see the module docstring)."""
+def _indexes(b: Bundle) -> tuple[dict, dict]:
+    """Pre-optimization op name -> its instruction, and -> its source lines; made once per
+    bundle (a big program's views ask for their nodes' details one view at a time)."""
+    pre = b.module("hlo_before")
+
+    def make():
+        insts: dict = {}
+        if pre is not None:
+            for c in pre.computations:
+                for inst in c.instructions:
+                    insts.setdefault(inst.name, inst)
+        return insts, op_lines(b)
+
+    return b.derived("details_index", (pre, b.provenance, b.source.get("file")), make)
+
+
+def _add_text(d: dict, inst, light: bool) -> None:
+    if light:
+        d["light"] = True  # the rest comes with the view that draws it, or with a click on it
+    else:
+        d.update(text=_cut(inst.text), shape=_shape(inst))
+
+
+def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
+    """Node id -> details (see the module docstring); only the ids in ``ids`` when given.
+
+    ``light``: what a search, the source highlight and a first look need (side, name, title,
+    op name, lines), without the kernels an op ended in (the links have them) and the texts
+    that make up most of the size (the instruction, its shape, the fused computation, the ops
+    a kernel does). A big program's payload has these for every node and the full details for
+    the nodes it draws."""
     prov = b.provenance
-    lines_of = op_lines(b)
+    pre_insts, lines_of = _indexes(b)
     out: dict[str, dict] = {}
     pre, post = b.module("hlo_before"), b.module("hlo_after")
-    pre_insts = {}
-    if pre is not None:
-        for c in pre.computations:
-            for inst in c.instructions:
-                pre_insts.setdefault(inst.name, inst)
+
+    def wanted(nid: str) -> bool:
+        return ids is None or nid in ids
+
     if pre is not None:
         for inst, _ in _walk_compute(pre):
-            if f"op:{inst.name}" in out:
+            nid = f"op:{inst.name}"
+            if nid in out or not wanted(nid):
                 continue
-            ks = op_kernels(prov, inst.name)
-            how = prov.how.get(inst.name) if prov else None
-            out[f"op:{inst.name}"] = {
+            d = out[nid] = {
                 "side": "pre", "name": inst.name, "title": f"{inst.name} — {inst.opcode}",
-                "text": _cut(inst.text), "shape": _shape(inst), "op_name": inst.metadata.op_name or "",
-                "kernels": ks, "how": HOW_WORDS.get(how, how or ""),
-                "lines": lines_of.get(inst.name, []),
+                "op_name": inst.metadata.op_name or "", "lines": lines_of.get(inst.name, []),
             }
+            if not light:  # (a light one: the browser has the kernels from the links)
+                how = prov.how.get(inst.name) if prov else None
+                d.update(kernels=op_kernels(prov, inst.name), how=HOW_WORDS.get(how, how or ""))
+            _add_text(d, inst, light)
         for inst in pre.entry.instructions:
-            if inst.opcode == "parameter":
-                out[f"p:{inst.name}"] = {"side": "pre", "name": inst.name,
-                                         "title": f"{inst.metadata.op_name or inst.name} — parameter",
-                                         "text": _cut(inst.text), "shape": _shape(inst), "lines": []}
+            if inst.opcode == "parameter" and wanted(f"p:{inst.name}"):
+                d = out[f"p:{inst.name}"] = {"side": "pre", "name": inst.name,
+                                             "title": f"{inst.metadata.op_name or inst.name} — parameter", "lines": []}
+                _add_text(d, inst, light)
     if post is not None:
         user_file = b.source.get("file")
         for k in b.kernels:
+            if not wanted(f"k:{k.name}"):
+                continue
             comp = post.by_name.get(k.computation)
             inst = comp.by_name.get(k.name) if comp is not None else None
             if inst is None:
+                continue
+            lines = sorted({ln for f, ln in k.source_lines if b.source.get("code") and (not user_file or f == user_file)})
+            d = out[f"k:{k.name}"] = {
+                "side": "post", "name": k.name,
+                "title": f"{k.name} — {inst.opcode} · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else ""),
+                "route": k.route, "color": ROUTE_COLORS.get(k.route, "#777777"),
+                "n_fused": len([o for o in k.fused_opcodes if o != "parameter"]), "lines": lines,
+            }
+            if light:
+                d["light"] = True
                 continue
             ops = kernel_ops(prov, k)
             rows = []
@@ -134,20 +175,13 @@ def node_details(b: Bundle) -> dict[str, dict]:
                 fc = post.by_name.get(inst.called_computations[0])
                 if fc is not None:
                     fused_text = _cut("\n".join(i.text for i in fc.instructions), 4000)
-            lines = sorted({ln for f, ln in k.source_lines if b.source.get("code") and (not user_file or f == user_file)})
-            out[f"k:{k.name}"] = {
-                "side": "post", "name": k.name,
-                "title": f"{k.name} — {inst.opcode} · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else ""),
-                "route": k.route, "color": ROUTE_COLORS.get(k.route, "#777777"),
-                "text": _cut(inst.text), "shape": _shape(inst), "facts": kernel_facts(b, k),
-                "ops": rows, "n_ops": len(ops), "fused_text": fused_text,
-                "n_fused": len([o for o in k.fused_opcodes if o != "parameter"]), "lines": lines,
-            }
+            d.update(text=_cut(inst.text), shape=_shape(inst), facts=kernel_facts(b, k), ops=rows, n_ops=len(ops),
+                     fused_text=fused_text)
         for inst in post.entry.instructions:
-            if inst.opcode == "parameter":
-                out[f"p:{inst.name}"] = out.get(f"p:{inst.name}") or {
-                    "side": "post", "name": inst.name, "title": f"{inst.name} — parameter",
-                    "text": _cut(inst.text), "shape": _shape(inst), "lines": []}
+            if inst.opcode == "parameter" and wanted(f"p:{inst.name}") and f"p:{inst.name}" not in out:
+                d = out[f"p:{inst.name}"] = {"side": "post", "name": inst.name, "title": f"{inst.name} — parameter",
+                                             "lines": []}
+                _add_text(d, inst, light)
     return out
 
 
