@@ -358,12 +358,25 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
     for _ in range(4):
         f.locator("#zin").click()
     assert f.evaluate(in_view) >= 1  # zooming in from Fit lands on nodes, not on empty canvas
+    # an op inside a collapsed layer, found from the sidebar: only its light details were sent,
+    # and the server's answer to the selection brings the instruction's text into the panel
+    details = "() => document.getElementById('details').innerText"
+    find = page.get_by_label("Find and select an op", exact=True).and_(page.locator("input"))
+    find.fill("m5")
+    find.press("Enter")
+    f = _frame(page)
+    f.wait_for_function("() => document.getElementById('details').innerText.includes('%m5 = f32[8]{0} multiply(')",
+                        timeout=60_000)
+    assert "Loading its instruction" not in f.evaluate(details)
     f.evaluate("() => document.querySelector(\"#view-pre g[id='L:layer3']\").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))")
     f.wait_for_function("() => !!document.querySelector(\"#view-pre g.node[id='op:m3']\")", timeout=60_000)
     # layer 3's ops, drawn between the layers it reads from and feeds; no other layer is laid out
     assert sorted(f.evaluate(boxes, "pre")) == ["L:layer2", "L:layer4"]
     assert f.locator("#view-pre g.node[id='op:m4']").count() == 0
     assert "layer layer3 and its neighbours" in f.locator("#title-pre").inner_text()
+    # the opened layer's ops came with their full details: a click shows the instruction at once
+    f.evaluate("() => document.querySelector(\"#view-pre g[id='op:m3']\").dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+    assert "%m3 = f32[8]{0} multiply(" in f.evaluate(details)
     page.screenshot(path=os.path.join(OUT, "big_layer_open.png"))
     f.locator("#expand").click()
     f.wait_for_function("() => document.querySelectorAll(\"#view-pre g.node[id^='op:m']\").length === 8", timeout=120_000)
