@@ -105,6 +105,8 @@ class Bundle:
                 v = [k.to_dict() for k in v]
             elif f.name == "provenance":
                 v = v.to_dict() if v is not None else None
+            elif f.name == "fusion_decisions":
+                v = _records_for_json(v)
             d[f.name] = v
         return d
 
@@ -140,6 +142,7 @@ class Bundle:
         kw["schema_version"] = SCHEMA_VERSION
         _check_parts(kw)
         _share_strings(kw.get("fusion_decisions"))
+        derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
             raise ExplorerError("load", "malformed bundle: 'stages' must map stage names to text")
@@ -199,19 +202,20 @@ MAX_DEPTH = 64
 
 
 def check_depth(obj, limit: int = MAX_DEPTH) -> None:
-    """Raise a ``load`` error if ``obj`` (parsed JSON) nests deeper than ``limit`` (iterative)."""
-    todo = [(obj, 1)]
-    while todo:
-        o, depth = todo.pop()
-        if isinstance(o, dict):
-            children = o.values()
-        elif isinstance(o, (list, tuple)):
-            children = o
-        else:
-            continue
+    """Raise a ``load`` error if ``obj`` (parsed JSON) nests deeper than ``limit`` (iterative,
+    one level at a time: a 192-layer bundle has 600,000 containers)."""
+    level = [obj] if type(obj) in _NESTS else []
+    depth = 1
+    while level:
         if depth > limit:
             raise ExplorerError("load", f"not a bundle: JSON nested deeper than {limit} levels")
-        todo.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+        below: list = []
+        for o in level:
+            below.extend([c for c in (o.values() if type(o) is dict else o) if type(c) in _NESTS])
+        level, depth = below, depth + 1
+
+
+_NESTS = (dict, list, tuple)
 
 
 def _bad(where: str, what: str) -> ExplorerError:
@@ -278,6 +282,7 @@ def analyze(bundle: Bundle) -> Bundle:
     bundle.kernels = find_kernels(post, platform)
     bundle.provenance = map_provenance(pre, post, bundle.kernels) if pre is not None else None
     bundle.metrics = compute_metrics(pre, post, bundle.kernels, bundle.provenance)
+    derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
     return bundle
 
 
@@ -314,6 +319,43 @@ def _check_shapes(module: Module, file: str | None) -> None:
                                 None, inst.shape_text[:200]) from None
 
 
+# The kernels of a decision's producer and consumer: derived from its pre-optimization ops
+# through the provenance, so never in the JSON. A broadcast that every layer reads names every
+# layer's kernels, so these lists grew with layers x records: 24 of a 192-layer bundle's 66 MB.
+_DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
+
+
+def _records_for_json(fd):
+    if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
+        return fd
+    return {**fd, "records": [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
+                              if isinstance(r, dict) else r for r in fd["records"]]}
+
+
+def derive_decision_kernels(fd, provenance) -> None:
+    """Each record's ``producer_kernels`` / ``consumer_kernels``: the kernels its
+    ``producer_pre`` / ``consumer_pre`` ops ended in (``provenance.pre_to_kernels``), sorted;
+    records that name the same ops share one list. In place."""
+    if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
+        return
+    p2k = getattr(provenance, "pre_to_kernels", None) or {}
+    by_list: dict[int, tuple] = {}  # the name lists are mostly shared objects (_share_strings)
+    memo: dict[tuple, list] = {}
+    for r in fd["records"]:
+        if type(r) is not dict:
+            continue
+        for side, out in (("producer_pre", "producer_kernels"), ("consumer_pre", "consumer_kernels")):
+            names = r.get(side)
+            hit = by_list.get(id(names))
+            if hit is None or hit[0] is not names:
+                key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
+                got = memo.get(key)
+                if got is None:
+                    got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
+                hit = by_list[id(names)] = (names, got)
+            r[out] = hit[1]
+
+
 def _share_strings(fd) -> None:
     """The fusion decisions' records hold the same few strings (pass, decision, reason, op and
     kernel names), the same lists of names and the same ``how`` dicts thousands of times, and
@@ -327,26 +369,37 @@ def _share_strings(fd) -> None:
     seen: dict = {}
 
     def one(x):
-        return intern(x) if isinstance(x, str) and len(x) < 512 else x
+        return intern(x) if type(x) is str and len(x) < 512 else x
 
     for r in fd["records"]:
-        if not isinstance(r, dict):
+        if type(r) is not dict:
             continue
         for k, v in r.items():
-            if isinstance(v, str):
-                r[k] = one(v)
-            elif isinstance(v, list):
-                items = tuple(one(x) for x in v)
+            t = type(v)
+            if t is str:
+                if len(v) < 512:
+                    r[k] = intern(v)
+            elif t is list:
+                try:  # names: all strings
+                    items = tuple(map(intern, v))
+                except TypeError:
+                    items = tuple(map(one, v))
                 try:
-                    r[k] = seen.setdefault((list, items), list(items))
+                    got = seen.get(items)
+                    if got is None:
+                        got = seen[items] = list(items)
+                    r[k] = got
                 except TypeError:  # something unhashable inside: kept as sent
                     r[k] = list(items)
-            elif isinstance(v, dict):
-                items = tuple((one(a), one(x)) for a, x in v.items())
+            elif t is dict:
+                items = (dict, *((one(a), one(x)) for a, x in v.items()))
                 try:
-                    r[k] = seen.setdefault((dict, items), dict(items))
+                    got = seen.get(items)
+                    if got is None:
+                        got = seen[items] = dict(items[1:])
+                    r[k] = got
                 except TypeError:
-                    r[k] = dict(items)
+                    r[k] = dict(items[1:])
 
 
 def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,

@@ -186,3 +186,32 @@ def test_reanalyze_recomputes_and_keeps_extra_metrics(gallery_bundle):
     assert [k.name for k in b.kernels] == fresh
     assert b.metrics["kernels_after"] == len(fresh)
     assert b.metrics["shape_sweep"] == {"lengths": [1, 2]}
+
+
+def test_decision_kernels_are_derived_from_the_ops_not_stored():
+    """A decision's kernels come from its pre-optimization ops through the provenance, when the
+    bundle is loaded: never from the JSON (a worker or an upload could say anything there), and
+    not written to it (the lists grew with layers x records)."""
+    from test_links import POST, PRE
+
+    b = bundle_from_hlo(POST, name="m", before_text=PRE)
+    rec = {"pass_name": "fusion", "decision": "fused", "producer": "e", "consumer": "a", "reason": "",
+           "fusion": None, "line": 1, "source": "log", "how": {"producer": "name", "consumer": "name"},
+           "matched": True}
+    b.fusion_decisions = {"records": [
+        {**rec, "producer_pre": ["e"], "consumer_pre": ["a", "d1"], "producer_kernels": ["made-up"]},
+        {**rec, "producer_pre": ["e"], "consumer_pre": ["a", "d1"]},
+        {**rec, "producer_pre": "not a list", "consumer_pre": [3, "d2"]},
+    ], "edges": []}
+    text = b.to_json()
+    assert "producer_kernels" not in text and "made-up" not in text
+    got = Bundle.from_json(text).fusion_decisions["records"]
+    # e and a were fused into loop_fusion; d1 became dot.1, d2 dot.2 (the HLO above)
+    assert got[0]["producer_kernels"] == ["loop_fusion"]
+    assert got[0]["consumer_kernels"] == ["dot.1", "loop_fusion"]
+    assert got[1]["consumer_kernels"] is got[0]["consumer_kernels"]  # the same ops: one list
+    assert got[2]["producer_kernels"] == [] and got[2]["consumer_kernels"] == ["dot.2"]
+    # a bundle that still carries lists (an older release's) gets them derived again
+    d = json.loads(text)
+    d["fusion_decisions"]["records"][0]["producer_kernels"] = ["made-up"]
+    assert Bundle.from_dict(d).fusion_decisions["records"][0]["producer_kernels"] == ["loop_fusion"]
