@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from analysis.bundle import Bundle
 from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
-    _label, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
+    _label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
 from analysis.render.format import human_bytes, human_flops, human_seconds
@@ -180,9 +180,14 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             picks.append(p)
         st.caption("Click a column's header to sort by it; pick a row to light its kernel up in the graph.")
 
-    figs = figures(bundle, selected=selected)
-    tabs = st.tabs(list(figs))
-    for tab, (name, fig) in zip(tabs, figs.items()):
+    # Only the open chart is made and sent (``on_change="rerun"`` reruns on a switch): a big
+    # program's roofline and timeline took a second of every click's rerun to build.
+    makers = figure_makers(bundle, selected=selected)
+    tabs = st.tabs(list(makers), key=f"{kp}_charts", on_change="rerun")
+    for tab, (name, make) in zip(tabs, makers.items()):
+        if not tab.open:
+            continue
+        fig = make()
         with tab:
             if name == "Fusion off" and bundle.fusion_comparison:
                 fc = bundle.fusion_comparison

@@ -121,8 +121,13 @@ def test_render_measured(measured_json):
     assert [t.label for t in at.tabs] == ["Top kernels", "Treemap", "Timeline", "Roofline", "Fusion off"]
     assert at.session_state["picked"] is None
     assert any("step" in m.label for m in at.metric)
-    assert len(at.table) == 1  # the fusion comparison
     assert at.get("download_button")
+    # only the open chart is made: the fusion comparison's table shows once its tab is opened
+    assert len(at.get("plotly_chart")) == 1 and len(at.table) == 0
+    at.session_state["t_kv_charts"] = "Fusion off"
+    at.run()
+    assert not at.exception
+    assert len(at.table) == 1 and len(at.get("plotly_chart")) == 1
 
 
 def test_render_unmeasured(bundle):

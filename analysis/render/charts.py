@@ -9,6 +9,7 @@ Colours are the routes' (``analysis.kernels.ROUTE_COLORS``) everywhere.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -274,8 +275,15 @@ def fusion_figure(bundle: Bundle) -> go.Figure:
     return fig
 
 
+def figure_makers(bundle: Bundle, selected: str | None = None) -> dict[str, Callable[[], go.Figure]]:
+    """Each chart of the view by tab name, as a function that makes it (a view draws only the
+    tab that is open: a 5,000-kernel roofline takes a second to build)."""
+    return {"Top kernels": lambda: top_kernels_figure(bundle, selected=selected),
+            "Treemap": lambda: treemap_figure(bundle), "Timeline": lambda: timeline_figure(bundle),
+            "Roofline": lambda: roofline_figure(bundle, selected=selected),
+            "Fusion off": lambda: fusion_figure(bundle)}
+
+
 def figures(bundle: Bundle, selected: str | None = None) -> dict[str, go.Figure]:
     """Every chart of the view, by tab name; the ``selected`` kernel is outlined where it shows."""
-    return {"Top kernels": top_kernels_figure(bundle, selected=selected), "Treemap": treemap_figure(bundle),
-            "Timeline": timeline_figure(bundle), "Roofline": roofline_figure(bundle, selected=selected),
-            "Fusion off": fusion_figure(bundle)}
+    return {name: make() for name, make in figure_makers(bundle, selected=selected).items()}
