@@ -5,6 +5,7 @@ optimization (above the 1,000 at which the app opens layers), one fusion per lay
 
 from __future__ import annotations
 
+import json
 import re
 
 from analysis.bundle import bundle_from_hlo
@@ -159,16 +160,21 @@ def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_dr
     b = _big()
     p = views.graph_payload(b)
     det = p["details"]
-    # every op is there for the search and the source highlight, light: no instruction text
-    assert det["op:m3"]["light"] and "text" not in det["op:m3"]
-    assert det["op:m3"]["name"] == "m3" and det["op:m3"]["side"] == "pre"
+    # every op is there for the search and the source highlight, light (no instruction text),
+    # in the JSON text of what never changes, with the links and the layer maps
+    packed = json.loads(p["packed"])
+    assert p["links"] is None and p["layers"] is None and packed["links"]["pre2k"] and packed["layers"]["boxes"]
+    light = packed["details"]
+    assert light["op:m3"]["light"] and "text" not in light["op:m3"]
+    assert light["op:m3"]["name"] == "m3" and light["op:m3"]["side"] == "pre"
+    assert "op:m3" not in det
     drawn = _ids(p["graphs"]["pre"]["svgs"][0]) | _ids(p["graphs"]["post"]["svgs"][0])
-    full = [i for i in drawn if i in det and not i.startswith("L:")]
+    full = [i for i in drawn if i in light]
     assert full and all("%" + det[i]["name"] + " = " in det[i]["text"] for i in full)
     rev0 = p.get("rev", 0)
     assert views.add_variant(b, p, "layers:layer3")
-    assert not det["op:m3"].get("light") and det["op:m3"]["text"].startswith("%m3 = ")
-    assert det["op:m5"]["light"]  # not drawn by that view
+    assert det["op:m3"]["text"].startswith("%m3 = ")
+    assert "op:m5" not in det  # not drawn by that view
     since = views.details_since(p, rev0)
     assert "op:m3" in since and "op:m5" not in since
     assert views.details_since(p, p["rev"]) == {}

@@ -87,101 +87,127 @@ def kernel_facts(b: Bundle, k) -> list[str]:
     return facts
 
 
-def _indexes(b: Bundle) -> tuple[dict, dict]:
-    """Pre-optimization op name -> its instruction, and -> its source lines; made once per
-    bundle (a big program's views ask for their nodes' details one view at a time)."""
+def _indexes(b: Bundle) -> tuple[dict, dict, dict]:
+    """Pre-optimization op name -> its instruction, -> its source lines, and compute op name ->
+    its instruction; made once per bundle (a big program's views ask for their nodes' details
+    one view at a time)."""
     pre = b.module("hlo_before")
 
     def make():
         insts: dict = {}
+        ops: dict = {}
         if pre is not None:
             for c in pre.computations:
                 for inst in c.instructions:
                     insts.setdefault(inst.name, inst)
-        return insts, op_lines(b)
+            for inst, _ in _walk_compute(pre):
+                ops.setdefault(inst.name, inst)
+        return insts, op_lines(b), ops
 
     return b.derived("details_index", (pre, b.provenance, b.source.get("file")), make)
 
 
-def _add_text(d: dict, inst, light: bool) -> None:
+def _add_text(d: dict, inst, light: bool) -> dict:
     if light:
         d["light"] = True  # the rest comes with the view that draws it, or with a click on it
     else:
         d.update(text=_cut(inst.text), shape=_shape(inst))
+    return d
+
+
+def _op(b: Bundle, inst, lines_of: dict, light: bool) -> dict:
+    d = {"side": "pre", "name": inst.name, "title": f"{inst.name} — {inst.opcode}",
+         "op_name": inst.metadata.op_name or "", "lines": lines_of.get(inst.name, [])}
+    if not light:  # (a light one: the browser has the kernels from the links)
+        prov = b.provenance
+        how = prov.how.get(inst.name) if prov else None
+        d.update(kernels=op_kernels(prov, inst.name), how=HOW_WORDS.get(how, how or ""))
+    return _add_text(d, inst, light)
+
+
+def _param(inst, side: str, light: bool) -> dict:
+    title = f"{inst.metadata.op_name or inst.name} — parameter" if side == "pre" else f"{inst.name} — parameter"
+    return _add_text({"side": side, "name": inst.name, "title": title, "lines": []}, inst, light)
+
+
+def _kernel(b: Bundle, k, post, pre_insts: dict, light: bool) -> dict | None:
+    comp = post.by_name.get(k.computation)
+    inst = comp.by_name.get(k.name) if comp is not None else None
+    if inst is None:
+        return None
+    prov, user_file = b.provenance, b.source.get("file")
+    lines = sorted({ln for f, ln in k.source_lines if b.source.get("code") and (not user_file or f == user_file)})
+    d = {"side": "post", "name": k.name,
+         "title": f"{k.name} — {inst.opcode} · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else ""),
+         "route": k.route, "color": ROUTE_COLORS.get(k.route, "#777777"),
+         "n_fused": len([o for o in k.fused_opcodes if o != "parameter"]), "lines": lines}
+    if light:
+        d["light"] = True
+        return d
+    ops = kernel_ops(prov, k)
+    rows = []
+    for op in ops[:FUSED_LIMIT]:
+        pi = pre_insts.get(op)
+        hint = HOW_WORDS[prov.how[op]] if prov and prov.how.get(op) in HOW_HINTED else ""
+        rows.append([op, pi.opcode if pi is not None else "", (pi.metadata.op_name if pi is not None else ""), hint])
+    fused_text = ""
+    if k.opcode == "fusion" and inst.called_computations:
+        fc = post.by_name.get(inst.called_computations[0])
+        if fc is not None:
+            fused_text = _cut("\n".join(i.text for i in fc.instructions), 4000)
+    d.update(text=_cut(inst.text), shape=_shape(inst), facts=kernel_facts(b, k), ops=rows, n_ops=len(ops),
+             fused_text=fused_text)
+    return d
+
+
+def _entry_param(module, name: str):
+    inst = module.entry.by_name.get(name) if module is not None else None
+    return inst if inst is not None and inst.opcode == "parameter" else None
 
 
 def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
-    """Node id -> details (see the module docstring); only the ids in ``ids`` when given.
+    """Node id -> details (see the module docstring); only the ids in ``ids`` when given
+    (looked up, not searched for: a big program asks for a view's nodes at a time).
 
     ``light``: what a search, the source highlight and a first look need (side, name, title,
     op name, lines), without the kernels an op ended in (the links have them) and the texts
     that make up most of the size (the instruction, its shape, the fused computation, the ops
     a kernel does). A big program's payload has these for every node and the full details for
     the nodes it draws."""
-    prov = b.provenance
-    pre_insts, lines_of = _indexes(b)
-    out: dict[str, dict] = {}
+    pre_insts, lines_of, compute = _indexes(b)
     pre, post = b.module("hlo_before"), b.module("hlo_after")
-
-    def wanted(nid: str) -> bool:
-        return ids is None or nid in ids
-
+    out: dict[str, dict] = {}
+    if ids is not None:
+        for nid in ids:
+            kind, _, name = nid.partition(":") if isinstance(nid, str) else ("", "", "")
+            d = None
+            if kind == "op" and name in compute:
+                d = _op(b, compute[name], lines_of, light)
+            elif kind == "k" and post is not None and b.kernel(name) is not None:
+                d = _kernel(b, b.kernel(name), post, pre_insts, light)
+            elif kind == "p":
+                inst = _entry_param(pre, name)
+                side = "pre"
+                if inst is None:
+                    inst, side = _entry_param(post, name), "post"
+                d = _param(inst, side, light) if inst is not None else None
+            if d is not None:
+                out[nid] = d
+        return out
+    for name, inst in compute.items():
+        out[f"op:{name}"] = _op(b, inst, lines_of, light)
     if pre is not None:
-        for inst, _ in _walk_compute(pre):
-            nid = f"op:{inst.name}"
-            if nid in out or not wanted(nid):
-                continue
-            d = out[nid] = {
-                "side": "pre", "name": inst.name, "title": f"{inst.name} — {inst.opcode}",
-                "op_name": inst.metadata.op_name or "", "lines": lines_of.get(inst.name, []),
-            }
-            if not light:  # (a light one: the browser has the kernels from the links)
-                how = prov.how.get(inst.name) if prov else None
-                d.update(kernels=op_kernels(prov, inst.name), how=HOW_WORDS.get(how, how or ""))
-            _add_text(d, inst, light)
         for inst in pre.entry.instructions:
-            if inst.opcode == "parameter" and wanted(f"p:{inst.name}"):
-                d = out[f"p:{inst.name}"] = {"side": "pre", "name": inst.name,
-                                             "title": f"{inst.metadata.op_name or inst.name} — parameter", "lines": []}
-                _add_text(d, inst, light)
+            if inst.opcode == "parameter":
+                out[f"p:{inst.name}"] = _param(inst, "pre", light)
     if post is not None:
-        user_file = b.source.get("file")
         for k in b.kernels:
-            if not wanted(f"k:{k.name}"):
-                continue
-            comp = post.by_name.get(k.computation)
-            inst = comp.by_name.get(k.name) if comp is not None else None
-            if inst is None:
-                continue
-            lines = sorted({ln for f, ln in k.source_lines if b.source.get("code") and (not user_file or f == user_file)})
-            d = out[f"k:{k.name}"] = {
-                "side": "post", "name": k.name,
-                "title": f"{k.name} — {inst.opcode} · {ROUTE_LABELS[k.route]}" + (f" ({k.library})" if k.library else ""),
-                "route": k.route, "color": ROUTE_COLORS.get(k.route, "#777777"),
-                "n_fused": len([o for o in k.fused_opcodes if o != "parameter"]), "lines": lines,
-            }
-            if light:
-                d["light"] = True
-                continue
-            ops = kernel_ops(prov, k)
-            rows = []
-            for op in ops[:FUSED_LIMIT]:
-                pi = pre_insts.get(op)
-                hint = HOW_WORDS[prov.how[op]] if prov and prov.how.get(op) in HOW_HINTED else ""
-                rows.append([op, pi.opcode if pi is not None else "", (pi.metadata.op_name if pi is not None else ""),
-                             hint])
-            fused_text = ""
-            if k.opcode == "fusion" and inst.called_computations:
-                fc = post.by_name.get(inst.called_computations[0])
-                if fc is not None:
-                    fused_text = _cut("\n".join(i.text for i in fc.instructions), 4000)
-            d.update(text=_cut(inst.text), shape=_shape(inst), facts=kernel_facts(b, k), ops=rows, n_ops=len(ops),
-                     fused_text=fused_text)
+            d = _kernel(b, k, post, pre_insts, light)
+            if d is not None:
+                out[f"k:{k.name}"] = d
         for inst in post.entry.instructions:
-            if inst.opcode == "parameter" and wanted(f"p:{inst.name}") and f"p:{inst.name}" not in out:
-                d = out[f"p:{inst.name}"] = {"side": "post", "name": inst.name, "title": f"{inst.name} — parameter",
-                                             "lines": []}
-                _add_text(d, inst, light)
+            if inst.opcode == "parameter" and f"p:{inst.name}" not in out:
+                out[f"p:{inst.name}"] = _param(inst, "post", light)
     return out
 
 
