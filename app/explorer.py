@@ -357,6 +357,8 @@ payload_key = (id(b), b.created, b.title)
 if ss.get("payload_for") != payload_key:
     ss.payload = views.graph_payload(b)
     ss.payload_for = payload_key
+    if "packed" in ss.payload:  # a big program: the heap its bundle and views were built in, back now
+        guard.release_memory(collect=False)
 if ss.payload.get("error"):
     st.error(ss.payload["error"])
 
