@@ -157,7 +157,11 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
     traced_wall = []
     traced = min(n, TRACED_STEPS)
     with tempfile.TemporaryDirectory(prefix="xla-explorer-trace-") as d:
-        jax.profiler.start_trace(d)
+        opts = _trace_options(platform)
+        if opts is not None:
+            jax.profiler.start_trace(d, profiler_options=opts)
+        else:
+            jax.profiler.start_trace(d)
         try:
             for _ in range(traced):
                 t = time.perf_counter()
@@ -195,6 +199,22 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
     }
     out["coverage_note"] = coverage_note(out, platform)
     return out
+
+
+def _trace_options(platform: str):
+    """The profiler's options for the traced calls. On the CPU, no HLO protos in the trace:
+    the attribution reads each event's own ``hlo_op`` / ``hlo_module``, and writing and reading
+    the protos was most of the tracing's cost for a big program (192 layers: measuring 11.5 s
+    -> 7.2 s, the same 14,979 events and every kernel timed as before). Elsewhere the defaults,
+    until the same is checked on a GPU. None when this JAX has no such option."""
+    if platform != "cpu":
+        return None
+    try:
+        opts = jax.profiler.ProfileOptions()
+        opts.enable_hlo_proto = False
+    except (AttributeError, TypeError):
+        return None
+    return opts
 
 
 def _trace_payload(d: str) -> dict:
