@@ -402,7 +402,7 @@ def graph_payload(b: Bundle) -> dict:
         # links, layer maps and light details were 47 MiB of the server's memory, as text 11.
         # The frame parses it once; ``details`` has the full details sent so far.
         packed = json.dumps({"links": links, "layers": layers, "details": light}, default=str)
-        links, layers, light = None, None, None
+        links = layers = light = None
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
                "memfill": memfill,
                # big programs open collapsed to their layers (the layers view scales; every op does not)
@@ -462,8 +462,8 @@ def _drawn_ids(specs: dict) -> set[str]:
 def add_details(b: Bundle, payload: dict, ids, bump: bool = True) -> bool:
     """Full details for those of ``ids`` that the payload has only light ones for (a big
     program's nodes outside the views drawn so far; ids of no node are left out), added in
-    place and logged under the payload's revision, so that a frame holding an earlier revision gets them (``details_since``).
-    False when there was nothing to add."""
+    place and logged under the payload's revision, so that a frame holding an earlier revision
+    gets them (``details_since``). False when there was nothing to add."""
     from analysis.render.details import node_details
 
     if "packed" not in payload:  # a small program: every node's full details are there already

@@ -183,8 +183,9 @@ def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
             d = None
             if kind == "op" and name in compute:
                 d = _op(b, compute[name], lines_of, light)
-            elif kind == "k" and post is not None and b.kernel(name) is not None:
-                d = _kernel(b, b.kernel(name), post, pre_insts, light)
+            elif kind == "k" and post is not None:
+                k = b.kernel(name)
+                d = _kernel(b, k, post, pre_insts, light) if k is not None else None
             elif kind == "p":
                 inst = _entry_param(pre, name)
                 side = "pre"
