@@ -65,6 +65,17 @@ class Bundle:
             hit = self._parsed[stage] = (text, parse_module(text) if text else None)
         return hit[1]
 
+    def share_parses(self, other: "Bundle") -> None:
+        """Where a stage's text is the same as ``other``'s (already parsed there), use that text
+        and its parse: a measured bundle that follows its own preview is not parsed twice."""
+        for stage, (text, module) in list(other._parsed.items()):
+            if stage.startswith("_d:") or module is None:
+                continue
+            mine = self.stages.get(stage)
+            if isinstance(mine, str) and mine == text:
+                self.stages[stage] = text
+                self._parsed[stage] = (text, module)
+
     @property
     def title(self) -> str:
         return self.source.get("name") or "untitled"

@@ -85,9 +85,14 @@ def _parse_free_options(text: str) -> dict:
 
 
 def compile_job(job: Job) -> None:
-    """Run a job in the worker with phase progress; keep the old bundle on error."""
+    """Run a job in the worker with phase progress; keep the old bundle on error. A big
+    program's measuring job comes back once compiled: its graphs are shown while it is measured
+    (``ss.pending``, collected by ``adopt_measured``)."""
     from app.page_helpers import phase_text
 
+    # an earlier compile still being measured is no longer what the page shows (its measured
+    # bundle still reaches the cache)
+    ss.pending, ss.pending_error = None, None
     holder = st.empty()
     with holder.status("Compiling…", expanded=True) as status:
         def progress(p: str) -> None:
@@ -95,17 +100,19 @@ def compile_job(job: Job) -> None:
             status.write(phase_text(p))
 
         try:
-            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress)
+            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True)
         except ExplorerError as e:
             ss.error = e.one_line()
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
             outcome = None
         else:
-            status.update(label="Compiled", state="complete", expanded=False)
+            status.update(label="Compiled" if outcome.pending is None else "Compiled; measuring…",
+                          state="complete", expanded=False)
     holder.empty()  # once the status box is closed; an error is shown next to the code
     if outcome is None:
         return
+    ss.pending = outcome.pending
     ss.bundle = outcome.bundle
     ss.recorded = outcome.recorded
     ss.error = None
@@ -277,6 +284,38 @@ if ss.bundle is None and ss.error is None:
 for msg in ss.get("link_errors") or []:
     st.warning(msg)
 
+
+
+def adopt_measured() -> None:
+    """The measured bundle of the compile on show, once its job is done: the same graphs, now
+    with timings (the selection and the opened views stay). A failed measurement leaves the
+    compile's bundle, with its one-line reason."""
+    p = ss.get("pending")
+    if p is None or not p.done():
+        return
+    ss.pending = None
+    try:
+        ss.bundle = p.result(0).bundle
+    except ExplorerError as e:
+        ss.pending_error = e.one_line()
+
+
+@st.fragment(run_every=1.0)
+def measuring_notice() -> None:
+    """While the compile on show is measured: a line that says so, watching the job; the page
+    reruns once its measured bundle is here."""
+    from app.page_helpers import phase_text
+
+    p = ss.get("pending")
+    if p is None:
+        return
+    if p.done():
+        st.rerun(scope="app")
+    st.info(f"{phase_text(p.phase or 'measure')}: these graphs are this compile's, and its kernel timings "
+            "follow when every kernel has been timed.", icon=":material/timer:")
+
+
+adopt_measured()
 b: Bundle | None = ss.bundle
 if b is None:
     top_title.markdown("### XLA Explorer")
@@ -332,6 +371,11 @@ with notices:
     if stale:
         st.warning(f"Stale: these graphs are from the last good compile ({b.title}); {stale}. "
                    "Press Compile (Ctrl+Enter).", icon=":material/history:")
+    if ss.get("pending") is not None:
+        measuring_notice()
+    elif ss.get("pending_error"):
+        st.warning(f"Not measured: {ss.pending_error}. The graphs are this compile's; Compile again to retry.",
+                   icon=":material/timer_off:")
     if env.get("deviceless"):
         st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
                 + (f" (recorded {b.created[:10]})" if ss.get("recorded") else "")
@@ -434,7 +478,8 @@ with tab_k:
         if render_kernels_view is not None:
             try:
                 picked = render_kernels_view(b, key_prefix="main",
-                                             selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None)
+                                             selected=ss.sel.get("name") if ss.sel.get("side") == "post" else None,
+                                             measuring=ss.get("pending") is not None)
             except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
                 picked = None
                 st.error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")

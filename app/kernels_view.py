@@ -114,7 +114,8 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
 # ----------------------------------------------------------------------------- Streamlit
 
 
-def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | None = None) -> str | None:
+def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | None = None,
+                        measuring: bool = False) -> str | None:
     """Draw the kernels table, the notes and the charts; return the name of a kernel the user
     has just picked (a new table row or chart point), else None. ``selected`` (a kernel picked
     elsewhere, e.g. in the graph) is marked in the table and the charts."""
@@ -151,6 +152,9 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
 
         if over_peak_note(t):
             st.caption(over_peak_note(t))
+    elif measuring:
+        st.caption("Measuring: every kernel is being timed; the timings fill in here when that is done. "
+                   "Until then, kernels, bytes and FLOPs from the optimized HLO.")
     elif (bundle.environment or {}).get("deviceless"):
         st.caption("Not measured: compiled without its GPU, so there is nothing to run. Kernels, bytes and FLOPs "
                    "come from the optimized HLO.")

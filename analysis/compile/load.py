@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import traceback
 import types
 from dataclasses import dataclass
@@ -67,6 +68,12 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
         return ExplorerError("syntax", exc.msg or "invalid syntax", filename, exc.lineno, exc.offset,
                              (exc.text or "").strip()[:160])
     line, excerpt = _user_frame(exc.__traceback__, filename)
+    inner = _embedded_traceback(str(exc), filename)
+    if inner is not None:  # the user's callback raised while XLA ran the program
+        what, at = inner
+        if at is not None:
+            line, excerpt = at, (linecache.getline(filename, at).strip()[:160] or None)
+        return ExplorerError(phase, f"{what} (raised by a callback while the program ran)", filename, line, None, excerpt)
     msg = str(exc).strip().splitlines()
     first = next((m for m in msg if m.strip()), "")
     # JAX prefixes long explanations; keep the first meaningful line.
@@ -74,6 +81,26 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
     if isinstance(exc, ModuleNotFoundError):
         phase = "import"
     return ExplorerError(phase, text, filename, line, None, excerpt)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
+
+
+def _embedded_traceback(text: str, filename: str) -> tuple[str, int | None] | None:
+    """A Python traceback inside an exception's text (XLA reports an exception a host callback
+    raised as text): its last line (``RuntimeError: ...``) and the user's last line in it."""
+    if _TRACEBACK not in text:
+        return None
+    tail = text.rsplit(_TRACEBACK, 1)[1]
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    at = None
+    for m in _FRAME.finditer(tail):
+        if m.group(1) == filename:
+            at = int(m.group(2))
+    return lines[-1][:300], at
 
 
 def call_user(phase: str, fn: Callable, filename: str, *args):

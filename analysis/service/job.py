@@ -2,7 +2,8 @@
 
 A worker (``python -m analysis.service.worker_main``, documented in ``docs/worker.md``) reads one
 ``Job`` as a JSON object on stdin and writes JSON lines to stdout: ``{"progress": PHASE}`` while
-it runs, then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
+it runs, for a measuring job whose ``preview_kernels`` the program reaches ``{"preview": BUNDLE}``
+(the compile's bundle, before it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
 as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
 """
 
@@ -39,6 +40,10 @@ class Job:
     # Compile for this GPU target (``analysis.devices``) without a GPU: compile-only, needs
     # the CUDA plugin (the ``cuda`` extra).
     gpu_target: str | None = None
+    # A measuring job of a program with at least this many kernels sends its bundle once it is
+    # compiled, before it is measured (``{"preview": BUNDLE}``), so its graphs can be shown
+    # while the timings are made; None: never. Not part of the cache key: the same bundle comes.
+    preview_kernels: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

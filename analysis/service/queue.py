@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.metadata
+import inspect
 import os
 import platform
 import queue as _queue
@@ -57,6 +58,34 @@ class Outcome:
     cached: bool = False
     isolated: bool | None = None
     recorded: str | None = None  # a recorded compile shown in place of one this machine cannot make
+    # a preview (``compile_job(early=True)``): the compile's bundle, its measuring still running
+    pending: "Pending | None" = None
+
+
+class Pending:
+    """A measuring job whose compiled bundle was handed out early (``Outcome.pending``): the
+    measured bundle follows. ``done()`` does not block; ``result()`` is the final ``Outcome``
+    (or raises the job's ``ExplorerError``, e.g. a measurement that ran out of time)."""
+
+    def __init__(self, handle: "JobHandle", settle: Callable[[], "Outcome"]):
+        self.handle, self._settle = handle, settle
+        self._out: Outcome | None = None
+
+    @property
+    def phase(self) -> str | None:
+        return self.handle.phase
+
+    def done(self) -> bool:
+        return self.handle.done()
+
+    def result(self, timeout: float | None = None) -> "Outcome":
+        if self._out is None:
+            self.handle.wait(timeout)
+            self._out = self._settle()
+        return self._out
+
+    def cancel(self) -> bool:
+        return self.handle.cancel()
 
 
 # ----------------------------------------------------------------------------- cache keys
@@ -124,6 +153,7 @@ def cache_key(job: Job, device_kind: str) -> str:
     """Content hash of everything that decides a job's bundle."""
     d = asdict(job)
     d.pop("peaks", None)  # how timings are judged, not what is measured
+    d.pop("preview_kernels", None)  # when the bundle is first shown, not what it is
     if d.get("gpu_target") is None:
         d.pop("gpu_target", None)  # keys made before GPU targets existed stay valid
     d["source"] = job_source(job)
@@ -150,6 +180,11 @@ class JobHandle:
         self._ran: Ran | None = None
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
+        self.preview = None  # the compiled bundle a measuring job sent before measuring
+
+    def _preview(self, bundle) -> None:
+        if not self._done.is_set():
+            self.preview = bundle
 
     @property
     def measure(self) -> bool:
@@ -209,6 +244,10 @@ class JobQueue:
         self.limits = limits or Limits.from_env()
         self.store = store
         self._runner = runner or run_job
+        try:  # a runner that can hand on a worker's preview takes ``preview=``
+            self._previews = "preview" in inspect.signature(self._runner).parameters
+        except (TypeError, ValueError):
+            self._previews = False
         self.workers = max(1, workers or self.limits.workers)
         self.measure_slots = max(1, measure_slots)
         self.engine = engine
@@ -338,7 +377,8 @@ class JobQueue:
                     r.beside = max(r.beside, len(self._running) - 1)
             ran, error = None, None
             try:
-                ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel)
+                more = {"preview": h._preview} if self._previews and h.job.preview_kernels is not None else {}
+                ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel, **more)
                 if isinstance(ran.bundle.environment, dict):  # where it ran (not part of the cache key)
                     ran.bundle.environment.setdefault("engine", {"kind": self.engine, "node": platform.node()})
                 if h.measure and isinstance(ran.bundle.timings, dict):
@@ -357,6 +397,7 @@ class JobQueue:
                 self._running.remove(h)
                 self._forget(h)
                 h._finish(ran, error)
+                h.preview = None  # the final bundle replaces it
                 self._cv.notify_all()
 
     def shutdown(self, wait: bool = True) -> None:
@@ -424,12 +465,14 @@ def store_waiting(store, say):
 
 def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
                 timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
-                on_submit: Callable[[JobHandle], None] | None = None) -> Outcome:
+                on_submit: Callable[[JobHandle], None] | None = None, early: bool = False) -> Outcome:
     """A Bundle for ``job``: from the cache if this exact job ran before on this kind of
     machine, else queued, run in a sandboxed worker and stored. Raises ``ExplorerError``.
 
     ``progress`` receives ``"cached"``, ``"queued:N"`` (N jobs ahead), then the worker's phases;
     ``on_submit`` receives the ``JobHandle`` (for a UI that shows the queue position).
+    With ``early``, a measuring job with ``preview_kernels`` returns as soon as its compiled
+    bundle is here, unmeasured, with ``Outcome.pending`` to collect the measured one.
     ``job`` is not changed."""
     engine_error = None
     if queue is None:
@@ -488,12 +531,19 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
             say(phases.get_nowait())
         if done:
             break
+        if early and h.preview is not None:
+            return Outcome(h.preview, cached=False, pending=Pending(h, lambda: _settle(h, store, peaks_key)))
         pos = h.position()
         if pos and pos != shown_pos and h.phase is None:
             say(f"queued:{pos}")
         shown_pos = pos
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
+    return _settle(h, store, peaks_key)
+
+
+def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:
+    """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs."""
     ran = h.result(0)
     bundle = ran.bundle
     measured_peaks = (bundle.timings or {}).get("peaks")

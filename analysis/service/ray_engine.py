@@ -97,7 +97,9 @@ def resources_for(job: Job, node_cpus: float) -> dict:
 
 def _remote_body(job: dict, limits: dict):
     """The Ray task (a streaming generator): run the sandboxed worker on this node, yield its
-    phases as ``("phase", text)`` and last ``("done", {...})`` with the worker's raw message."""
+    phases as ``("phase", text)``, a measuring job's preview as ``("preview", bundle)`` (the
+    worker's raw message, checked by the caller) and last ``("done", {...})`` with the worker's
+    raw final message."""
     from analysis.service import sandbox
 
     phases: list = []
@@ -107,13 +109,18 @@ def _remote_body(job: dict, limits: dict):
 
     def say(p):
         with have:
-            phases.append(p)
+            phases.append(("phase", p))
+            have.notify_all()
+
+    def preview(d):
+        with have:
+            phases.append(("preview", d))
             have.notify_all()
 
     def body():
         try:
             lim = Limits(**limits)
-            res = sandbox.run_worker(job, lim, say, cancel)
+            res = sandbox.run_worker(job, lim, say, cancel, preview if job.get("preview_kernels") is not None else None)
             out["message"], out["isolated"] = res.message, res.isolated
             if res.message is None:
                 out["failure"] = sandbox.describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
@@ -144,8 +151,8 @@ def _remote_body(job: dict, limits: dict):
                     have.wait(0.5)
                 batch, sent = phases[sent:], len(phases)
                 finished = out.get("finished")
-            for p in batch:
-                yield ("phase", p)
+            for item in batch:
+                yield item
             if finished:
                 break
     except BaseException:
@@ -174,11 +181,12 @@ class RayRunner:
         return resources_for(job, _node_cpus(ray))
 
     def __call__(self, job: Job, progress: Callable[[str], None] | None = None, limits: Limits | None = None,
-                 cancel: threading.Event | None = None):
+                 cancel: threading.Event | None = None, preview: Callable | None = None):
         from ray.exceptions import RayError, TaskCancelledError
 
-        from analysis.service.worker import Ran, interpret
+        from analysis.service.worker import PreviewChecker, Ran, interpret
 
+        previews = PreviewChecker(job, preview)
         ray = _ray()
         say = progress or (lambda p: None)
         limits = limits or Limits.from_env()
@@ -209,6 +217,8 @@ class RayRunner:
                 kind, value = ray.get(ref)
                 if kind == "phase":
                     say(str(value)[:200])
+                elif kind == "preview":
+                    previews(value)
                 elif kind == "node" and isinstance(value, dict):
                     self.last_node = {k: str(v)[:100] for k, v in value.items()}
                     say(f"node:{self.last_node.get('hostname', '')}")
@@ -228,7 +238,7 @@ class RayRunner:
                 raise ExplorerError.from_dict(final["failure"])
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
-        ran = interpret(final.get("message"), bool(final.get("isolated")), job)
+        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=previews.bundle)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

@@ -418,8 +418,10 @@ MAX_PROGRESS = 200
 
 
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
-               cancel: threading.Event | None = None) -> WorkerResult:
+               cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
+    ``preview`` receives the worker's first ``{"preview": ...}`` message's value, as it sent it
+    (untrusted: the caller checks it), while the worker goes on.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
@@ -484,7 +486,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     job_limits.watch(proc.pid, kill, lambda: processes_with_token(token),
                      disk=(scratch, limits.scratch_mb) if scratch else None)
     try:
-        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill)
+        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, preview)
         res.token = token
         return res
     finally:
@@ -538,7 +540,7 @@ class LineReader:
         return lines
 
 
-def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kill) -> WorkerResult:
+def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kill, preview=None) -> WorkerResult:
     cap = limits.output_mb * 1024 * 1024
     total = [0]
     hit: list[str] = []
@@ -595,6 +597,7 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
         watcher.start()
     final = None
     said = [0, None]  # progress messages passed on, the last one
+    previewed = False
     reader = LineReader()
     try:
         while True:
@@ -621,6 +624,13 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                         said[1] = phase
                         try:
                             progress(phase)
+                        except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
+                            pass
+                elif "preview" in msg:
+                    if preview is not None and not previewed:
+                        previewed = True  # the first one only
+                        try:
+                            preview(msg["preview"])
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
                 elif any(k in msg for k in ("bundle", "error", "probe")):

@@ -19,8 +19,10 @@ from analysis.errors import ExplorerError
 from analysis.service.job import Job, is_measure
 
 
-def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
-    """Run a job in this process (the worker's body)."""
+def execute(job: Job, progress: Callable[[str], None] | None = None,
+            preview: Callable[[Bundle], None] | None = None) -> Bundle:
+    """Run a job in this process (the worker's body). A measuring job of a program with at least
+    ``job.preview_kernels`` kernels hands its compiled bundle to ``preview`` before measuring."""
     say = progress or (lambda p: None)
     if job.kind == "probe":
         raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
@@ -39,14 +41,21 @@ def execute(job: Job, progress: Callable[[str], None] | None = None) -> Bundle:
     c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                              gpu_target=job.gpu_target, dump_passes=job.dump_passes)
     if is_measure(job):
+        if preview is not None and job.preview_kernels is not None and len(c.bundle.kernels) >= job.preview_kernels:
+            preview(c.bundle)
         if job.peaks:
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
-        if job.measure:
-            say("measure")
-            measure.measure(c, job.iterations)
-        if job.compare_fusion:
-            say("compare")
-            fusion_off.compare_fusion(c, measure_it=job.measure, iterations=job.iterations)
+        try:
+            if job.measure:
+                say("measure")
+                measure.measure(c, job.iterations)
+            if job.compare_fusion:
+                say("compare")
+                fusion_off.compare_fusion(c, measure_it=job.measure, iterations=job.iterations)
+        except (ExplorerError, MemoryError):
+            raise
+        except Exception as e:  # noqa: BLE001 - running the user's program failed: one line, at its line
+            raise load.error_from_exception("measure", e, loaded.filename) from None
     return c.bundle
 
 
@@ -116,7 +125,7 @@ def _worker_main() -> int:
         if job.kind == "probe":
             emit({"probe": backend.probe()})
             return 0
-        bundle = execute(job, lambda p: emit({"progress": p}))
+        bundle = execute(job, lambda p: emit({"progress": p}), lambda b: emit({"preview": b.to_dict()}))
         emit({"bundle": bundle.to_dict()})
     except ExplorerError as e:
         emit({"error": _as_limit(e).to_dict()})

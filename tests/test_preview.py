@@ -1,0 +1,243 @@
+"""A big program's graphs before its timings: a measuring job with ``preview_kernels`` sends its
+compiled bundle first (``{"preview": ...}``), ``compile_job(early=True)`` hands it out with
+``Outcome.pending``, and the measured bundle follows; the app shows the graphs meanwhile.
+
+The queue's rules are tested with a stand-in runner that blocks between its preview and its
+answer (so "before" is an event, not a race); the protocol with real sandboxed workers; the page
+with Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from analysis.bundle import bundle_from_hlo
+from analysis.errors import ExplorerError
+from analysis.service import sandbox
+from analysis.service.job import Job
+from analysis.service.queue import JobQueue, cache_key, compile_job
+from analysis.service.settings import Limits
+from analysis.service.store import Store
+from analysis.service.worker import PreviewChecker, Ran
+
+HLO = """HloModule tiny, is_scheduled=true
+
+ENTRY %main (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %e = f32[4]{0} exponential(%p)
+}
+"""
+
+
+class PreviewRunner:
+    """Sends a preview (the bundle unmeasured), then waits for ``release`` before it answers
+    with the measured bundle."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.previewed = threading.Event()
+
+    def __call__(self, job, progress=None, limits=None, cancel=None, preview=None):
+        if preview is not None:
+            preview(bundle_from_hlo(HLO, job.name))
+            self.previewed.set()
+        assert self.release.wait(20)
+        b = bundle_from_hlo(HLO, job.name)
+        b.timings = {"kernels": {}, "step_median_s": 1e-3}
+        return Ran(b, isolated=False)
+
+
+def _queue(runner, tmp_path=None):
+    store = Store(str(tmp_path / "s.sqlite")) if tmp_path else None
+    return JobQueue(Limits(workers=1, session_jobs=5), store=store, runner=runner)
+
+
+def test_early_hands_out_the_compile_and_the_measured_bundle_follows(tmp_path):
+    r = PreviewRunner()
+    q = _queue(r, tmp_path)
+    job = Job(source="def model(x): return x", name="big", measure=True, preview_kernels=1)
+    out = compile_job(job, session="s", queue=q, early=True)
+    assert out.pending is not None and not out.cached
+    assert out.bundle.timings is None and out.bundle.kernels[0].name == "e"
+    assert not out.pending.done()  # the runner is still held: the preview came first
+    r.release.set()
+    final = out.pending.result(20)
+    assert final.bundle.timings["step_median_s"] == 1e-3 and final.pending is None
+    assert out.pending.result(0) is final  # collected once
+    # what the cache holds is the measured bundle, never the preview
+    again = compile_job(job, session="s", queue=q, early=True)
+    assert again.cached and again.pending is None and again.bundle.timings["step_median_s"] == 1e-3
+    q.shutdown()
+
+
+def test_without_early_or_without_preview_kernels_the_caller_waits_for_the_timings():
+    r = PreviewRunner()
+    r.release.set()
+    q = _queue(r)
+    out = compile_job(Job(name="a", measure=True, preview_kernels=1), session="s", queue=q)
+    assert out.pending is None and out.bundle.timings
+    r.previewed.clear()
+    out = compile_job(Job(name="b", measure=True), session="s", queue=q, early=True)
+    assert out.pending is None and out.bundle.timings and not r.previewed.is_set()  # none was asked for
+    q.shutdown()
+
+
+def test_a_runner_that_cannot_preview_still_runs_the_job():
+    def plain(job, progress=None, limits=None, cancel=None):
+        b = bundle_from_hlo(HLO, job.name)
+        b.timings = {"kernels": {}}
+        return Ran(b, isolated=False)
+
+    q = _queue(plain)
+    out = compile_job(Job(name="p", measure=True, preview_kernels=1), session="s", queue=q, early=True)
+    assert out.pending is None and out.bundle.timings["kernels"] == {}
+    q.shutdown()
+
+
+def test_when_the_program_was_previewed_is_not_part_of_the_cache_key():
+    base = Job(source="def model(x): return x", name="p", measure=True)
+    assert cache_key(base, "cpu:x") == cache_key(Job(source=base.source, name="p", measure=True, preview_kernels=5),
+                                                 "cpu:x")
+
+
+def test_a_bad_preview_is_dropped_and_a_good_one_is_checked_like_a_bundle():
+    job = Job(source="def model(x): return x  # the user's code", name="mine", filename="<pasted code>")
+    got = []
+    check = PreviewChecker(job, got.append)
+    with pytest.warns(UserWarning, match="preview was dropped"):
+        check({"stages": {"hlo_after": "HloModule broken\nENTRY %m {"}})
+    with pytest.warns(UserWarning, match="preview was dropped"):
+        check(["not", "a", "bundle"])
+    assert got == [] and check.bundle is None
+    forged = bundle_from_hlo(HLO, "forged").to_dict()
+    forged["source"] = {"kind": "code", "name": "forged", "code": "import os  # not what the user wrote"}
+    forged["kernels"] = []  # derived again from the HLO: a worker cannot hide its kernels
+    check(forged)
+    assert len(got) == 1 and got[0].source["code"] == job.source and got[0].source["name"] == "mine"
+    assert [k.name for k in got[0].kernels] == ["e"]
+    check(bundle_from_hlo(HLO, "second").to_dict())  # one preview per job
+    assert len(got) == 1
+
+
+# ----------------------------------------------------------------------------- real workers
+
+ISOLATED, WHY = sandbox.sandbox_status()
+
+RAISES_WHEN_RUN = '''
+import jax
+import jax.numpy as jnp
+
+
+def _sensor(x):
+    raise RuntimeError("sensor offline")
+
+
+def model(x):
+    y = jax.pure_callback(_sensor, jax.ShapeDtypeStruct(x.shape, x.dtype), jnp.exp(x))
+    return y + 1
+
+
+def example_inputs():
+    return (jnp.ones((4, 4)),)
+'''
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
+    q = JobQueue(Limits(timeout_s=120, measure_timeout_s=120), Store(str(tmp_path / "s.sqlite")))
+    job = Job(kind="gallery", name="mlp", backend="cpu", measure=True, preview_kernels=1)
+    seen: list[str] = []
+    out = compile_job(job, session="t", queue=q, early=True, progress=seen.append)
+    assert out.pending is not None and out.isolated is None
+    first = out.bundle
+    assert first.timings is None and first.kernels and first.fusion_decisions is not None
+    final = out.pending.result(120)
+    b = final.bundle
+    assert b.timings and set(b.timings["kernels"]) <= {k.name for k in first.kernels}
+    assert b.stages["hlo_after"] == first.stages["hlo_after"]
+    assert b.module("hlo_after") is first.module("hlo_after")  # the preview's parse, not a second one
+    assert [k.name for k in b.kernels] == [k.name for k in first.kernels]
+    # a program below the threshold is not previewed: the caller gets its timings at once
+    out = compile_job(Job(kind="gallery", name="softmax", backend="cpu", measure=True, preview_kernels=10**6),
+                      session="t", queue=q, early=True)
+    assert out.pending is None and out.bundle.timings
+    q.shutdown()
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_a_measurement_that_fails_after_the_preview_is_one_line_and_the_graphs_stay(tmp_path):
+    q = JobQueue(Limits(timeout_s=120, measure_timeout_s=120), Store(str(tmp_path / "s.sqlite")))
+    job = Job(source=RAISES_WHEN_RUN, name="sensor", measure=True, preview_kernels=1, backend="cpu")
+    out = compile_job(job, session="t", queue=q, early=True)
+    assert out.pending is not None and out.bundle.kernels  # it compiles: the callback runs only when run
+    with pytest.raises(ExplorerError) as info:
+        out.pending.result(120)
+    e = info.value
+    # the callback's own exception, at the user's line (7: the raise), not XLA's wrapped traceback
+    assert e.phase == "measure" and e.line == 7 and "Traceback" not in e.one_line()
+    assert e.message.startswith("RuntimeError: sensor offline") and "\n" not in e.one_line()
+    # nothing was cached for it: the next compile tries again
+    assert not compile_job(job, session="t", queue=q, early=True).cached
+    q.shutdown()
+
+
+# ----------------------------------------------------------------------------- the page
+
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "main.py")
+
+UNIQUE = '''"""Preview test model."""
+import jax.numpy as jnp
+
+
+def model(x, w):
+    # written by test_preview: {stamp}
+    return jnp.tanh(x @ w) * 2 + 1
+
+
+def example_inputs():
+    return (jnp.ones((64, 64)), jnp.ones((64, 64)))
+'''
+
+
+def _texts(at) -> str:
+    return "\n".join([i.value for i in at.info] + [c.value for c in at.caption] + [w.value for w in at.warning])
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from app import runner
+
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    assert not at.exception, at.exception
+    monkeypatch.setattr(runner, "PREVIEW_KERNELS", 1)  # this small program counts as big
+    at.radio(key="source_kind").set_value("Paste code").run()
+    at.session_state["code"] = UNIQUE.format(stamp=time.time_ns())  # never in the cache
+    at.run()
+    at.button(key="compile").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["pending"] is not None
+    assert "kernel timings follow" in _texts(at)
+    assert "Measuring: every kernel is being timed" in _texts(at)
+    shown = at.session_state["bundle"]
+    assert shown.timings is None and at.session_state["payload"]["graphs"]["post"]["svgs"]
+    at.session_state["sel"] = {"side": "post", "name": shown.kernels[0].name}
+    deadline = time.monotonic() + 120
+    while at.session_state["pending"] is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert at.session_state["pending"] is None, "the measured bundle never came"
+    assert not at.exception, at.exception
+    b = at.session_state["bundle"]
+    assert b.timings and b.stages["hlo_after"] == shown.stages["hlo_after"]
+    assert at.session_state["sel"] == {"side": "post", "name": shown.kernels[0].name}  # the selection stays
+    assert "kernel timings follow" not in _texts(at) and "Measuring:" not in _texts(at)
+    assert "step (median)" in [m.label for m in at.metric]
