@@ -68,9 +68,11 @@ class Bundle:
     def share_parses(self, other: "Bundle") -> None:
         """Where a stage's text is the same as ``other``'s (already parsed there), use that text
         and its parse: a measured bundle that follows its own preview is not parsed twice."""
-        for stage, (text, module) in list(other._parsed.items()):
-            if stage.startswith("_d:") or module is None:
+        for stage in STAGES:
+            hit = other._parsed.get(stage)
+            if hit is None or hit[1] is None:
                 continue
+            text, module = hit
             mine = self.stages.get(stage)
             if isinstance(mine, str) and mine == text:
                 self.stages[stage] = text

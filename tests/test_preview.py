@@ -122,6 +122,16 @@ def test_a_bad_preview_is_dropped_and_a_good_one_is_checked_like_a_bundle():
     assert len(got) == 1
 
 
+def test_the_measured_bundle_reuses_the_previews_parses_of_equal_texts_only():
+    shown = bundle_from_hlo(HLO, "p", before_text=HLO)
+    assert shown.kernel("e") is not None  # the page looked a kernel up: its index is cached beside the parses
+    measured = bundle_from_hlo(HLO, "p", before_text=HLO.replace("exponential", "negate"))
+    measured.share_parses(shown)
+    assert measured.module("hlo_after") is shown.module("hlo_after")
+    assert measured.module("hlo_before") is not shown.module("hlo_before")  # another text: its own parse
+    assert measured.module("hlo_before").entry.root.opcode == "negate"
+
+
 # ----------------------------------------------------------------------------- real workers
 
 ISOLATED, WHY = sandbox.sandbox_status()
