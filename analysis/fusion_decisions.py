@@ -490,6 +490,17 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
     out_records = []
     unmatched = 0
     lib_start = None
+    memo: dict[tuple, list] = {}
+
+    def kernels_of(names: list[str]) -> list[str]:
+        # the same few op lists recur (a broadcast every layer reads is named by every layer's
+        # records): each list's kernels are sorted once, and the records share that list
+        key = tuple(names)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = sorted({k for n in names for k in p2k.get(n, ())})
+        return got
+
     for r in records:
         if r.producer_opcode in PLUMBING or r.consumer_opcode in PLUMBING:
             continue  # a constant or parameter joining a kernel is no edge between two ops
@@ -525,8 +536,8 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
                 members.update(idx.fusions[r.consumer])
         d["producer_pre"], d["consumer_pre"] = prod, cons
         d["how"] = {"producer": how_p, "consumer": how_c}
-        d["producer_kernels"] = sorted({k for n in prod for k in p2k.get(n, [])})
-        d["consumer_kernels"] = sorted({k for n in cons for k in p2k.get(n, [])})
+        d["producer_kernels"] = kernels_of(prod)
+        d["consumer_kernels"] = kernels_of(cons)
         # no gloss per record: it is gloss(reason), and a 192-layer stack logs 40,000 records
         if not prod or (r.consumer and not cons and r.decision != CREATED):
             unmatched += 1

@@ -99,3 +99,55 @@ def test_compiled_bundle_records_what_was_asked(gallery_bundle):
     assert [i["shape"] for i in b.source["inputs"]] == [[128, 256], [256, 512], [512], [512, 128], [128]]
     assert set(b.phase_seconds) == {"trace", "lower", "compile", "analyze"}
     assert b.environment["backend"] == "cpu" and b.environment["jax"]
+
+
+STACKED = '''
+import jax
+import jax.numpy as jnp
+
+
+def model(x, w):
+    with jax.named_scope("outer"):
+        y = jnp.tanh(x @ w)
+    return jnp.sum(y * 2.0, axis=0)
+
+
+def example_inputs():
+    return (jnp.ones((8, 16)), jnp.ones((16, 4)))
+'''
+
+
+def test_the_hlo_before_optimization_is_the_module_xla_started_from():
+    """It is read from XLA's own dump (``before_optimizations``), not converted a second time:
+    JAX's conversion of the same lowering is the oracle. Same instructions in the same order,
+    the same op names, the source lines kept, the text parsed beside the compile."""
+    import jax
+
+    from analysis.hlo import parse_module
+
+    loaded = load_source(STACKED, "m.py", "m")
+    b = compile_model(loaded, "cpu").bundle
+    lowered = jax.jit(loaded.model).trace(*loaded.inputs).lower()
+    oracle = parse_module(lowered.as_text(dialect="hlo", debug_info=True))
+    mine = b.module("hlo_before")
+    assert "hlo_before" in b._parsed and b._parsed["hlo_before"][0] is b.stages["hlo_before"]
+    assert [(i.name, i.opcode) for i in mine.entry.instructions] == \
+        [(i.name, i.opcode) for i in oracle.entry.instructions]
+    assert [i.metadata.op_name for i in mine.entry.instructions] == \
+        [i.metadata.op_name for i in oracle.entry.instructions]
+    tanh = next(i for i in mine.entry.instructions if i.opcode == "tanh")
+    assert tanh.metadata.op_name.endswith("outer/tanh")
+    assert tanh.metadata.source.line == line_of(STACKED, "jnp.tanh(x @ w)")
+
+
+def test_without_a_dump_the_hlo_before_optimization_is_converted_here(tmp_path):
+    from analysis.compile import stages
+
+    assert stages.before_optimizations(str(tmp_path)) is None
+    (tmp_path / "module_0001.jit_other.before_optimizations.txt").write_text("HloModule jit_other\n")
+    (tmp_path / "module_0002.jit_m.before_optimizations.txt").write_text("HloModule jit_m\n")
+    assert stages.before_optimizations(str(tmp_path), "HloModule jit_m, is_scheduled=true") == "HloModule jit_m\n"
+    loaded = load_source(STACKED, "m.py", "m")
+    c = stages._compile(loaded, "cpu", {}, None, "code", None, {})  # no xla_dump_to: JAX converts it
+    assert c.bundle.stages["hlo_before"].startswith("HloModule jit_model")
+    assert any(i.opcode == "tanh" for i in c.bundle.module("hlo_before").entry.instructions)

@@ -9,6 +9,8 @@ phase and the user's line.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -116,14 +118,17 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     try:
         lowered = traced.lower()
         stablehlo = lowered.as_text()
-        hlo_before = lowered.as_text(dialect="hlo", debug_info=True)
     except Exception as e:  # noqa: BLE001 - lowering errors are the user's program's: one line
         raise error_from_exception("lower", e, fn) from None
     times["lower"] = time.perf_counter() - t0
 
-    # While XLA compiles (C++, without the GIL) the jaxpr's text and the parse of the HLO the
-    # analysis reads first are made beside it: at 96 layers that is 0.6 s of pure Python.
-    beside = _Beside(traced, hlo_before)
+    # While XLA compiles (C++, without the GIL) the jaxpr's text and the parse of the HLO
+    # before optimization are made beside it: at 96 layers 0.6 s of pure Python. That HLO is
+    # the module XLA itself dumps as it starts (``*.before_optimizations.txt``): the same
+    # instructions, metadata and stack frames as ``lowered.as_text(dialect="hlo",
+    # debug_info=True)``, which would hold the GIL for 0.4 s at 48 layers to convert it again.
+    dump_dir = dump_options.get("xla_dump_to")
+    beside = _Beside(traced, dump_dir)
     say("compile")
     t0 = time.perf_counter()
     try:
@@ -133,8 +138,15 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         msg = str(e).strip().splitlines()
         raise ExplorerError("compile", msg[0] if msg else type(e).__name__, fn) from None
     finally:
+        beside.compiled.set()
         beside.join()
     times["compile"] = time.perf_counter() - t0
+    hlo_before = before_optimizations(dump_dir, hlo_after) if dump_dir else None
+    if hlo_before is None:  # XLA wrote no dump (or not this module's): convert it here
+        try:
+            hlo_before = lowered.as_text(dialect="hlo", debug_info=True)
+        except Exception as e:  # noqa: BLE001 - lowering errors are the user's program's: one line
+            raise error_from_exception("lower", e, fn) from None
     try:
         jaxpr = beside.jaxpr if beside.jaxpr is not None else str(traced.jaxpr)
     except Exception as e:  # noqa: BLE001 - printing the user's jaxpr failed: a one-line error
@@ -151,7 +163,7 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         cost_analysis=_cost_analysis(compiled), memory_analysis=_memory_analysis(compiled), created=now(),
     )
-    if beside.pre is not None:
+    if beside.pre is not None and beside.text == hlo_before:  # the file as it was when it was parsed
         bundle._parsed["hlo_before"] = (hlo_before, beside.pre)  # as Bundle.module would have it
     with gc_paused():
         analyze(bundle)
@@ -162,15 +174,46 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     return Compiled(bundle, loaded, compiled, args)
 
 
+BEFORE_SUFFIX = ".before_optimizations.txt"
+
+
+def _before_files(dump_dir: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(dump_dir) if n.endswith(BEFORE_SUFFIX))
+    except OSError:
+        return []
+
+
+def before_optimizations(dump_dir: str, hlo_after: str | None = None) -> str | None:
+    """The module XLA dumped as it started this compile (the HLO before optimization), or
+    None. With several modules in the folder, the one named like the optimized module."""
+    names = _before_files(dump_dir)
+    m = re.match(r"HloModule ([\w.\-]+)", hlo_after or "")
+    mine = [n for n in names if m and f".{m.group(1)}{BEFORE_SUFFIX}" in n]
+    if not (mine or names):
+        return None
+    try:
+        with open(os.path.join(dump_dir, (mine or names)[-1]), encoding="utf-8", errors="replace") as f:
+            return f.read() or None
+    except OSError:
+        return None
+
+
 class _Beside(threading.Thread):
     """The jaxpr's text and the pre-optimization module, made in a thread while XLA compiles.
-    Either stays None when it failed here; the caller then makes it again itself, so the error
-    is raised (and reported) where it always was."""
+    The module is parsed from the dump XLA writes as it starts (polled until it parses; the
+    caller uses the parse only if the file's final text is the one parsed). Either stays None
+    when it failed here; the caller then makes it again itself, so an error is raised (and
+    reported) where it always was."""
 
-    def __init__(self, traced, hlo_before: str):
+    POLL_S = 0.01
+
+    def __init__(self, traced, dump_dir: str | None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
-        self._traced, self._text = traced, hlo_before
+        self._traced, self._dir = traced, dump_dir
+        self.compiled = threading.Event()  # set by the caller once XLA is done
         self.jaxpr: str | None = None
+        self.text: str | None = None
         self.pre = None
         self.start()
 
@@ -179,11 +222,23 @@ class _Beside(threading.Thread):
             self.jaxpr = str(self._traced.jaxpr)
         except Exception:  # noqa: BLE001 - made again by the caller, which reports the error
             self.jaxpr = None
-        try:
-            with gc_paused():
-                self.pre = parse_module(self._text) if self._text else None
-        except Exception:  # noqa: BLE001 - parsed again by the analysis, which reports it
-            self.pre = None
+        if not self._dir:
+            return
+        tried = None
+        while True:
+            done = self.compiled.is_set()
+            text = before_optimizations(self._dir) if _before_files(self._dir) else None
+            if text and text != tried:
+                tried = text
+                try:
+                    with gc_paused():
+                        self.pre, self.text = parse_module(text), text
+                    return
+                except Exception:  # noqa: BLE001 - still being written (or bad): parsed by the caller
+                    pass
+            if done:
+                return
+            self.compiled.wait(self.POLL_S)
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:
