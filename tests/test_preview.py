@@ -21,7 +21,7 @@ from analysis.service.job import Job
 from analysis.service.queue import JobQueue, cache_key, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
-from analysis.service.worker import PreviewChecker, Ran
+from analysis.service.worker import EarlyParts, Ran
 
 HLO = """HloModule tiny, is_scheduled=true
 
@@ -106,7 +106,7 @@ def test_when_the_program_was_previewed_is_not_part_of_the_cache_key():
 def test_a_bad_preview_is_dropped_and_a_good_one_is_checked_like_a_bundle():
     job = Job(source="def model(x): return x  # the user's code", name="mine", filename="<pasted code>")
     got = []
-    check = PreviewChecker(job, got.append)
+    check = EarlyParts(job, got.append)
     with pytest.warns(UserWarning, match="preview was dropped"):
         check({"stages": {"hlo_after": "HloModule broken\nENTRY %m {"}})
     with pytest.warns(UserWarning, match="preview was dropped"):
@@ -130,6 +130,30 @@ def test_the_measured_bundle_reuses_the_previews_parses_of_equal_texts_only():
     assert measured.module("hlo_after") is shown.module("hlo_after")
     assert measured.module("hlo_before") is not shown.module("hlo_before")  # another text: its own parse
     assert measured.module("hlo_before").entry.root.opcode == "negate"
+
+
+def test_hlo_sent_early_is_parsed_once_and_only_for_the_same_text():
+    job = Job(name="p")
+    early = EarlyParts(job)
+    early.texts({"hlo_after": HLO, "hlo_before": HLO, "jaxpr": "not parsed", "hlo_x": 5})
+    like = early.like()
+    assert set(like._parsed) == {"hlo_after", "hlo_before"}
+    d = bundle_from_hlo(HLO, "p", before_text=HLO.replace("exponential", "negate")).to_dict()
+    from analysis.service.worker import untrusted_bundle
+
+    b = untrusted_bundle(d, job, like)
+    assert b.module("hlo_after") is like._parsed["hlo_after"][1]  # the early parse
+    assert b.module("hlo_before").entry.root.opcode == "negate"  # its own text, its own parse
+    # early text that does not parse is no error: the bundle's text decides
+    bad = EarlyParts(job)
+    bad.texts({"hlo_after": "HloModule broken\nENTRY %m {"})
+    assert bad.like()._parsed == {}
+    assert [k.name for k in untrusted_bundle(bundle_from_hlo(HLO, "p").to_dict(), job, bad.like()).kernels] == ["e"]
+    # and a bundle whose own text does not parse is still refused, whatever came early
+    broken = bundle_from_hlo(HLO, "p").to_dict()
+    broken["stages"]["hlo_after"] = "HloModule broken\nENTRY %m {"
+    with pytest.raises(ExplorerError, match="does not parse"):
+        untrusted_bundle(broken, job, like)
 
 
 # ----------------------------------------------------------------------------- real workers
@@ -176,6 +200,27 @@ def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
                       session="t", queue=q, early=True)
     assert out.pending is None and out.bundle.timings
     q.shutdown()
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_the_parent_parses_a_workers_hlo_while_the_worker_analyzes(monkeypatch):
+    import analysis.bundle as bundle_module
+    from analysis.service import worker as worker_module
+
+    parsed_in: list[str] = []
+    real = worker_module.parse_module
+
+    def watched(text):
+        parsed_in.append(threading.current_thread().name)
+        return real(text)
+
+    monkeypatch.setattr(worker_module, "parse_module", watched)
+    monkeypatch.setattr(bundle_module, "parse_module", watched)
+    ran = worker_module.run_job(Job(kind="gallery", name="mlp", backend="cpu"), limits=Limits(timeout_s=120))
+    assert ran.bundle.kernels and ran.isolated
+    # each module once, in the thread that started when the worker sent its texts; none after
+    assert parsed_in == ["xla-explorer-early-parse"] * 2
 
 
 @pytest.mark.sandbox

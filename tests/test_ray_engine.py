@@ -89,6 +89,20 @@ def test_a_gallery_job_runs_sandboxed_on_a_node_and_its_phases_reach_the_caller(
         q.shutdown()
 
 
+def test_a_measuring_job_on_a_node_sends_its_compile_before_its_timings(engine, tmp_path):
+    q = _queue(engine, tmp_path)
+    try:
+        job = Job(kind="gallery", name="softmax", backend="cpu", measure=True, preview_kernels=1)
+        out = compile_job(job, session="s1", queue=q, early=True, timeout=300)
+        assert out.pending is not None and out.bundle.timings is None and out.bundle.kernels
+        final = out.pending.result(300)
+        assert final.bundle.timings and final.bundle.environment["engine"]["kind"] == "ray"
+        assert final.bundle.stages["hlo_after"] == out.bundle.stages["hlo_after"]
+        assert final.bundle.module("hlo_after") is out.bundle.module("hlo_after")  # parsed once
+    finally:
+        q.shutdown()
+
+
 def test_measuring_jobs_ask_for_a_gpu_or_a_whole_node_and_land_there(cluster, engine):
     from analysis.service.ray_engine import resources_for
 

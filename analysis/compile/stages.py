@@ -62,8 +62,10 @@ def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[s
 
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
                   progress: Callable[[str], None] | None = None, source_kind: str = "code",
-                  gpu_target: str | None = None, dump_passes: bool = False) -> Compiled:
-    """Trace, lower, compile and analyze; raises ExplorerError.
+                  gpu_target: str | None = None, dump_passes: bool = False,
+                  on_texts: Callable[[dict], None] | None = None) -> Compiled:
+    """Trace, lower, compile and analyze; raises ExplorerError. ``on_texts`` receives the HLO
+    before and after optimization as soon as XLA is done, before the analysis.
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -75,7 +77,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     try:
         with capture_decisions(dump_dir):  # XLA's fusion log, into the dump folder
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
-                         {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})})
+                         {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
+                         on_texts)
         with gc_paused():  # the analysis builds big structures, none of them garbage
             read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
         return c
@@ -84,7 +87,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
 
 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
-             gpu_target: str | None, dump_options: dict) -> Compiled:
+             gpu_target: str | None, dump_options: dict, on_texts=None) -> Compiled:
     say = progress or (lambda phase: None)
     if gpu_target:
         allow_gpu_target()
@@ -151,6 +154,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         jaxpr = beside.jaxpr if beside.jaxpr is not None else str(traced.jaxpr)
     except Exception as e:  # noqa: BLE001 - printing the user's jaxpr failed: a one-line error
         raise error_from_exception("trace", e, fn) from None
+    if on_texts is not None:
+        on_texts({"hlo_before": hlo_before, "hlo_after": hlo_after})
 
     say("analyze")
     t0 = time.perf_counter()

@@ -97,8 +97,9 @@ def resources_for(job: Job, node_cpus: float) -> dict:
 
 def _remote_body(job: dict, limits: dict):
     """The Ray task (a streaming generator): run the sandboxed worker on this node, yield its
-    phases as ``("phase", text)``, a measuring job's preview as ``("preview", bundle)`` (the
-    worker's raw message, checked by the caller) and last ``("done", {...})`` with the worker's
+    phases as ``("phase", text)``, its HLO once compiled as ``("texts", {...})``, a measuring
+    job's preview as ``("preview", bundle)`` (the worker's raw messages, checked by the caller)
+    and last ``("done", {...})`` with the worker's
     raw final message."""
     from analysis.service import sandbox
 
@@ -112,15 +113,19 @@ def _remote_body(job: dict, limits: dict):
             phases.append(("phase", p))
             have.notify_all()
 
-    def preview(d):
-        with have:
-            phases.append(("preview", d))
-            have.notify_all()
+    def early(kind):
+        def put(d):
+            with have:
+                phases.append((kind, d))
+                have.notify_all()
+        return put
 
     def body():
         try:
             lim = Limits(**limits)
-            res = sandbox.run_worker(job, lim, say, cancel, preview if job.get("preview_kernels") is not None else None)
+            res = sandbox.run_worker(job, lim, say, cancel,
+                                     early("preview") if job.get("preview_kernels") is not None else None,
+                                     early("texts"))
             out["message"], out["isolated"] = res.message, res.isolated
             if res.message is None:
                 out["failure"] = sandbox.describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
@@ -184,9 +189,9 @@ class RayRunner:
                  cancel: threading.Event | None = None, preview: Callable | None = None):
         from ray.exceptions import RayError, TaskCancelledError
 
-        from analysis.service.worker import PreviewChecker, Ran, interpret
+        from analysis.service.worker import EarlyParts, Ran, interpret
 
-        previews = PreviewChecker(job, preview)
+        early = EarlyParts(job, preview)
         ray = _ray()
         say = progress or (lambda p: None)
         limits = limits or Limits.from_env()
@@ -218,7 +223,9 @@ class RayRunner:
                 if kind == "phase":
                     say(str(value)[:200])
                 elif kind == "preview":
-                    previews(value)
+                    early(value)
+                elif kind == "texts":
+                    early.texts(value)
                 elif kind == "node" and isinstance(value, dict):
                     self.last_node = {k: str(v)[:100] for k, v in value.items()}
                     say(f"node:{self.last_node.get('hostname', '')}")
@@ -238,7 +245,7 @@ class RayRunner:
                 raise ExplorerError.from_dict(final["failure"])
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
-        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=previews.bundle)
+        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=early.like())
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

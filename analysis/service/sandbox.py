@@ -418,10 +418,12 @@ MAX_PROGRESS = 200
 
 
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
-               cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None) -> WorkerResult:
+               cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None,
+               texts: Callable[[dict], None] | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
-    ``preview`` receives the worker's first ``{"preview": ...}`` message's value, as it sent it
-    (untrusted: the caller checks it), while the worker goes on.
+    ``texts`` and ``preview`` receive the value of the worker's first ``{"texts": ...}`` (its
+    HLO, once compiled) and ``{"preview": ...}`` message, as it sent it (untrusted: the caller
+    checks it), while the worker goes on.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
@@ -486,7 +488,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     job_limits.watch(proc.pid, kill, lambda: processes_with_token(token),
                      disk=(scratch, limits.scratch_mb) if scratch else None)
     try:
-        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, preview)
+        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, {"preview": preview, "texts": texts})
         res.token = token
         return res
     finally:
@@ -540,7 +542,7 @@ class LineReader:
         return lines
 
 
-def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kill, preview=None) -> WorkerResult:
+def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kill, early=None) -> WorkerResult:
     cap = limits.output_mb * 1024 * 1024
     total = [0]
     hit: list[str] = []
@@ -597,7 +599,7 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
         watcher.start()
     final = None
     said = [0, None]  # progress messages passed on, the last one
-    previewed = False
+    early = {k: fn for k, fn in (early or {}).items() if fn is not None}  # each passed on once
     reader = LineReader()
     try:
         while True:
@@ -626,11 +628,11 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                             progress(phase)
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
-                elif "preview" in msg:
-                    if preview is not None and not previewed:
-                        previewed = True  # the first one only
+                elif len(msg) == 1 and next(iter(msg)) in ("preview", "texts"):
+                    fn = early.pop(next(iter(msg)), None)
+                    if fn is not None:
                         try:
-                            preview(msg["preview"])
+                            fn(next(iter(msg.values())))
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
                 elif any(k in msg for k in ("bundle", "error", "probe")):

@@ -69,7 +69,8 @@ class Limits:
     #                        address space (CPU) or data segment (GPU) of each process
     nproc: int = 256  # processes + threads of the job
     file_mb: int = 64  # largest file the worker may write
-    output_mb: int = 160  # bytes read back from stdout + stderr (a bundle is a few MB; a 192-layer stack's, 60)
+    output_mb: int = 160  # bytes read back from stdout + stderr (a bundle is a few MB; a 192-layer stack's
+    #                       40, and twice that when its preview comes before its measured bundle)
     workers: int = 2  # compile-only jobs running at once
     session_jobs: int = 3  # queued or running jobs per session
     sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);

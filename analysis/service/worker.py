@@ -7,6 +7,7 @@ worker process itself is ``analysis.service.worker_main``.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
@@ -14,7 +15,7 @@ from typing import Callable
 from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
-from analysis.hlo import HloParseError
+from analysis.hlo import HloParseError, parse_module
 from analysis.service import sandbox
 from analysis.service.job import Job
 from analysis.service.settings import Limits
@@ -36,27 +37,61 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     limits = limits or Limits.from_env()
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
-    previews = PreviewChecker(job, preview)
-    res = sandbox.run_worker(asdict(job), limits, progress, cancel, previews if preview else None)
+    early = EarlyParts(job, preview)
+    res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts)
     if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
-    return interpret(res.message, res.isolated, job, like=previews.bundle)
+    return interpret(res.message, res.isolated, job, like=early.like())
 
 
-class PreviewChecker:
-    """A worker's preview (its bundle before measuring), checked like any bundle it sends and
-    handed on; a bad one is dropped with a warning (the job goes on, its final answer decides).
-    Kept, so the final bundle reuses its parses (``Bundle.share_parses``)."""
+class EarlyParts:
+    """What a worker sends before its answer. Its HLO texts, once compiled (``texts``): parsed
+    here in a thread while the worker goes on analyzing, so the bundle that follows is not
+    parsed again (``like``). A measuring job's preview (calling this object): checked like any
+    bundle the worker sends and handed to ``deliver``; a bad one is dropped with a warning (the
+    job goes on, its final answer decides). Early texts are only ever a cache: a bundle uses a
+    parse only for a text equal to its own (``Bundle.share_parses``)."""
 
-    def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None):
+    STAGES = ("hlo_before", "hlo_after")
+
+    def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None):
         self.job, self.deliver = job, deliver
         self.bundle: Bundle | None = None
+        self._parses: dict = {}
+        self._thread: threading.Thread | None = None
+
+    def texts(self, d) -> None:
+        if self._thread is not None or not isinstance(d, dict):
+            return
+        texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
+
+        def parse():
+            with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
+                for k, v in texts.items():
+                    try:
+                        self._parses[k] = (v, parse_module(v))
+                    except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
+                        pass
+
+        self._thread = threading.Thread(target=parse, name="xla-explorer-early-parse", daemon=True)
+        self._thread.start()
+
+    def like(self) -> Bundle | None:
+        """The checked preview, else a bundle that holds the early parses (None without any)."""
+        if self.bundle is not None:
+            return self.bundle
+        if self._thread is None:
+            return None
+        self._thread.join()
+        b = Bundle(stages={k: v[0] for k, v in self._parses.items()})
+        b._parsed.update(self._parses)
+        return b
 
     def __call__(self, d) -> None:
         if self.deliver is None or self.bundle is not None:
             return
         try:
-            b = untrusted_bundle(d, self.job)
+            b = untrusted_bundle(d, self.job, self.like())
         except ExplorerError as e:
             warnings.warn(f"a worker's preview was dropped: {e.one_line()}")
             return

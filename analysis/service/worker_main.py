@@ -20,9 +20,12 @@ from analysis.service.job import Job, is_measure
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
-            preview: Callable[[Bundle], None] | None = None) -> Bundle:
-    """Run a job in this process (the worker's body). A measuring job of a program with at least
-    ``job.preview_kernels`` kernels hands its compiled bundle to ``preview`` before measuring."""
+            preview: Callable[[Bundle], None] | None = None,
+            texts: Callable[[dict], None] | None = None) -> Bundle:
+    """Run a job in this process (the worker's body). ``texts`` receives the HLO before and after
+    optimization once compiled (the parent parses them while this process analyzes). A measuring
+    job of a program with at least ``job.preview_kernels`` kernels hands its compiled bundle to
+    ``preview`` before measuring."""
     say = progress or (lambda p: None)
     if job.kind == "probe":
         raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
@@ -39,7 +42,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
         say("load")
         loaded = load.load_source(job.source, job.filename, job.name)
     c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
-                             gpu_target=job.gpu_target, dump_passes=job.dump_passes)
+                             gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts)
     if is_measure(job):
         if preview is not None and job.preview_kernels is not None and len(c.bundle.kernels) >= job.preview_kernels:
             preview(c.bundle)
@@ -125,7 +128,8 @@ def _worker_main() -> int:
         if job.kind == "probe":
             emit({"probe": backend.probe()})
             return 0
-        bundle = execute(job, lambda p: emit({"progress": p}), lambda b: emit({"preview": b.to_dict()}))
+        bundle = execute(job, lambda p: emit({"progress": p}), lambda b: emit({"preview": b.to_dict()}),
+                         lambda t: emit({"texts": t}))
         emit({"bundle": bundle.to_dict()})
     except ExplorerError as e:
         emit({"error": _as_limit(e).to_dict()})
