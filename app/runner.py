@@ -20,11 +20,6 @@ from sample_models import gallery, recorded_bundle_path
 # The GPU target the app offers as a backend: XLA's GPU compiler for this device, without one.
 APP_GPU_TARGET = "h200"
 
-# A measured program of at least this many kernels shows its graphs as soon as it is compiled;
-# the timings follow (``Outcome.pending``). Measuring grows with the kernels (each is traced
-# and attributed): at 300 kernels it takes seconds, at 4,800 longer than the compile.
-PREVIEW_KERNELS = 200
-
 
 def app_job(job: Job) -> Job:
     """The job the app runs for what the page asked (a copy; ``job`` is not changed): the
@@ -39,13 +34,16 @@ def app_job(job: Job) -> Job:
 
 def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None,
                    early: bool = False) -> Outcome:
-    """The bundle for ``job``. With ``early``, a big program's measuring job comes back once it
-    is compiled, its measured bundle in ``Outcome.pending``."""
+    """The bundle for ``job``. With ``early``, a big program's measuring job (``preview_kernels``
+    in the limits: 200 kernels) comes back once it is compiled, its measured bundle in
+    ``Outcome.pending``."""
     job = app_job(job)
     if job.gpu_target and not cuda_plugin_present():
         return recorded_target_bundle(job)
     if early:
-        job = replace(job, preview_kernels=PREVIEW_KERNELS)
+        from analysis.service.settings import Limits
+
+        job = replace(job, preview_kernels=Limits.from_env().preview_kernels)
     return compile_job(job, session=session, progress=progress, early=early)
 
 

@@ -136,3 +136,69 @@ def test_a_node_joined_to_many_layer_boxes_is_drawn_without_those_edges():
     assert ("p:x", "op:bc") in {(e.src, e.dst) for e in spec.edges}  # its own input is still drawn
     # the chain between the layers is still drawn: layer i feeds layer i+1
     assert ("L:layer0", "L:layer1") in {(e.src, e.dst) for e in spec.edges}
+
+
+# enc's tanh is fused with dec's multiply: XLA pulled the producer into its consumer, so the
+# kernel's result (its root, the multiply) is dec's; the bias b feeds a kernel of each layer
+CROSS_PRE = """HloModule cross
+
+ENTRY %main (x: f32[8], b: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0), metadata={op_name="x"}
+  %b = f32[8]{0} parameter(1), metadata={op_name="b"}
+  %a = f32[8]{0} add(%x, %b), metadata={op_name="jit(f)/enc/add"}
+  %t = f32[8]{0} tanh(%a), metadata={op_name="jit(f)/enc/tanh"}
+  %m = f32[8]{0} multiply(%t, %b), metadata={op_name="jit(f)/dec/mul"}
+  ROOT %n = f32[8]{0} negate(%m), metadata={op_name="jit(f)/dec/neg"}
+}
+"""
+
+CROSS_POST = """HloModule cross, is_scheduled=true
+
+%fused_e (p0: f32[8], p1: f32[8]) -> f32[8] {
+  %p0 = f32[8]{0} parameter(0)
+  %p1 = f32[8]{0} parameter(1)
+  ROOT %a = f32[8]{0} add(%p0, %p1), metadata={op_name="jit(f)/enc/add"}
+}
+
+%fused_x (q0: f32[8], q1: f32[8]) -> f32[8] {
+  %q0 = f32[8]{0} parameter(0)
+  %q1 = f32[8]{0} parameter(1)
+  %t = f32[8]{0} tanh(%q0), metadata={op_name="jit(f)/enc/tanh"}
+  ROOT %m = f32[8]{0} multiply(%t, %q1), metadata={op_name="jit(f)/dec/mul"}
+}
+
+ENTRY %main (x: f32[8], b: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %b = f32[8]{0} parameter(1)
+  %fusion.e = f32[8]{0} fusion(%x, %b), kind=kLoop, calls=%fused_e
+  %fusion.x = f32[8]{0} fusion(%fusion.e, %b), kind=kLoop, calls=%fused_x
+  ROOT %n = f32[8]{0} negate(%fusion.x), metadata={op_name="jit(f)/dec/neg"}
+}
+"""
+
+
+def test_a_fusion_across_a_layers_border_is_drawn_in_the_layer_its_result_belongs_to():
+    from analysis.render.layer_graph import border_kernels
+
+    b = bundle_from_hlo(CROSS_POST, name="cross", before_text=CROSS_PRE)
+    root = layers_of_bundle(b)
+    tops = top_layers(root)
+    enc = next(t for t in tops if t.path == ("enc",))
+    assert "fusion.x" in enc.shared and "fusion.x" not in {k for t in tops for k in t.kernels}
+    assert border_kernels(b, root, tops) == {"fusion.x": ("dec",)}
+    maps = layer_maps(b)
+    assert maps["kernel_box"]["fusion.x"] == "L:dec" and maps["kernel_box"]["fusion.e"] == "L:enc"
+    assert any("1 of them drawn in this box" in f for f in maps["boxes"]["L:dec"]["facts"])
+    post = layer_variants(b)["post"]["layers"]
+    # a chain of two boxes: no kernel of its own, no back edge, no parameter ellipse
+    assert set(post.nodes) == {"L:enc", "L:dec"}
+    assert [(e.src, e.dst) for e in post.edges] == [("L:enc", "L:dec")]
+    # b feeds both boxes: drawn in enc, where the chain starts, and named in both tooltips
+    assert "+2 parameters" in post.nodes["L:enc"].label
+    assert "parameter b (also read by dec)" in post.nodes["L:enc"].tooltip
+    assert "parameter b (drawn in enc)" in post.nodes["L:dec"].tooltip
+    # opening enc draws the fusion that crosses into it, beside its own kernel
+    opened = layer_variants(b, names=["layers:enc"])["post"]["layers:enc"]
+    drawn = {n.split(":", 1)[1] for n in opened.nodes if n.startswith("k:")} | \
+        {c.split(":", 1)[1] for c in opened.clusters if c.startswith("f:")}
+    assert {"fusion.e", "fusion.x"} <= drawn

@@ -268,12 +268,10 @@ def _texts(at) -> str:
 def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from app import runner
-
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     assert not at.exception, at.exception
-    monkeypatch.setattr(runner, "PREVIEW_KERNELS", 1)  # this small program counts as big
+    monkeypatch.setenv("XLA_EXPLORER_PREVIEW_KERNELS", "1")  # this small program counts as big
     at.radio(key="source_kind").set_value("Paste code").run()
     at.session_state["code"] = UNIQUE.format(stamp=time.time_ns())  # never in the cache
     at.run()

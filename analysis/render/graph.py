@@ -715,18 +715,33 @@ def _drop_unread_params(g: GraphSpec) -> None:
 def _fold_params(g: GraphSpec) -> None:
     """In a graph of layer boxes, a parameter that feeds only one node (a layer box, or a kernel
     between layers) is drawn inside it (named in its tooltip): a stack of N layers would
-    otherwise be N rows of weight ellipses around the few nodes that matter."""
+    otherwise be N rows of weight ellipses around the few nodes that matter. So is one that
+    feeds a layer box and the box that layer feeds (a bias of one layer's last add, which XLA
+    copied into the next layer's first fusion): inside the first, named in both tooltips."""
     outs: dict[str, set[str]] = {}
+    chain = set()
     for e in g.edges:
         if e.src.startswith("p:"):
             outs.setdefault(e.src, set()).add(e.dst)
-    folded = {}
+        elif e.src.startswith("L:") and e.dst.startswith("L:"):
+            chain.add((e.src, e.dst))
+    folded, also = {}, {}
     for pid, dsts in outs.items():
         if len(dsts) == 1 and next(iter(dsts)).split(":", 1)[0] in ("L", "k") and next(iter(dsts)) in g.nodes:
             folded[pid] = next(iter(dsts))
+        elif len(dsts) == 2:
+            a, b = sorted(dsts)
+            first, then = (a, b) if (a, b) in chain else (b, a) if (b, a) in chain else (None, None)
+            if first is not None and first in g.nodes and then in g.nodes:
+                folded[pid], also[pid] = first, then
     for pid, gid in folded.items():
         node = g.nodes[gid]
-        node.tooltip = (node.tooltip or node.label) + f"\nparameter {g.nodes[pid].label.splitlines()[0]}"
+        pname = g.nodes[pid].label.splitlines()[0]
+        node.tooltip = (node.tooltip or node.label) + f"\nparameter {pname}"
+        if pid in also:
+            node.tooltip += f" (also read by {also[pid][2:]})"
+            other = g.nodes[also[pid]]
+            other.tooltip = (other.tooltip or other.label) + f"\nparameter {pname} (drawn in {gid[2:]})"
         del g.nodes[pid]
     counts: dict[str, int] = {}
     for gid in folded.values():

@@ -78,6 +78,9 @@ class Limits:
     tmp_mb: int = 512  # size of the worker's private /tmp (a tmpfs: host memory)
     scratch_mb: int = 256  # size of the worker's /scratch (its home and working folder, a tmpfs)
     measure_timeout_s: float = 60.0  # wall clock of a measuring job (shorter: it holds a core)
+    # the app shows a measured program of at least this many kernels as soon as it is compiled,
+    # its timings following (measuring grows with the kernels: at 4,800 it outlasts the compile)
+    preview_kernels: int = 200
     measure_mode: str = "beside"  # beside: compile jobs keep running while one job measures;
     #                               alone: a measuring job waits for the machine to itself
     upload_mb: int = 32  # largest upload the app reads (HLO text, bundle or dump zip)
