@@ -232,7 +232,7 @@ class _Beside(threading.Thread):
         tried = None
         while True:
             done = self.compiled.is_set()
-            text = before_optimizations(self._dir) if _before_files(self._dir) else None
+            text = before_optimizations(self._dir)
             if text and text != tried:
                 tried = text
                 try:

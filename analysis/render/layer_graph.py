@@ -26,6 +26,8 @@ Pure: reads a Bundle.
 
 from __future__ import annotations
 
+import collections
+
 from analysis.bundle import Bundle
 from analysis.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
@@ -120,13 +122,6 @@ def border_kernels(bundle: Bundle, root: Layer, tops: list[Layer]) -> dict[str, 
     return out
 
 
-def _placed_counts(border: dict[str, tuple]) -> dict[tuple, int]:
-    n: dict[tuple, int] = {}
-    for p in border.values():
-        n[p] = n.get(p, 0) + 1
-    return n
-
-
 def layer_maps(bundle: Bundle) -> dict | None:
     """What the browser needs of the layers: per layer id (``L:<path>``, every layer under the
     layer level; ``box`` says which are drawn as boxes) its ops, kernels and facts, and which box
@@ -138,7 +133,7 @@ def layer_maps(bundle: Bundle) -> dict | None:
         return None
     boxes, op_box, kernel_box = {}, {}, {}
     border = border_kernels(bundle, root, tops)
-    placed = _placed_counts(border)
+    placed = collections.Counter(border.values())
     for t in tops:
         for sub in t.walk():  # every layer can be searched for and selected; the top ones are boxes
             boxes[layer_id(sub)] = {"path": "/".join(sub.path), "ops": sub.all_ops(), "kernels": kernels_of(sub),
@@ -180,7 +175,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     level = len(tops[0].path)
     by_path = {t.path: t for t in tops}
     border = border_kernels(bundle, root, tops)
-    placed = _placed_counts(border)
+    placed = collections.Counter(border.values())
     labels = {t.path: (layer_id(t), _label(t),
                        "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t, placed.get(t.path, 0))))
               for t in tops}

@@ -2,9 +2,10 @@
 
 A worker (``python -m analysis.service.worker_main``, documented in ``docs/worker.md``) reads one
 ``Job`` as a JSON object on stdin and writes JSON lines to stdout: ``{"progress": PHASE}`` while
-it runs, for a measuring job whose ``preview_kernels`` the program reaches ``{"preview": BUNDLE}``
-(the compile's bundle, before it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an ``ExplorerError``
-as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
+it runs, ``{"texts": {...}}`` (its HLO, once compiled), for a measuring job whose
+``preview_kernels`` the program reaches ``{"preview": BUNDLE}`` (the compile's bundle, before
+it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an
+``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
 """
 
 from __future__ import annotations

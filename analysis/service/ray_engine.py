@@ -99,8 +99,7 @@ def _remote_body(job: dict, limits: dict):
     """The Ray task (a streaming generator): run the sandboxed worker on this node, yield its
     phases as ``("phase", text)``, its HLO once compiled as ``("texts", {...})``, a measuring
     job's preview as ``("preview", bundle)`` (the worker's raw messages, checked by the caller)
-    and last ``("done", {...})`` with the worker's
-    raw final message."""
+    and last ``("done", {...})`` with the worker's raw final message."""
     from analysis.service import sandbox
 
     phases: list = []
