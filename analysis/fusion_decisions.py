@@ -7,7 +7,8 @@ This module is pure: text in, records out.
 
 - ``parse_log(text, module)`` reads the log lines of the passes below into ``Decision`` records,
   keeping only those made while the pipeline ran on ``module`` (XLA runs the fusion pipeline on
-  scratch modules too, e.g. the Triton softmax rewriter's fallback check).
+  scratch modules too, e.g. the Triton softmax rewriter's fallback check). ``LogParser`` is the
+  same, fed one line at a time (the compile's log is read while XLA writes it).
 - ``parse_fusion_dump(text)`` reads a fusion process dump into the same records.
 - ``decisions_for_bundle(records, pre, provenance)`` maps each record's producer and consumer
   to pre-optimization ops (and, through provenance, to kernels), says how each side was matched,
@@ -238,29 +239,37 @@ def _pass(st: _State, default: str) -> str:
     return st.pass_name or default
 
 
-def parse_log(text: str, module: str | None = None) -> tuple[list[Decision], dict]:
-    """Decisions in a captured XLA log; and facts about the log (lines, modules seen, which
-    module was kept). Only decisions made while the pipeline ran on ``module`` are kept (when
-    ``None``: the module the most fusion lines were logged for)."""
-    per_module: dict[str, list[Decision]] = {}
-    st = _State()
-    lines = 0
-    for ln, raw in enumerate(text.splitlines(), 1):
+class LogParser:
+    """The log read line by line, as XLA writes it: ``feed`` each line with its number (the
+    app feeds the lines while the compile runs, beside it), ``result`` once the log is closed.
+    ``parse_log`` is the same over a whole text."""
+
+    def __init__(self) -> None:
+        self._per_module: dict[str, list[Decision]] = {}
+        self._st = _State()
+        self.lines = 0  # log lines (XLA's prefix)
+        self.fed = 0  # any lines
+
+    def feed(self, raw: str, ln: int) -> None:
+        self.fed += 1
         m = _PREFIX.match(raw)
         if not m:
-            continue
-        lines += 1
+            return
+        self.lines += 1
+        st = self._st
         f, msg = m.group("file"), m.group("msg")
-        out = per_module.setdefault(st.module, [])
+        out = self._per_module.get(st.module)
+        if out is None:
+            out = self._per_module[st.module] = []
         if f == "hlo_pass_pipeline.cc":
             mm = re.match(r"Running HLO pass pipeline on module (\S+): (.*)$", msg)
             if mm:
                 st.module, st.pipeline, st.pass_name = mm.group(1), mm.group(2), ""
-                continue
+                return
             mm = re.match(r"\s*HLO pass (\S+)$", msg)
             if mm:
                 st.pass_name = mm.group(1)
-            continue
+            return
         if f in ("instruction_fusion.cc", "cpu_instruction_fusion.cc"):
             _cpu_fusion_line(msg, st, out, ln)
         elif f == "library_rewriter.cc":
@@ -269,10 +278,22 @@ def parse_log(text: str, module: str | None = None) -> tuple[list[Decision], dic
             _priority_line(msg, st, out, ln)
         elif f == "gemm_fusion.cc":
             _gemm_line(msg, st, out, ln)
-    counts = {k: len(v) for k, v in per_module.items() if v}
-    if module is None or module not in counts:
-        module = max(counts, key=counts.get) if counts else (module or "")
-    return per_module.get(module, []), {"log_lines": lines, "modules": counts, "module": module}
+
+    def result(self, module: str | None = None) -> tuple[list[Decision], dict]:
+        counts = {k: len(v) for k, v in self._per_module.items() if v}
+        if module is None or module not in counts:
+            module = max(counts, key=counts.get) if counts else (module or "")
+        return self._per_module.get(module, []), {"log_lines": self.lines, "modules": counts, "module": module}
+
+
+def parse_log(text: str, module: str | None = None) -> tuple[list[Decision], dict]:
+    """Decisions in a captured XLA log; and facts about the log (lines, modules seen, which
+    module was kept). Only decisions made while the pipeline ran on ``module`` are kept (when
+    ``None``: the module the most fusion lines were logged for)."""
+    parser = LogParser()
+    for ln, raw in enumerate(text.splitlines(), 1):
+        parser.feed(raw, ln)
+    return parser.result(module)
 
 
 def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
@@ -419,6 +440,9 @@ class _Index:
     by_opname_frame: dict
     fusions: dict  # fusion name at decision time -> pre-op names it holds
     library: dict = field(default_factory=dict)  # (op_name, frame) of a library fusion's start -> its ops
+    # a fusion's members sorted, with how many there were (a fusion only grows): a fusion is
+    # named by every record of its growth, and sorting it again each time was quadratic in it
+    sorted_fusions: dict = field(default_factory=dict)
 
 
 def _index(pre: Module) -> _Index:
@@ -453,8 +477,12 @@ def _match(idx: _Index, name: str, opcode: str, op_name: str, frame: int | None)
     fusion, by the metadata of the op it started from), ``op_name+frame`` / ``op_name`` (the
     ops of the JAX operation whose metadata it carries: one op, or the few one JAX op lowered
     to). Nothing else is tried: the rest is counted as unmatched."""
-    if name in idx.fusions and idx.fusions[name]:
-        return sorted(idx.fusions[name]), "fusion"
+    members = idx.fusions.get(name)
+    if members:
+        got = idx.sorted_fusions.get(name)
+        if got is None or got[0] != len(members):
+            got = idx.sorted_fusions[name] = (len(members), sorted(members))
+        return got[1], "fusion"
     inst = idx.by_name.get(name)
     if inst is not None and (not opcode or inst.opcode == opcode):
         return [name], "name"
@@ -681,16 +709,17 @@ def op_lines(fd: dict | None, op: str, kernel_of: dict | None = None) -> list[st
 
 
 def from_texts(pre: Module | None, post: Module | None, provenance, platform: str, log: str | None,
-               dumps: list[str], extra: dict | None = None) -> dict | None:
+               dumps: list[str], extra: dict | None = None, parsed: LogParser | None = None) -> dict | None:
     """A captured log and/or fusion process dumps -> a bundle's ``fusion_decisions`` (``None``
     when there is neither). With both, the log's records are kept (they carry metadata, which
-    matches better) and the dump adds the producers priority fusion found ineligible."""
-    if log is None and not dumps:
+    matches better) and the dump adds the producers priority fusion found ineligible. ``parsed``:
+    the whole log already read by a ``LogParser`` (then ``log`` is only whether there was one)."""
+    if log is None and parsed is None and not dumps:
         return None
     from analysis.hlo import parse_module
 
     module = post.name if post is not None else None
-    records, facts = parse_log(log or "", module)
+    records, facts = parsed.result(module) if parsed is not None else parse_log(log or "", module)
     source = "log"
     dump_module = None
     if dumps:
@@ -700,7 +729,7 @@ def from_texts(pre: Module | None, post: Module | None, provenance, platform: st
                 dump_module = parse_module(text)
             except Exception:  # noqa: BLE001 - the dump's module only names users; not required
                 dump_module = None
-        if log:
+        if (parsed.fed if parsed is not None else log):
             records = records + [r for r in recs if r.decision == NOT_FUSED]
             source = "log+dump"
         else:

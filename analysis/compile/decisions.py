@@ -9,7 +9,9 @@ fd 2, from XLA's compile threads), and puts everything back. The same code serve
 worker and in-process compiles (the CLI's gallery path, tests); no environment variable is needed.
 
 ``read_decisions(bundle, dump_dir)`` parses that log (and XLA:GPU's fusion process dump, when
-the dump folder has one) into ``bundle.fusion_decisions``.
+the dump folder has one) into ``bundle.fusion_decisions``. A compile in ``analysis.compile.stages``
+reads the log while XLA writes it (``LogFollower``, polled from the thread beside the compile),
+so the parse is done by the time XLA is.
 
 Set ``XLA_EXPLORER_FUSION_DECISIONS=0`` to compile without capturing.
 """
@@ -25,7 +27,7 @@ import sys
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
 from analysis.bundle import Bundle
-from analysis.fusion_decisions import VMODULES, from_texts
+from analysis.fusion_decisions import VMODULES, LogParser, from_texts
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -63,10 +65,68 @@ def _utils():
     return utils
 
 
+class LogFollower:
+    """The capture's log read while XLA writes it. A 48-layer stack logs 12 MB; parsed after
+    the compile that was a second of pure Python, and XLA's fusion passes are done long before
+    its code generation is: ``poll`` (called beside the compile) reads the complete lines that
+    are new and feeds the fusion passes' lines to a ``LogParser``, numbered as in the log
+    ``_filter`` would leave; any other line is kept, to be echoed. ``close`` (as the capture
+    ends) reads the rest. Once closed, ``parser`` holds the whole log, unless reading failed."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.parser = LogParser()
+        self.show: list[str] = []
+        self.closed = self.failed = False
+        self._offset = 0
+        self._partial = b""
+        self._kept = 0
+        # decisions made from this log beside the compile: (lines fed then, provenance used,
+        # the result); ``read_decisions`` takes them if no line came after
+        self.decided: tuple | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.closed and not self.failed
+
+    def poll(self, final: bool = False) -> bool:
+        """Read and parse what is new; True if there was something."""
+        if self.closed or self.failed:
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except OSError:
+            self.failed = final  # not there yet, while the compile runs
+            return False
+        self._offset += len(data)
+        data = self._partial + data
+        cut = len(data) if final else data.rfind(b"\n") + 1  # lines end at a newline byte: UTF-8 is whole there
+        self._partial = data[cut:]
+        # decoded and split as _filter reads the file (text mode: str.splitlines of the whole)
+        for line in data[:cut].decode("utf-8", errors="replace").splitlines():
+            if _KEEP.match(line):
+                self._kept += 1
+                self.parser.feed(line, self._kept)
+            elif _SHOW.match(line) or not _GLOG.match(line):
+                self.show.append(line)
+        return cut > 0
+
+    def close(self) -> None:
+        try:
+            self.poll(final=True)
+        except Exception:  # noqa: BLE001 - the log is then read from its file, as before
+            self.failed = True
+        self.closed = True
+
+
 @contextlib.contextmanager
-def capture(dump_dir: str):
+def capture(dump_dir: str, follower: LogFollower | None = None):
     """Around one compile: XLA's fusion log goes to ``dump_dir/LOG_FILE`` (filtered to the
-    fusion passes' lines when it is closed); warnings and errors are echoed to stderr."""
+    fusion passes' lines when it is closed); warnings and errors are echoed to stderr. With a
+    ``follower`` (made for this path, polled during the compile), the log is parsed as it is
+    written and closed here; the file is then left as XLA wrote it."""
     utils = _utils() if enabled() else None
     if utils is None:
         yield None
@@ -94,7 +154,13 @@ def capture(dump_dir: str):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(fd)
-        _filter(path)
+        if follower is not None and follower.path == path:
+            follower.close()
+        if follower is not None and follower.complete:
+            if follower.show:
+                sys.stderr.write("\n".join(follower.show) + "\n")
+        else:
+            _filter(path)
 
 
 def _default_min_level() -> int:
@@ -127,26 +193,50 @@ def _filter(path: str) -> None:
 _prepare_plugin_logging()
 
 
-def read_decisions(bundle: Bundle, dump_dir: str) -> None:
-    """The captured log (and a fusion process dump, if XLA wrote one) -> ``bundle.fusion_decisions``."""
-    bundle.fusion_decisions = decisions_from_files(bundle, os.path.join(dump_dir, LOG_FILE),
-                                                   sorted(glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt"))))
+def read_decisions(bundle: Bundle, dump_dir: str, follower: LogFollower | None = None) -> None:
+    """The captured log (and a fusion process dump, if XLA wrote one) -> ``bundle.fusion_decisions``.
+    A complete ``follower`` has read the log already, and may have made the decisions from it
+    (``decide``): taken if the log ended there and the bundle has the provenance they used."""
+    dumps = sorted(glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt")))
+    complete = follower is not None and follower.complete
+    if complete and not dumps and follower.decided is not None:
+        fed, provenance, result = follower.decided
+        if fed == follower.parser.fed and provenance is bundle.provenance:
+            bundle.fusion_decisions = result
+            return
+    bundle.fusion_decisions = decisions_from_files(bundle, os.path.join(dump_dir, LOG_FILE), dumps,
+                                                   follower.parser if complete else None)
 
 
-def decisions_from_files(bundle: Bundle, log_path: str | None, dump_paths: list[str]) -> dict | None:
+def decide(follower: LogFollower, pre, post, provenance, platform: str, dump_dir: str) -> None:
+    """The decisions from the log read so far (beside the compile, once the optimized module
+    is analyzed: XLA's fusion passes are done by then), kept on ``follower`` for
+    ``read_decisions``. Not with a fusion process dump (XLA:GPU): that is read after."""
+    import jax
+
+    if glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt")):
+        return
+    fed = follower.parser.fed
+    result = from_texts(pre, post, provenance, platform, None, [], {"jax": jax.__version__}, follower.parser)
+    follower.decided = (fed, provenance, result)
+
+
+def decisions_from_files(bundle: Bundle, log_path: str | None, dump_paths: list[str],
+                         parsed: LogParser | None = None) -> dict | None:
     log = None
-    if log_path and os.path.exists(log_path):
+    if parsed is None and log_path and os.path.exists(log_path):
         with open(log_path, encoding="utf-8", errors="replace") as f:
             log = f.read()
     dumps = []
     for p in dump_paths:
         with open(p, encoding="utf-8", errors="replace") as f:
             dumps.append(f.read())
-    return decisions_from_texts(bundle, log, dumps)
+    return decisions_from_texts(bundle, log, dumps, parsed)
 
 
-def decisions_from_texts(bundle: Bundle, log: str | None, dumps: list[str]) -> dict | None:
+def decisions_from_texts(bundle: Bundle, log: str | None, dumps: list[str],
+                         parsed: LogParser | None = None) -> dict | None:
     import jax
 
     return from_texts(bundle.module("hlo_before"), bundle.module("hlo_after"), bundle.provenance,
-                      bundle.environment.get("platform", ""), log, dumps, {"jax": jax.__version__})
+                      bundle.environment.get("platform", ""), log, dumps, {"jax": jax.__version__}, parsed)

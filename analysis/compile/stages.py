@@ -5,6 +5,12 @@ optimized HLO, times each, hands the texts to the pure analysis, and returns a `
 the Bundle plus what only this process has (the executable and its device arguments), so a
 measurement can run it. Errors the user's code causes come back as ``ExplorerError`` with the
 phase and the user's line.
+
+While XLA compiles (C++, without the GIL) a thread beside it (``_Beside``) does the Python work
+that does not need the executable: the jaxpr's text, the module XLA starts from (its dump),
+the fusion log as it is written, and, once XLA:CPU has dumped the optimized module (before its
+code generation, the last third of the compile), that module's parse and analysis. Each is used
+only if its text is the compiled one (``same_module_text``); otherwise it is made after.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from analysis.gc_pause import gc_paused
 from analysis.hlo import parse_module
 from analysis.memory import memory_from_dir
 from analysis.passes import pass_log_from_dir
-from analysis.compile.decisions import capture as capture_decisions, read_decisions
+from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 
 PHASES = ("trace", "lower", "compile", "analyze")
 
@@ -49,15 +55,17 @@ class Compiled:
         return self.executable is not None and self.args is not None
 
 
-def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[str], None]) -> None:
+def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[str], None],
+              follower: LogFollower | None = None) -> None:
     """What XLA wrote into the compile's dump folder, into the bundle: the pass-by-pass log when
-    it was asked for. (Each reader of a dump file is one call here.)"""
+    it was asked for. (Each reader of a dump file is one call here.) ``follower``: the fusion
+    log, read during the compile."""
     if dump_passes:
         say("passes")
         bundle.options["dump_passes"] = True
         bundle.pass_log = pass_log_from_dir(dump_dir)
     bundle.memory = memory_from_dir(dump_dir, bundle)  # buffer assignment, live ranges, peak
-    read_decisions(bundle, dump_dir)  # the fusion passes' log (and XLA:GPU's fusion process dump)
+    read_decisions(bundle, dump_dir, follower)  # the fusion passes' log (and XLA:GPU's fusion process dump)
 
 
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
@@ -74,20 +82,21 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     present: the inputs are only shapes, and nothing can be run."""
     compiler_options = dict(compiler_options or {})
     dump_dir = tempfile.mkdtemp(prefix="xla-dump-")  # the worker's private /tmp in the sandbox
+    follower = LogFollower(os.path.join(dump_dir, LOG_FILE))  # the log parsed beside the compile
     try:
-        with capture_decisions(dump_dir):  # XLA's fusion log, into the dump folder
+        with capture_decisions(dump_dir, follower):  # XLA's fusion log, into the dump folder
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
-                         on_texts)
+                         on_texts, follower)
         with gc_paused():  # the analysis builds big structures, none of them garbage
-            read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None))
+            read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None), follower)
         return c
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
-             gpu_target: str | None, dump_options: dict, on_texts=None) -> Compiled:
+             gpu_target: str | None, dump_options: dict, on_texts=None, follower=None) -> Compiled:
     say = progress or (lambda phase: None)
     if gpu_target:
         allow_gpu_target()
@@ -131,7 +140,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # instructions, metadata and stack frames as ``lowered.as_text(dialect="hlo",
     # debug_info=True)``, which would hold the GIL for 0.4 s at 48 layers to convert it again.
     dump_dir = dump_options.get("xla_dump_to")
-    beside = _Beside(traced, dump_dir)
+    env = environment(device, gpu_target)
+    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""))
     say("compile")
     t0 = time.perf_counter()
     try:
@@ -164,14 +174,21 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
                 "description": loaded.description, "inputs": describe_inputs(loaded.inputs),
                 **({"library": loaded.library, "parameters": loaded.parameters} if loaded.library else {})},
         options={"backend": backend, "compiler_options": compiler_options},
-        environment=environment(device, gpu_target),
+        environment=env,
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         cost_analysis=_cost_analysis(compiled), memory_analysis=_memory_analysis(compiled), created=now(),
     )
     if beside.pre is not None and beside.text == hlo_before:  # the file as it was when it was parsed
         bundle._parsed["hlo_before"] = (hlo_before, beside.pre)  # as Bundle.module would have it
-    with gc_paused():
-        analyze(bundle)
+    pre_ok = beside.pre is not None and beside.text == hlo_before
+    post_ok = beside.post is not None and same_module_text(beside.post, beside.post_text, hlo_after)
+    if post_ok:
+        bundle._parsed["hlo_after"] = (hlo_after, beside.post)
+    if pre_ok and post_ok and beside.analysis is not None:  # analyzed beside XLA's code generation
+        bundle.kernels, bundle.provenance, bundle.metrics = beside.analysis
+    else:
+        with gc_paused():
+            analyze(bundle)
     times["analyze"] = time.perf_counter() - t0
     bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
     if gpu_target:  # a deviceless compile has nothing to run on
@@ -204,22 +221,88 @@ def before_optimizations(dump_dir: str, hlo_after: str | None = None) -> str | N
         return None
 
 
+def after_optimizations(dump_dir: str) -> str | None:
+    """The optimized module XLA dumped (``*<platform>_after_optimizations.txt``), or None. XLA:CPU
+    writes it before its code generation, a third of the compile before the end at 48 layers."""
+    from analysis.dump import AFTER_FILE
+
+    try:
+        names = sorted(n for n in os.listdir(dump_dir) if AFTER_FILE.match(n))
+    except OSError:
+        return None
+    if len(names) != 1:  # none yet, or several modules: the compiled one is not known here
+        return None
+    try:
+        with open(os.path.join(dump_dir, names[0]), encoding="utf-8", errors="replace") as f:
+            return f.read() or None
+    except OSError:
+        return None
+
+
+def same_module_text(module, parsed_text: str | None, text: str) -> bool:
+    """Whether ``module`` (parsed from ``parsed_text``, XLA's dump of the optimized module) is
+    the parse of ``text`` (``compiled.as_text()``); if so it is made exactly that. The two print
+    the same module, except that the executable's copy serializes a ``backend_config`` with its
+    fields in another order (seen on XLA:CPU's YNNPACK fusions): a line that differs only there,
+    with the same JSON, takes the compiled text's ``backend_config``. Anything else: False."""
+    if parsed_text is None:
+        return False
+    if parsed_text == text:
+        return True
+    import json
+
+    a, b = parsed_text.splitlines(), text.splitlines()
+    if len(a) != len(b):
+        return False
+    differ = {i + 1 for i, (x, y) in enumerate(zip(a, b)) if x != y}
+    at = {inst.line: inst for inst in module.instructions() if inst.line in differ}
+    patches = []
+    for ln in differ:
+        inst, x, y = at.get(ln), a[ln - 1], b[ln - 1]
+        raw = inst.attributes.get("backend_config") if inst is not None else None
+        i = x.find("backend_config=" + raw) if raw else -1
+        if i < 0 or len(x) != len(y):
+            return False
+        i += len("backend_config=")
+        j = i + len(raw)
+        if x[:i] != y[:i] or x[j:] != y[j:]:
+            return False
+        try:
+            if json.loads(x[i:j]) != json.loads(y[i:j]):
+                return False
+        except ValueError:
+            return False
+        patches.append((inst, y[i:j]))
+    for inst, cfg in patches:
+        inst.attributes["backend_config"] = cfg
+        try:
+            del inst.backend_config  # decoded again, from this text, when next read
+        except AttributeError:
+            pass
+    module.text = text
+    return True
+
+
 class _Beside(threading.Thread):
-    """The jaxpr's text and the pre-optimization module, made in a thread while XLA compiles.
-    The module is parsed from the dump XLA writes as it starts (polled until it parses; the
-    caller uses the parse only if the file's final text is the one parsed). Either stays None
+    """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
+    fusion log parsed as XLA writes it (``LogFollower``), and both modules parsed from the
+    dumps XLA writes as it starts and as it begins code generation (polled until they parse;
+    the caller uses a parse only if the file's text is the compiled one). Each part stays None
     when it failed here; the caller then makes it again itself, so an error is raised (and
     reported) where it always was."""
 
     POLL_S = 0.01
 
-    def __init__(self, traced, dump_dir: str | None):
+    def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = ""):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
-        self._traced, self._dir = traced, dump_dir
+        self._traced, self._dir, self._follower, self._platform = traced, dump_dir, follower, platform
+        self.analysis: tuple | None = None  # (kernels, provenance, metrics) of the two parses
         self.compiled = threading.Event()  # set by the caller once XLA is done
         self.jaxpr: str | None = None
         self.text: str | None = None
         self.pre = None
+        self.post_text: str | None = None
+        self.post = None
         self.start()
 
     def run(self) -> None:
@@ -229,21 +312,55 @@ class _Beside(threading.Thread):
             self.jaxpr = None
         if not self._dir:
             return
-        tried = None
+        tried: dict[str, str] = {}
         while True:
             done = self.compiled.is_set()
-            text = before_optimizations(self._dir)
-            if text and text != tried:
-                tried = text
+            if self._follower is not None:
                 try:
-                    with gc_paused():
-                        self.pre, self.text = parse_module(text), text
-                    return
-                except Exception:  # noqa: BLE001 - still being written (or bad): parsed by the caller
-                    pass
-            if done:
+                    self._follower.poll()
+                except Exception:  # noqa: BLE001 - the log is then read from its file, after the compile
+                    self._follower.failed = True
+            if self.pre is None:
+                self.pre, self.text = self._parse(before_optimizations(self._dir), tried, "pre")
+            if self.pre is not None and self.post is None:  # (after the compile too: the caller would)
+                self.post, self.post_text = self._parse(after_optimizations(self._dir), tried, "post")
+                if self.post is not None:
+                    self.analysis = self._analyze()
+            if done or (self.pre is not None and self.post is not None and self._follower is None):
                 return
             self.compiled.wait(self.POLL_S)
+
+    def _analyze(self) -> tuple | None:
+        """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would
+        run it on the compiled texts; used only if they are those)."""
+        try:
+            b = Bundle(environment={"platform": self._platform} if self._platform else {},
+                       stages={"hlo_before": self.text, "hlo_after": self.post_text})
+            b._parsed["hlo_before"], b._parsed["hlo_after"] = (self.text, self.pre), (self.post_text, self.post)
+            with gc_paused():
+                analyze(b)
+        except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
+            return None
+        if self._follower is not None and not self._follower.failed:
+            try:
+                self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
+                with gc_paused():
+                    decide(self._follower, self.pre, self.post, b.provenance,
+                           b.environment.get("platform") or "", self._dir)
+            except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
+                self._follower.decided = None
+        return b.kernels, b.provenance, b.metrics
+
+    @staticmethod
+    def _parse(text: str | None, tried: dict, key: str):
+        if not text or text == tried.get(key):
+            return None, None
+        tried[key] = text
+        try:
+            with gc_paused():
+                return parse_module(text), text
+        except Exception:  # noqa: BLE001 - still being written (or bad): parsed by the caller
+            return None, None
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:
