@@ -132,6 +132,41 @@ def test_the_measured_bundle_reuses_the_previews_parses_of_equal_texts_only():
     assert measured.module("hlo_before").entry.root.opcode == "negate"
 
 
+def test_after_its_preview_a_worker_sends_only_what_measuring_added():
+    """``{"measured"}`` completes the preview this side checked: the kernels and everything else
+    are the preview's (derived here), the timings the worker's, checked against the schema."""
+    from analysis.service.worker import interpret
+
+    job = Job(source="def model(x): return x", name="mine", filename="<pasted code>", measure=True)
+    got = []
+    early = EarlyParts(job, got.append)
+    early(bundle_from_hlo(HLO, "p").to_dict())
+    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6}}, "step_median_s": 3e-6}
+    ran = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
+                    like=early.like(), preview=early.bundle)
+    b = ran.bundle
+    assert ran.isolated and b is not got[0] and b.timings["kernels"]["e"]["median_s"] == 2e-6
+    assert got[0].timings is None  # the preview on show is not changed under the page
+    assert [k.name for k in b.kernels] == ["e"] and b.source["code"] == job.source
+    assert b.module("hlo_after") is got[0].module("hlo_after")  # parsed once, for both
+
+    def refused(msg, preview=early.bundle):
+        with pytest.raises(ExplorerError) as e:
+            interpret(msg, True, job, like=early.like(), preview=preview)
+        return e.value.phase, e.value.message
+
+    # no preview kept here (a bad one was dropped): nothing to complete
+    assert refused({"measured": {"timings": timings}}, preview=None)[1] == \
+        "the worker sent a measurement of a preview this side does not have"
+    # a field measuring does not add (the kernels, the code): refused, not merged
+    assert refused({"measured": {"timings": timings, "kernels": []}}) == \
+        ("protocol", "the worker sent a malformed measurement")
+    assert refused({"measured": ["timings"]})[1] == "the worker sent a malformed measurement"
+    phase, msg = refused({"measured": {"timings": {"kernels": {"e": {"route": "xla"}}}}})
+    assert phase == "protocol" and msg.startswith("the worker sent a bad measurement:") and "median_s" in msg
+    assert refused({"measured": {"timings": "fast"}})[1].startswith("the worker sent a bad measurement:")
+
+
 def test_hlo_sent_early_is_parsed_once_and_only_for_the_same_text():
     job = Job(name="p")
     early = EarlyParts(job)

@@ -178,9 +178,9 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         cost_analysis=_cost_analysis(compiled), memory_analysis=_memory_analysis(compiled), created=now(),
     )
-    if beside.pre is not None and beside.text == hlo_before:  # the file as it was when it was parsed
+    pre_ok = beside.pre is not None and beside.text == hlo_before  # the file as it was when it was parsed
+    if pre_ok:
         bundle._parsed["hlo_before"] = (hlo_before, beside.pre)  # as Bundle.module would have it
-    pre_ok = beside.pre is not None and beside.text == hlo_before
     post_ok = beside.post is not None and same_module_text(beside.post, beside.post_text, hlo_after)
     if post_ok:
         bundle._parsed["hlo_after"] = (hlo_after, beside.post)

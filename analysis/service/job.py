@@ -16,6 +16,11 @@ from dataclasses import asdict, dataclass, field
 KINDS = ("gallery", "code", "file", "probe", "sweep")
 
 
+# What measuring adds to a compiled bundle: all that a worker which sent its preview sends
+# after it (``{"measured": {...}}``, completed by the parent's copy of the preview).
+MEASURED_FIELDS = ("timings", "fusion_comparison")
+
+
 @dataclass
 class Job:
     source: str = ""

@@ -244,7 +244,8 @@ class RayRunner:
                 raise ExplorerError.from_dict(final["failure"])
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
-        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=early.like())
+        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=early.like(),
+                        preview=early.bundle)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

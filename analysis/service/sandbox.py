@@ -635,7 +635,7 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                             fn(next(iter(msg.values())))
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
-                elif any(k in msg for k in ("bundle", "error", "probe")):
+                elif any(k in msg for k in ("bundle", "measured", "error", "probe")):
                     final = msg
         try:
             proc.wait(timeout=max(1.0, limits.timeout_s))

@@ -12,12 +12,12 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import Bundle, reanalyze
+from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import HloParseError, parse_module
 from analysis.service import sandbox
-from analysis.service.job import Job
+from analysis.service.job import MEASURED_FIELDS, Job
 from analysis.service.settings import Limits
 
 
@@ -41,7 +41,7 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts)
     if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
-    return interpret(res.message, res.isolated, job, like=early.like())
+    return interpret(res.message, res.isolated, job, like=early.like(), preview=early.bundle)
 
 
 class EarlyParts:
@@ -99,10 +99,12 @@ class EarlyParts:
         self.deliver(b)
 
 
-def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None) -> Ran:
-    """A worker's message (``{"bundle"}`` or ``{"error"}``) as a Ran or an ExplorerError; the
-    same for a worker here and one on a Ray node (``analysis.service.ray_engine``). ``like``: the
-    job's checked preview, whose parses the bundle reuses where its texts are the same."""
+def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview: Bundle | None = None) -> Ran:
+    """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
+    ExplorerError; the same for a worker here and one on a Ray node
+    (``analysis.service.ray_engine``). ``like``: a bundle whose parses the bundle reuses where its
+    texts are the same; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
+    completes."""
     if not isinstance(msg, dict):
         raise ExplorerError("protocol", "the worker sent no message", job.filename)
     if "error" in msg:
@@ -112,7 +114,31 @@ def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None) -> Ran:
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
         return Ran(untrusted_bundle(msg["bundle"], job, like), isolated)
+    if "measured" in msg:
+        return Ran(measured_bundle(msg["measured"], job, preview), isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
+
+
+def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
+    """A measuring job's answer after its preview: the fields measuring adds
+    (``MEASURED_FIELDS``, checked against the schema) on a copy of the preview this side checked.
+    The worker said everything else in the preview, where this side derived it again; sending the
+    whole bundle a second time was the biggest message of the job (at 192 layers the decoded
+    copy of a bundle already shown, the peak of the server's memory)."""
+    if preview is None:
+        raise ExplorerError("protocol", "the worker sent a measurement of a preview this side does not have",
+                            job.filename)
+    if not isinstance(d, dict) or not set(d) <= set(MEASURED_FIELDS):
+        raise ExplorerError("protocol", "the worker sent a malformed measurement", job.filename)
+    try:
+        part = Bundle.from_dict({**d, "schema_version": SCHEMA_VERSION})
+    except ExplorerError as e:
+        raise ExplorerError("protocol", f"the worker sent a bad measurement: {e.message}", job.filename) from None
+    b = replace(preview, source=dict(preview.source), options=dict(preview.options),
+                environment=dict(preview.environment), metrics=dict(preview.metrics),
+                timings=part.timings, fusion_comparison=part.fusion_comparison)
+    b.share_parses(preview)
+    return b
 
 
 def untrusted_bundle(d, job: Job, like: Bundle | None = None) -> Bundle:

@@ -16,7 +16,7 @@ from typing import Callable
 from analysis.bundle import Bundle
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.errors import ExplorerError
-from analysis.service.job import Job, is_measure
+from analysis.service.job import MEASURED_FIELDS, Job, is_measure
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
@@ -128,9 +128,17 @@ def _worker_main() -> int:
         if job.kind == "probe":
             emit({"probe": backend.probe()})
             return 0
-        bundle = execute(job, lambda p: emit({"progress": p}), lambda b: emit({"preview": b.to_dict()}),
-                         lambda t: emit({"texts": t}))
-        emit({"bundle": bundle.to_dict()})
+        previewed = []
+
+        def preview(b):
+            emit({"preview": b.to_dict()})
+            previewed.append(True)
+
+        bundle = execute(job, lambda p: emit({"progress": p}), preview, lambda t: emit({"texts": t}))
+        if previewed:  # the parent has the rest: only what measuring added
+            emit({"measured": {k: getattr(bundle, k) for k in MEASURED_FIELDS}})
+        else:
+            emit({"bundle": bundle.to_dict()})
     except ExplorerError as e:
         emit({"error": _as_limit(e).to_dict()})
     except MemoryError:
