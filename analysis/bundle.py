@@ -299,15 +299,51 @@ def analyze(bundle: Bundle) -> Bundle:
     return bundle
 
 
-def reanalyze(bundle: Bundle) -> Bundle:
+def reanalyze(bundle: Bundle, like: Bundle | None = None) -> Bundle:
     """Recompute kernels, provenance and metrics with this version's analysis (pure Python,
-    milliseconds) — for bundles that come back from the cache. Metrics the analysis does not
-    produce (e.g. a shape sweep's results) are kept."""
+    milliseconds) — for bundles that come back from the cache or a worker. Metrics the analysis
+    does not produce (e.g. a shape sweep's results) are kept. ``like``: a bundle whose analysis
+    of the same two parses was made ahead (``remember_analysis``), taken instead when this
+    bundle's platform is the one it was made for."""
     extra = {k: v for k, v in (bundle.metrics or {}).items()}
-    analyze(bundle)
+    if not _take_analysis(bundle, like):
+        analyze(bundle)
     for k, v in extra.items():
         bundle.metrics.setdefault(k, v)
     return bundle
+
+
+def remember_analysis(bundle: Bundle, platform: str) -> None:
+    """``analyze``'s kernels, provenance and metrics of this bundle's two parses, made now and
+    remembered on it (``Bundle.derived``) for a bundle that shares those parses to take
+    (``reanalyze(..., like=bundle)``): the parent analyzes a worker's HLO while the worker is
+    still busy with its own analysis and its answer."""
+    pre, post = bundle.module("hlo_before"), bundle.module("hlo_after")
+    if pre is None or post is None:
+        return
+
+    def make():
+        a = Bundle(environment={"platform": platform}, stages=dict(bundle.stages))
+        a._parsed.update({k: bundle._parsed[k] for k in ("hlo_before", "hlo_after")})
+        analyze(a)
+        return platform, a.kernels, a.provenance, a.metrics
+
+    bundle.derived("analysis", (pre, post), make)
+
+
+def _take_analysis(bundle: Bundle, like: Bundle | None) -> bool:
+    hit = like._parsed.get("_d:analysis") if like is not None else None
+    if hit is None:
+        return False
+    (pre, post), (platform, kernels, provenance, metrics) = hit
+    mine = bundle._parsed
+    if (mine.get("hlo_before") or (None, None))[1] is not pre or (mine.get("hlo_after") or (None, None))[1] is not post:
+        return False  # other texts: not this analysis
+    if (bundle.environment.get("platform") or detect_platform(post)) != platform:
+        return False
+    bundle.kernels, bundle.provenance, bundle.metrics = list(kernels), provenance, dict(metrics)
+    derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
+    return True
 
 
 def _pre_only_metrics(pre: Module) -> dict:

@@ -225,6 +225,30 @@ def test_result_timeout():
     q.shutdown()
 
 
+def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_it(tmp_path, monkeypatch):
+    """The probe (what devices JAX sees: a sandboxed Python of its own) no longer delays the
+    first job: the job runs while the probe does (here the probe waits for the job to start),
+    and its bundle is stored under the key the probe gives once both are done."""
+    monkeypatch.setattr(jobs, "_probe_memo", {})
+    store = Store(str(tmp_path / "store.sqlite"))
+    r = Recorder(delay=0.05)
+    probed = []
+
+    def probe(limits=None):
+        r.wait_started("first")  # blocks until the job runs: it could not, were the probe first
+        probed.append(True)
+        return {"backends": {"cpu": {"device_kind": "cpu", "count": 1}}, "default": "cpu"}
+
+    monkeypatch.setattr(jobs, "run_probe", probe)
+    q = JobQueue(Limits(workers=1), store=store, runner=r)
+    out = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
+    assert not out.cached and probed == [True]
+    assert store.get_meta(jobs.probe_meta_key())["default"] == "cpu"
+    again = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
+    assert again.cached and [n for n, _ in r.log] == ["first"]  # stored under the probed key
+    q.shutdown()
+
+
 def test_cache_key_depends_on_what_matters():
     kind = "cpu:cpux1"
     base = Job(source="def model(x): return x", name="p")

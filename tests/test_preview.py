@@ -172,7 +172,7 @@ def test_hlo_sent_early_is_parsed_once_and_only_for_the_same_text():
     early = EarlyParts(job)
     early.texts({"hlo_after": HLO, "hlo_before": HLO, "jaxpr": "not parsed", "hlo_x": 5})
     like = early.like()
-    assert set(like._parsed) == {"hlo_after", "hlo_before"}
+    assert {k for k in like._parsed if not k.startswith("_d:")} == {"hlo_after", "hlo_before"}
     d = bundle_from_hlo(HLO, "p", before_text=HLO.replace("exponential", "negate")).to_dict()
     from analysis.service.worker import untrusted_bundle
 
@@ -189,6 +189,31 @@ def test_hlo_sent_early_is_parsed_once_and_only_for_the_same_text():
     broken["stages"]["hlo_after"] = "HloModule broken\nENTRY %m {"
     with pytest.raises(ExplorerError, match="does not parse"):
         untrusted_bundle(broken, job, like)
+
+
+def test_hlo_sent_early_is_analyzed_here_for_a_bundle_of_the_same_texts():
+    """The kernels of a worker's bundle are derived here, from its HLO: from the texts it sent
+    early, while it was still busy, if they are the bundle's and the platform is the one the
+    analysis assumed; otherwise again from the bundle's own."""
+    from analysis.service.worker import untrusted_bundle
+
+    job = Job(name="p")
+    early = EarlyParts(job)
+    early.texts({"hlo_after": HLO, "hlo_before": HLO})
+    like = early.like()
+    ahead = like._parsed["_d:analysis"][1]
+    assert ahead[0] == "cpu" and [k.name for k in ahead[1]] == ["e"]  # an exponential: one kernel, named e
+    d = bundle_from_hlo(HLO, "p", before_text=HLO).to_dict()
+    d["kernels"] = []  # what the worker says is never what is shown
+    b = untrusted_bundle(d, job, like)
+    assert [k.name for k in b.kernels] == ["e"] and b.kernels[0] is ahead[1][0]  # the analysis made ahead
+    assert b.provenance is ahead[2] and b.metrics == ahead[3] and b.metrics is not ahead[3]
+    gpu = dict(d, environment={"platform": "gpu"})  # not the platform it was made for: made again
+    g = untrusted_bundle(gpu, job, like)
+    assert [k.name for k in g.kernels] == ["e"] and g.kernels[0] is not ahead[1][0]
+    other = bundle_from_hlo(HLO.replace("exponential", "negate"), "p", before_text=HLO).to_dict()
+    o = untrusted_bundle(other, job, like)  # another optimized text: its own parse and analysis
+    assert o.kernels[0] is not ahead[1][0] and o.module("hlo_after").entry.root.opcode == "negate"
 
 
 # ----------------------------------------------------------------------------- real workers

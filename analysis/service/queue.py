@@ -138,6 +138,47 @@ def device_probe(store=None, limits: Limits | None = None) -> dict:
         return found
 
 
+def known_probe(store) -> dict | None:
+    """This machine's device probe if it was made before (here or in the store), else None;
+    never runs one."""
+    fp = probe_meta_key()
+    if fp in _probe_memo:
+        return _probe_memo[fp]
+    try:
+        stored = store.get_meta(fp) if store is not None else None
+    except ExplorerError:
+        return None
+    return stored if isinstance(stored, dict) and "backends" in stored else None
+
+
+class _LateKey(threading.Thread):
+    """A machine's first job: its device probe (a sandboxed Python with JAX, 2.7 s here) runs
+    beside the job instead of before it, and the bundle is stored under its key once both are
+    done. Nothing can be cached for this machine's kind before its probe anyway, unless the
+    store was filled on another machine of the same kind: that one cache hit is given up."""
+
+    def __init__(self, job: Job, store, limits: Limits):
+        super().__init__(name="xla-explorer-device-probe", daemon=True)
+        self.job, self.store, self.limits = job, store, limits
+        self.start()
+
+    def run(self) -> None:
+        try:
+            device_probe(self.store, self.limits)
+        except ExplorerError as e:
+            warnings.warn(f"device probe failed: {e.one_line()}")
+
+    def store_bundle(self, bundle) -> None:
+        self.join(self.limits.timeout_s + 10)
+        probe = known_probe(self.store)
+        if probe is None:
+            return
+        try:
+            self.store.put_bundle(cache_key(self.job, device_kind_for(self.job.backend, probe)), bundle)
+        except ExplorerError as e:
+            warnings.warn(f"bundle not cached: {e.one_line()}")
+
+
 def device_kind_for(backend: str, probe: dict) -> str:
     b = probe.get("default", "cpu") if backend == "auto" else backend
     info = probe.get("backends", {}).get(b)
@@ -486,7 +527,10 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     key = None
     store = (queue.store if queue is not None else default_store()) if use_cache else None
     limits = queue.limits if queue is not None else Limits.from_env()
-    if store is not None:
+    late = None
+    if store is not None and known_probe(store) is None:
+        late = _LateKey(job, store, limits)  # the first job here: the probe runs beside it
+    elif store is not None:
         try:
             with store_waiting(store, say):
                 kind = device_kind_for(job.backend, device_probe(store, limits))
@@ -532,20 +576,23 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         if done:
             break
         if early and h.preview is not None:
-            return Outcome(h.preview, cached=False, pending=Pending(h, lambda: _settle(h, store, peaks_key)))
+            return Outcome(h.preview, cached=False, pending=Pending(h, lambda: _settle(h, store, peaks_key, late)))
         pos = h.position()
         if pos and pos != shown_pos and h.phase is None:
             say(f"queued:{pos}")
         shown_pos = pos
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
-    return _settle(h, store, peaks_key)
+    return _settle(h, store, peaks_key, late)
 
 
-def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:
-    """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs."""
+def _settle(h: JobHandle, store, peaks_key: str | None, late: _LateKey | None = None) -> Outcome:
+    """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs, and
+    a machine's first bundle is stored once its probe is done."""
     ran = h.result(0)
     bundle = ran.bundle
+    if late is not None:
+        late.store_bundle(bundle)
     measured_peaks = (bundle.timings or {}).get("peaks")
     if peaks_key and isinstance(measured_peaks, dict) \
             and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):

@@ -12,10 +12,11 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze
+from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze, remember_analysis
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import HloParseError, parse_module
+from analysis.kernels import detect_platform
 from analysis.service import sandbox
 from analysis.service.job import MEASURED_FIELDS, Job
 from analysis.service.settings import Limits
@@ -46,8 +47,8 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
 
 class EarlyParts:
     """What a worker sends before its answer. Its HLO texts, once compiled (``texts``): parsed
-    here in a thread while the worker goes on analyzing, so the bundle that follows is not
-    parsed again (``like``). A measuring job's preview (calling this object): checked like any
+    and analyzed here in a thread while the worker goes on analyzing, so the bundle that follows
+    is not parsed or analyzed again (``like``). A measuring job's preview (calling this object): checked like any
     bundle the worker sends and handed to ``deliver``; a bad one is dropped with a warning (the
     job goes on, its final answer decides). Early texts are only ever a cache: a bundle uses a
     parse only for a text equal to its own (``Bundle.share_parses``)."""
@@ -58,6 +59,7 @@ class EarlyParts:
         self.job, self.deliver = job, deliver
         self.bundle: Bundle | None = None
         self._parses: dict = {}
+        self._like: Bundle | None = None
         self._thread: threading.Thread | None = None
 
     def texts(self, d) -> None:
@@ -72,6 +74,14 @@ class EarlyParts:
                         self._parses[k] = (v, parse_module(v))
                     except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
                         pass
+                like = Bundle(stages={k: v[0] for k, v in self._parses.items()})
+                like._parsed.update(self._parses)
+                if len(self._parses) == 2:  # and analyzed, as the bundle that follows will be
+                    try:
+                        remember_analysis(like, detect_platform(like.module("hlo_after")))
+                    except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
+                        pass
+                self._like = like
 
         self._thread = threading.Thread(target=parse, name="xla-explorer-early-parse", daemon=True)
         self._thread.start()
@@ -83,9 +93,7 @@ class EarlyParts:
         if self._thread is None:
             return None
         self._thread.join()
-        b = Bundle(stages={k: v[0] for k, v in self._parses.items()})
-        b._parsed.update(self._parses)
-        return b
+        return self._like
 
     def __call__(self, d) -> None:
         if self.deliver is None or self.bundle is not None:
@@ -164,7 +172,7 @@ def _untrusted_bundle(d, job: Job, like: Bundle | None = None) -> Bundle:
     if like is not None:
         b.share_parses(like)  # equal texts only: what is derived from them is derived again below
     try:
-        reanalyze(b)
+        reanalyze(b, like)  # (or taken from like's analysis of the same parses, made here)
     except HloParseError as e:
         raise ExplorerError("protocol", f"the worker sent HLO that does not parse: {e.message}", job.filename) from None
     return b
