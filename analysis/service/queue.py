@@ -138,16 +138,16 @@ def device_probe(store=None, limits: Limits | None = None) -> dict:
         return found
 
 
-def known_probe(store) -> dict | None:
+def known_probe(store, unreadable=None) -> dict | None:
     """This machine's device probe if it was made before (here or in the store), else None;
-    never runs one."""
+    never runs one. A store that cannot be read now (busy, damaged) gives ``unreadable``."""
     fp = probe_meta_key()
     if fp in _probe_memo:
         return _probe_memo[fp]
     try:
         stored = store.get_meta(fp) if store is not None else None
     except ExplorerError:
-        return None
+        return unreadable
     return stored if isinstance(stored, dict) and "backends" in stored else None
 
 
@@ -528,8 +528,9 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     store = (queue.store if queue is not None else default_store()) if use_cache else None
     limits = queue.limits if queue is not None else Limits.from_env()
     late = None
-    if store is not None and known_probe(store) is None:
+    if store is not None and known_probe(store, unreadable={}) is None:
         late = _LateKey(job, store, limits)  # the first job here: the probe runs beside it
+        # (a store that cannot be read goes the usual way, which waits for it and says so)
     elif store is not None:
         try:
             with store_waiting(store, say):
