@@ -216,6 +216,31 @@ def test_hlo_sent_early_is_analyzed_here_for_a_bundle_of_the_same_texts():
     assert o.kernels[0] is not ahead[1][0] and o.module("hlo_after").entry.root.opcode == "negate"
 
 
+def test_a_workers_bundle_leaves_out_what_the_parent_has_or_derives():
+    """The worker sends no kernels or provenance (derived here anyway) and not the HLO texts it
+    sent early; the parent puts those texts back, in the usual order of the stages."""
+    from analysis.service.worker import untrusted_bundle
+    from analysis.service.worker_main import for_parent
+
+    b = bundle_from_hlo(HLO, "p", before_text=HLO)
+    b.stages = {"jaxpr": "{ lambda ; a. let  in (a,) }", "hlo_before": b.stages["hlo_before"],
+                "hlo_after": b.stages["hlo_after"]}
+    sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
+    d = for_parent(b, sent)
+    assert "kernels" not in d and "provenance" not in d and list(d["stages"]) == ["jaxpr"]
+    assert list(for_parent(b, {})["stages"]) == ["jaxpr", "hlo_before", "hlo_after"]  # nothing sent: all of it
+    job = Job(name="p")
+    early = EarlyParts(job)
+    early.texts(sent)
+    got = untrusted_bundle(d, job, early.like(), early.sent)
+    assert list(got.stages) == ["jaxpr", "hlo_before", "hlo_after"] and got.stages["hlo_after"] == HLO
+    assert [k.name for k in got.kernels] == ["e"] and got.provenance is not None
+    # a text the bundle does carry is the bundle's, whatever came early
+    d2 = for_parent(b, {})
+    d2["stages"]["hlo_after"] = HLO.replace("exponential", "negate")
+    assert untrusted_bundle(d2, job, early.like(), early.sent).module("hlo_after").entry.root.opcode == "negate"
+
+
 # ----------------------------------------------------------------------------- real workers
 
 ISOLATED, WHY = sandbox.sandbox_status()

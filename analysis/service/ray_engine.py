@@ -245,7 +245,7 @@ class RayRunner:
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
         ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=early.like(),
-                        preview=early.bundle)
+                        preview=early.bundle, sent=early.sent)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

@@ -12,7 +12,7 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze, remember_analysis
+from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, reanalyze, remember_analysis
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import HloParseError, parse_module
@@ -42,7 +42,7 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts)
     if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
-    return interpret(res.message, res.isolated, job, like=early.like(), preview=early.bundle)
+    return interpret(res.message, res.isolated, job, like=early.like(), preview=early.bundle, sent=early.sent)
 
 
 class EarlyParts:
@@ -59,6 +59,7 @@ class EarlyParts:
         self.job, self.deliver = job, deliver
         self.bundle: Bundle | None = None
         self._parses: dict = {}
+        self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
         self._like: Bundle | None = None
         self._thread: threading.Thread | None = None
 
@@ -66,6 +67,7 @@ class EarlyParts:
         if self._thread is not None or not isinstance(d, dict):
             return
         texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
+        self.sent = texts
 
         def parse():
             with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
@@ -99,7 +101,7 @@ class EarlyParts:
         if self.deliver is None or self.bundle is not None:
             return
         try:
-            b = untrusted_bundle(d, self.job, self.like())
+            b = untrusted_bundle(d, self.job, self.like(), self.sent)
         except ExplorerError as e:
             warnings.warn(f"a worker's preview was dropped: {e.one_line()}")
             return
@@ -107,12 +109,13 @@ class EarlyParts:
         self.deliver(b)
 
 
-def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview: Bundle | None = None) -> Ran:
+def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview: Bundle | None = None,
+              sent: dict | None = None) -> Ran:
     """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
     ExplorerError; the same for a worker here and one on a Ray node
     (``analysis.service.ray_engine``). ``like``: a bundle whose parses the bundle reuses where its
     texts are the same; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
-    completes."""
+    completes; ``sent``: the HLO texts the worker sent early, which its bundle leaves out."""
     if not isinstance(msg, dict):
         raise ExplorerError("protocol", "the worker sent no message", job.filename)
     if "error" in msg:
@@ -121,7 +124,7 @@ def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
-        return Ran(untrusted_bundle(msg["bundle"], job, like), isolated)
+        return Ran(untrusted_bundle(msg["bundle"], job, like, sent), isolated)
     if "measured" in msg:
         return Ran(measured_bundle(msg["measured"], job, preview), isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
@@ -149,16 +152,22 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
     return b
 
 
-def untrusted_bundle(d, job: Job, like: Bundle | None = None) -> Bundle:
+def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None) -> Bundle:
     """A worker's bundle, as untrusted as an upload: the user's code ran in that process and
     could have rewritten it. Checked against the schema (``Bundle.from_dict``), what the parent
     knows from the job put back (the code, the name and file), and everything derived from the
-    HLO texts derived again here (kernels, provenance, metrics)."""
+    HLO texts derived again here (kernels, provenance, metrics: a worker does not send them).
+    An HLO text the bundle leaves out is the one the worker sent early (``sent``)."""
     with gc_paused():  # a big program's bundle is hundreds of thousands of objects, none garbage
-        return _untrusted_bundle(d, job, like)
+        return _untrusted_bundle(d, job, like, sent)
 
 
-def _untrusted_bundle(d, job: Job, like: Bundle | None = None) -> Bundle:
+def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None) -> Bundle:
+    if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
+        own = d["stages"]
+        back = {k: v for k, v in sent.items() if k in EarlyParts.STAGES and k not in own}
+        if back:  # in the usual order of the stages
+            d["stages"] = {k: own[k] if k in own else back[k] for k in (*STAGES, *own) if k in own or k in back}
     try:
         b = Bundle.from_dict(d)
     except ExplorerError as e:
