@@ -243,9 +243,14 @@ def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_i
     q = JobQueue(Limits(workers=1), store=store, runner=r)
     out = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
     assert not out.cached and probed == [True]
+    # stored by the queue as the job ended, not by this caller: a closed tab's job is cached too
+    h = q.submit(Job(source="y", name="left", backend="cpu"), session="t",
+                 late_key=lambda: jobs.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1"))
+    h.result(10)
+    assert store.get_bundle(jobs.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1")) is not None
     assert store.get_meta(jobs.probe_meta_key())["default"] == "cpu"
     again = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
-    assert again.cached and [n for n, _ in r.log] == ["first"]  # stored under the probed key
+    assert again.cached and [n for n, _ in r.log] == ["first", "left"]  # stored under the probed key
     q.shutdown()
 
 

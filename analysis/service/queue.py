@@ -153,8 +153,8 @@ def known_probe(store, unreadable=None) -> dict | None:
 
 class _LateKey(threading.Thread):
     """A machine's first job: its device probe (a sandboxed Python with JAX, 2.7 s here) runs
-    beside the job instead of before it, and the bundle is stored under its key once both are
-    done. Nothing can be cached for this machine's kind before its probe anyway, unless the
+    beside the job instead of before it, and the queue stores the bundle under the key it gives
+    (``key``) once both are done. Nothing can be cached for this machine's kind before its probe anyway, unless the
     store was filled on another machine of the same kind: that one cache hit is given up."""
 
     def __init__(self, job: Job, store, limits: Limits):
@@ -168,15 +168,16 @@ class _LateKey(threading.Thread):
         except ExplorerError as e:
             warnings.warn(f"device probe failed: {e.one_line()}")
 
-    def store_bundle(self, bundle) -> None:
+    def key(self) -> str | None:
+        """The job's cache key, once the probe is done (None if it failed). Called by the queue
+        as the job ends, so the bundle is stored even when no one waits for it any more."""
         self.join(self.limits.timeout_s + 10)
-        probe = known_probe(self.store)
-        if probe is None:
-            return
         try:
-            self.store.put_bundle(cache_key(self.job, device_kind_for(self.job.backend, probe)), bundle)
-        except ExplorerError as e:
-            warnings.warn(f"bundle not cached: {e.one_line()}")
+            probe = known_probe(self.store)
+            return cache_key(self.job, device_kind_for(self.job.backend, probe)) if probe is not None else None
+        except Exception as e:  # noqa: BLE001 - the bundle is then not cached; the job is not failed
+            warnings.warn(f"bundle not cached: {type(e).__name__}: {e}")
+            return None
 
 
 def device_kind_for(backend: str, probe: dict) -> str:
@@ -222,6 +223,7 @@ class JobHandle:
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
         self.preview = None  # the compiled bundle a measuring job sent before measuring
+        self.late_key: Callable[[], str | None] | None = None  # the cache key, known after the run
 
     def _preview(self, bundle) -> None:
         if not self._done.is_set():
@@ -308,9 +310,11 @@ class JobQueue:
     # -- submitting -------------------------------------------------------------------------
 
     def submit(self, job: Job, session: str = "default", key: str | None = None,
-               progress: Callable[[str], None] | None = None) -> JobHandle:
+               progress: Callable[[str], None] | None = None,
+               late_key: Callable[[], str | None] | None = None) -> JobHandle:
         """Queue ``job``; with ``key`` (its cache key) a finished bundle is stored under it and an
-        identical job already in flight is shared instead of run twice."""
+        identical job already in flight is shared instead of run twice. ``late_key``: the key,
+        known only once the job has run (a machine's first job, beside its probe)."""
         with self._cv:
             if self._closed:
                 raise ExplorerError("run", "the job queue is shut down")
@@ -324,6 +328,7 @@ class JobQueue:
                 raise ExplorerError("limit", f"this session already has {mine} jobs queued or running "
                                              f"(limit {self.limits.session_jobs}); wait for one to finish")
             h = JobHandle(self, job, session, key)
+            h.late_key = late_key
             if progress:
                 h._listeners.append(progress)
             self._lanes[h.measure].append(h)
@@ -425,9 +430,10 @@ class JobQueue:
                 if h.measure and isinstance(ran.bundle.timings, dict):
                     # Said beside the timings: other jobs ran on this machine while these were measured.
                     ran.bundle.timings["jobs_beside"] = h.beside
-                if self.store is not None and h.key is not None:
+                key = h.key if h.key is not None or h.late_key is None else h.late_key()
+                if self.store is not None and key is not None:
                     try:
-                        self.store.put_bundle(h.key, ran.bundle)
+                        self.store.put_bundle(key, ran.bundle)
                     except ExplorerError as e:
                         warnings.warn(f"bundle not cached: {e.one_line()}")
             except ExplorerError as e:
@@ -565,7 +571,7 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
     # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
     phases: _queue.SimpleQueue = _queue.SimpleQueue()
-    h = queue.submit(job, session=session, key=key, progress=phases.put)
+    h = queue.submit(job, session=session, key=key, progress=phases.put, late_key=late.key if late else None)
     if on_submit:
         on_submit(h)
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -577,23 +583,20 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         if done:
             break
         if early and h.preview is not None:
-            return Outcome(h.preview, cached=False, pending=Pending(h, lambda: _settle(h, store, peaks_key, late)))
+            return Outcome(h.preview, cached=False, pending=Pending(h, lambda: _settle(h, store, peaks_key)))
         pos = h.position()
         if pos and pos != shown_pos and h.phase is None:
             say(f"queued:{pos}")
         shown_pos = pos
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
-    return _settle(h, store, peaks_key, late)
+    return _settle(h, store, peaks_key)
 
 
-def _settle(h: JobHandle, store, peaks_key: str | None, late: _LateKey | None = None) -> Outcome:
-    """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs, and
-    a machine's first bundle is stored once its probe is done."""
+def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:
+    """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs."""
     ran = h.result(0)
     bundle = ran.bundle
-    if late is not None:
-        late.store_bundle(bundle)
     measured_peaks = (bundle.timings or {}).get("peaks")
     if peaks_key and isinstance(measured_peaks, dict) \
             and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):
