@@ -322,13 +322,18 @@ def remember_analysis(bundle: Bundle, platform: str) -> None:
     if pre is None or post is None:
         return
 
-    def make():
-        a = Bundle(environment={"platform": platform}, stages=dict(bundle.stages))
-        a._parsed.update({k: bundle._parsed[k] for k in ("hlo_before", "hlo_after")})
-        analyze(a)
-        return platform, a.kernels, a.provenance, a.metrics
+    bundle.derived("analysis", (pre, post), lambda: (platform, *analysis_of(
+        bundle._parsed["hlo_before"], bundle._parsed["hlo_after"], platform)))
 
-    bundle.derived("analysis", (pre, post), make)
+
+def analysis_of(pre: tuple, post: tuple, platform: str) -> tuple:
+    """``analyze``'s kernels, provenance and metrics of two parsed modules (each ``(text,
+    module)``), made on a bundle of their own."""
+    a = Bundle(environment={"platform": platform} if platform else {},
+               stages={"hlo_before": pre[0], "hlo_after": post[0]})
+    a._parsed["hlo_before"], a._parsed["hlo_after"] = pre, post
+    analyze(a)
+    return a.kernels, a.provenance, a.metrics
 
 
 def _take_analysis(bundle: Bundle, like: Bundle | None) -> bool:

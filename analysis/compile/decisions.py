@@ -106,10 +106,11 @@ class LogFollower:
         self._partial = data[cut:]
         # decoded and split as _filter reads the file (text mode: str.splitlines of the whole)
         for line in data[:cut].decode("utf-8", errors="replace").splitlines():
-            if _KEEP.match(line):
+            kind = _kind(line)
+            if kind == "keep":
                 self._kept += 1
                 self.parser.feed(line, self._kept)
-            elif _SHOW.match(line) or not _GLOG.match(line):
+            elif kind == "show":
                 self.show.append(line)
         return cut > 0
 
@@ -170,6 +171,16 @@ def _default_min_level() -> int:
         return 1
 
 
+def _kind(line: str) -> str | None:
+    """``keep``: a fusion pass's line; ``show``: XLA's warnings and errors, and whatever else
+    was printed (the user's own prints while tracing), for the real stderr; None: the rest."""
+    if _KEEP.match(line):
+        return "keep"
+    if _SHOW.match(line) or not _GLOG.match(line):
+        return "show"
+    return None
+
+
 def _filter(path: str) -> None:
     """Keep the fusion passes' lines; echo XLA's warnings and errors, and anything that is not
     a log line (the user's own prints while tracing), to the real stderr."""
@@ -180,9 +191,10 @@ def _filter(path: str) -> None:
         return
     keep, show = [], []
     for ln in lines:
-        if _KEEP.match(ln):
+        kind = _kind(ln)
+        if kind == "keep":
             keep.append(ln)
-        elif _SHOW.match(ln) or not _GLOG.match(ln):  # XLA's warnings, and whatever else was printed
+        elif kind == "show":
             show.append(ln)
     if show:
         sys.stderr.write("\n".join(show) + "\n")

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import jax
 from jax.sharding import SingleDeviceSharding
 
-from analysis.bundle import Bundle, analyze, now
+from analysis.bundle import Bundle, analysis_of, analyze, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
@@ -334,22 +334,18 @@ class _Beside(threading.Thread):
         """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would
         run it on the compiled texts; used only if they are those)."""
         try:
-            b = Bundle(environment={"platform": self._platform} if self._platform else {},
-                       stages={"hlo_before": self.text, "hlo_after": self.post_text})
-            b._parsed["hlo_before"], b._parsed["hlo_after"] = (self.text, self.pre), (self.post_text, self.post)
             with gc_paused():
-                analyze(b)
+                made = analysis_of((self.text, self.pre), (self.post_text, self.post), self._platform)
         except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
             return None
         if self._follower is not None and not self._follower.failed:
             try:
                 self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
                 with gc_paused():
-                    decide(self._follower, self.pre, self.post, b.provenance,
-                           b.environment.get("platform") or "", self._dir)
+                    decide(self._follower, self.pre, self.post, made[1], self._platform, self._dir)
             except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
                 self._follower.decided = None
-        return b.kernels, b.provenance, b.metrics
+        return made
 
     @staticmethod
     def _parse(text: str | None, tried: dict, key: str):

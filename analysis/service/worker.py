@@ -47,11 +47,12 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
 
 class EarlyParts:
     """What a worker sends before its answer. Its HLO texts, once compiled (``texts``): parsed
-    and analyzed here in a thread while the worker goes on analyzing, so the bundle that follows
-    is not parsed or analyzed again (``like``). A measuring job's preview (calling this object): checked like any
-    bundle the worker sends and handed to ``deliver``; a bad one is dropped with a warning (the
-    job goes on, its final answer decides). Early texts are only ever a cache: a bundle uses a
-    parse only for a text equal to its own (``Bundle.share_parses``)."""
+    and analyzed here in a thread while the worker goes on, so the bundle that follows is not
+    parsed or analyzed again (``like``); that bundle leaves these texts out (``sent`` puts them
+    back), and one it does carry uses an early parse only if equal (``Bundle.share_parses``). A
+    measuring job's preview (calling this object): checked like any bundle the worker sends and
+    handed to ``deliver``; a bad one is dropped with a warning (the job goes on, its final
+    answer decides)."""
 
     STAGES = ("hlo_before", "hlo_after")
 
