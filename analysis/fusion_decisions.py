@@ -180,7 +180,10 @@ class Decision:
 
 # --- the log --------------------------------------------------------------------------------
 
-_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):(?P<ln>\d+)\] (?P<msg>.*)$")
+# XLA's log prefix (severity, date, time, thread, file:line); the message is the rest of the line.
+# Not matched by the regex (``(?P<msg>.*)$``): scanning a 300-character line to its end was
+# half the log's parse at 48 layers (40,000 lines).
+_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
 _INSTR = re.compile(r"^\s*%?(?P<name>[\w.\-]+) = (?P<rest>.*)$")
 _OPCODE = re.compile(r"(?:^|[\s)}\]])(?P<op>[a-z][a-z0-9\-]*)\(")
 _OPNAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
@@ -196,8 +199,11 @@ def parse_instr(text: str) -> LogInstr:
         return LogInstr(text.lstrip("%").strip("'"))
     rest = m.group("rest")
     op = _OPCODE.search(rest)
-    on = _OPNAME.search(rest)
-    fr = _FRAME.search(rest)
+    # searched from where ``find`` sees them first: the metadata is at the end of a long line
+    i = rest.find('op_name="')
+    on = _OPNAME.search(rest, i) if i >= 0 else None
+    i = rest.find("stack_frame_id=")
+    fr = _FRAME.search(rest, i) if i >= 0 else None
     return LogInstr(m.group("name"), op.group("op") if op else "",
                     on.group(1).replace("\\'", "'") if on else "", int(fr.group(1)) if fr else None)
 
@@ -219,7 +225,9 @@ class _State:
     module: str = ""
     pipeline: str = ""
     pass_name: str = ""
-    consumer: LogInstr | None = None  # "Considering fusion of: C with operand P"
+    # "Considering fusion of: C with operand P": C's text, parsed when a decision names it (half
+    # of the consumers considered never are)
+    consumer: str | None = None
     allow: str = ""  # the reason ShouldFuse gave for the next "Fusing P into C"
     library: LogInstr | None = None  # the centroid of the YNNPACK fusion being grown
     dot: LogInstr | None = None  # the dot the Triton GEMM rewriter is looking at
@@ -253,11 +261,18 @@ class LogParser:
     def feed(self, raw: str, ln: int) -> None:
         self.fed += 1
         m = _PREFIX.match(raw)
-        if not m:
-            return
+        if m:
+            self._message(m.group("file"), raw[m.end():], ln)
+
+    def feed_message(self, f: str, msg: str, ln: int) -> None:
+        """A log line already split at its prefix (``_PREFIX``): the file that logged it and the
+        message (the follower splits each line once, to sort it and to parse it)."""
+        self.fed += 1
+        self._message(f, msg, ln)
+
+    def _message(self, f: str, msg: str, ln: int) -> None:
         self.lines += 1
         st = self._st
-        f, msg = m.group("file"), m.group("msg")
         out = self._per_module.get(st.module)
         if out is None:
             out = self._per_module[st.module] = []
@@ -296,11 +311,16 @@ def parse_log(text: str, module: str | None = None) -> tuple[list[Decision], dic
     return parser.result(module)
 
 
+_CPU_UNUSED = ("Considering for fusion: ", "Evaluating fusion: ")  # a third of the lines; no decision in them
+
+
 def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
+    if msg.startswith(_CPU_UNUSED):
+        return
     if msg.startswith("Considering fusion of: "):
         body = msg[len("Considering fusion of: "):]
         i = body.rfind(" with operand ")
-        st.consumer = st.instr(body[:i] if i >= 0 else body)
+        st.consumer = body[:i] if i >= 0 else body
         st.allow = ""
         return
     if msg.startswith(("Fusing: ", "Fusion OK: ", "Fusing small matrix-vector")):
@@ -309,7 +329,8 @@ def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
     if msg.startswith("Operand (") and msg.endswith(") is not fusible"):
         p = st.instr(msg[len("Operand ("):-len(") is not fusible")])
         if st.consumer is not None and p.opcode not in ("parameter", "constant", ""):
-            out.append(_rec(_pass(st, "fusion"), NOT_FUSED, p, st.consumer, "Operand is not fusible", line=ln))
+            out.append(_rec(_pass(st, "fusion"), NOT_FUSED, p, st.instr(st.consumer), "Operand is not fusible",
+                            line=ln))
         return
     if msg.startswith("not fusing operand "):
         body = msg[len("not fusing operand "):]
@@ -317,7 +338,7 @@ def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
         p = st.instr(body[:i] if i >= 0 else body)
         reason = body[i + len(" because "):].strip() if i >= 0 else ""
         if st.consumer is not None:
-            out.append(_rec(_pass(st, "fusion"), NOT_FUSED, p, st.consumer, reason, line=ln))
+            out.append(_rec(_pass(st, "fusion"), NOT_FUSED, p, st.instr(st.consumer), reason, line=ln))
         return
     for prefix, kind in (("Fusing ", FUSED), ("Multi-output fusing ", FUSED)):
         if msg.startswith(prefix) and not msg.startswith("Fusing: "):
@@ -328,7 +349,7 @@ def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
                 out.append(_rec(_pass(st, "fusion"), kind, p, c, st.allow, fusion, ln))
                 st.allow = ""
             return
-    if msg.strip().startswith("created new fusion: "):
+    if msg.lstrip().startswith("created new fusion: "):  # lstrip copies only an indented line
         f = st.instr(msg.strip()[len("created new fusion: "):])
         if out and out[-1].decision == FUSED and out[-1].fusion is None:
             out[-1].fusion = f.name

@@ -27,7 +27,7 @@ import sys
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
 from analysis.bundle import Bundle
-from analysis.fusion_decisions import VMODULES, LogParser, from_texts
+from analysis.fusion_decisions import _PREFIX, VMODULES, LogParser, from_texts
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -47,6 +47,7 @@ def _prepare_plugin_logging() -> None:
 LOG_FILE = "xla-explorer.fusion-decisions.log"
 _KEEP = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?:%s)\.(?:cc|h):\d+\] " %
                    "|".join(sorted({m for v in VMODULES.values() for m in v})))
+_KEEP_FILES = frozenset(f"{m}.{ext}" for v in VMODULES.values() for m in v for ext in ("cc", "h"))
 _GLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
 _SHOW = re.compile(r"^[WEF]\d{4} ")  # warnings and errors still reach the real stderr
 
@@ -106,11 +107,11 @@ class LogFollower:
         self._partial = data[cut:]
         # decoded and split as _filter reads the file (text mode: str.splitlines of the whole)
         for line in data[:cut].decode("utf-8", errors="replace").splitlines():
-            kind = _kind(line)
-            if kind == "keep":
+            m = _PREFIX.match(line)
+            if m is not None and m.group("file") in _KEEP_FILES:  # as _kind, with the line split once
                 self._kept += 1
-                self.parser.feed(line, self._kept)
-            elif kind == "show":
+                self.parser.feed_message(m.group("file"), line[m.end():], self._kept)
+            elif _kind(line) == "show":
                 self.show.append(line)
         return cut > 0
 
