@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
+from analysis import columns
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
@@ -27,8 +28,9 @@ if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run ti
 
 # 2: adds measured `timings` and `fusion_comparison`; 3: adds `fusion_decisions` (why XLA fused or
 # did not) and `memory` (buffers, live ranges, the peak) (docs/bundle.md). Older bundles still load:
-# their new fields are simply absent (None).
-SCHEMA_VERSION = 3
+# their new fields are simply absent (None). 4: the fusion decisions' records are written by column
+# (``analysis.columns``; a list of records still loads).
+SCHEMA_VERSION = 4
 STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
                 "hlo_after": "HLO after optimization"}
@@ -154,7 +156,7 @@ class Bundle:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
         kw["schema_version"] = SCHEMA_VERSION
         _check_parts(kw)
-        _share_strings(kw.get("fusion_decisions"))
+        _records_from_json(kw.get("fusion_decisions"))
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
@@ -380,10 +382,25 @@ _DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
 
 
 def _records_for_json(fd):
+    """The records by column (``analysis.columns``), without their derived fields."""
     if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
         return fd
-    return {**fd, "records": [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
-                              if isinstance(r, dict) else r for r in fd["records"]]}
+    rows = [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
+            if isinstance(r, dict) else r for r in fd["records"]]
+    cols = columns.encode(rows)
+    return {**fd, "records": rows if cols is None else cols}
+
+
+def _records_from_json(fd) -> None:
+    """Records written by column, as rows again (in place); a list (older bundles) is shared
+    (``_share_strings``)."""
+    if isinstance(fd, dict) and columns.is_columns(fd.get("records")):
+        try:
+            fd["records"] = columns.decode(fd["records"], "fusion_decisions.records")
+        except columns.ColumnsError as e:
+            raise ExplorerError("load", f"malformed bundle: {e}") from None
+    else:
+        _share_strings(fd)
 
 
 def derive_decision_kernels(fd, provenance) -> None:

@@ -211,7 +211,9 @@ def test_decision_kernels_are_derived_from_the_ops_not_stored():
     assert got[0]["consumer_kernels"] == ["dot.1", "loop_fusion"]
     assert got[1]["consumer_kernels"] is got[0]["consumer_kernels"]  # the same ops: one list
     assert got[2]["producer_kernels"] == [] and got[2]["consumer_kernels"] == ["dot.2"]
-    # a bundle that still carries lists (an older release's) gets them derived again
+    # a bundle that still carries lists (an older release's: records as a list) gets them derived again
     d = json.loads(text)
-    d["fusion_decisions"]["records"][0]["producer_kernels"] = ["made-up"]
+    d["schema_version"] = 3
+    d["fusion_decisions"]["records"] = [{**rec, "producer_pre": ["e"], "consumer_pre": ["a", "d1"],
+                                         "producer_kernels": ["made-up"]}]
     assert Bundle.from_dict(d).fusion_decisions["records"][0]["producer_kernels"] == ["loop_fusion"]

@@ -1,0 +1,171 @@
+"""A list of JSON objects that repeat their values, written by column.
+
+A 192-layer program's fusion decisions are 38,000 records of a dozen fields, most of them one of
+a few values (the pass, the decision, the reason, how a name was matched) or a name that many
+records share. As a list of objects that was 15.5 MB of JSON, and decoding it made 67 MB of Python
+objects (each repeated value its own copy) that were then shared and mostly freed: the peak stayed
+in the app's resident memory. By column it is a fraction of the text, and every repeated value is
+decoded once.
+
+The form (``docs/bundle.md``, "columns")::
+
+    {"count": N, "columns": {field: [N values]                             (every row has it)
+                             field: {"values": [distinct values],
+                                     "codes": [N indexes into values, -1: the row lacks it]}}}
+
+``encode`` writes a column by table when its distinct values are at most half of its rows, or
+when some rows lack the field; ``decode`` checks what it reads (the text is untrusted) and builds
+the rows, equal values one shared object (nothing changes a row after it is decoded). A table
+value is at most ``MAX_VALUE`` characters of text: one value named by every row cannot make a
+small file into a large one for whatever reads each row.
+
+Written here rather than taken from a columnar library (Arrow, Parquet): the bundle stays one
+JSON document that any JSON reader opens, and this needs no more than a table per column.
+"""
+
+from __future__ import annotations
+
+MAX_VALUE = 4096  # characters of text in one table value (names, reasons, short lists of names)
+
+
+class ColumnsError(ValueError):
+    """A columns object that is not well formed (the message says where)."""
+
+
+def _key(v):
+    """A hashable stand-in for a JSON value, equal for equal values of the same JSON type (so 1,
+    1.0 and true stay apart)."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is list:
+        for x in v:
+            if type(x) is not str:
+                return (list, *map(_key, v))
+        return (list, *v)  # a list of names, the usual one
+    if t is dict:
+        for x in v.values():
+            if type(x) is not str:
+                return (dict, *((k, _key(x)) for k, x in v.items()))
+        return (dict, *v.items())
+    return (t, v)
+
+
+def _too_big(values: list) -> int | None:
+    """The index of the first value longer than ``MAX_VALUE``, else None."""
+    for i, v in enumerate(values):
+        if (len(v) + 2 if type(v) is str else _size(v, MAX_VALUE)) > MAX_VALUE:
+            return i
+    return None
+
+
+def _size(v, budget: int) -> int:
+    """The text a value takes, roughly (strings by length, 2 for anything else), counted until it
+    passes ``budget``."""
+    t = type(v)
+    if t is str:
+        return len(v) + 2
+    if t is list or t is dict:
+        n = 2
+        for x in (v.values() if t is dict else v):
+            n += _size(x, budget) + 1
+            if n > budget:
+                break
+        if t is dict:
+            n += sum(len(k) + 3 for k in v)
+        return n
+    return 2
+
+
+class _Missing:
+    """A field a row lacks (its own type, so a column of names is still all one type)."""
+
+
+_MISSING = _Missing()
+_NUMBERS = frozenset((int, float, bool))
+_PLAIN = frozenset((str, int, float, bool, type(None), _Missing))  # values that are their own keys
+
+
+def encode(rows: list[dict]) -> dict | None:
+    """``rows`` by column; None when some row is not an object or a value is too large to share
+    and some row lacks its field (the caller then keeps the list)."""
+    if any(type(r) is not dict for r in rows):
+        return None
+    n = len(rows)
+    names: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k not in names:
+                names[k] = None
+    missing = _MISSING
+    columns: dict = {}
+    for name in names:
+        vals = [r.get(name, missing) for r in rows]
+        # keys and tables built by dict and map (C): 460,000 values at 192 layers
+        types = set(map(type, vals))
+        complete = _Missing not in types
+        if types <= _PLAIN and len(types & _NUMBERS) <= 1:  # no 1 == 1.0 == true among them
+            keys = vals
+        else:
+            keys = [v if v is missing else _key(v) for v in vals]
+        if complete and types <= _NUMBERS and len(set(keys[:64])) > 48:
+            columns[name] = vals  # numbers distinct from the start (line numbers): as they are
+            continue
+        distinct = dict.fromkeys(keys)
+        distinct.pop(missing, None)
+        if complete and len(distinct) > n // 2:
+            columns[name] = vals  # mostly distinct: written as they are
+            continue
+        if keys is vals:
+            table = list(distinct)
+        else:
+            one = dict(zip(keys, vals))  # a value for each key (equal keys: equal values)
+            table = [one[k] for k in distinct]
+        if _too_big(table) is not None:
+            if not complete:
+                return None
+            columns[name] = vals
+            continue
+        pos = dict(zip(distinct, range(len(distinct))))
+        pos[missing] = -1
+        columns[name] = {"values": table, "codes": list(map(pos.__getitem__, keys))}
+    return {"count": n, "columns": columns}
+
+
+def is_columns(d) -> bool:
+    return type(d) is dict and "columns" in d and "count" in d
+
+
+def decode(d, where: str = "columns") -> list[dict]:
+    """The rows of a columns object; ColumnsError (naming ``where`` and the field) when it is
+    not well formed."""
+    if type(d) is not dict:
+        raise ColumnsError(f"{where} must be an object")
+    n, columns = d.get("count"), d.get("columns")
+    if type(n) is not int or n < 0:
+        raise ColumnsError(f"{where}.count must be a count")
+    if type(columns) is not dict:
+        raise ColumnsError(f"{where}.columns must be an object")
+    rows: list[dict] = [{} for _ in range(n)]
+    for name, col in columns.items():
+        at = f"{where}.columns[{str(name)[:60]!r}]"
+        if type(col) is list:
+            if len(col) != n:
+                raise ColumnsError(f"{at} has {len(col)} values for {n} rows")
+            for r, v in zip(rows, col):
+                r[name] = v
+            continue
+        if type(col) is not dict or type(col.get("values")) is not list or type(col.get("codes")) is not list:
+            raise ColumnsError(f"{at} must be a list, or an object of values and codes")
+        values, codes = col["values"], col["codes"]
+        if len(codes) != n:
+            raise ColumnsError(f"{at} has {len(codes)} codes for {n} rows")
+        if codes and (not all(type(c) is int for c in codes) or min(codes) < -1 or max(codes) >= len(values)):
+            raise ColumnsError(f"{at}: a code is not an index into its {len(values)} values")
+        i = _too_big(values)
+        if i is not None:
+            raise ColumnsError(f"{at}: value {i} is longer than {MAX_VALUE} characters")
+        for r, c in zip(rows, codes):
+            if c >= 0:
+                r[name] = values[c]
+    return rows

@@ -1,0 +1,103 @@
+"""Rows written by column (analysis.columns): the form a bundle's fusion decisions take in JSON."""
+
+import json
+
+import pytest
+
+from analysis import columns
+from analysis.bundle import Bundle
+from analysis.errors import ExplorerError
+
+
+def _rows(n):
+    """n rows: two passes, a reason that repeats, a name of its own per row, a line number, a
+    field only every third row has, and a list and an object that repeat."""
+    return [{"pass": "fusion" if i % 2 else "dot-library-rewriter", "reason": "not profitable",
+             "name": f"add.{i}", "line": 10 + i, **({"fusion": "loop_fusion.1"} if i % 3 == 0 else {}),
+             "pre": ["add", "mul"] if i % 2 else ["dot"], "how": {"producer": "name", "consumer": "name"}}
+            for i in range(n)]
+
+
+def test_repeated_values_are_a_table_and_distinct_ones_a_list():
+    rows = _rows(6)
+    got = columns.encode(rows)
+    assert got["count"] == 6
+    cols = got["columns"]
+    assert cols["pass"] == {"values": ["dot-library-rewriter", "fusion"], "codes": [0, 1, 0, 1, 0, 1]}
+    assert cols["reason"] == {"values": ["not profitable"], "codes": [0] * 6}
+    assert cols["name"] == ["add.0", "add.1", "add.2", "add.3", "add.4", "add.5"]  # 6 distinct of 6
+    assert cols["line"] == [10, 11, 12, 13, 14, 15]
+    assert cols["fusion"] == {"values": ["loop_fusion.1"], "codes": [0, -1, -1, 0, -1, -1]}  # -1: lacks it
+    assert cols["pre"] == {"values": [["dot"], ["add", "mul"]], "codes": [0, 1, 0, 1, 0, 1]}
+    assert cols["how"] == {"values": [{"producer": "name", "consumer": "name"}], "codes": [0] * 6}
+    back = columns.decode(json.loads(json.dumps(got)))
+    assert back == rows
+    assert "fusion" not in back[1]  # a field a row lacked is still lacking
+    assert back[1]["pre"] is back[3]["pre"]  # equal values: one object
+
+
+def test_numbers_and_booleans_stay_apart():
+    rows = [{"v": 1}, {"v": True}, {"v": 1.0}, {"v": 1}, {"v": [1]}, {"v": [True]}, {"v": None}, {"v": 1}]
+    back = columns.decode(json.loads(json.dumps(columns.encode(rows))))
+    assert [(type(r["v"]), r["v"]) for r in back] == [(type(r["v"]), r["v"]) for r in rows]
+    assert type(back[5]["v"][0]) is bool
+
+
+def test_no_rows_and_rows_that_are_not_objects():
+    assert columns.decode(columns.encode([])) == []
+    assert columns.encode([{"a": 1}, "x"]) is None  # the caller keeps its list
+
+
+def test_a_value_too_long_to_share_is_written_per_row():
+    long = "x" * (columns.MAX_VALUE + 10)
+    rows = [{"r": long}, {"r": long}, {"r": long}]
+    got = columns.encode(rows)
+    assert got["columns"]["r"] == [long, long, long]
+    assert columns.decode(got) == rows
+    # and if some row lacks the field, there is no column form: the rows stay a list
+    assert columns.encode([{"r": long}, {"r": long}, {}]) is None
+
+
+@pytest.mark.parametrize("bad, says", [
+    ([], "must be an object"),
+    ({"count": -1, "columns": {}}, "count"),
+    ({"count": "2", "columns": {}}, "count"),
+    ({"count": 2, "columns": []}, "columns must be an object"),
+    ({"count": 2, "columns": {"a": [1]}}, "1 values for 2 rows"),
+    ({"count": 2, "columns": {"a": {"values": ["x"]}}}, "values and codes"),
+    ({"count": 2, "columns": {"a": {"values": ["x"], "codes": [0]}}}, "1 codes for 2 rows"),
+    ({"count": 2, "columns": {"a": {"values": ["x"], "codes": [0, 1]}}}, "not an index"),
+    ({"count": 2, "columns": {"a": {"values": ["x"], "codes": [0, -2]}}}, "not an index"),
+    ({"count": 2, "columns": {"a": {"values": ["x"], "codes": [0, 0.0]}}}, "not an index"),
+    ({"count": 2, "columns": {"a": {"values": ["x"], "codes": [0, True]}}}, "not an index"),
+    # one long value that every row would name: a small file that reads as a big one
+    ({"count": 2, "columns": {"a": {"values": [["y" * 3000, "z" * 3000]], "codes": [0, 0]}}}, "longer than"),
+])
+def test_malformed_columns_say_where(bad, says):
+    with pytest.raises(columns.ColumnsError) as e:
+        columns.decode(bad, "here")
+    assert says in str(e.value) and "here" in str(e.value)
+
+
+def _bundle_dict(records) -> dict:
+    return {"schema_version": 4, "stages": {}, "fusion_decisions": {"records": records, "edges": []}}
+
+
+def test_a_bundle_writes_its_records_by_column_and_reads_them_back():
+    rows = _rows(5)
+    b = Bundle.from_dict(_bundle_dict(json.loads(json.dumps(rows))))  # loading derives fields in place
+    d = json.loads(b.to_json())
+    assert d["schema_version"] == 4
+    assert d["fusion_decisions"]["records"]["count"] == 5
+    assert d["fusion_decisions"]["records"]["columns"]["reason"] == {"values": ["not profitable"], "codes": [0] * 5}
+    got = Bundle.from_dict(d).fusion_decisions["records"]
+    assert [{k: v for k, v in r.items() if not k.endswith("_kernels")} for r in got] == rows
+
+
+def test_a_bundle_with_malformed_columns_is_one_line_error():
+    bad = {"count": 1, "columns": {"reason": {"values": [], "codes": [0]}}}
+    with pytest.raises(ExplorerError) as e:
+        Bundle.from_dict(_bundle_dict(bad))
+    msg = e.value.one_line()
+    assert "malformed bundle" in msg and "fusion_decisions.records" in msg and "reason" in msg
+    assert "\n" not in msg
