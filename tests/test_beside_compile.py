@@ -196,3 +196,24 @@ def test_the_capture_echoes_what_is_not_the_fusion_log(tmp_path, capfd):
     assert follower.complete and follower.parser.lines == 8
     assert "a line the user's code printed" in err and "a warning XLA printed" in err
     assert "Considering fusion of" not in err
+
+
+def test_the_thread_beside_the_compile_yields_the_cores_to_xla():
+    """The beside thread lowers its own scheduling priority (its nice value), and only its own:
+    the thread that called it, and so XLA's threads that the compile starts, keep theirs."""
+    import os
+    import threading
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = {}
+
+    def body():
+        stages._lower_priority(5)
+        seen["beside"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen["beside"] == min(19, mine + 5)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+    assert stages._Beside.NICE > 0

@@ -283,6 +283,18 @@ def same_module_text(module, parsed_text: str | None, text: str) -> bool:
     return True
 
 
+def _lower_priority(by: int) -> None:
+    """Raise the calling thread's nice value by ``by`` (only this thread: Linux schedules threads
+    on their own). Nothing happens where that is not possible."""
+    if by <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+    except OSError:
+        pass
+
+
 class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
     fusion log parsed as XLA writes it (``LogFollower``), and both modules parsed from the
@@ -305,7 +317,14 @@ class _Beside(threading.Thread):
         self.post = None
         self.start()
 
+    # How much lower than the compile's own this thread's scheduling priority is (Linux: a
+    # thread's nice value). XLA's code generation runs on every core; beside it this Python
+    # work took a share of the cores from it and lengthened the compile. Lowered, it runs where
+    # XLA leaves a core idle (most of the compile), and at full speed once XLA is done.
+    NICE = 10
+
     def run(self) -> None:
+        _lower_priority(self.NICE)
         try:
             self.jaxpr = str(self._traced.jaxpr)
         except Exception:  # noqa: BLE001 - made again by the caller, which reports the error
