@@ -80,6 +80,14 @@ class Bundle:
                 self.stages[stage] = text
                 self._parsed[stage] = (text, module)
 
+    def share_derived(self, other: "Bundle") -> None:
+        """``other``'s ``derived`` entries, for a bundle made from it (a measured bundle from its
+        preview: the same parses, provenance and kernels). Each is used only while its
+        fingerprint holds here, so what measuring changed (the timings) is made again."""
+        for key, hit in other._parsed.items():
+            if key.startswith("_d:") and key not in self._parsed:
+                self._parsed[key] = hit
+
     @property
     def title(self) -> str:
         return self.source.get("name") or "untitled"

@@ -167,6 +167,28 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
     assert refused({"measured": {"timings": "fast"}})[1].startswith("the worker sent a bad measurement:")
 
 
+def test_the_measured_bundle_keeps_what_the_preview_derived_unless_measuring_changed_its_inputs():
+    from analysis.layers import layers_of_bundle
+    from analysis.service.worker import interpret
+
+    job = Job(source="def model(x): return x", name="mine", filename="<pasted code>", measure=True)
+    early = EarlyParts(job, lambda b: None)
+    early(bundle_from_hlo(HLO, "p", before_text=HLO).to_dict())
+    shown = early.bundle
+    made = []
+    fp = lambda b: (b.module("hlo_before"), b.provenance, b.kernels)  # noqa: E731 - what it is made from
+    index = shown.derived("an index", fp(shown), lambda: made.append(1) or {"made": len(made)})
+    tree = layers_of_bundle(shown)  # holds the times: made again once they come
+    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6}}, "step_median_s": 3e-6}
+    b = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
+                  like=early.like(), preview=shown).bundle
+    assert b.derived("an index", fp(b), lambda: made.append(1) or {"made": len(made)}) is index
+    assert made == [1]  # made once, for the preview
+    assert tree is not None and layers_of_bundle(b) is not tree and layers_of_bundle(b).time_s is not None
+    b.kernels = list(b.kernels)  # another kernel list: the index is made again from it
+    assert b.derived("an index", fp(b), lambda: made.append(1) or {"made": len(made)}) == {"made": 2}
+
+
 def test_hlo_sent_early_is_parsed_once_and_only_for_the_same_text():
     job = Job(name="p")
     early = EarlyParts(job)

@@ -150,6 +150,7 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
                 environment=dict(preview.environment), metrics=dict(preview.metrics),
                 timings=part.timings, fusion_comparison=part.fusion_comparison)
     b.share_parses(preview)
+    b.share_derived(preview)  # the layer tree is made again (it holds the times), the rest is not
     return b
 
 
