@@ -323,6 +323,19 @@ def test_metadata_stack_frame_tables_resolve_call_chain():
     assert chain("x.1") == []
 
 
+def test_equal_metadata_is_resolved_once_per_module():
+    """Two instructions with the same metadata text share one resolved Metadata (it is frozen);
+    another module's equal text is resolved against its own stack frames."""
+    text = STACK_FRAMES.replace('cos.1 = f32[3]{0} cosine(x.1), metadata={op_name="jit(f)/cos" stack_frame_id=5}',
+                                'cos.1 = f32[3]{0} cosine(x.1), metadata={op_name="jit(f)/sin" stack_frame_id=3}')
+    m = parse_module(text)
+    sin, cos = m.entry.by_name["sin.1"].metadata, m.entry.by_name["cos.1"].metadata
+    assert sin is cos and sin.op_name == "jit(f)/sin"
+    assert [(s.function, s.line) for s in cos.stack] == [("g", 4), ("f", 8), ("<module>", 11)]
+    other = parse_module(text)  # the same text again: its own module, its own frames
+    assert other.entry.by_name["sin.1"].metadata is not sin and other.entry.by_name["sin.1"].metadata == sin
+
+
 def test_stack_frames_as_written_when_no_frame_names_itself():
     # Tables where parent ids are plain ids (0 = none): read as written.
     text = STACK_FRAMES.replace("1 {file_location_id=1 parent_frame_id=1}", "1 {file_location_id=1 parent_frame_id=0}")
