@@ -180,10 +180,9 @@ class Decision:
 
 # --- the log --------------------------------------------------------------------------------
 
-# XLA's log prefix (severity, date, time, thread, file:line); the message is the rest of the line.
-# Not matched by the regex (``(?P<msg>.*)$``): scanning a 300-character line to its end was
-# half the log's parse at 48 layers (40,000 lines).
-_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
+# XLA's log prefix (severity, date, time, thread, file:line); the message is the rest of the line
+# (``line[m.end():]``). Also how the capture sorts the log's lines (``analysis.compile.decisions``).
+LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
 _INSTR = re.compile(r"^\s*%?(?P<name>[\w.\-]+) = (?P<rest>.*)$")
 _OPCODE = re.compile(r"(?:^|[\s)}\]])(?P<op>[a-z][a-z0-9\-]*)\(")
 _OPNAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
@@ -260,12 +259,12 @@ class LogParser:
 
     def feed(self, raw: str, ln: int) -> None:
         self.fed += 1
-        m = _PREFIX.match(raw)
+        m = LOG_PREFIX.match(raw)
         if m:
             self._message(m.group("file"), raw[m.end():], ln)
 
     def feed_message(self, f: str, msg: str, ln: int) -> None:
-        """A log line already split at its prefix (``_PREFIX``): the file that logged it and the
+        """A log line already split at its prefix (``LOG_PREFIX``): the file that logged it and the
         message (the follower splits each line once, to sort it and to parse it)."""
         self.fed += 1
         self._message(f, msg, ln)

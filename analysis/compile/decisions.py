@@ -27,7 +27,7 @@ import sys
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
 from analysis.bundle import Bundle
-from analysis.fusion_decisions import _PREFIX, VMODULES, LogParser, from_texts
+from analysis.fusion_decisions import LOG_PREFIX, VMODULES, LogParser, from_texts
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -45,8 +45,6 @@ def _prepare_plugin_logging() -> None:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
 
 LOG_FILE = "xla-explorer.fusion-decisions.log"
-_KEEP = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (?:%s)\.(?:cc|h):\d+\] " %
-                   "|".join(sorted({m for v in VMODULES.values() for m in v})))
 _KEEP_FILES = frozenset(f"{m}.{ext}" for v in VMODULES.values() for m in v for ext in ("cc", "h"))
 _GLOG = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ ")
 _SHOW = re.compile(r"^[WEF]\d{4} ")  # warnings and errors still reach the real stderr
@@ -107,11 +105,11 @@ class LogFollower:
         self._partial = data[cut:]
         # decoded and split as _filter reads the file (text mode: str.splitlines of the whole)
         for line in data[:cut].decode("utf-8", errors="replace").splitlines():
-            m = _PREFIX.match(line)
-            if m is not None and m.group("file") in _KEEP_FILES:  # as _kind, with the line split once
+            kind, file, message = _split(line)
+            if kind == "keep":
                 self._kept += 1
-                self.parser.feed_message(m.group("file"), line[m.end():], self._kept)
-            elif _kind(line) == "show":
+                self.parser.feed_message(file, message, self._kept)
+            elif kind == "show":
                 self.show.append(line)
         return cut > 0
 
@@ -172,14 +170,17 @@ def _default_min_level() -> int:
         return 1
 
 
-def _kind(line: str) -> str | None:
-    """``keep``: a fusion pass's line; ``show``: XLA's warnings and errors, and whatever else
-    was printed (the user's own prints while tracing), for the real stderr; None: the rest."""
-    if _KEEP.match(line):
-        return "keep"
+def _split(line: str) -> tuple[str | None, str | None, str | None]:
+    """The line's kind, and for a fusion pass's line the file that logged it and its message
+    (the line split once, for sorting and for the parser). ``keep``: a fusion pass's line;
+    ``show``: XLA's warnings and errors, and whatever else was printed (the user's own prints
+    while tracing), for the real stderr; None: the rest."""
+    m = LOG_PREFIX.match(line)
+    if m is not None and m.group("file") in _KEEP_FILES:
+        return "keep", m.group("file"), line[m.end():]
     if _SHOW.match(line) or not _GLOG.match(line):
-        return "show"
-    return None
+        return "show", None, None
+    return None, None, None
 
 
 def _filter(path: str) -> None:
@@ -192,7 +193,7 @@ def _filter(path: str) -> None:
         return
     keep, show = [], []
     for ln in lines:
-        kind = _kind(ln)
+        kind = _split(ln)[0]
         if kind == "keep":
             keep.append(ln)
         elif kind == "show":
