@@ -10,6 +10,7 @@ import os
 import re
 import threading
 import time
+from typing import Callable
 from collections import OrderedDict
 
 import streamlit as st
@@ -17,7 +18,7 @@ import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
 from analysis.gc_pause import gc_paused
-from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svgs_each
+from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svgs_each, render_svgs_start
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
@@ -167,18 +168,33 @@ def _remember(dot: str, result) -> None:
 def layout_all(specs) -> None:
     """Lay out every graph not yet in the cache, all at once; raises the first failure (the
     others are kept)."""
-    dots = [s.to_dot() for s in specs if s is not None]
+    layout_start(specs)()
+
+
+def layout_start(specs) -> Callable[[], None]:
+    """``layout_all``, started: the layouts run in Graphviz's processes while the caller goes
+    on; calling what this returns waits for them, caches them, and raises the first failure."""
+    return layout_dots_start([s.to_dot() for s in specs if s is not None])
+
+
+def layout_dots_start(dots: list[str]) -> Callable[[], None]:
+    """``layout_start`` for DOT texts already made."""
     with _SVG_LOCK:
         missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE and _failed(d) is None))
         failed = [_failed(d) for d in dots if d not in _SVG_CACHE and _failed(d) is not None]
-    if missing:
-        results = render_svgs_each(missing)
-        with _SVG_LOCK:
-            for d, r in zip(missing, results):
-                _remember(d, r)
-        failed += [str(r) for r in results if isinstance(r, RuntimeError)]
-    if failed:
-        raise RuntimeError(failed[0])
+    pending = render_svgs_start(missing) if missing else None
+
+    def finish() -> None:
+        if pending is not None:
+            results = pending()
+            with _SVG_LOCK:
+                for d, r in zip(missing, results):
+                    _remember(d, r)
+            failed.extend(str(r) for r in results if isinstance(r, RuntimeError))
+        if failed:
+            raise RuntimeError(failed[0])
+
+    return finish
 
 
 def _svg(dot: str) -> str:
@@ -349,27 +365,9 @@ def graph_payload(b: Bundle) -> dict:
         eager = list(BASIC_VARIANTS) + ahead
     lazy = [n for n in list(BASIC_VARIANTS) + all_layered if n not in eager]
     specs = _variant_specs(b, eager)
-    every = [sp for v in specs.values() for sp in v.values()]
-    try:
-        layout_all(every)
-        error = None
-    except RuntimeError as e:
-        error = str(e)
-    graphs = {}
-    for side, variants in specs.items():
-        svgs: list[str] = []
-        index: dict[str, int] = {}
-        by_dot: dict[str, int] = {}
-        for name, sp in variants.items():
-            dot = sp.to_dot()
-            if dot not in by_dot:
-                svgs.append(_svg_or_error(dot))
-                by_dot[dot] = len(svgs) - 1
-            index[name] = by_dot[dot]
-        d = variants.get("default") or variants["layers"]
-        graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
-                        "collapsed": len(d.collapsed),
-                        "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
+    # Graphviz lays the views out in its own processes while the rest is built here
+    dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
+    layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
     top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
     time = {}
     for name, t in (timings or {}).items():
@@ -397,6 +395,25 @@ def graph_payload(b: Bundle) -> dict:
         details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
                         "op_name": box["path"], "lines": []}
     links = link_maps(b.provenance, b.kernels)
+    try:
+        layouts_done()
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    graphs = {}
+    for side, variants in specs.items():
+        svgs: list[str] = []
+        index: dict[str, int] = {}
+        by_dot: dict[str, int] = {}
+        for name, dot in dots[side].items():
+            if dot not in by_dot:
+                svgs.append(_svg_or_error(dot))
+                by_dot[dot] = len(svgs) - 1
+            index[name] = by_dot[dot]
+        d = variants.get("default") or variants["layers"]
+        graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
+                        "collapsed": len(d.collapsed),
+                        "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
     if big:
         # What never changes after this, as one JSON text: held as dicts, a 192-layer program's
         # links, layer maps and light details were 47 MiB of the server's memory, as text 11.

@@ -194,3 +194,14 @@ def test_a_node_feeding_many_is_drawn_without_those_edges():
     assert f"feeds {n}" in g.nodes["op:e"].label
     assert not [p for p in pairs if p[0] == "op:e"]
     assert ("p:x", "op:e") in pairs and ("op:n1", "op:a1") in pairs and ("op:a1", "op:a2") in pairs
+
+
+def test_layouts_started_run_beside_the_caller_and_each_keeps_its_own_outcome():
+    """``render_svgs_start`` returns before Graphviz is done; what it returns gives each graph's
+    SVG, or the error for one Graphviz refuses, in the order they were given."""
+    from analysis.render.graph import render_svgs_start
+
+    finish = render_svgs_start(['digraph G { "alpha" -> "beta"; }', "digraph G { a -> ; }"])
+    good, bad = finish()
+    assert good.startswith("<svg") and ">alpha<" in good and ">beta<" in good
+    assert isinstance(bad, RuntimeError) and str(bad).startswith("Graphviz failed")

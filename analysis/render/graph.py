@@ -22,6 +22,7 @@ import html
 import re
 import subprocess
 from dataclasses import dataclass, field
+from typing import Callable
 
 from analysis.hlo import Computation, Instruction, Module
 from analysis.kernels import NO_KERNEL, ROUTE_COLORS, Kernel, tile_text
@@ -261,6 +262,14 @@ def render_svgs(dots: list[str], timeout: float = 60.0) -> list[str]:
 def render_svgs_each(dots: list[str], timeout: float = 60.0) -> list:
     """``render_svgs``, with each graph's own outcome: its SVG text, or the RuntimeError that
     says why it could not be laid out (the others are still returned)."""
+    return render_svgs_start(dots, timeout)()
+
+
+def render_svgs_start(dots: list[str], timeout: float = 60.0) -> Callable[[], list]:
+    """Start laying out ``dots`` (one ``dot`` process each) and return at once; calling what
+    this returns waits for them and gives ``render_svgs_each``'s list. Graphviz runs in its own
+    processes, so the caller's Python work in between (a payload's details, links, JSON) runs
+    beside the layouts instead of after them."""
     procs = []
     try:
         for _ in dots:
@@ -280,22 +289,31 @@ def render_svgs_each(dots: list[str], timeout: float = 60.0) -> list:
         except subprocess.TimeoutExpired:
             procs[i].kill()
             results[i] = (b"", b"timed out")
+            procs[i].wait()
+        except Exception as e:  # noqa: BLE001 - a pipe error is that graph's failure, not the caller's crash
+            procs[i].kill()
+            results[i] = (b"", str(e).encode())
+            procs[i].wait()
 
-    threads = [threading.Thread(target=feed, args=(i,)) for i in range(len(dots))]
+    threads = [threading.Thread(target=feed, args=(i,), daemon=True) for i in range(len(dots))]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    out: list = []
-    for p, (stdout, stderr) in zip(procs, results):
-        if p.returncode != 0:
-            why = stderr.decode(errors="replace").strip()[:300]
-            out.append(RuntimeError(f"Graphviz could not lay this graph out within {timeout:.0f} s" if why == "timed out"
-                                    else "Graphviz failed: " + why))
-            continue
-        svg = stdout.decode()
-        out.append(svg[svg.find("<svg"):])
-    return out
+
+    def finish() -> list:
+        for t in threads:
+            t.join()
+        out: list = []
+        for p, (stdout, stderr) in zip(procs, results):
+            if p.returncode != 0:
+                why = stderr.decode(errors="replace").strip()[:300]
+                out.append(RuntimeError(f"Graphviz could not lay this graph out within {timeout:.0f} s"
+                                        if why == "timed out" else "Graphviz failed: " + why))
+                continue
+            svg = stdout.decode()
+            out.append(svg[svg.find("<svg"):])
+        return out
+
+    return finish
 
 
 def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
