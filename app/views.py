@@ -10,8 +10,8 @@ import os
 import re
 import threading
 import time
-from typing import Callable
 from collections import OrderedDict
+from typing import Callable
 
 import streamlit as st
 import streamlit.components.v1 as components
@@ -168,17 +168,13 @@ def _remember(dot: str, result) -> None:
 def layout_all(specs) -> None:
     """Lay out every graph not yet in the cache, all at once; raises the first failure (the
     others are kept)."""
-    layout_start(specs)()
-
-
-def layout_start(specs) -> Callable[[], None]:
-    """``layout_all``, started: the layouts run in Graphviz's processes while the caller goes
-    on; calling what this returns waits for them, caches them, and raises the first failure."""
-    return layout_dots_start([s.to_dot() for s in specs if s is not None])
+    layout_dots_start([s.to_dot() for s in specs if s is not None])()
 
 
 def layout_dots_start(dots: list[str]) -> Callable[[], None]:
-    """``layout_start`` for DOT texts already made."""
+    """``layout_all`` of DOT texts, started: the layouts run in Graphviz's processes while the
+    caller goes on; calling what this returns waits for them, caches them, and raises the
+    first failure."""
     with _SVG_LOCK:
         missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE and _failed(d) is None))
         failed = [_failed(d) for d in dots if d not in _SVG_CACHE and _failed(d) is not None]

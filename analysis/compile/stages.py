@@ -192,8 +192,7 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     if pre_ok and post_ok and beside.analysis is not None:  # analyzed beside XLA's code generation
         bundle.kernels, bundle.provenance, bundle.metrics = beside.analysis
     else:
-        with gc_paused():
-            analyze(bundle)
+        analyze(bundle)  # (the collector is paused by compile_model)
     bundle.cost_analysis, bundle.memory_analysis = stats.result()
     times["analyze"] = time.perf_counter() - t0
     bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
