@@ -15,10 +15,8 @@ from analysis.render.decisions import rows as decision_rows, summary_line
 from app.picks import picked_row
 
 ALL = "(all)"
-
-
-
 MAX_ROWS = 2000  # rows of the decisions table drawn at once
+
 
 def details_lines(bundle, sel: dict | None) -> list[str]:
     """The details panel's lines for a selection (an op before optimization or a kernel)."""
@@ -46,14 +44,14 @@ def render(bundle, ss, key_prefix: str = "fd") -> None:
         reasons = sorted(fd.get("reasons", {}), key=lambda r: -fd["reasons"][r])
         reason = c2.selectbox("Reason", [ALL, *reasons], key=f"{key_prefix}_reason",
                               format_func=lambda r: r if r == ALL else f"{r} ({fd['reasons'][r]})")
-        shown = decision_rows(fd, None if decision == ALL else decision, None if reason == ALL else reason)
+        shown, matched = decision_rows(fd, None if decision == ALL else decision,
+                                       None if reason == ALL else reason, limit=MAX_ROWS)
         if not shown:
             st.info("No decision matches these filters.")
             return
-        if len(shown) > MAX_ROWS:
+        if matched > len(shown):
             # a big program logs tens of thousands: the table is for reading, the filters narrow it
-            st.caption(f"The first {MAX_ROWS:,} of {len(shown):,} decisions: choose a decision or a reason to see others.")
-            shown = shown[:MAX_ROWS]
+            st.caption(f"The first {len(shown):,} of {matched:,} decisions: choose a decision or a reason to see others.")
         import pandas as pd
 
         ev = st.dataframe(pd.DataFrame(shown), hide_index=True, width="stretch", on_select="rerun",

@@ -196,6 +196,26 @@ def test_report_section_escapes_and_cli_why(tmp_path, capsys):
     assert "dot_general.2 -> add.11" in out and "operand can not be duplicated" in out
 
 
+def test_table_rows_filter_count_and_build_only_the_first_limit():
+    from analysis.render.decisions import rows
+
+    recs = [{"pass_name": "fusion", "decision": NOT_FUSED if i % 2 else FUSED, "producer": f"p{i}",
+             "consumer": f"c{i}", "reason": "r" if i % 3 == 0 else "s", "producer_pre": [f"a{i}"],
+             "consumer_pre": [f"b{i}"], "producer_kernels": ["k2", "k1"], "consumer_kernels": ["k1"],
+             "matched": True, "how": {"producer": "name", "consumer": "name"}} for i in range(7)]
+    fd = {"records": recs}
+    # refused: records 1, 3, 5; of those reason "r": record 3 only (i % 3 == 0)
+    shown, n = rows(fd, NOT_FUSED)
+    assert n == 3 and [r["#"] for r in shown] == [1, 3, 5]
+    shown, n = rows(fd, NOT_FUSED, "r")
+    assert n == 1 and [r["#"] for r in shown] == [3]
+    shown, n = rows(fd, limit=2)
+    assert n == 7 and [r["#"] for r in shown] == [0, 1]
+    assert shown[1]["pre-optimization ops"] == "a1, ->, b1" and shown[1]["kernels"] == "k1, k2"
+    assert shown[1]["how"] == "name / name" and shown[1]["matched"] == "yes"
+    assert rows(None) == ([], 0)
+
+
 # --- captured from a real compile, in this process -------------------------------------------
 
 def test_in_process_compile_captures_the_fusion_log():

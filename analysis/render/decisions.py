@@ -20,14 +20,23 @@ def summary_line(fd: dict | None) -> str:
             f"{fd.get('no_decision_logged', 0)} with no decision logged")
 
 
-def rows(fd: dict | None, decision: str | None = None, reason: str | None = None) -> list[dict]:
-    """One plain row per record (what the table shows), filtered by decision and reason."""
-    out = []
+def rows(fd: dict | None, decision: str | None = None, reason: str | None = None,
+         limit: int | None = None) -> tuple[list[dict], int]:
+    """One plain row per record (what the table shows), filtered by decision and reason: the
+    first ``limit`` rows (all without one) and how many records match. Only the rows shown are
+    built: a 192-layer program logs 38,000 decisions, and a row of each (its joined names) was
+    25 MB and 0.1 s of every rerun that drew the table."""
+    out: list[dict] = []
+    matched = 0
     for i, r in enumerate((fd or {}).get("records", [])):
         if decision and r.get("decision") != decision:
             continue
         if reason and r.get("reason") != reason:
             continue
+        matched += 1
+        if limit is not None and len(out) >= limit:
+            continue
+        how = r.get("how") or {}
         out.append({
             "#": i, "pass": r.get("pass_name", ""), "decision": r.get("decision", ""),
             "producer": r.get("producer", ""), "consumer": r.get("consumer", ""),
@@ -36,9 +45,9 @@ def rows(fd: dict | None, decision: str | None = None, reason: str | None = None
             "pre-optimization ops": ", ".join(r.get("producer_pre", []) + ["->"] + r.get("consumer_pre", [])),
             "kernels": ", ".join(sorted(set(r.get("producer_kernels", []) + r.get("consumer_kernels", [])))),
             "matched": "yes" if r.get("matched") else "no",
-            "how": f"{r.get('how', {}).get('producer', '')} / {r.get('how', {}).get('consumer', '')}",
+            "how": f"{how.get('producer', '')} / {how.get('consumer', '')}",
         })
-    return out
+    return out, matched
 
 
 def why_text(fd: dict | None, op: str | None = None, limit: int = 200) -> str:
