@@ -272,6 +272,10 @@ def _check_parts(kw: dict) -> None:
 
 
 def _json_default(o):
+    if isinstance(o, columns.Table):
+        return o.dicts()
+    if isinstance(o, columns.Row):
+        return dict(o)
     if hasattr(o, "item"):
         return o.item()
     if isinstance(o, (set, tuple)):
@@ -391,22 +395,29 @@ _DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
 
 def _records_for_json(fd):
     """The records by column (``analysis.columns``), without their derived fields."""
-    if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
+    if not isinstance(fd, dict):
+        return fd
+    recs = fd.get("records")
+    if isinstance(recs, columns.Table):  # as they were read: by column already
+        return {**fd, "records": recs.encoded(leave_out=_DERIVED_RECORD_FIELDS)}
+    if not isinstance(recs, list):
         return fd
     rows = [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
-            if isinstance(r, dict) else r for r in fd["records"]]
+            if isinstance(r, dict) else r for r in recs]
     cols = columns.encode(rows)
     return {**fd, "records": rows if cols is None else cols}
 
 
 def _records_from_json(fd) -> None:
-    """Records written by column, as rows again (in place); a list (older bundles) is shared
-    (``_share_strings``)."""
+    """Records written by column stay by column (in place: a ``columns.Table``, its rows
+    read-only mappings); a list (older bundles) is shared (``_share_strings``)."""
     if isinstance(fd, dict) and columns.is_columns(fd.get("records")):
         try:
-            fd["records"] = columns.decode(fd["records"], "fusion_decisions.records")
+            fd["records"] = columns.table(fd["records"], "fusion_decisions.records")
         except columns.ColumnsError as e:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
+        for name in _DERIVED_RECORD_FIELDS:  # derived here, never taken from the text
+            fd["records"].cols.pop(name, None)
     else:
         _share_strings(fd)
 
@@ -415,9 +426,15 @@ def derive_decision_kernels(fd, provenance) -> None:
     """Each record's ``producer_kernels`` / ``consumer_kernels``: the kernels its
     ``producer_pre`` / ``consumer_pre`` ops ended in (``provenance.pre_to_kernels``), sorted;
     records that name the same ops share one list. In place."""
-    if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
+    if not isinstance(fd, dict):
         return
     p2k = getattr(provenance, "pre_to_kernels", None) or {}
+    recs = fd.get("records")
+    if isinstance(recs, columns.Table):
+        _derive_table_kernels(recs, p2k)
+        return
+    if not isinstance(recs, list):
+        return
     by_list: dict[int, tuple] = {}  # the name lists are mostly shared objects (_share_strings)
     memo: dict[tuple, list] = {}
     for r in fd["records"]:
@@ -433,6 +450,27 @@ def derive_decision_kernels(fd, provenance) -> None:
                     got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
                 hit = by_list[id(names)] = (names, got)
             r[out] = hit[1]
+
+
+def _derive_table_kernels(t: columns.Table, p2k: dict) -> None:
+    """``derive_decision_kernels`` for records kept by column: a column of names written as a
+    table of distinct lists gets a kernels column with the same codes (work per distinct list,
+    not per record)."""
+    for side, out in (("producer_pre", "producer_kernels"), ("consumer_pre", "consumer_kernels")):
+        col = t.cols.get(side)
+        values, codes = col if col is not None else ([()], [0] * len(t))
+        if codes is None:  # written as they are: one list per record
+            values, codes = values, range(len(values))
+        memo: dict[tuple, list] = {}
+        kern = []
+        for names in values:
+            key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
+            kern.append(got)
+        # a record that lacks the names has no kernels (an empty list, as for a dict record)
+        t.with_column(out, kern + [[]], [c if c >= 0 else len(kern) for c in codes])
 
 
 def _share_strings(fd) -> None:

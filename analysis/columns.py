@@ -14,8 +14,10 @@ The form (``docs/bundle.md``, "columns")::
                                      "codes": [N indexes into values, -1: the row lacks it]}}}
 
 ``encode`` writes a column by table when its distinct values are at most half of its rows, or
-when some rows lack the field; ``decode`` checks what it reads (the text is untrusted) and builds
-the rows, equal values one shared object (nothing changes a row after it is decoded). A table
+when some rows lack the field; ``table`` checks what it reads (the text is untrusted) and keeps
+it by column in memory too (a ``Table``: a row is a read-only mapping made when it is read, so
+38,000 records cost their columns, not a dict each); ``decode`` builds the rows as dicts, equal
+values one shared object. A table
 value is at most ``MAX_VALUE`` characters of text: one value named by every row cannot make a
 small file into a large one for whatever reads each row.
 
@@ -24,6 +26,8 @@ JSON document that any JSON reader opens, and this needs no more than a table pe
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 MAX_VALUE = 4096  # characters of text in one table value (names, reasons, short lists of names)
 
@@ -137,8 +141,14 @@ def is_columns(d) -> bool:
 
 
 def decode(d, where: str = "columns") -> list[dict]:
-    """The rows of a columns object; ColumnsError (naming ``where`` and the field) when it is
-    not well formed."""
+    """The rows of a columns object, as dicts; ColumnsError (naming ``where`` and the field)
+    when it is not well formed."""
+    return table(d, where).dicts()
+
+
+def table(d, where: str = "columns") -> "Table":
+    """A columns object, checked (ColumnsError naming ``where`` and the field when it is not
+    well formed), kept by column: a ``Table`` of read-only rows."""
     if type(d) is not dict:
         raise ColumnsError(f"{where} must be an object")
     n, columns = d.get("count"), d.get("columns")
@@ -146,14 +156,13 @@ def decode(d, where: str = "columns") -> list[dict]:
         raise ColumnsError(f"{where}.count must be a count")
     if type(columns) is not dict:
         raise ColumnsError(f"{where}.columns must be an object")
-    rows: list[dict] = [{} for _ in range(n)]
+    cols: dict[str, tuple] = {}
     for name, col in columns.items():
         at = f"{where}.columns[{str(name)[:60]!r}]"
         if type(col) is list:
             if len(col) != n:
                 raise ColumnsError(f"{at} has {len(col)} values for {n} rows")
-            for r, v in zip(rows, col):
-                r[name] = v
+            cols[name] = (col, None)
             continue
         if type(col) is not dict or type(col.get("values")) is not list or type(col.get("codes")) is not list:
             raise ColumnsError(f"{at} must be a list, or an object of values and codes")
@@ -165,7 +174,121 @@ def decode(d, where: str = "columns") -> list[dict]:
         i = _too_big(values)
         if i is not None:
             raise ColumnsError(f"{at}: value {i} is longer than {MAX_VALUE} characters")
-        for r, c in zip(rows, codes):
-            if c >= 0:
-                r[name] = values[c]
-    return rows
+        cols[name] = (values, codes)
+    return Table(n, cols)
+
+
+class Table(Sequence):
+    """Rows kept by column, as they were written: each column a list of values, or a table of
+    distinct values and a code per row (-1: the row lacks the field). A row is a read-only
+    mapping made when it is read (``Row``). At 192 layers the fusion decisions are 38,000 rows
+    of a dozen fields: as one dict each they were 32 MB of the app's memory, by column 4."""
+
+    __slots__ = ("n", "cols")
+
+    def __init__(self, n: int, cols: dict[str, tuple]):
+        self.n, self.cols = n, cols
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [Row(self, j) for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("row index out of range")
+        return Row(self, i)
+
+    def __iter__(self):
+        return map(Row, [self] * self.n, range(self.n))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Table):
+            other = other.dicts()
+        return isinstance(other, list) and self.dicts() == other
+
+    __hash__ = None
+
+    def column(self, name: str) -> list:
+        """Every row's value of ``name`` (``_MISSING`` where a row lacks it)."""
+        col = self.cols.get(name)
+        if col is None:
+            return [_MISSING] * self.n
+        values, codes = col
+        if codes is None:
+            return values
+        return [values[c] if c >= 0 else _MISSING for c in codes]
+
+    def with_column(self, name: str, values: list, codes: list | None = None) -> None:
+        """Sets (or replaces) a column: ``values`` per row, or distinct ``values`` and a code per
+        row. The caller's lists are kept as they are."""
+        if len(codes if codes is not None else values) != self.n:
+            raise ValueError(f"column {name!r} needs {self.n} rows")
+        self.cols[name] = (values, codes)
+
+    def dicts(self) -> list[dict]:
+        """The rows as dicts (equal values one shared object)."""
+        rows: list[dict] = [{} for _ in range(self.n)]
+        for name, (values, codes) in self.cols.items():
+            if codes is None:
+                for r, v in zip(rows, values):
+                    r[name] = v
+            else:
+                for r, c in zip(rows, codes):
+                    if c >= 0:
+                        r[name] = values[c]
+        return rows
+
+    def encoded(self, leave_out=()) -> dict:
+        """This table as a columns object again (what ``table`` reads), without ``leave_out``."""
+        out = {}
+        for name, (values, codes) in self.cols.items():
+            if name not in leave_out:
+                out[name] = values if codes is None else {"values": values, "codes": codes}
+        return {"count": self.n, "columns": out}
+
+
+class Row(Mapping):
+    """One row of a ``Table``: a read-only mapping of the fields it has."""
+
+    __slots__ = ("_t", "_i")
+
+    def __init__(self, t: Table, i: int):
+        self._t, self._i = t, i
+
+    def __getitem__(self, k):
+        col = self._t.cols.get(k)
+        if col is None:
+            raise KeyError(k)
+        values, codes = col
+        if codes is None:
+            return values[self._i]
+        c = codes[self._i]
+        if c < 0:
+            raise KeyError(k)
+        return values[c]
+
+    def get(self, k, default=None):
+        col = self._t.cols.get(k)
+        if col is None:
+            return default
+        values, codes = col
+        if codes is None:
+            return values[self._i]
+        c = codes[self._i]
+        return values[c] if c >= 0 else default
+
+    def __contains__(self, k) -> bool:
+        return self.get(k, _MISSING) is not _MISSING
+
+    def __iter__(self):
+        i = self._i
+        return iter([k for k, (_, codes) in self._t.cols.items() if codes is None or codes[i] >= 0])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))

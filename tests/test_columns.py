@@ -101,3 +101,44 @@ def test_a_bundle_with_malformed_columns_is_one_line_error():
     msg = e.value.one_line()
     assert "malformed bundle" in msg and "fusion_decisions.records" in msg and "reason" in msg
     assert "\n" not in msg
+
+
+def test_a_table_reads_rows_by_column_without_making_them():
+    rows = _rows(6)
+    t = columns.table(columns.encode(rows))
+    assert len(t) == 6 and t == rows
+    r = t[3]  # i % 3 == 0: has a fusion; i odd: the fusion pass
+    assert r["pass"] == "fusion" and r.get("fusion") == "loop_fusion.1" and r["name"] == "add.3"
+    assert "fusion" not in t[4] and t[4].get("fusion", "-") == "-"
+    with pytest.raises(KeyError):
+        t[4]["fusion"]
+    assert list(t[4]) == ["pass", "reason", "name", "line", "pre", "how"] and len(t[4]) == 6
+    assert t[-1]["line"] == 15 and [x["line"] for x in t[1:3]] == [11, 12]
+    with pytest.raises(IndexError):
+        t[6]
+    with pytest.raises(TypeError):  # read-only
+        t[0]["reason"] = "x"
+    assert dict(t[0]) == rows[0] and json.loads(json.dumps(t.dicts())) == rows
+    assert t.encoded() == columns.encode(rows)
+
+
+def test_records_read_by_column_get_their_kernels_from_the_provenance_not_the_text():
+    from analysis.bundle import derive_decision_kernels
+
+    class P:  # the provenance's one field this reads: each pre-optimization op's kernels
+        pre_to_kernels = {"add": ["fusion.2"], "mul": ["fusion.1", "fusion.2"], "dot": ["custom-call.0"]}
+
+    rows = [{"producer_pre": ["add", "mul"], "consumer_pre": ["dot"], "producer_kernels": ["forged"]},
+            {"producer_pre": ["dot"]},  # no consumer side
+            {"producer_pre": ["add", "mul"], "consumer_pre": []}]
+    fd = {"records": columns.encode(rows)}
+    d = _bundle_dict(fd["records"])
+    b = Bundle.from_dict(d)
+    t = b.fusion_decisions["records"]
+    assert isinstance(t, columns.Table)
+    assert t[0]["producer_kernels"] == []  # derived on load (no provenance here), not what the text said
+    derive_decision_kernels(b.fusion_decisions, P())
+    assert [r["producer_kernels"] for r in t] == [["fusion.1", "fusion.2"], ["custom-call.0"], ["fusion.1", "fusion.2"]]
+    assert [r["consumer_kernels"] for r in t] == [["custom-call.0"], [], []]
+    # written again without them
+    assert "producer_kernels" not in json.loads(b.to_json())["fusion_decisions"]["records"]["columns"]
