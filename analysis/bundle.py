@@ -444,12 +444,18 @@ def derive_decision_kernels(fd, provenance) -> None:
             names = r.get(side)
             hit = by_list.get(id(names))
             if hit is None or hit[0] is not names:
-                key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
-                got = memo.get(key)
-                if got is None:
-                    got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
-                hit = by_list[id(names)] = (names, got)
+                hit = by_list[id(names)] = (names, _kernels_of(names, p2k, memo))
             r[out] = hit[1]
+
+
+def _kernels_of(names, p2k: dict, memo: dict) -> list:
+    """The sorted kernels a record's list of pre-optimization op names ended in; equal lists
+    get one shared result (``memo``)."""
+    key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
+    return got
 
 
 def _derive_table_kernels(t: columns.Table, p2k: dict) -> None:
@@ -457,18 +463,11 @@ def _derive_table_kernels(t: columns.Table, p2k: dict) -> None:
     table of distinct lists gets a kernels column with the same codes (work per distinct list,
     not per record)."""
     for side, out in (("producer_pre", "producer_kernels"), ("consumer_pre", "consumer_kernels")):
-        col = t.cols.get(side)
-        values, codes = col if col is not None else ([()], [0] * len(t))
+        values, codes = t.cols.get(side) or ([()], [0] * len(t))
         if codes is None:  # written as they are: one list per record
-            values, codes = values, range(len(values))
+            codes = range(len(values))
         memo: dict[tuple, list] = {}
-        kern = []
-        for names in values:
-            key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
-            got = memo.get(key)
-            if got is None:
-                got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
-            kern.append(got)
+        kern = [_kernels_of(names, p2k, memo) for names in values]
         # a record that lacks the names has no kernels (an empty list, as for a dict record)
         t.with_column(out, kern + [[]], [c if c >= 0 else len(kern) for c in codes])
 

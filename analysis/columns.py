@@ -211,16 +211,6 @@ class Table(Sequence):
 
     __hash__ = None
 
-    def column(self, name: str) -> list:
-        """Every row's value of ``name`` (``_MISSING`` where a row lacks it)."""
-        col = self.cols.get(name)
-        if col is None:
-            return [_MISSING] * self.n
-        values, codes = col
-        if codes is None:
-            return values
-        return [values[c] if c >= 0 else _MISSING for c in codes]
-
     def with_column(self, name: str, values: list, codes: list | None = None) -> None:
         """Sets (or replaces) a column: ``values`` per row, or distinct ``values`` and a code per
         row. The caller's lists are kept as they are."""

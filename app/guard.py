@@ -100,6 +100,15 @@ _janitor_lock = threading.Lock()
 _janitor: threading.Thread | None = None
 
 
+def _libc_call(name: str):
+    """A function of glibc's allocator by name, or None where the C library has none (musl,
+    macOS)."""
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+    except (OSError, AttributeError):
+        return None
+
+
 # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
 MMAP_THRESHOLD = 1 << 20  # blocks this large come from (and go back to) the system one by one
@@ -120,10 +129,8 @@ def tune_malloc() -> bool:
     later): 481 MB resident without, 411 MB with; after a 12-layer program 219 and 210 MB. The
     settings ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_ARENA_MAX`` in the environment do the same
     but only for a process started with them; this works however the app is started."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _libc_call("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
@@ -131,10 +138,8 @@ def tune_malloc() -> bool:
 
 def _trimmer():
     """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    trim = _libc_call("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
