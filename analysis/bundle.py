@@ -118,10 +118,12 @@ class Bundle:
 
     # -- JSON -------------------------------------------------------------------------------
 
-    def to_dict(self) -> dict:
+    def to_dict(self, leave_out: tuple[str, ...] = ()) -> dict:
+        """The bundle as JSON values; the fields named in ``leave_out`` are not made at all (a
+        worker's answer leaves out what the parent derives again: 4,993 kernels are 0.26 s)."""
         d = {}
         for f in fields(self):
-            if not f.init:
+            if not f.init or f.name in leave_out:
                 continue
             v = getattr(self, f.name)
             if f.name == "kernels":
@@ -402,10 +404,11 @@ def _records_for_json(fd):
         return {**fd, "records": recs.encoded(leave_out=_DERIVED_RECORD_FIELDS)}
     if not isinstance(recs, list):
         return fd
-    rows = [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
-            if isinstance(r, dict) else r for r in recs]
-    cols = columns.encode(rows)
-    return {**fd, "records": rows if cols is None else cols}
+    cols = columns.encode(recs, leave_out=_DERIVED_RECORD_FIELDS)
+    if cols is None:
+        cols = [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
+                if isinstance(r, dict) else r for r in recs]
+    return {**fd, "records": cols}
 
 
 def _records_from_json(fd) -> None:

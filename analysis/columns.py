@@ -28,6 +28,7 @@ JSON document that any JSON reader opens, and this needs no more than a table pe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 MAX_VALUE = 4096  # characters of text in one table value (names, reasons, short lists of names)
 
@@ -81,6 +82,20 @@ def _size(v, budget: int) -> int:
     return 2
 
 
+def _names_keys(vals: list, types: set) -> list | None:
+    """The keys of a column that is all lists of names or all objects of names (the records' ops
+    and how they were matched), made in C: a tuple of the names or of the items. Only one kind of
+    value in the column, so a tuple cannot meet another JSON value's key; else None (``_key``
+    for each value: 6 us each, 0.8 of the 1.4 s that 38,000 records took to encode)."""
+    if types == {list}:
+        if set(map(type, chain.from_iterable(vals))) <= {str}:
+            return list(map(tuple, vals))
+    elif types == {dict}:
+        if set(map(type, chain.from_iterable(map(dict.values, vals)))) <= {str}:
+            return list(map(tuple, map(dict.items, vals)))
+    return None
+
+
 class _Missing:
     """A field a row lacks (its own type, so a column of names is still all one type)."""
 
@@ -90,9 +105,10 @@ _NUMBERS = frozenset((int, float, bool))
 _PLAIN = frozenset((str, int, float, bool, type(None), _Missing))  # values that are their own keys
 
 
-def encode(rows: list[dict]) -> dict | None:
-    """``rows`` by column; None when some row is not an object or a value is too large to share
-    and some row lacks its field (the caller then keeps the list)."""
+def encode(rows: list[dict], leave_out: tuple[str, ...] = ()) -> dict | None:
+    """``rows`` by column, without the fields named in ``leave_out``; None when some row is not an
+    object or a value is too large to share and some row lacks its field (the caller then keeps
+    the list)."""
     if any(type(r) is not dict for r in rows):
         return None
     n = len(rows)
@@ -101,6 +117,8 @@ def encode(rows: list[dict]) -> dict | None:
         for k in r:
             if k not in names:
                 names[k] = None
+    for k in leave_out:
+        names.pop(k, None)
     missing = _MISSING
     columns: dict = {}
     for name in names:
@@ -111,7 +129,7 @@ def encode(rows: list[dict]) -> dict | None:
         if types <= _PLAIN and len(types & _NUMBERS) <= 1:  # no 1 == 1.0 == true among them
             keys = vals
         else:
-            keys = [v if v is missing else _key(v) for v in vals]
+            keys = _names_keys(vals, types) or [v if v is missing else _key(v) for v in vals]
         if complete and types <= _NUMBERS and len(set(keys[:64])) > 48:
             columns[name] = vals  # numbers distinct from the start (line numbers): as they are
             continue

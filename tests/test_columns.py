@@ -43,6 +43,29 @@ def test_numbers_and_booleans_stay_apart():
     assert type(back[5]["v"][0]) is bool
 
 
+def test_lists_and_objects_of_names_share_by_value_and_others_keep_their_types():
+    a, b = ["add.1", "mul.2"], ["add.1", "mul.2"]  # equal lists, two objects
+    rows = [{"ops": a, "how": {"p": "name"}}, {"ops": b, "how": {"p": "name"}}, {"ops": [], "how": {}},
+            {"ops": a, "how": {"p": "name"}}, {"ops": [], "how": {}}, {"ops": b, "how": {"p": "name"}}]
+    cols = columns.encode(rows, leave_out=("nothing",))["columns"]
+    assert cols["ops"] == {"values": [["add.1", "mul.2"], []], "codes": [0, 0, 1, 0, 1, 0]}
+    assert cols["how"] == {"values": [{"p": "name"}, {}], "codes": [0, 0, 1, 0, 1, 0]}
+    back = columns.decode(json.loads(json.dumps(columns.encode(rows))))
+    assert back == rows and back[0]["ops"] is back[1]["ops"]
+    # a column of lists that are not all names: a name and a number stay apart, and so do 1 and true
+    mixed = [{"v": ["1"]}, {"v": [1]}, {"v": [True]}, {"v": ["1"]}, {"v": [1]}, {"v": {"k": 1}}]
+    back = columns.decode(json.loads(json.dumps(columns.encode(mixed))))
+    assert [(r["v"], [type(x) for x in r["v"]] if isinstance(r["v"], list) else None) for r in back] == \
+        [(r["v"], [type(x) for x in r["v"]] if isinstance(r["v"], list) else None) for r in mixed]
+
+
+def test_fields_left_out_are_not_written():
+    got = columns.encode(_rows(4), leave_out=("name", "how", "no-such-field"))
+    assert set(got["columns"]) == {"pass", "reason", "line", "fusion", "pre"}
+    assert columns.decode(got)[0] == {"pass": "dot-library-rewriter", "reason": "not profitable", "line": 10,
+                                      "fusion": "loop_fusion.1", "pre": ["dot"]}
+
+
 def test_no_rows_and_rows_that_are_not_objects():
     assert columns.decode(columns.encode([])) == []
     assert columns.encode([{"a": 1}, "x"]) is None  # the caller keeps its list

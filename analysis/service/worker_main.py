@@ -67,9 +67,7 @@ def for_parent(bundle: Bundle, sent: dict) -> dict:
     anyway (kernels, provenance) and without the HLO texts it was sent already (``sent``: the
     ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``). At 96 layers that is
     8 of the 20 MB the parent decoded only to drop."""
-    d = bundle.to_dict()
-    d.pop("kernels", None)
-    d.pop("provenance", None)
+    d = bundle.to_dict(leave_out=("kernels", "provenance"))
     stages = d.get("stages")
     if isinstance(stages, dict):
         d["stages"] = {k: v for k, v in stages.items() if not (k in sent and sent[k] is v)}
