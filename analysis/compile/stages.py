@@ -300,6 +300,32 @@ def _lower_priority(by: int) -> None:
         pass
 
 
+def lower_process_priority(by: int) -> None:
+    """Raise the nice value of every thread of this process by ``by`` (XLA's thread pools were
+    started with the process; a thread made later inherits its maker's), and of the session's
+    autogroup where the kernel groups sessions (``sched_autogroup_enabled``: a sandboxed worker
+    is a session of its own, and between sessions a thread's nice value counts for nothing).
+    Nothing happens where that is not possible."""
+    if by <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        with open("/proc/self/autogroup") as f:  # "/autogroup-123 nice 0"
+            now = int(f.read().split()[-1])
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(min(19, now + by)))
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except (OSError, ValueError):
+        tids = [threading.get_native_id()]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
+        except OSError:
+            pass
+
+
 class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
     fusion log parsed as XLA writes it (``LogFollower``), and both modules parsed from the

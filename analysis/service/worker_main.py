@@ -19,6 +19,9 @@ from analysis.errors import ExplorerError
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure
 
 
+PREVIEW_NICE = 10  # a measuring job's nice value raised by this once its preview is sent
+
+
 def execute(job: Job, progress: Callable[[str], None] | None = None,
             preview: Callable[[Bundle], None] | None = None,
             texts: Callable[[dict], None] | None = None) -> Bundle:
@@ -46,6 +49,10 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     if is_measure(job):
         if preview is not None and job.preview_kernels is not None and len(c.bundle.kernels) >= job.preview_kernels:
             preview(c.bundle)
+            # The parent now draws the graphs (its Python, Graphviz and the browser) while this
+            # process measures: on a machine with few cores the drawing goes first. The timed
+            # calls see the same machine either way; once the drawing is done nothing else runs.
+            stages.lower_process_priority(PREVIEW_NICE)
         if job.peaks:
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
         try:
