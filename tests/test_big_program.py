@@ -9,6 +9,7 @@ import json
 import re
 
 from analysis.bundle import bundle_from_hlo
+from analysis.render.details import pack_light, unpack_light
 from app import views
 from tests.stack_hlo import stack_texts
 
@@ -163,8 +164,10 @@ def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_dr
     # every op is there for the search and the source highlight, light (no instruction text),
     # in the JSON text of what never changes, with the links and the layer maps
     packed = json.loads(p["packed"])
-    assert p["links"] is None and p["layers"] is None and packed["links"]["pre2k"] and packed["layers"]["boxes"]
-    light = packed["details"]
+    assert p["links"] is None and p["layers"] is None and packed["links"]["k2pre"] and packed["layers"]["boxes"]
+    # what the frame derives is not sent: op -> kernels (k2pre inverted), op -> box (the boxes' ops)
+    assert "pre2k" not in packed["links"] and "op_box" not in packed["layers"]
+    light = unpack_light(packed["light"])
     assert light["op:m3"]["light"] and "text" not in light["op:m3"]
     assert light["op:m3"]["name"] == "m3" and light["op:m3"]["side"] == "pre"
     assert "op:m3" not in det
@@ -185,3 +188,24 @@ def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_dr
     assert not views.add_details(b, p, ["op:m5"])  # already full: nothing to send
     for bad in (None, "3", True, 1.5):  # a revision the browser made up: everything added
         assert {"op:m3", "op:m5"} <= set(views.details_since(p, bad))
+
+
+def test_light_details_go_by_column_and_come_back_as_they_were():
+    light = {
+        "op:add.1": {"side": "pre", "name": "add.1", "title": "add.1 — add", "op_name": "jit(f)/l0/add",
+                     "lines": [3], "light": True},
+        "op:add.2": {"side": "pre", "name": "add.2", "title": "add.2 — add", "op_name": "jit(f)/l1/add",
+                     "lines": [3], "light": True},
+        # a parameter's title is its op name, not its own: kept whole
+        "p:Arg_0.1": {"side": "pre", "name": "Arg_0.1", "title": "x — parameter", "lines": [], "light": True},
+        "k:fusion.3": {"side": "post", "name": "fusion.3", "title": "fusion.3 — fusion · XLA loop (emitted)",
+                       "route": "emitted", "color": "#2CA02C", "n_fused": 2, "lines": [3], "light": True},
+        # a name that is not the id's stays
+        "op:odd": {"side": "pre", "name": "other", "title": "other — mul", "op_name": "", "lines": [],
+                   "light": True},
+    }
+    packed = pack_light(light)
+    text = json.dumps(packed, ensure_ascii=False)
+    assert '"name"' in text and text.count("add.1") == 1  # the id only: not its name, not its title's
+    assert "— add" in text and text.count("— add") == 1  # the tail both adds share, once
+    assert unpack_light(json.loads(text)) == light

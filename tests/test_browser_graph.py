@@ -368,6 +368,11 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
     f.wait_for_function("() => document.getElementById('details').innerText.includes('%m5 = f32[8]{0} multiply(')",
                         timeout=60_000)
     assert "Loading its instruction" not in f.evaluate(details)
+    # the op's layer is collapsed on both sides: its box lights up there, through what the frame
+    # made of the payload itself (op -> box from the boxes' ops, op -> kernels from kernel -> ops)
+    lit = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node.hl')].map(n => n.id)"
+    assert f.evaluate(lit, "pre") == ["L:layer5"]
+    assert f.evaluate(lit, "post") == ["L:layer5"]
     f.evaluate("() => document.querySelector(\"#view-pre g[id='L:layer3']\").dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))")
     f.wait_for_function("() => !!document.querySelector(\"#view-pre g.node[id='op:m3']\")", timeout=60_000)
     # layer 3's ops, drawn between the layers it reads from and feeds; no other layer is laid out

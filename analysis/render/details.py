@@ -219,3 +219,48 @@ def lecture_order(b: Bundle) -> list[str]:
 
     ks = [k for k in launching(b.kernels) if k.route != "control"]
     return [k.name for k in sorted(ks, key=lambda k: (-((t.get(k.name) or {}).get("median_s") or 0), -k.bytes))]
+
+
+def pack_light(light: dict[str, dict]) -> dict:
+    """Light details (``node_details(light=True)``) by column, for a big program's payload: a
+    192-layer program has 29,000 of them, 5.3 MB of JSON as one object each, most of it the
+    field names, the name again (it is the id's) and its title's name. Here ``name`` is left out
+    where it is the id's (``op:NAME``), ``light`` where it is true, and a title that starts with
+    the name is only its tail (" — add"); the rest by column (``analysis.columns``: a repeated
+    value once). ``unpack_light`` (and the graph component's ``unpackLight``) make them back."""
+    from analysis import columns
+
+    ids, rows = [], []
+    for nid, d in light.items():
+        r = dict(d)
+        name = r.get("name")
+        if isinstance(name, str) and nid.partition(":")[2] == name:
+            del r["name"]
+            t = r.get("title")
+            if isinstance(t, str) and t.startswith(name):
+                r["tail"] = t[len(name):]
+                del r["title"]
+        if r.get("light") is True:
+            del r["light"]
+        ids.append(nid)
+        rows.append(r)
+    cols = columns.encode(rows)
+    if cols is None:  # values too big to share where some rows lack them: sent as they are
+        return {"ids": [], "columns": None, "rows": light}
+    return {"ids": ids, "columns": cols, "rows": None}
+
+
+def unpack_light(packed: dict) -> dict[str, dict]:
+    """The light details ``pack_light`` packed (the graph component does the same)."""
+    from analysis import columns
+
+    if packed.get("rows") is not None:
+        return packed["rows"]
+    out = {}
+    for nid, r in zip(packed["ids"], columns.decode(packed["columns"])):
+        d = {"name": nid.partition(":")[2], **r} if "name" not in r else dict(r)
+        if "tail" in d:
+            d["title"] = d["name"] + d.pop("tail")
+        d.setdefault("light", True)
+        out[nid] = d
+    return out
