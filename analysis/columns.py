@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import chain
+from operator import itemgetter
 
 MAX_VALUE = 4096  # characters of text in one table value (names, reasons, short lists of names)
 
@@ -112,17 +113,16 @@ def encode(rows: list[dict], leave_out: tuple[str, ...] = ()) -> dict | None:
     if any(type(r) is not dict for r in rows):
         return None
     n = len(rows)
-    names: dict[str, None] = {}
-    for r in rows:
-        for k in r:
-            if k not in names:
-                names[k] = None
+    names = dict.fromkeys(chain.from_iterable(rows))  # every field, in the order first seen
     for k in leave_out:
         names.pop(k, None)
     missing = _MISSING
     columns: dict = {}
     for name in names:
-        vals = [r.get(name, missing) for r in rows]
+        try:  # (every row has most fields: read in C)
+            vals = list(map(itemgetter(name), rows))
+        except KeyError:
+            vals = [r.get(name, missing) for r in rows]
         # keys and tables built by dict and map (C): 460,000 values at 192 layers
         types = set(map(type, vals))
         complete = _Missing not in types

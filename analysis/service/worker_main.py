@@ -16,6 +16,7 @@ from typing import Callable
 from analysis.bundle import Bundle
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.errors import ExplorerError
+from analysis.gc_pause import gc_paused
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure
 
 
@@ -74,7 +75,8 @@ def for_parent(bundle: Bundle, sent: dict) -> dict:
     anyway (kernels, provenance) and without the HLO texts it was sent already (``sent``: the
     ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``). At 96 layers that is
     8 of the 20 MB the parent decoded only to drop."""
-    d = bundle.to_dict(leave_out=("kernels", "provenance"))
+    with gc_paused():  # 38,000 records' columns in a heap of millions of objects: no collector passes
+        d = bundle.to_dict(leave_out=("kernels", "provenance"))
     stages = d.get("stages")
     if isinstance(stages, dict):
         d["stages"] = {k: v for k, v in stages.items() if not (k in sent and sent[k] is v)}
