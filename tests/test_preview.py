@@ -401,3 +401,72 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     assert at.session_state["sel"] == {"side": "post", "name": shown.kernels[0].name}  # the selection stays
     assert "kernel timings follow" not in _texts(at) and "Measuring:" not in _texts(at)
     assert "step (median)" in [m.label for m in at.metric]
+
+
+PRE_TEXT = """HloModule m
+
+ENTRY %main (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %a = f32[8]{0} add(%p, %p), metadata={op_name="jit(f)/add"}
+  ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg"}
+}
+"""
+POST_DUMP = """HloModule m, is_scheduled=true
+
+%fused (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %a = f32[8]{0} add(%x, %x), metadata={op_name="jit(f)/add"}
+  ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg"}
+}
+
+ENTRY %main (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  ROOT %f = f32[8]{0} fusion(%p), kind=kLoop, calls=%fused, backend_config={"a":1,"b":[2,3]}
+}
+"""
+
+
+def test_texts_sent_as_xla_dumps_them_are_parsed_once_and_the_compiled_ones_take_the_parse(monkeypatch):
+    """A worker sends each HLO text as XLA dumps it, then the compiled ones where they differ.
+    The parent parses each dump once; a compiled text that differs from its dump only in the
+    order of a backend_config's fields takes the dump's parse (and its analysis); one that differs
+    otherwise is parsed again. At most three such messages are taken."""
+    from analysis.service import worker as worker_module
+
+    calls: list[str] = []
+    real_parse, real_analysis = worker_module.parse_module, worker_module.remember_analysis
+    monkeypatch.setattr(worker_module, "parse_module", lambda t: (calls.append("parse"), real_parse(t))[1])
+    monkeypatch.setattr(worker_module, "remember_analysis", lambda *a: (calls.append("analyze"), real_analysis(*a))[1])
+    compiled = POST_DUMP.replace('{"a":1,"b":[2,3]}', '{"b":[2,3],"a":1}')
+    early = EarlyParts(Job(kind="code", name="x"))
+    early.texts({"hlo_before": PRE_TEXT})
+    early.texts({"hlo_after": POST_DUMP})
+    early.texts({"hlo_after": compiled})
+    like = early.like()
+    assert calls == ["parse", "parse", "analyze"]
+    assert like.stages["hlo_after"] == compiled and like.module("hlo_after").text == compiled
+    assert early.sent == {"hlo_before": PRE_TEXT, "hlo_after": compiled}
+    # the bundle that follows takes that parse and its analysis
+    from analysis.bundle import Bundle, reanalyze
+
+    b = Bundle(stages={"hlo_before": PRE_TEXT, "hlo_after": compiled})
+    b.share_parses(like)
+    monkeypatch.setattr("analysis.bundle.analyze", lambda b: calls.append("analyzed again"))
+    reanalyze(b, like)
+    assert b.module("hlo_after") is like.module("hlo_after") and [k.name for k in b.kernels] == ["f"]
+    assert calls == ["parse", "parse", "analyze"]
+    monkeypatch.undo()
+    monkeypatch.setattr(worker_module, "parse_module", lambda t: (calls.append("parse"), real_parse(t))[1])
+    monkeypatch.setattr(worker_module, "remember_analysis", lambda *a: (calls.append("analyze"), real_analysis(*a))[1])
+    # another compiled text: parsed and analyzed again
+    other = EarlyParts(Job(kind="code", name="x"))
+    calls.clear()
+    other.texts({"hlo_before": PRE_TEXT, "hlo_after": POST_DUMP})
+    other.texts({"hlo_after": POST_DUMP.replace("negate(%a)", "abs(%a)")})
+    assert other.like().module("hlo_after").by_name["fused"].by_name["n"].opcode == "abs"
+    assert calls == ["parse", "parse", "analyze", "parse", "analyze"]
+    # a fourth message is not taken (a worker cannot keep this side parsing)
+    more = EarlyParts(Job(kind="code", name="x"))
+    for text in ("a", "b", "c", "d"):
+        more.texts({"hlo_before": text})
+    assert more.sent == {"hlo_before": "c"}

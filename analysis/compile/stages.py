@@ -32,7 +32,7 @@ from analysis.compile.backend import allow_gpu_target, environment, gpu_target_d
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
-from analysis.hlo import parse_module
+from analysis.hlo import parse_module, same_module_text  # noqa: F401 - same_module_text: also used from here
 from analysis.memory import memory_from_dir
 from analysis.passes import pass_log_from_dir
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
@@ -73,7 +73,10 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   gpu_target: str | None = None, dump_passes: bool = False,
                   on_texts: Callable[[dict], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``on_texts`` receives the HLO
-    before and after optimization as soon as XLA is done, before the analysis.
+    before and after optimization as soon as XLA is done, before the analysis; before that,
+    while XLA compiles, each text on its own (``{"hlo_before": ...}``, then
+    ``{"hlo_after": ...}``) as XLA dumps it, from another thread. The last call has the
+    compiled texts (equal to the early ones when XLA's dumps were those).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -145,7 +148,12 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # debug_info=True)``, which would hold the GIL for 0.4 s at 48 layers to convert it again.
     dump_dir = dump_options.get("xla_dump_to")
     env = environment(device, gpu_target)
-    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""))
+    # Each dump's text goes to ``on_texts`` as soon as it parses here: the HLO before
+    # optimization as XLA starts, the optimized one as its code generation begins (at 192
+    # layers half-way through a compile that keeps one core busy), so whoever reads them can
+    # parse them beside the compile too; the compiled texts follow as ever
+    early = None if on_texts is None else (lambda stage, text: on_texts({stage: text}))
+    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""), on_text=early)
     say("compile")
     t0 = time.perf_counter()
     try:
@@ -244,50 +252,6 @@ def after_optimizations(dump_dir: str) -> str | None:
         return None
 
 
-def same_module_text(module, parsed_text: str | None, text: str) -> bool:
-    """Whether ``module`` (parsed from ``parsed_text``, XLA's dump of the optimized module) is
-    the parse of ``text`` (``compiled.as_text()``); if so it is made exactly that. The two print
-    the same module, except that the executable's copy serializes a ``backend_config`` with its
-    fields in another order (seen on XLA:CPU's YNNPACK fusions): a line that differs only there,
-    with the same JSON, takes the compiled text's ``backend_config``. Anything else: False."""
-    if parsed_text is None:
-        return False
-    if parsed_text == text:
-        return True
-    import json
-
-    a, b = parsed_text.splitlines(), text.splitlines()
-    if len(a) != len(b):
-        return False
-    differ = {i + 1 for i, (x, y) in enumerate(zip(a, b)) if x != y}
-    at = {inst.line: inst for inst in module.instructions() if inst.line in differ}
-    patches = []
-    for ln in differ:
-        inst, x, y = at.get(ln), a[ln - 1], b[ln - 1]
-        raw = inst.attributes.get("backend_config") if inst is not None else None
-        i = x.find("backend_config=" + raw) if raw else -1
-        if i < 0 or len(x) != len(y):
-            return False
-        i += len("backend_config=")
-        j = i + len(raw)
-        if x[:i] != y[:i] or x[j:] != y[j:]:
-            return False
-        try:
-            if json.loads(x[i:j]) != json.loads(y[i:j]):
-                return False
-        except ValueError:
-            return False
-        patches.append((inst, y[i:j]))
-    for inst, cfg in patches:
-        inst.attributes["backend_config"] = cfg
-        try:
-            del inst.backend_config  # decoded again, from this text, when next read
-        except AttributeError:
-            pass
-    module.text = text
-    return True
-
-
 def _lower_priority(by: int) -> None:
     """Raise the calling thread's nice value by ``by`` (only this thread: Linux schedules threads
     on their own). Nothing happens where that is not possible."""
@@ -336,9 +300,11 @@ class _Beside(threading.Thread):
 
     POLL_S = 0.01
 
-    def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = ""):
+    def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = "",
+                 on_text: Callable[[str, str], None] | None = None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
         self._traced, self._dir, self._follower, self._platform = traced, dump_dir, follower, platform
+        self._on_text = on_text  # ("hlo_before" | "hlo_after", text) once that dump parsed
         self.analysis: tuple | None = None  # (kernels, provenance, metrics) of the two parses
         self.compiled = threading.Event()  # set by the caller once XLA is done
         self.jaxpr: str | None = None
@@ -372,13 +338,23 @@ class _Beside(threading.Thread):
                     self._follower.failed = True
             if self.pre is None:
                 self.pre, self.text = self._parse(before_optimizations(self._dir), tried, "pre")
+                if self.pre is not None:
+                    self._tell("hlo_before", self.text)
             if self.pre is not None and self.post is None:  # (after the compile too: the caller would)
                 self.post, self.post_text = self._parse(after_optimizations(self._dir), tried, "post")
                 if self.post is not None:
+                    self._tell("hlo_after", self.post_text)
                     self.analysis = self._analyze()
             if done or (self.pre is not None and self.post is not None and self._follower is None):
                 return
             self.compiled.wait(self.POLL_S)
+
+    def _tell(self, stage: str, text: str) -> None:
+        if self._on_text is not None and not self.compiled.is_set():  # (after it, the caller sends them)
+            try:
+                self._on_text(stage, text)
+            except Exception:  # noqa: BLE001 - the texts go again once compiled
+                pass
 
     def _analyze(self) -> tuple | None:
         """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would

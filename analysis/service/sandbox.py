@@ -417,13 +417,19 @@ PHASES = frozenset({"load", "trace", "lower", "compile", "analyze", "measure", "
 MAX_PROGRESS = 200
 
 
+# The early messages a worker's reader passes on, at most: its preview once; its HLO texts as
+# XLA dumps them (before optimization, optimized) and once compiled, where they differ.
+EARLY_MESSAGES = {"preview": 1, "texts": 3}
+
+
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
                cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None,
                texts: Callable[[dict], None] | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
-    ``texts`` and ``preview`` receive the value of the worker's first ``{"texts": ...}`` (its
-    HLO, once compiled) and ``{"preview": ...}`` message, as it sent it (untrusted: the caller
-    checks it), while the worker goes on.
+    ``texts`` and ``preview`` receive the value of the worker's ``{"texts": ...}`` messages (its
+    HLO as XLA dumps it and once compiled: at most ``EARLY_MESSAGES``) and of its first
+    ``{"preview": ...}``, as it sent them (untrusted: the caller checks them), while the worker
+    goes on.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
@@ -599,7 +605,8 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
         watcher.start()
     final = None
     said = [0, None]  # progress messages passed on, the last one
-    early = {k: fn for k, fn in (early or {}).items() if fn is not None}  # each passed on once
+    early = {k: fn for k, fn in (early or {}).items() if fn is not None}
+    left = dict(EARLY_MESSAGES)  # how many of each are passed on
     reader = LineReader()
     try:
         while True:
@@ -629,8 +636,10 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
                 elif len(msg) == 1 and next(iter(msg)) in ("preview", "texts"):
-                    fn = early.pop(next(iter(msg)), None)
+                    kind = next(iter(msg))
+                    fn = early.get(kind) if left.get(kind, 0) > 0 else None
                     if fn is not None:
+                        left[kind] -= 1
                         try:
                             fn(next(iter(msg.values())))
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job

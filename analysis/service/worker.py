@@ -15,7 +15,7 @@ from typing import Callable
 from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, reanalyze, remember_analysis
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
-from analysis.hlo import HloParseError, parse_module
+from analysis.hlo import HloParseError, parse_module, same_module_text
 from analysis.kernels import detect_platform
 from analysis.service import sandbox
 from analysis.service.job import MEASURED_FIELDS, Job
@@ -46,8 +46,9 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
 
 
 class EarlyParts:
-    """What a worker sends before its answer. Its HLO texts, once compiled (``texts``): parsed
-    and analyzed here in a thread while the worker goes on, so the bundle that follows is not
+    """What a worker sends before its answer. Its HLO texts as XLA dumps them while it compiles,
+    and once compiled where they differ (``texts``): parsed and analyzed here in a thread
+    beside the compile and while the worker goes on, so the bundle that follows is not
     parsed or analyzed again (``like``); that bundle leaves these texts out (``sent`` puts them
     back), and one it does carry uses an early parse only if equal (``Bundle.share_parses``). A
     measuring job's preview (calling this object): checked like any bundle the worker sends and
@@ -63,23 +64,50 @@ class EarlyParts:
         self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
         self._like: Bundle | None = None
         self._thread: threading.Thread | None = None
+        self._told = 0  # texts messages taken (at most sandbox.EARLY_MESSAGES["texts"])
+        self._like_mods: tuple = ()  # the modules self._like was made of
 
     def texts(self, d) -> None:
-        if self._thread is not None or not isinstance(d, dict):
+        """One ``{"texts"}`` message: the HLO texts in it (as XLA dumps them during the compile,
+        then the compiled ones where they differ) are parsed in a thread, after the ones before
+        them; once both are parsed, the two are analyzed (again only when a parse changed)."""
+        if self._told >= sandbox.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
             return
         texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
-        self.sent = texts
+        if not texts:
+            return
+        self._told += 1
+        self.sent = {**self.sent, **texts}
+        before = self._thread
 
         def parse():
+            if before is not None:
+                before.join()
             with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
                 for k, v in texts.items():
+                    had = self._parses.get(k)
+                    if had is not None and had[0] == v:
+                        continue  # the compiled text is the one dumped: parsed already
+                    if had is not None and same_module_text(had[1], had[0], v):
+                        # it differs only in the order of a backend_config's fields (XLA:CPU's
+                        # YNNPACK fusions): the parse takes the compiled text's, and stays
+                        self._parses[k] = (v, had[1])
+                        continue
                     try:
                         self._parses[k] = (v, parse_module(v))
                     except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
-                        pass
-                like = Bundle(stages={k: v[0] for k, v in self._parses.items()})
-                like._parsed.update(self._parses)
-                if len(self._parses) == 2:  # and analyzed, as the bundle that follows will be
+                        self._parses.pop(k, None)
+                parses = dict(self._parses)
+                mods = tuple(parses[k][1] if k in parses else None for k in self.STAGES)
+                if self._like is not None and all(a is b for a, b in zip(self._like_mods, mods)):
+                    for k, t in parses.items():  # the same modules: their analysis stands, on these texts
+                        self._like.stages[k] = t[0]
+                        self._like._parsed[k] = t
+                    return
+                self._like_mods = mods
+                like = Bundle(stages={k: v[0] for k, v in parses.items()})
+                like._parsed.update(parses)
+                if len(parses) == 2:  # and analyzed, as the bundle that follows will be
                     try:
                         remember_analysis(like, detect_platform(like.module("hlo_after")))
                     except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it

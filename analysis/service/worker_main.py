@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from typing import Callable
 
 from analysis.bundle import Bundle
@@ -136,9 +137,13 @@ def _worker_main() -> int:
     sys.stdout = sys.stderr
     del out
 
+    lock = threading.Lock()  # the thread beside the compile sends the early texts
+
     def emit(obj):
-        proto.write(json.dumps(obj) + "\n")
-        proto.flush()
+        line = json.dumps(obj) + "\n"
+        with lock:
+            proto.write(line)
+            proto.flush()
 
     try:
         job = Job.from_dict(json.loads(sys.stdin.read()))
@@ -153,8 +158,13 @@ def _worker_main() -> int:
         sent: dict = {}
 
         def texts(t):
-            emit({"texts": t})
+            # the dumps' texts as XLA writes them, then the compiled ones: a text already sent
+            # goes once (the parent has it); ``sent`` holds the latest objects, which the bundle
+            # holds too (for_parent leaves those out)
+            new = {k: v for k, v in t.items() if sent.get(k) != v}
             sent.update(t)
+            if new:
+                emit({"texts": new})
 
         def preview(b):
             emit({"preview": for_parent(b, sent)})
