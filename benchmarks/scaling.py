@@ -18,7 +18,7 @@ of the same N, measured beside it:
    after the clicks and the layer, and 16 s later ("settled": the memory janitor has had its
    round, so the reading does not depend on when its last one was).
 
-    .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 2]
+    .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 3]
                                            [--measure 12] [--browser 12,192]
 
 Writes ``benchmarks/out/scaling.json``. Goals (#18): first graph <= 1.5x the bare compile at
@@ -304,7 +304,7 @@ def browser(ns: list[int]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", default="1,12,48,96,192")
-    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--trials", type=int, default=3)  # a median of two is their mean: one outlier moves it
     ap.add_argument("--measure", default="12")
     ap.add_argument("--browser", default="12,192")
     a = ap.parse_args()

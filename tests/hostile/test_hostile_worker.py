@@ -92,8 +92,8 @@ def test_a_bundle_rewritten_inside_the_worker_is_rederived_by_the_parent():
     ran = runs(f"""
 import analysis.bundle as _b
 _orig = _b.Bundle.to_dict
-def _evil(self):
-    d = _orig(self)
+def _evil(self, *args, **kw):
+    d = _orig(self)  # everything, kernels included, whatever the worker asked to leave out
     d["source"]["name"] = {payload!r}
     d["kernels"] = d["kernels"] + [dict(d["kernels"][0], name="ghost-kernel")] if d["kernels"] else d["kernels"]
     d["metrics"]["kernels_after"] = 999999
