@@ -32,7 +32,7 @@ from analysis.compile.backend import allow_gpu_target, environment, gpu_target_d
 from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
-from analysis.hlo import parse_module, same_module_text  # noqa: F401 - same_module_text: also used from here
+from analysis.hlo import parse_module, same_module_text
 from analysis.memory import memory_from_dir
 from analysis.passes import pass_log_from_dir
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
@@ -255,10 +255,13 @@ def after_optimizations(dump_dir: str) -> str | None:
 def _lower_priority(by: int) -> None:
     """Raise the calling thread's nice value by ``by`` (only this thread: Linux schedules threads
     on their own). Nothing happens where that is not possible."""
-    if by <= 0 or not hasattr(os, "setpriority"):
-        return
+    if by > 0 and hasattr(os, "setpriority"):
+        _renice(threading.get_native_id(), by)
+
+
+def _renice(tid: int, by: int) -> None:
+    """Raise thread ``tid``'s nice value by ``by`` (at most to 19); nothing where not allowed."""
     try:
-        tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
     except OSError:
         pass
@@ -284,10 +287,7 @@ def lower_process_priority(by: int) -> None:
     except (OSError, ValueError):
         tids = [threading.get_native_id()]
     for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-        except OSError:
-            pass
+        _renice(tid, by)
 
 
 class _Beside(threading.Thread):

@@ -11,6 +11,7 @@ are data, never HTML: whoever draws them escapes them.
 
 from __future__ import annotations
 
+from analysis import columns
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
 from analysis.links import kernel_ops, op_kernels
@@ -228,8 +229,6 @@ def pack_light(light: dict[str, dict]) -> dict:
     where it is the id's (``op:NAME``), ``light`` where it is true, and a title that starts with
     the name is only its tail (" — add"); the rest by column (``analysis.columns``: a repeated
     value once). ``unpack_light`` (and the graph component's ``unpackLight``) make them back."""
-    from analysis import columns
-
     ids, rows = [], []
     for nid, d in light.items():
         r = dict(d)
@@ -252,8 +251,6 @@ def pack_light(light: dict[str, dict]) -> dict:
 
 def unpack_light(packed: dict) -> dict[str, dict]:
     """The light details ``pack_light`` packed (the graph component does the same)."""
-    from analysis import columns
-
     if packed.get("rows") is not None:
         return packed["rows"]
     out = {}
