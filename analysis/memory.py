@@ -438,6 +438,14 @@ def bundle_memory(bundle, buffer_assignment: str, live_range: str | None = None,
     return mem
 
 
+def agree_with_xla(bundle) -> None:
+    """Set ``bundle.memory``'s agreement with ``bundle.memory_analysis``, for a bundle whose
+    memory was read before XLA's estimate came (``analysis.compile.stages``)."""
+    mem = bundle.memory
+    if isinstance(mem, dict) and "error" not in mem and "totals" in mem:
+        mem["agreement"] = agreement(mem, bundle.memory_analysis)
+
+
 def _names_from_provenance(mem: dict, bundle) -> None:
     """A kernel XLA re-created without metadata (a reshaped dot, a layout copy) gets the JAX
     op_name and source line of the program op that provenance maps to it."""

@@ -182,6 +182,20 @@ def test_what_is_made_beside_the_compile_is_what_the_serial_path_makes(monkeypat
         assert beside.to_dict()[key] == serial.to_dict()[key], key
 
 
+def test_the_first_texts_carry_the_jaxpr_and_stablehlo_the_bundle_holds():
+    """While XLA compiles, the first texts message has the HLO before optimization with the jaxpr
+    and StableHLO, the very texts the bundle then holds (so a worker's answer leaves them out);
+    the last message has the compiled HLO texts."""
+    told: list[dict] = []
+    b = stages.compile_model(load_source(MODEL, "m.py", "m"), "cpu", on_texts=told.append).bundle
+    assert set(told[0]) == {"jaxpr", "stablehlo", "hlo_before"}
+    for k in ("jaxpr", "stablehlo"):  # (not sent again: the worker's answer leaves out what is sent)
+        assert told[0][k] is b.stages[k]
+    assert told[0]["hlo_before"] == b.stages["hlo_before"]
+    assert "exp" in told[0]["jaxpr"] and "stablehlo." in told[0]["stablehlo"]
+    assert set(told[-1]) == {"hlo_before", "hlo_after"} and told[-1]["hlo_after"] is b.stages["hlo_after"]
+
+
 def test_the_capture_echoes_what_is_not_the_fusion_log(tmp_path, capfd):
     """With a follower the log file is not rewritten; XLA's warnings and the user's own lines
     still reach stderr, the fusion lines do not."""

@@ -61,3 +61,27 @@ def test_overlapping_pauses_in_two_threads():
         t.join(20)
     assert seen["after_first"] is False
     assert gc.isenabled()
+
+
+def test_only_a_process_that_ends_with_its_job_freezes_the_compiles_objects():
+    """The worker (``ends_with_job``) puts what the compile made into the collector's permanent
+    generation, so no later pass walks it; a compile in a process that goes on (the CLI's
+    ``--trusted``) leaves the collector as it was. In a process of its own each: freezing is
+    for the life of the process."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import gc, sys\nfrom analysis.service.job import Job\nfrom analysis.service.worker_main import execute\n"
+            "b = execute(Job(kind='gallery', name='softmax', backend='cpu'), ends_with_job=(sys.argv[1] == '1'))\n"
+            "assert b.kernels\nprint(gc.get_freeze_count(), gc.isenabled())\n")
+    got = {}
+    for ends in ("1", "0"):
+        out = subprocess.run([sys.executable, "-c", code, ends], cwd=root, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        assert out.returncode == 0, out.stderr[-2000:]
+        frozen, enabled = out.stdout.split()
+        got[ends] = (int(frozen), enabled)
+    assert got["1"][0] > 10_000 and got["1"][1] == "True"
+    assert got["0"] == (0, "True")

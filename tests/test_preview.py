@@ -263,6 +263,37 @@ def test_a_workers_bundle_leaves_out_what_the_parent_has_or_derives():
     assert untrusted_bundle(d2, job, early.like(), early.sent).module("hlo_after").entry.root.opcode == "negate"
 
 
+def test_the_jaxpr_and_stablehlo_sent_with_the_first_texts_are_left_out_and_put_back():
+    """The jaxpr and StableHLO (known before XLA starts) come with the first texts message; the
+    bundle leaves them out like the HLO texts, and the parent puts all four back in order. What
+    is not a text of a stage is not taken."""
+    from analysis.service.worker import untrusted_bundle
+    from analysis.service.worker_main import for_parent
+
+    b = bundle_from_hlo(HLO, "p", before_text=HLO)
+    jaxpr, stablehlo = "{ lambda ; a:f32[4]. let b = exp a in (b,) }", "module @jit_f { }"
+    b.stages = {"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": b.stages["hlo_before"],
+                "hlo_after": b.stages["hlo_after"]}
+    first = {"stablehlo": stablehlo, "jaxpr": jaxpr, "hlo_before": b.stages["hlo_before"],
+             "kernels": "[]", "metrics": {"x": 1}}
+    early = EarlyParts(Job(name="p"))
+    early.texts(first)
+    early.texts({"hlo_after": b.stages["hlo_after"]})
+    assert set(early.sent) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}
+    sent = {k: v for k, v in b.stages.items()}
+    d = for_parent(b, sent)
+    assert "stages" not in d or not d["stages"]
+    got = untrusted_bundle(d, Job(name="p"), early.like(), early.sent)
+    assert list(got.stages) == ["jaxpr", "stablehlo", "hlo_before", "hlo_after"]
+    assert got.stages["jaxpr"] == jaxpr and got.stages["stablehlo"] == stablehlo
+    # a message of texts alone (no HLO) counts as one of the three taken
+    other = EarlyParts(Job(name="p"))
+    for _ in range(4):
+        other.texts({"jaxpr": "j"})
+    other.texts({"hlo_before": HLO})
+    assert other.sent == {"jaxpr": "j"}
+
+
 # ----------------------------------------------------------------------------- real workers
 
 ISOLATED, WHY = sandbox.sandbox_status()

@@ -15,6 +15,7 @@ only if its text is the compiled one (``same_module_text``); otherwise it is mad
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from analysis.compile.load import LoadedModel, describe_inputs, error_from_excep
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import parse_module, same_module_text
-from analysis.memory import memory_from_dir
+from analysis.memory import agree_with_xla, memory_from_dir
 from analysis.passes import pass_log_from_dir
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 
@@ -74,9 +75,10 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   on_texts: Callable[[dict], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``on_texts`` receives the HLO
     before and after optimization as soon as XLA is done, before the analysis; before that,
-    while XLA compiles, each text on its own (``{"hlo_before": ...}``, then
-    ``{"hlo_after": ...}``) as XLA dumps it, from another thread. The last call has the
-    compiled texts (equal to the early ones when XLA's dumps were those).
+    while XLA compiles, each text on its own as XLA dumps it, from another thread
+    (``{"hlo_before": ...}`` with the ``jaxpr`` and ``stablehlo`` texts, then
+    ``{"hlo_after": ...}``). The last call has the compiled HLO texts (equal to the early ones
+    when XLA's dumps were those).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -92,18 +94,24 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     # until the pause ends
     try:
         with gc_paused():
-            with capture_decisions(dump_dir, follower):  # XLA's fusion log, into the dump folder
-                c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
-                             {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
-                             on_texts, follower)
-            read_dump(c.bundle, dump_dir, dump_passes, progress or (lambda p: None), follower)
+            # the dump is read while XLA's own estimates are made beside it (C++, 0.5 s at 192
+            # layers): reading it after them left this thread waiting
+            c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
+                         {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
+                         on_texts, follower,
+                         read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),
+                         around_xla=lambda: capture_decisions(dump_dir, follower))  # XLA's fusion log
         return c
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
-             gpu_target: str | None, dump_options: dict, on_texts=None, follower=None) -> Compiled:
+             gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
+             read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext) -> Compiled:
+    """Trace, lower, compile and analyze (``compile_model`` without its dump folder); ``read``
+    takes the analyzed bundle before XLA's estimates are waited for (``read_dump``);
+    ``around_xla()`` is the context XLA compiles in (``capture_decisions``)."""
     say = progress or (lambda phase: None)
     if gpu_target:
         allow_gpu_target()
@@ -152,20 +160,22 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # optimization as XLA starts, the optimized one as its code generation begins (at 192
     # layers half-way through a compile that keeps one core busy), so whoever reads them can
     # parse them beside the compile too; the compiled texts follow as ever
-    early = None if on_texts is None else (lambda stage, text: on_texts({stage: text}))
-    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""), on_text=early)
+    # (the StableHLO and the jaxpr, known before XLA starts, go with the first of them)
+    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""), on_text=on_texts,
+                     stablehlo=stablehlo)
     say("compile")
     t0 = time.perf_counter()
-    try:
-        compiled = lowered.compile(compiler_options={**compiler_options, **dump_options})
-        stats = _ExecutableStats(compiled)  # XLA's own estimates, made beside what follows
-        hlo_after = compiled.as_text()
-    except Exception as e:  # noqa: BLE001 - XLA's errors (bad option, unsupported op): first line
-        msg = str(e).strip().splitlines()
-        raise ExplorerError("compile", msg[0] if msg else type(e).__name__, fn) from None
-    finally:
-        beside.compiled.set()
-        beside.join()
+    with around_xla():
+        try:
+            compiled = lowered.compile(compiler_options={**compiler_options, **dump_options})
+            stats = _ExecutableStats(compiled)  # XLA's own estimates, made beside what follows
+            hlo_after = compiled.as_text()
+        except Exception as e:  # noqa: BLE001 - XLA's errors (bad option, unsupported op): first line
+            msg = str(e).strip().splitlines()
+            raise ExplorerError("compile", msg[0] if msg else type(e).__name__, fn) from None
+        finally:
+            beside.compiled.set()
+            beside.join()
     times["compile"] = time.perf_counter() - t0
     hlo_before = before_optimizations(dump_dir, hlo_after) if dump_dir else None
     if hlo_before is None:  # XLA wrote no dump (or not this module's): convert it here
@@ -201,8 +211,11 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         bundle.kernels, bundle.provenance, bundle.metrics = beside.analysis
     else:
         analyze(bundle)  # (the collector is paused by compile_model)
-    bundle.cost_analysis, bundle.memory_analysis = stats.result()
     times["analyze"] = time.perf_counter() - t0
+    if read is not None:
+        read(bundle)
+    bundle.cost_analysis, bundle.memory_analysis = stats.result()
+    agree_with_xla(bundle)
     bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
     if gpu_target:  # a deviceless compile has nothing to run on
         return Compiled(bundle, loaded, gpu_target=gpu_target)
@@ -301,10 +314,13 @@ class _Beside(threading.Thread):
     POLL_S = 0.01
 
     def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = "",
-                 on_text: Callable[[str, str], None] | None = None):
+                 on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
         self._traced, self._dir, self._follower, self._platform = traced, dump_dir, follower, platform
-        self._on_text = on_text  # ("hlo_before" | "hlo_after", text) once that dump parsed
+        # {"hlo_before": text} once that dump parsed (with the jaxpr and ``stablehlo``), then
+        # {"hlo_after": text}
+        self._on_text = on_text
+        self._with_first = {"stablehlo": stablehlo} if stablehlo else {}
         self.analysis: tuple | None = None  # (kernels, provenance, metrics) of the two parses
         self.compiled = threading.Event()  # set by the caller once XLA is done
         self.jaxpr: str | None = None
@@ -351,8 +367,11 @@ class _Beside(threading.Thread):
 
     def _tell(self, stage: str, text: str) -> None:
         if self._on_text is not None and not self.compiled.is_set():  # (after it, the caller sends them)
+            extra, self._with_first = self._with_first, {}
+            if self.jaxpr is not None and stage == "hlo_before":
+                extra = {**extra, "jaxpr": self.jaxpr}
             try:
-                self._on_text(stage, text)
+                self._on_text({**extra, stage: text})
             except Exception:  # noqa: BLE001 - the texts go again once compiled
                 pass
 

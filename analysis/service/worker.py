@@ -55,7 +55,8 @@ class EarlyParts:
     handed to ``deliver``; a bad one is dropped with a warning (the job goes on, its final
     answer decides)."""
 
-    STAGES = ("hlo_before", "hlo_after")
+    STAGES = ("hlo_before", "hlo_after")  # parsed here
+    TEXTS = ("jaxpr", "stablehlo")  # kept as sent
 
     def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None):
         self.job, self.deliver = job, deliver
@@ -73,11 +74,13 @@ class EarlyParts:
         them; once both are parsed, the two are analyzed (again only when a parse changed)."""
         if self._told >= sandbox.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
             return
+        self._told += 1
+        # the jaxpr and StableHLO come with the first: kept as texts (the bundle's, checked with it)
+        self.sent = {**self.sent, **{k: v for k, v in d.items() if k in self.TEXTS + self.STAGES
+                                     and isinstance(v, str) and v}}
         texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
         if not texts:
             return
-        self._told += 1
-        self.sent = {**self.sent, **texts}
         before = self._thread
 
         def parse():
@@ -195,7 +198,7 @@ def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None 
 def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None) -> Bundle:
     if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
         own = d["stages"]
-        back = {k: v for k, v in sent.items() if k in EarlyParts.STAGES and k not in own}
+        back = {k: v for k, v in sent.items() if k in STAGES and k not in own}
         if back:  # in the usual order of the stages
             d["stages"] = {k: own[k] if k in own else back[k] for k in (*STAGES, *own) if k in own or k in back}
     try:
