@@ -116,6 +116,10 @@ class Bundle:
             hit = self._parsed["_d:" + key] = (fingerprint, make())
         return hit[1]
 
+    def forget(self, key: str) -> None:
+        """Drop what ``derived(key, ...)`` remembered."""
+        self._parsed.pop("_d:" + key, None)
+
     # -- JSON -------------------------------------------------------------------------------
 
     def to_dict(self, leave_out: tuple[str, ...] = ()) -> dict:
@@ -362,7 +366,9 @@ def _take_analysis(bundle: Bundle, like: Bundle | None) -> bool:
         return False  # other texts: not this analysis
     if (bundle.environment.get("platform") or detect_platform(post)) != platform:
         return False
-    bundle.kernels, bundle.provenance, bundle.metrics = list(kernels), provenance, dict(metrics)
+    # the very list (nothing changes a bundle's kernels in place): what was derived from it
+    # ahead (``Bundle.derived``, by identity) holds for this bundle too
+    bundle.kernels, bundle.provenance, bundle.metrics = kernels, provenance, dict(metrics)
     derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
     return True
 
@@ -393,6 +399,17 @@ def _check_shapes(module: Module, file: str | None) -> None:
 # through the provenance, so never in the JSON. A broadcast that every layer reads names every
 # layer's kernels, so these lists grew with layers x records: 24 of a 192-layer bundle's 66 MB.
 _DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
+
+
+def fusion_decisions_json(fd):
+    """``fusion_decisions`` as a bundle's JSON holds them (what a worker sends of them early)."""
+    return _records_for_json(fd)
+
+
+def fusion_decisions_from_json(d) -> dict | None:
+    """``fusion_decisions`` sent on their own (by a worker, untrusted), checked and read as
+    ``Bundle.from_dict`` checks and reads a bundle's; raises ExplorerError."""
+    return Bundle.from_dict({"schema_version": SCHEMA_VERSION, "fusion_decisions": d}).fusion_decisions
 
 
 def _records_for_json(fd):

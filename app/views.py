@@ -4,6 +4,7 @@ itself with Streamlit: summary strip, legend, graphs, details panel, text and so
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import json
 import os
@@ -331,6 +332,60 @@ def _svg_or_error(dot: str) -> str:
 
 @gc_paused()  # big structures, none of them garbage (analysis.gc_pause)
 def graph_payload(b: Bundle) -> dict:
+    """Everything the explorer's graph component needs for one compile (``_payload_core``), with
+    the kernels' memory colours and the key the frame knows it by. The core is made once per
+    parse, analysis, fusion decisions, timings and source (``Bundle.derived``): made ahead, beside
+    the compile, on the parent's early bundle of a worker's texts and decisions
+    (``payload_ahead``), it is what a worker's bundle of the same ones takes. Each call returns
+    a payload of its own (``add_variant`` and ``add_details`` change it in place)."""
+    from analysis.memory import kernel_temp_bytes
+    from analysis.render.graph import time_color
+
+    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    payload = {**core, "lazy": list(core["lazy"]), "details_log": [],
+               "graphs": {side: {**g, "svgs": list(g["svgs"]), "variants": dict(g["variants"]),
+                                 "titles": dict(g.get("titles") or {})}
+                          for side, g in core["graphs"].items()}}
+    payload["details"] = dict(core["details"])
+    payload.pop("graphs_hash", None)
+    # kernels by the temporary bytes they write (analysis.memory), on the time colours' scale
+    temp = kernel_temp_bytes(b.memory)
+    most = max(temp.values(), default=0) or None
+    memfill = {}
+    for name, nbytes in temp.items():
+        k = b.kernel(name)
+        memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
+                         ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    payload["memfill"] = memfill
+    payload["data_key"] = hashlib.sha1(json.dumps([core["graphs_hash"], b.created, b.title]).encode()).hexdigest()[:16]
+    return payload
+
+
+def _core_inputs(b: Bundle) -> tuple:
+    """What ``_payload_core`` is made of, by identity (``Bundle.derived``)."""
+    return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
+            b.timings, b.source.get("code"), b.source.get("file"))
+
+
+def payload_ahead(b: Bundle) -> None:
+    """The payload's core of an early bundle, made beside the compile (``analysis.service.worker``
+    calls this with its early bundle): the layouts land in the layout cache, the rest in ``b``'s
+    ``derived``, for the worker's bundle of the same inputs to take."""
+    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    if core.get("error"):  # a layout that failed here (a loaded machine) is tried again when shown
+        b.forget("graph_payload")
+
+
+def _register_ahead() -> None:
+    from analysis.service import worker
+
+    worker.AHEAD["graph_payload"] = payload_ahead
+
+
+_register_ahead()
+
+
+def _payload_core(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile: both graphs in the
     views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
     links, every node's details, the source lines with their kernels, the lecture order.
@@ -339,8 +394,6 @@ def graph_payload(b: Bundle) -> dict:
     only that view is laid out: every other view is in ``lazy`` and is built and laid out when
     the user asks for it (``add_variant``; a layer then opens with its neighbours only), so the
     first graph costs what is shown, not what the module holds."""
-    import hashlib
-
     from analysis.links import link_maps
     from analysis.render.details import lecture_order, node_details, pack_light, source_lines
     from analysis.render.graph import time_color
@@ -372,16 +425,6 @@ def graph_payload(b: Bundle) -> dict:
             k = b.kernel(name)
             time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
                           ROUTE_COLORS.get(k.route if k else "", "#777777")]
-    # kernels by the temporary bytes they write (analysis.memory), on the same colour scale
-    from analysis.memory import kernel_temp_bytes
-
-    temp = kernel_temp_bytes(b.memory)
-    most = max(temp.values(), default=0) or None
-    memfill = {}
-    for name, nbytes in temp.items():
-        k = b.kernel(name)
-        memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
-                         ROUTE_COLORS.get(k.route if k else "", "#777777")]
     if big:  # every node's light details, the full ones for what is drawn (the rest on request)
         light = node_details(b, light=True)
         details = node_details(b, ids=_drawn_ids(specs))
@@ -424,7 +467,6 @@ def graph_payload(b: Bundle) -> dict:
                              "light": pack_light(light)}, default=str)
         links = layers = light = None
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
-               "memfill": memfill,
                # big programs open collapsed to their layers (the layers view scales; every op does not)
                "open_variant": "layers" if big else "default", "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
@@ -435,8 +477,7 @@ def graph_payload(b: Bundle) -> dict:
     for g in graphs.values():
         g["time_legend"] = time_legend()
         g["memory_legend"] = memory_legend()
-    payload["data_key"] = hashlib.sha1(json.dumps([graphs, b.created, b.title], sort_keys=True,
-                                                  default=str).encode()).hexdigest()[:16]
+    payload["graphs_hash"] = hashlib.sha1(json.dumps(graphs, sort_keys=True, default=str).encode()).hexdigest()
     return payload
 
 

@@ -294,6 +294,122 @@ def test_the_jaxpr_and_stablehlo_sent_with_the_first_texts_are_left_out_and_put_
     assert other.sent == {"jaxpr": "j"}
 
 
+FUSING_MODEL = """
+import jax
+import jax.numpy as jnp
+
+
+def model(x, w):
+    h = jnp.tanh(x @ w) * 2.0 + 1.0
+    return jax.nn.softmax(h, axis=-1).sum(axis=0)
+
+
+def example_inputs():
+    return (jnp.ones((64, 32)), jnp.ones((32, 16)))
+"""
+
+
+@pytest.fixture(scope="module")
+def fusing_compile():
+    from analysis.compile.load import load_source
+    from analysis.compile.stages import compile_model
+
+    b = compile_model(load_source(FUSING_MODEL, "m.py", "m"), "cpu").bundle
+    assert b.fusion_decisions and b.fusion_decisions["records"]
+    return b
+
+
+def _code_job():
+    return Job(kind="code", source=FUSING_MODEL, filename="m.py", name="m")
+
+
+def _sent_early(b, job, decisions):
+    import json
+
+    early = EarlyParts(job)
+    early.texts({"hlo_before": b.stages["hlo_before"]})
+    early.texts({"hlo_after": b.stages["hlo_after"]})
+    early.decisions(json.loads(json.dumps(decisions)))  # as a worker's line carries them
+    return early
+
+
+def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_leaves_them_out(fusing_compile):
+    from analysis.bundle import fusion_decisions_json
+    from analysis.service.worker import untrusted_bundle
+    from analysis.service.worker_main import for_parent
+
+    b, job = fusing_compile, _code_job()
+    sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
+    early = _sent_early(b, job, fusion_decisions_json(b.fusion_decisions))
+    like = early.like()
+    assert early.decided is not None and len(early.decided["records"]) == len(b.fusion_decisions["records"])
+    d = for_parent(b, sent, decided=b.fusion_decisions)
+    assert "fusion_decisions" not in d
+    got = untrusted_bundle(d, job, like, early.sent, early.decided)
+    assert got.fusion_decisions is early.decided
+    # the kernels each record's ops ended in, derived here from this side's provenance: those
+    # the compile's own bundle derived from its own
+    def ends(fd):
+        return [(list(r["producer_kernels"]), list(r["consumer_kernels"])) for r in fd["records"]]
+
+    assert ends(got.fusion_decisions) == ends(b.fusion_decisions) and any(p for p, _ in ends(b.fusion_decisions))
+    # a bundle that carries decisions has its own, whatever came early
+    own = untrusted_bundle(for_parent(b, sent), job, like, early.sent, early.decided)
+    assert own.fusion_decisions is not early.decided and own.fusion_decisions["records"]
+    # a second message is not taken; a bad one is dropped with a warning, and the bundle that
+    # leaves them out then has none
+    early.decisions({"records": "again"})
+    assert early.like() is like and early.decided is got.fusion_decisions
+    bad = EarlyParts(job)
+    with pytest.warns(UserWarning, match="fusion decisions were dropped"):
+        bad.decisions({"records": {"columns": {"decision": ["fused"]}, "count": 3}})  # 1 value, 3 rows
+        bad.like()
+    assert bad.decided is None
+    assert untrusted_bundle(d, job, bad.like(), sent, bad.decided).fusion_decisions is None
+
+
+def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_takes(fusing_compile, monkeypatch):
+    """The AHEAD work gets a draft of the early texts, their analysis, the decisions and the
+    job's source, in the thread beside the compile; what it derives there is what a bundle of
+    the same inputs takes, and a bundle of other inputs makes again."""
+    from analysis.bundle import fusion_decisions_json
+    from analysis.service import worker as worker_module
+    from analysis.service.worker import untrusted_bundle
+    from analysis.service.worker_main import for_parent
+
+    seen = []
+
+    def work(draft):
+        seen.append((threading.current_thread().name, draft))
+        draft.derived("probe", (draft.module("hlo_after"), draft.kernels, draft.fusion_decisions,
+                                draft.source.get("code")), lambda: "made ahead")
+
+    monkeypatch.setattr(worker_module, "AHEAD", {"probe": work})
+    b, job = fusing_compile, _code_job()
+    sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
+    early = _sent_early(b, job, fusion_decisions_json(b.fusion_decisions))
+    like = early.like()
+    assert len(seen) == 1 and seen[0][0] == "xla-explorer-early-parse"
+    draft = seen[0][1]
+    assert draft.source["code"] is job.source and draft.fusion_decisions is early.decided
+    assert [k.name for k in draft.kernels] == [k.name for k in b.kernels]
+
+    def probe(x):
+        return x.derived("probe", (x.module("hlo_after"), x.kernels, x.fusion_decisions, x.source.get("code")),
+                         lambda: "made again")
+
+    got = untrusted_bundle(for_parent(b, sent, decided=b.fusion_decisions), job, like, early.sent, early.decided)
+    assert probe(got) == "made ahead"
+    own = untrusted_bundle(for_parent(b, sent), job, like, early.sent, early.decided)  # its own decisions
+    assert probe(own) == "made again"
+    # without the decisions, or for a gallery model (whose code this side does not have), none
+    seen.clear()
+    EarlyParts(job).texts(sent)
+    gallery = _sent_early(b, Job(kind="gallery", name="mlp"), fusion_decisions_json(b.fusion_decisions))
+    gallery.like()
+    assert seen == []
+
+
 # ----------------------------------------------------------------------------- real workers
 
 ISOLATED, WHY = sandbox.sandbox_status()
@@ -340,6 +456,62 @@ def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
     q.shutdown()
 
 
+def _layers_model(n: int) -> str:
+    """The gallery's transformer block, ``n`` times over (each its own weights): XLA:CPU dumps the
+    optimized module well before its code generation ends."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_models",
+                           "transformer_block.py")) as f:
+        block = f.read().replace("def model(x, params):", "def block(x, params):")
+    return block + f"""
+
+def model(x, layers):
+    for i, p in enumerate(layers):
+        with jax.named_scope(f"layer{{i}}"):
+            x = block(x, p)
+    return x
+
+
+_block_inputs = example_inputs
+
+
+def example_inputs():
+    x, p = _block_inputs()
+    return (x, [jax.tree_util.tree_map(lambda w, i=i: w + 0.001 * i, p) for i in range({n})])
+"""
+
+
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bundle(monkeypatch):
+    """A real worker sends the fusion decisions it made beside the compile before its bundle
+    (while XLA compiles, at 192 layers); the app's graph payload is then made in the parent's
+    early thread, and the worker's bundle (which leaves the decisions out) takes it: equal to one
+    made from that bundle afterwards."""
+    import json
+
+    from analysis.service import worker as worker_module
+    from app import views
+
+    made: list[str] = []
+    real_core = views._payload_core
+    monkeypatch.setattr(views, "_payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
+    told = []
+    real_decisions = EarlyParts.decisions
+    monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
+    job = Job(kind="code", source=_layers_model(12), filename="layers.py", name="layers", backend="cpu")
+    b = worker_module.run_job(job, limits=Limits(timeout_s=180)).bundle
+    assert told and b.fusion_decisions and b.fusion_decisions["records"]
+    assert made == ["xla-explorer-early-parse"]
+    payload = views.graph_payload(b)
+    assert made == ["xla-explorer-early-parse"]  # taken, not made again
+    b.forget("graph_payload")
+    with views._SVG_LOCK:
+        views._SVG_CACHE.clear()
+    fresh = views.graph_payload(b)
+    assert made[-1] == threading.current_thread().name
+    assert json.dumps(payload, sort_keys=True, default=str) == json.dumps(fresh, sort_keys=True, default=str)
+
+
 @pytest.mark.sandbox
 @pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
 def test_the_parent_parses_a_workers_hlo_while_the_worker_analyzes(monkeypatch):
@@ -383,13 +555,22 @@ def test_a_measurement_that_fails_after_the_preview_is_one_line_and_the_graphs_s
 
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "main.py")
 
-UNIQUE = '''"""Preview test model."""
+UNIQUE = '''"""Preview test model: each call waits a moment, so measuring outlasts the page's rerun."""
+import time
+
+import jax
 import jax.numpy as jnp
+
+
+def _slow(y):
+    time.sleep(0.02)
+    return y
 
 
 def model(x, w):
     # written by test_preview: {stamp}
-    return jnp.tanh(x @ w) * 2 + 1
+    y = jnp.tanh(x @ w) * 2 + 1
+    return jax.pure_callback(_slow, jax.ShapeDtypeStruct(y.shape, y.dtype), y)
 
 
 def example_inputs():

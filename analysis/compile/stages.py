@@ -72,13 +72,17 @@ def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[s
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,
                   progress: Callable[[str], None] | None = None, source_kind: str = "code",
                   gpu_target: str | None = None, dump_passes: bool = False,
-                  on_texts: Callable[[dict], None] | None = None) -> Compiled:
+                  on_texts: Callable[[dict], None] | None = None,
+                  on_decisions: Callable[[dict], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``on_texts`` receives the HLO
     before and after optimization as soon as XLA is done, before the analysis; before that,
     while XLA compiles, each text on its own as XLA dumps it, from another thread
     (``{"hlo_before": ...}`` with the ``jaxpr`` and ``stablehlo`` texts, then
     ``{"hlo_after": ...}``). The last call has the compiled HLO texts (equal to the early ones
-    when XLA's dumps were those).
+    when XLA's dumps were those). ``on_decisions`` receives the fusion decisions made beside
+    the compile from the optimized module's dump, from that thread (before XLA is done unless
+    that thread was late); the bundle holds that very object when they stand
+    (``read_decisions``).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -98,7 +102,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
             # layers): reading it after them left this thread waiting
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
-                         on_texts, follower,
+                         on_texts, follower, on_decisions=on_decisions,
                          read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),
                          around_xla=lambda: capture_decisions(dump_dir, follower))  # XLA's fusion log
         return c
@@ -108,7 +112,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
              gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
-             read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext) -> Compiled:
+             read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext,
+             on_decisions: Callable[[dict], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze (``compile_model`` without its dump folder); ``read``
     takes the analyzed bundle before XLA's estimates are waited for (``read_dump``);
     ``around_xla()`` is the context XLA compiles in (``capture_decisions``)."""
@@ -162,7 +167,7 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # parse them beside the compile too; the compiled texts follow as ever
     # (the StableHLO and the jaxpr, known before XLA starts, go with the first of them)
     beside = _Beside(traced, dump_dir, follower, env.get("platform", ""), on_text=on_texts,
-                     stablehlo=stablehlo)
+                     stablehlo=stablehlo, on_decisions=on_decisions)
     say("compile")
     t0 = time.perf_counter()
     with around_xla():
@@ -314,12 +319,14 @@ class _Beside(threading.Thread):
     POLL_S = 0.01
 
     def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = "",
-                 on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None):
+                 on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None,
+                 on_decisions: Callable[[dict], None] | None = None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
         self._traced, self._dir, self._follower, self._platform = traced, dump_dir, follower, platform
         # {"hlo_before": text} once that dump parsed (with the jaxpr and ``stablehlo``), then
         # {"hlo_after": text}
         self._on_text = on_text
+        self._on_decisions = on_decisions  # the decisions made here, once made
         self._with_first = {"stablehlo": stablehlo} if stablehlo else {}
         self.analysis: tuple | None = None  # (kernels, provenance, metrics) of the two parses
         self.compiled = threading.Event()  # set by the caller once XLA is done
@@ -361,6 +368,7 @@ class _Beside(threading.Thread):
                 if self.post is not None:
                     self._tell("hlo_after", self.post_text)
                     self.analysis = self._analyze()
+                    self._tell_decisions()
             if done or (self.pre is not None and self.post is not None and self._follower is None):
                 return
             self.compiled.wait(self.POLL_S)
@@ -374,6 +382,17 @@ class _Beside(threading.Thread):
                 self._on_text({**extra, stage: text})
             except Exception:  # noqa: BLE001 - the texts go again once compiled
                 pass
+
+    def _tell_decisions(self) -> None:
+        # (also when XLA finished meanwhile: they still come before the bundle, which then
+        # leaves them out)
+        decided = self._follower.decided if self._follower is not None else None
+        if self._on_decisions is None or decided is None:
+            return
+        try:
+            self._on_decisions(decided[2])
+        except Exception:  # noqa: BLE001 - the bundle carries them all the same
+            pass
 
     def _analyze(self) -> tuple | None:
         """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would

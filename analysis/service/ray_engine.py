@@ -97,7 +97,8 @@ def resources_for(job: Job, node_cpus: float) -> dict:
 
 def _remote_body(job: dict, limits: dict):
     """The Ray task (a streaming generator): run the sandboxed worker on this node, yield its
-    phases as ``("phase", text)``, its HLO once compiled as ``("texts", {...})``, a measuring
+    phases as ``("phase", text)``, its HLO once compiled as ``("texts", {...})``, the fusion
+    decisions it made beside the compile as ``("decisions", {...})``, a measuring
     job's preview as ``("preview", bundle)`` (the worker's raw messages, checked by the caller)
     and last ``("done", {...})`` with the worker's raw final message."""
     from analysis.service import sandbox
@@ -124,7 +125,7 @@ def _remote_body(job: dict, limits: dict):
             lim = Limits(**limits)
             res = sandbox.run_worker(job, lim, say, cancel,
                                      early("preview") if job.get("preview_kernels") is not None else None,
-                                     early("texts"))
+                                     early("texts"), early("decisions"))
             out["message"], out["isolated"] = res.message, res.isolated
             if res.message is None:
                 out["failure"] = sandbox.describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
@@ -225,6 +226,8 @@ class RayRunner:
                     early(value)
                 elif kind == "texts":
                     early.texts(value)
+                elif kind == "decisions":
+                    early.decisions(value)
                 elif kind == "node" and isinstance(value, dict):
                     self.last_node = {k: str(v)[:100] for k, v in value.items()}
                     say(f"node:{self.last_node.get('hostname', '')}")

@@ -418,18 +418,20 @@ MAX_PROGRESS = 200
 
 
 # The early messages a worker's reader passes on, at most: its preview once; its HLO texts as
-# XLA dumps them (before optimization, optimized) and once compiled, where they differ.
-EARLY_MESSAGES = {"preview": 1, "texts": 3}
+# XLA dumps them (before optimization, optimized) and once compiled, where they differ; the
+# fusion decisions it made beside the compile, once.
+EARLY_MESSAGES = {"preview": 1, "texts": 3, "decisions": 1}
 
 
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
                cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None,
-               texts: Callable[[dict], None] | None = None) -> WorkerResult:
+               texts: Callable[[dict], None] | None = None,
+               decisions: Callable[[dict], None] | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
-    ``texts`` and ``preview`` receive the value of the worker's ``{"texts": ...}`` messages (its
-    HLO as XLA dumps it and once compiled: at most ``EARLY_MESSAGES``) and of its first
-    ``{"preview": ...}``, as it sent them (untrusted: the caller checks them), while the worker
-    goes on.
+    ``texts``, ``decisions`` and ``preview`` receive the value of the worker's ``{"texts": ...}``
+    messages (its HLO as XLA dumps it and once compiled: at most ``EARLY_MESSAGES``), of its
+    ``{"decisions": ...}`` and of its first ``{"preview": ...}``, as it sent them (untrusted: the
+    caller checks them), while the worker goes on.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
@@ -494,7 +496,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     job_limits.watch(proc.pid, kill, lambda: processes_with_token(token),
                      disk=(scratch, limits.scratch_mb) if scratch else None)
     try:
-        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, {"preview": preview, "texts": texts})
+        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, {"preview": preview, "texts": texts, "decisions": decisions})
         res.token = token
         return res
     finally:
@@ -635,7 +637,7 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                             progress(phase)
                         except Exception:  # noqa: BLE001 - a caller's callback must not kill the job
                             pass
-                elif len(msg) == 1 and next(iter(msg)) in ("preview", "texts"):
+                elif len(msg) == 1 and next(iter(msg)) in EARLY_MESSAGES:
                     kind = next(iter(msg))
                     fn = early.get(kind) if left.get(kind, 0) > 0 else None
                     if fn is not None:

@@ -12,7 +12,7 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, reanalyze, remember_analysis
+from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze, remember_analysis
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import HloParseError, parse_module, same_module_text
@@ -39,10 +39,21 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
     early = EarlyParts(job, preview)
-    res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts)
+    res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
+                             early.decisions)
     if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
-    return interpret(res.message, res.isolated, job, like=early.like(), preview=early.bundle, sent=early.sent)
+    like = early.like()
+    return interpret(res.message, res.isolated, job, like=like, preview=early.bundle, sent=early.sent,
+                     decided=early.decided)
+
+
+# Work to do on a worker's early bundle beside the compile, once its HLO is parsed and analyzed
+# and its fusion decisions are in: functions of the draft bundle (``EarlyParts``), registered
+# by whoever shows the bundle (the app lays its graphs out: ``app.views.payload_ahead``). What
+# they remember on the draft (``Bundle.derived``) goes to the worker's bundle that follows, and
+# counts there only while what it was made of is that bundle's too.
+AHEAD: dict[str, Callable[[Bundle], None]] = {}
 
 
 class EarlyParts:
@@ -53,7 +64,10 @@ class EarlyParts:
     back), and one it does carry uses an early parse only if equal (``Bundle.share_parses``). A
     measuring job's preview (calling this object): checked like any bundle the worker sends and
     handed to ``deliver``; a bad one is dropped with a warning (the job goes on, its final
-    answer decides)."""
+    answer decides). The fusion decisions the worker made beside the compile (``decisions``):
+    checked like a bundle's, and the bundle that follows leaves them out where they stand. Once
+    the texts are analyzed and the decisions are in, a draft bundle of them (with the job's own
+    source) is handed to the ``AHEAD`` functions in that thread."""
 
     STAGES = ("hlo_before", "hlo_after")  # parsed here
     TEXTS = ("jaxpr", "stablehlo")  # kept as sent
@@ -67,6 +81,9 @@ class EarlyParts:
         self._thread: threading.Thread | None = None
         self._told = 0  # texts messages taken (at most sandbox.EARLY_MESSAGES["texts"])
         self._like_mods: tuple = ()  # the modules self._like was made of
+        self.decided = None  # the worker's early fusion decisions, checked
+        self._decisions_taken = False
+        self._ahead_of: Bundle | None = None  # the early bundle the AHEAD work was done for
 
     def texts(self, d) -> None:
         """One ``{"texts"}`` message: the HLO texts in it (as XLA dumps them during the compile,
@@ -81,11 +98,7 @@ class EarlyParts:
         texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
         if not texts:
             return
-        before = self._thread
-
         def parse():
-            if before is not None:
-                before.join()
             with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
                 for k, v in texts.items():
                     had = self._parses.get(k)
@@ -116,9 +129,65 @@ class EarlyParts:
                     except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
                         pass
                 self._like = like
+            self._ahead()
 
-        self._thread = threading.Thread(target=parse, name="xla-explorer-early-parse", daemon=True)
+        self._chain(parse)
+
+    def _chain(self, work) -> None:
+        """Run ``work`` in a thread, after the work before it."""
+        before = self._thread
+
+        def run():
+            if before is not None:
+                before.join()
+            work()
+
+        self._thread = threading.Thread(target=run, name="xla-explorer-early-parse", daemon=True)
         self._thread.start()
+
+    def decisions(self, d) -> None:
+        """The worker's ``{"decisions"}`` message (once): its fusion decisions, checked in the
+        thread after the parses (``fusion_decisions_from_json``; bad ones are dropped, and the
+        bundle that follows then has none)."""
+        if self._decisions_taken or not isinstance(d, dict):
+            return
+        self._decisions_taken = True
+
+        def check():
+            try:
+                with gc_paused():
+                    self.decided = fusion_decisions_from_json(d)
+            except ExplorerError as e:
+                warnings.warn(f"a worker's fusion decisions were dropped: {e.one_line()}")
+                return
+            self._ahead()
+
+        self._chain(check)
+
+    def _ahead(self) -> None:
+        """The ``AHEAD`` work, once per early bundle that is analyzed and has the decisions:
+        on a draft of it with the job's source (what ``untrusted_bundle`` puts back), whose
+        ``derived`` entries the early bundle then holds for the bundle that follows."""
+        like, fd = self._like, self.decided
+        if not AHEAD or like is None or fd is None or like is self._ahead_of or self.job.kind not in ("code", "file"):
+            return
+        hit = like._parsed.get("_d:analysis")
+        if hit is None:
+            return
+        self._ahead_of = like
+        platform = hit[1][0]
+        draft = Bundle(stages=dict(like.stages), fusion_decisions=fd,
+                       source={"name": self.job.name, "file": self.job.filename, "code": self.job.source},
+                       environment={"platform": platform} if platform else {})
+        with gc_paused():
+            draft.share_parses(like)
+            reanalyze(draft, like)  # its analysis, and the decisions' kernels from its provenance
+            for fn in list(AHEAD.values()):
+                try:
+                    fn(draft)
+                except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
+                    warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
+        like.share_derived(draft)
 
     def like(self) -> Bundle | None:
         """The checked preview, else a bundle that holds the early parses (None without any)."""
@@ -133,7 +202,8 @@ class EarlyParts:
         if self.deliver is None or self.bundle is not None:
             return
         try:
-            b = untrusted_bundle(d, self.job, self.like(), self.sent)
+            like = self.like()
+            b = untrusted_bundle(d, self.job, like, self.sent, self.decided)
         except ExplorerError as e:
             warnings.warn(f"a worker's preview was dropped: {e.one_line()}")
             return
@@ -142,12 +212,13 @@ class EarlyParts:
 
 
 def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview: Bundle | None = None,
-              sent: dict | None = None) -> Ran:
+              sent: dict | None = None, decided: dict | None = None) -> Ran:
     """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
     ExplorerError; the same for a worker here and one on a Ray node
     (``analysis.service.ray_engine``). ``like``: a bundle whose parses the bundle reuses where its
     texts are the same; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
-    completes; ``sent``: the HLO texts the worker sent early, which its bundle leaves out."""
+    completes; ``sent``: the HLO texts the worker sent early, which its bundle leaves out;
+    ``decided``: the fusion decisions it sent early (checked), which its bundle may leave out."""
     if not isinstance(msg, dict):
         raise ExplorerError("protocol", "the worker sent no message", job.filename)
     if "error" in msg:
@@ -156,7 +227,7 @@ def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
-        return Ran(untrusted_bundle(msg["bundle"], job, like, sent), isolated)
+        return Ran(untrusted_bundle(msg["bundle"], job, like, sent, decided), isolated)
     if "measured" in msg:
         return Ran(measured_bundle(msg["measured"], job, preview), isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
@@ -185,17 +256,21 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
     return b
 
 
-def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None) -> Bundle:
+def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None,
+                     decided: dict | None = None) -> Bundle:
     """A worker's bundle, as untrusted as an upload: the user's code ran in that process and
     could have rewritten it. Checked against the schema (``Bundle.from_dict``), what the parent
     knows from the job put back (the code, the name and file), and everything derived from the
     HLO texts derived again here (kernels, provenance, metrics: a worker does not send them).
-    An HLO text the bundle leaves out is the one the worker sent early (``sent``)."""
+    An HLO text the bundle leaves out is the one the worker sent early (``sent``), and so are
+    fusion decisions it leaves out (``decided``, checked already). What was derived ahead on
+    ``like`` is taken where it was made of what this bundle holds (``Bundle.derived``)."""
     with gc_paused():  # a big program's bundle is hundreds of thousands of objects, none garbage
-        return _untrusted_bundle(d, job, like, sent)
+        return _untrusted_bundle(d, job, like, sent, decided)
 
 
-def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None) -> Bundle:
+def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None,
+                      decided: dict | None = None) -> Bundle:
     if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
         own = d["stages"]
         back = {k: v for k, v in sent.items() if k in STAGES and k not in own}
@@ -211,12 +286,16 @@ def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None
     elif job.kind == "gallery":
         src.update(name=job.name)
     b.source = src
+    if decided is not None and isinstance(d, dict) and "fusion_decisions" not in d:
+        b.fusion_decisions = decided
     if like is not None:
         b.share_parses(like)  # equal texts only: what is derived from them is derived again below
     try:
         reanalyze(b, like)  # (or taken from like's analysis of the same parses, made here)
     except HloParseError as e:
         raise ExplorerError("protocol", f"the worker sent HLO that does not parse: {e.message}", job.filename) from None
+    if like is not None:
+        b.share_derived(like)  # each entry counts only while what it was made of is this bundle's
     return b
 
 

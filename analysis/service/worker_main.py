@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Callable
 
-from analysis.bundle import Bundle
+from analysis.bundle import Bundle, fusion_decisions_json
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
@@ -27,9 +27,11 @@ PREVIEW_NICE = 10  # a measuring job's nice value raised by this once its previe
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
             preview: Callable[[Bundle], None] | None = None,
-            texts: Callable[[dict], None] | None = None, ends_with_job: bool = False) -> Bundle:
+            texts: Callable[[dict], None] | None = None, ends_with_job: bool = False,
+            decisions: Callable[[dict], None] | None = None) -> Bundle:
     """Run a job in this process (the worker's body). ``texts`` receives the HLO before and after
-    optimization once compiled (the parent parses them while this process analyzes). A measuring
+    optimization once compiled (the parent parses them while this process analyzes), and
+    ``decisions`` the fusion decisions made beside the compile (``compile_model``). A measuring
     job of a program with at least ``job.preview_kernels`` kernels hands its compiled bundle to
     ``preview`` before measuring. ``ends_with_job``: this process exits after the job (the
     worker), so the compile's objects are never looked at by the collector again."""
@@ -57,7 +59,8 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     # freed when the process exits.
     with gc_paused():
         c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
-                                 gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts)
+                                 gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
+                                 on_decisions=decisions)
         previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
         if previewed:
             preview(c.bundle)
@@ -85,13 +88,17 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     return c.bundle
 
 
-def for_parent(bundle: Bundle, sent: dict) -> dict:
+def for_parent(bundle: Bundle, sent: dict, decided=None) -> dict:
     """The bundle as the parent is sent it: without what the parent derives again from the HLO
     anyway (kernels, provenance) and without the HLO texts it was sent already (``sent``: the
     ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``). At 96 layers that is
-    8 of the 20 MB the parent decoded only to drop."""
+    8 of the 20 MB the parent decoded only to drop. The fusion decisions are left out when they
+    are ``decided``, the ones sent early (``{"decisions"}``)."""
+    leave_out = ("kernels", "provenance")
+    if decided is not None and bundle.fusion_decisions is decided:
+        leave_out += ("fusion_decisions",)
     with gc_paused():  # 38,000 records' columns in a heap of millions of objects: no collector passes
-        d = bundle.to_dict(leave_out=("kernels", "provenance"))
+        d = bundle.to_dict(leave_out=leave_out)
     stages = d.get("stages")
     if isinstance(stages, dict):
         d["stages"] = {k: v for k, v in stages.items() if not (k in sent and sent[k] is v)}
@@ -180,16 +187,25 @@ def _worker_main() -> int:
             if new:
                 emit({"texts": new})
 
+        decided: list = []
+
+        def decisions(fd):
+            # made beside the compile, from the optimized module's dump: the parent draws with
+            # them before XLA is done; the bundle leaves them out if they stand
+            emit({"decisions": fusion_decisions_json(fd)})
+            decided.append(fd)
+
         def preview(b):
-            emit({"preview": for_parent(b, sent)})
+            emit({"preview": for_parent(b, sent, decided[0] if decided else None)})
             previewed.append(True)
 
-        bundle = execute(job, lambda p: emit({"progress": p}), preview, texts, ends_with_job=True)
+        bundle = execute(job, lambda p: emit({"progress": p}), preview, texts, ends_with_job=True,
+                         decisions=decisions)
         if previewed:  # the parent has the rest: only what measuring added
             emit({"measured": {k: getattr(bundle, k) for k in MEASURED_FIELDS}})
         else:
             with gc_paused():  # the answer's objects too (see execute)
-                emit({"bundle": for_parent(bundle, sent)})
+                emit({"bundle": for_parent(bundle, sent, decided[0] if decided else None)})
     except ExplorerError as e:
         emit({"error": _as_limit(e).to_dict()})
     except MemoryError:
