@@ -171,6 +171,7 @@ class Bundle:
         kw["schema_version"] = SCHEMA_VERSION
         _check_parts(kw)
         _records_from_json(kw.get("fusion_decisions"))
+        _check_decisions(kw.get("fusion_decisions"))
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
@@ -275,6 +276,42 @@ def _check_parts(kw: dict) -> None:
         for k, v in (kw.get(name) or {}).items():
             if not isinstance(k, str):
                 raise _bad(name, "has a key that is not text")
+
+
+_DECISION_TEXTS = ("pass_name", "decision", "producer", "consumer", "reason")
+
+
+def _check_decisions(fd) -> None:
+    """The fusion decisions' records and edges, as the views index into them: a record is an
+    object whose text fields are text (or missing; its op lists are read leniently,
+    ``derive_decision_kernels``); an edge two names and a list of record numbers. By column,
+    each distinct value is checked once."""
+    if not isinstance(fd, dict):
+        return
+    recs = fd.get("records", [])
+
+    def text(v):
+        return v is None or isinstance(v, str)
+
+    if isinstance(recs, columns.Table):
+        for name in _DECISION_TEXTS:
+            col = recs.cols.get(name)
+            if col is not None and not all(text(v) for v in col[0]):
+                raise _bad(f"fusion_decisions.records.{name}", "has a value that is not text")
+    elif isinstance(recs, list):
+        for n, r in enumerate(recs):
+            if not isinstance(r, dict) or not all(text(r.get(k)) for k in _DECISION_TEXTS):
+                raise _bad(f"fusion_decisions.records[{n}]", "must be a record whose names and reason are text")
+    else:
+        raise _bad("fusion_decisions.records", "must be a list of records")
+    edges = fd.get("edges", [])
+    if not isinstance(edges, list):
+        raise _bad("fusion_decisions.edges", "must be a list")
+    for n, e in enumerate(edges):
+        if not isinstance(e, dict) or not isinstance(e.get("producer"), str) or not isinstance(e.get("consumer"), str) \
+                or not isinstance(e.get("records", []), list) \
+                or not all(type(i) is int for i in e.get("records", [])):
+            raise _bad(f"fusion_decisions.edges[{n}]", "needs producer and consumer names and a list of record numbers")
 
 
 def _json_default(o):

@@ -135,6 +135,15 @@ def good(tmp_path):
     ('{"schema_version": 1, "source": "x"}', "source"),
     ('{"schema_version": 1, "stages": {"hlo_after": 3}}', "stages"),
     ('{"schema_version": 1, "provenance": "x"}', "provenance"),
+    # fusion decisions the views would index into: refused at the door, with where
+    ('{"schema_version": 4, "fusion_decisions": {"records": [], "edges": "x"}}', "fusion_decisions.edges"),
+    ('{"schema_version": 4, "fusion_decisions": {"records": [1]}}', "fusion_decisions.records[0]"),
+    ('{"schema_version": 4, "fusion_decisions": {"records": [{"reason": 3}]}}', "fusion_decisions.records[0]"),
+    ('{"schema_version": 4, "fusion_decisions": {"records": {"columns": {"reason": [5]}, "count": 1}}}',
+     "fusion_decisions.records.reason"),
+    ('{"schema_version": 4, "fusion_decisions": {"records": "x"}}', "fusion_decisions.records"),
+    ('{"schema_version": 4, "fusion_decisions": {"records": [], "edges": [{"producer": "a", "consumer": "b", '
+     '"records": ["0"]}]}}', "fusion_decisions.edges[0]"),
     (b"\xff\xfe\x00garbage", "not valid JSON"),
     ("", "not valid JSON"),
 ])
