@@ -24,6 +24,7 @@ from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.summary import summarize
+from analysis.service import worker as worker_module
 from analysis.text_search import matcher
 
 _COMPONENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component")
@@ -341,7 +342,7 @@ def graph_payload(b: Bundle) -> dict:
     from analysis.memory import kernel_temp_bytes
     from analysis.render.graph import time_color
 
-    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    core = _core(b)
     payload = {**core, "lazy": list(core["lazy"]), "details_log": [],
                "graphs": {side: {**g, "svgs": list(g["svgs"]), "variants": dict(g["variants"]),
                                  "titles": dict(g.get("titles") or {})}
@@ -367,22 +368,21 @@ def _core_inputs(b: Bundle) -> tuple:
             b.timings, b.source.get("code"), b.source.get("file"))
 
 
+def _core(b: Bundle) -> dict:
+    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    if core.get("error"):  # a layout that failed (a loaded machine) is tried again next time
+        b.forget("graph_payload")
+    return core
+
+
 def payload_ahead(b: Bundle) -> None:
     """The payload's core of an early bundle, made beside the compile (``analysis.service.worker``
     calls this with its early bundle): the layouts land in the layout cache, the rest in ``b``'s
     ``derived``, for the worker's bundle of the same inputs to take."""
-    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
-    if core.get("error"):  # a layout that failed here (a loaded machine) is tried again when shown
-        b.forget("graph_payload")
+    _core(b)
 
 
-def _register_ahead() -> None:
-    from analysis.service import worker
-
-    worker.AHEAD["graph_payload"] = payload_ahead
-
-
-_register_ahead()
+worker_module.AHEAD["graph_payload"] = payload_ahead
 
 
 def _payload_core(b: Bundle) -> dict:

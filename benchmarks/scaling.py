@@ -43,32 +43,7 @@ sys.path.insert(0, ROOT)
 OUT = os.path.join(ROOT, "benchmarks", "out")
 BASE_ENV = dict(os.environ)  # before an in-process compile sets XLA's dump and logging variables
 
-
-def stack_source(n: int) -> str:
-    """The model file of an ``n``-layer stack of the gallery's transformer block."""
-    with open(os.path.join(ROOT, "sample_models", "transformer_block.py")) as f:
-        block = f.read().replace("def model(x, params):", "def block(x, params):")
-    return block + f'''
-
-N_LAYERS = {n}
-
-
-def model(x, layers):
-    for i, p in enumerate(layers):
-        with jax.named_scope(f"layer{{i}}"):
-            x = block(x, p)
-    return x
-
-
-_block_inputs = example_inputs
-
-
-def example_inputs():
-    k = jax.random.split(jax.random.key(1), N_LAYERS)
-    x, p = _block_inputs()
-    # each layer its own weights (the same values would let XLA share them)
-    return (x, [jax.tree_util.tree_map(lambda w, i=i: w + 0.001 * i, p) for i in range(N_LAYERS)])
-'''
+from sample_models._stack import stack_source  # noqa: E402  (ROOT on the path first)
 
 
 def _load(n: int):

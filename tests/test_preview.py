@@ -22,6 +22,7 @@ from analysis.service.queue import JobQueue, cache_key, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
 from analysis.service.worker import EarlyParts, Ran
+from sample_models._stack import stack_source
 
 HLO = """HloModule tiny, is_scheduled=true
 
@@ -456,30 +457,6 @@ def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
     q.shutdown()
 
 
-def _layers_model(n: int) -> str:
-    """The gallery's transformer block, ``n`` times over (each its own weights): XLA:CPU dumps the
-    optimized module well before its code generation ends."""
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_models",
-                           "transformer_block.py")) as f:
-        block = f.read().replace("def model(x, params):", "def block(x, params):")
-    return block + f"""
-
-def model(x, layers):
-    for i, p in enumerate(layers):
-        with jax.named_scope(f"layer{{i}}"):
-            x = block(x, p)
-    return x
-
-
-_block_inputs = example_inputs
-
-
-def example_inputs():
-    x, p = _block_inputs()
-    return (x, [jax.tree_util.tree_map(lambda w, i=i: w + 0.001 * i, p) for i in range({n})])
-"""
-
-
 @pytest.mark.sandbox
 @pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
 def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bundle(monkeypatch):
@@ -498,7 +475,7 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     told = []
     real_decisions = EarlyParts.decisions
     monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
-    job = Job(kind="code", source=_layers_model(12), filename="layers.py", name="layers", backend="cpu")
+    job = Job(kind="code", source=stack_source(12), filename="layers.py", name="layers", backend="cpu")
     b = worker_module.run_job(job, limits=Limits(timeout_s=180)).bundle
     assert told and b.fusion_decisions and b.fusion_decisions["records"]
     assert made == ["xla-explorer-early-parse"]

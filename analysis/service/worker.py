@@ -98,6 +98,7 @@ class EarlyParts:
         texts = {k: v for k, v in d.items() if k in self.STAGES and isinstance(v, str) and v}
         if not texts:
             return
+
         def parse():
             with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
                 for k, v in texts.items():
