@@ -34,6 +34,7 @@ from analysis.compile.load import LoadedModel, describe_inputs, error_from_excep
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import parse_module, same_module_text
+from analysis.hlo.parser import prepare as prepare_parser
 from analysis.memory import agree_with_xla, memory_from_dir
 from analysis.passes import pass_log_from_dir
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
@@ -351,6 +352,7 @@ class _Beside(threading.Thread):
             self.jaxpr = None
         if not self._dir:
             return
+        prepare_parser()  # (a fresh worker's first parse: its patterns compiled while XLA runs)
         tried: dict[str, str] = {}
         while True:
             done = self.compiled.is_set()

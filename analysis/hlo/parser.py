@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import re
+import threading
 
 from analysis.hlo.ir import (CALL_ATTRS, Computation, Instruction, Metadata, Module,  # noqa: F401
                              SourceLocation, _cached_shape, _unquote)
@@ -78,21 +79,42 @@ _ATTRS = r"(?:[ \t]*,[ \t]*[A-Za-z_][\w.\-]*=" + _VALUE + r")*+"
 
 # One instruction on one line, the way XLA prints it. Operand lists with parentheses (tuple
 # shapes, inline instructions) and anything else go to the general parser.
-_FAST_RE = re.compile(
+_FAST = (
     r"[ \t]*(ROOT[ \t]+)?%?(" + _NAME + r")[ \t]*=[ \t]*"
     r"(\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r")[ \t]+"
     r"([a-z][a-z0-9\-]*)\(([^()\n\"]*+)\)(" + _ATTRS + r")[ \t]*(?://[^\n]*+)?\n"
 )
-_ATTR_RE = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + r")")
+_ATTR = r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + r")"
 # Operand lists: shapes and /*index=N*/ comments taken out, what is left must be names.
 _OPERAND_SHAPE_RE = re.compile(_ARRAY_SHAPE + r"|/\*[^*]*\*/")
 _OPERAND_LIST_RE = re.compile(r"[ \t]*%?" + _NAME + r"[ \t]*(?:,[ \t]*%?" + _NAME + r"[ \t]*)*")
 _OPERAND_RE = re.compile(r"%?(" + _NAME + r")")
 # A computation header on one line: '[ENTRY] [%]name [(params) -> shape] {'.
-_COMP_RE = re.compile(
+_COMP = (
     r"(ENTRY[ \t]+)?%?(" + _NAME + r")[ \t]*"
     r"(\((?:" + _BAL + r")\)[ \t]*->[ \t]*(?:\((?:" + _BAL + r")\)|" + _ARRAY_SHAPE + r"))?[ \t]*\{[ \t]*\n"
 )
+
+# The three patterns above are 20-39 KB of text each (the nesting unrolled), and Python's
+# ``re`` takes 0.25 s of pure Python to compile them: every sandboxed worker is a fresh
+# process, and at import that was a quarter of a second before each job's model even loaded.
+# They are compiled on first use (``prepare``), which the compile's thread beside XLA calls
+# while XLA (C++, without the GIL) compiles, so that the time is hidden there. ``re`` has no
+# way to keep a compiled pattern across processes (a pickled one is compiled again).
+_BIG: tuple | None = None
+_BIG_LOCK = threading.Lock()
+
+
+def prepare() -> tuple:
+    """The instruction, attribute and computation-header patterns, compiled once per process."""
+    global _BIG
+    if _BIG is None:
+        with _BIG_LOCK:
+            if _BIG is None:
+                _BIG = (re.compile(_FAST), re.compile(_ATTR), re.compile(_COMP))
+    return _BIG
+
+
 _BLANK_RE = re.compile(r"(?:[ \t]*(?://[^\n]*)?\n)+")
 _TABLE_RE = re.compile(
     r"(?P<table>FileNames|FunctionNames|FileLocations|StackFrames)[ \t]*\n"
@@ -350,7 +372,7 @@ class _Parser:
         text = self.text
         start = pos
         if inline_name is None:
-            c = _COMP_RE.match(text, pos) if self.fast else None
+            c = prepare()[2].match(text, pos) if self.fast else None
             if c:
                 comp = Computation(c.group(2), [], bool(c.group(1)), signature=(c.group(3) or "").strip(),
                                    line=self.line_at(pos), module=self.module)
@@ -422,7 +444,9 @@ class _Parser:
     def body(self, comp: Computation, pos: int) -> int:
         """Instructions up to the closing '}' (returns the position after it)."""
         text, n = self.text, self.n
-        fast = _FAST_RE.match if self.fast else None
+        fast_re, attr_re, _ = prepare()
+        fast = fast_re.match if self.fast else None
+        attrs_of = attr_re.findall
         shared = self.shared
         insts = comp.instructions
         names: dict[str, Instruction] = {}
@@ -458,7 +482,7 @@ class _Parser:
                         # (mostly metadata texts) are 8.7 MB, their distinct ones 3
                         one = shared.setdefault
                         inst = Instruction(name, one(opcode, opcode), one(shape_text, shape_text), ops,
-                                           {one(k, k): one(v, v) for k, v in _ATTR_RE.findall(attr_text)}
+                                           {one(k, k): one(v, v) for k, v in attrs_of(attr_text)}
                                            if attr_text else {}, root is not None, line, operand_text, comp)
                         insts.append(inst)
                         names[name] = inst
