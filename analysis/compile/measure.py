@@ -22,7 +22,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from analysis.compile.stages import Compiled, recompile
+from analysis.compile.stages import FULL_OPTIMIZATION, Compiled, recompile
 from analysis.devices import table_peaks
 from analysis.errors import ExplorerError
 from analysis.kernels import Kernel
@@ -91,7 +91,8 @@ def calibrate_peaks(device=None) -> dict:
     n = 32 * 1024 * 1024  # 128 MiB of f32 in, 128 MiB out
     # Donated, so the output reuses the input's memory: a fresh 128 MiB output would be
     # first-touch page faults, not memory bandwidth.
-    scale = jax.jit(lambda v: v * 1.0001, donate_argnums=0)
+    # (at XLA's default optimization, whatever XLA_FLAGS says: stages.FULL_OPTIMIZATION)
+    scale = jax.jit(lambda v: v * 1.0001, donate_argnums=0, compiler_options=FULL_OPTIMIZATION)
     state = {"x": jax.device_put(jnp.ones((n,), jnp.float32), device)}
 
     def step():
@@ -101,7 +102,7 @@ def calibrate_peaks(device=None) -> dict:
     bw = _best_rate(step, 2 * 4 * n, budget_s=0.4)
     m = 1024
     a = jax.device_put(jnp.ones((m, m), jnp.float32), device)
-    mm = jax.jit(lambda u, v: u @ v)
+    mm = jax.jit(lambda u, v: u @ v, compiler_options=FULL_OPTIMIZATION)
     fl = _best_rate(lambda: mm(a, a), 2 * m ** 3, budget_s=0.5)
     del state, a
     return {"source": "calibrated", "memory_bytes_per_s": bw, "flops_per_s": {"matmul": fl},

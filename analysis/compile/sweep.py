@@ -14,7 +14,7 @@ from jax import monitoring
 
 from analysis.compile.backend import select_device
 from analysis.compile.load import LoadedModel, as_inputs, error_from_exception, run_model_file
-from analysis.compile.stages import compile_model
+from analysis.compile.stages import FULL_OPTIMIZATION, compile_model
 from analysis.errors import ExplorerError
 from analysis.sweep import (
     DEFAULT_BUCKETS, DEFAULT_LENGTHS, MIN_REPEATS, bucket_for, check_lengths, spread, summary, verdict,
@@ -77,7 +77,8 @@ class _CompileEvents:
 def _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say) -> tuple[list[dict], list]:
     """First calls at each length (compiling where the shape is new); returns the rows and, per
     row, the (jitted function, arguments) to time cached calls with."""
-    f = jax.jit(lambda *a: model(*a))  # a fresh function: a fresh jit cache
+    # a fresh function: a fresh jit cache (at XLA's default optimization: stages.FULL_OPTIMIZATION)
+    f = jax.jit(lambda *a: model(*a), compiler_options=FULL_OPTIMIZATION)
     seen: set[int] = set()
     rows, calls = [], []
     for n in lengths:
