@@ -84,6 +84,23 @@ def recorded_target_bundle(job: Job) -> Outcome:
     return Outcome(b, cached=True, recorded=str(path))
 
 
+def start_spare_worker() -> bool:
+    """With the local engine and ``spare_worker = "on"`` (the default): one sandboxed worker
+    started ahead for the next job, from now on (``sandbox.keep_spare``; idempotent). Whether
+    spares are kept."""
+    from analysis.service import sandbox
+    from analysis.service.settings import EngineSettings, Limits
+
+    try:
+        limits, engine = Limits.from_env(), EngineSettings.from_env()
+    except ExplorerError:  # bad settings: the page says so where it uses them
+        return False
+    on = engine.kind == "local" and limits.spare_worker == "on"
+    if on != sandbox.spares_kept():
+        sandbox.keep_spare(on, limits)
+    return on
+
+
 def sandbox_state() -> tuple[bool, str]:
     return sandbox_status()
 

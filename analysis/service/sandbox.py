@@ -30,6 +30,7 @@ The limits and the sandbox mode come from ``analysis.service.settings``. See ``d
 
 from __future__ import annotations
 
+import atexit
 import collections
 import errno
 import fcntl
@@ -257,12 +258,15 @@ def worker_xla_flags(gpu: bool) -> str | None:
     return f"{EAGER_XLA_FLAGS} {own}".strip()
 
 
+_PASSED_ENV = ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "XLA_FLAGS", "JAX_ENABLE_X64")
+
+
 def _sandbox_env(token: str | None, extra: dict | None = None) -> dict:
     env = {"PATH": "/usr/bin:/bin", "HOME": "/scratch", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": REPO_ROOT, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
            "XDG_CACHE_HOME": "/scratch/.cache", "MPLCONFIGDIR": "/scratch/.mpl",
            "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    for k in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "XLA_FLAGS", "JAX_ENABLE_X64"):
+    for k in _PASSED_ENV:
         if os.environ.get(k):
             env[k] = os.environ[k]
     if token:
@@ -448,7 +452,8 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     ``texts``, ``decisions`` and ``preview`` receive the value of the worker's ``{"texts": ...}``
     messages (its HLO as XLA dumps it and once compiled: at most ``EARLY_MESSAGES``), of its
     ``{"decisions": ...}`` and of its first ``{"preview": ...}``, as it sent them (untrusted: the
-    caller checks them), while the worker goes on.
+    caller checks them), while the worker goes on. With spare workers on (``keep_spare``), the
+    worker is the one started for a job like this one beforehand, if there is one.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
     and no process of the job is left running."""
@@ -457,88 +462,239 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
     gpu = bool(gpu_device_nodes())
-    token = secrets.token_hex(8)
-    recent_tokens.append(token)
-    slot = take_slot()
-    root = os.geteuid() == 0
-    rl = {"cpu_s": limits.cpu_s, "file_mb": limits.file_mb}
     # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
     # here, or a compile for a GPU target without one) memory is bounded by the data segment;
     # an address-space limit makes them crash (a segfault in the worker).
     cuda = gpu or bool(job.get("gpu_target")) or cuda_plugin_installed()
-    rl["data_mb" if cuda else "as_mb"] = limits.memory_mb
-    if (use_bwrap and root) or not root:
-        rl["nproc"] = limits.nproc + (0 if use_bwrap and root else _tasks_of_uid(os.getuid()))
-    # (root without bwrap: root ignores RLIMIT_NPROC; the job-wide limit and the wall clock bound it.)
-    scratch = None
-    job_limits = cgroup.JobLimits(token, limits.memory_mb, limits.nproc)
-    fd = None
-    worker = ["-m", "analysis.service.worker_main"]
-    if use_bwrap:
-        fd = seccomp.program_fd() if _use_seccomp() else None
-        argv = _bwrap_argv(slot.n, gpu, limits, fd) + [sys.executable] + worker
-        env = _sandbox_env(token, {LIMITS_ENV: json.dumps(rl)})
-        flags = worker_xla_flags(gpu)
+    kind = _WorkerKind(limits, use_bwrap, gpu, cuda)
+    w = _take_spare(kind) or _Worker(kind)
+    res = None
+    try:
+        res = _talk(w.proc, job, limits, progress, cancel, use_bwrap, w.kill,
+                    {"preview": preview, "texts": texts, "decisions": decisions})
+        res.token = w.token
+        return res
+    finally:
+        w.close(res)
+        _spare_after(kind)
+
+
+@dataclass(frozen=True)
+class _WorkerKind:
+    """What a worker is started with before it reads its job: a spare serves only a job of the
+    same kind (its limits, sandbox and devices are set as it starts)."""
+
+    limits: Limits
+    use_bwrap: bool
+    gpu: bool
+    cuda: bool
+
+    def key(self) -> tuple:
+        lim = self.limits
+        # (the wall clock and the output cap are the parent's, from the job's own limits)
+        return (lim.cpu_s, lim.memory_mb, lim.nproc, lim.file_mb, lim.tmp_mb, lim.scratch_mb, lim.sandbox,
+                self.use_bwrap, self.gpu, self.cuda, sys.executable,
+                tuple(os.environ.get(k, "") for k in _PASSED_ENV))
+
+
+class _Worker:
+    """One worker process, started: its slot (uid), job token, job-wide limits and watchdog.
+    ``close`` ends it and everything it started, and gives the slot back."""
+
+    def __init__(self, kind: _WorkerKind, spare: bool = False):
+        limits, use_bwrap, gpu, cuda = kind.limits, kind.use_bwrap, kind.gpu, kind.cuda
+        self.kind, self.born = kind, time.monotonic()
+        self.token = token = secrets.token_hex(8)
+        recent_tokens.append(token)
+        self.slot = slot = take_slot()
+        root = os.geteuid() == 0
+        rl = {"cpu_s": limits.cpu_s, "file_mb": limits.file_mb}
+        rl["data_mb" if cuda else "as_mb"] = limits.memory_mb
+        if (use_bwrap and root) or not root:
+            rl["nproc"] = limits.nproc + (0 if use_bwrap and root else _tasks_of_uid(os.getuid()))
+        # (root without bwrap: root ignores RLIMIT_NPROC; the job-wide limit and the wall clock bound it.)
+        self.scratch = scratch = None
+        self.job_limits = job_limits = cgroup.JobLimits(token, limits.memory_mb, limits.nproc)
+        fd = None
+        worker = ["-m", "analysis.service.worker_main"]
+        extra = {LIMITS_ENV: json.dumps(rl), **({SPARE_ENV: "1"} if spare else {})}
+        if use_bwrap:
+            fd = seccomp.program_fd() if _use_seccomp() else None
+            argv = _bwrap_argv(slot.n, gpu, limits, fd) + [sys.executable] + worker
+            env = _sandbox_env(token, extra)
+            cwd = "/"
+        else:
+            # A shell between us and the worker, so that os.kill(os.getppid()) hits the shell, not us.
+            self.scratch = scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
+            argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable] + worker
+            env = dict(os.environ, PYTHONPATH=REPO_ROOT, HOME=scratch, TMPDIR=scratch, PYTHONUNBUFFERED="1",
+                       XLA_PYTHON_CLIENT_PREALLOCATE="false", **{JOB_TOKEN_ENV: token}, **extra)
+            cwd = scratch
         env.pop("XLA_FLAGS", None)
+        flags = worker_xla_flags(gpu)
         if flags:
             env["XLA_FLAGS"] = flags
-        cwd = "/"
-    else:
-        # A shell between us and the worker, so that os.kill(os.getppid()) hits the shell, not us.
-        scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
-        argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable] + worker
-        env = dict(os.environ, PYTHONPATH=REPO_ROOT, HOME=scratch, TMPDIR=scratch, PYTHONUNBUFFERED="1",
-                   XLA_PYTHON_CLIENT_PREALLOCATE="false", **{JOB_TOKEN_ENV: token, LIMITS_ENV: json.dumps(rl)})
-        env.pop("XLA_FLAGS", None)
-        if worker_xla_flags(gpu):
-            env["XLA_FLAGS"] = worker_xla_flags(gpu)
-        cwd = scratch
-    argv = job_limits.join_argv() + argv
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=cwd, env=env, start_new_session=True, pass_fds=(fd,) if fd is not None else ())
-    except OSError as e:
-        job_limits.close()
-        give_slot(slot)
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-        raise ExplorerError("run", f"cannot start the worker: {e}") from None
-    finally:
-        if fd is not None:
-            os.close(fd)
-    killed = threading.Event()
+        argv = job_limits.join_argv() + argv
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         cwd=cwd, env=env, start_new_session=True,
+                                         pass_fds=(fd,) if fd is not None else ())
+        except OSError as e:
+            job_limits.close()
+            give_slot(slot)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise ExplorerError("run", f"cannot start the worker: {e}") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
+        self.killed = threading.Event()
+        self._closed = False
+        job_limits.watch(self.proc.pid, self.kill, lambda: processes_with_token(token),
+                         disk=(scratch, limits.scratch_mb) if scratch else None)
 
-    def kill():
-        killed.set()
-        _kill_group(proc)
-        for pid in job_limits.pids(proc.pid, processes_with_token(token)):
+    def kill(self) -> None:
+        self.killed.set()
+        _kill_group(self.proc)
+        for pid in self.job_limits.pids(self.proc.pid, processes_with_token(self.token)):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
-    job_limits.watch(proc.pid, kill, lambda: processes_with_token(token),
-                     disk=(scratch, limits.scratch_mb) if scratch else None)
-    try:
-        res = _talk(proc, job, limits, progress, cancel, use_bwrap, kill, {"preview": preview, "texts": texts, "decisions": decisions})
-        res.token = token
-        return res
-    finally:
-        _kill_group(proc)
-        job_limits.close()
-        kill_job_processes(token)
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self.killed.is_set()
+
+    def close(self, res: WorkerResult | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _kill_group(self.proc)
+        self.job_limits.close()
+        kill_job_processes(self.token)
         try:
-            proc.wait(timeout=5)
+            self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        give_slot(slot)
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-        hit = job_limits.read_hit()
-        if hit and "res" in locals() and res.limit_hit is None:
-            res.limit_hit, res.message = hit, None
-        if "res" in locals():
-            res.containment = job_limits.mech.kind
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        give_slot(self.slot)
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        hit = self.job_limits.read_hit()
+        if res is not None:
+            if hit and res.limit_hit is None:
+                res.limit_hit, res.message = hit, None
+            res.containment = self.job_limits.mech.kind
+
+
+# ----------------------------------------------------------------------------- the spare worker
+#
+# A worker spends its first 1.3-1.8 s (on the 2-core machine) starting Python and importing JAX
+# before it can read its job. With ``keep_spare`` (the app turns it on) one worker is started
+# ahead, for a job of the kind the last one was (or the app's default), and waits, having run
+# nothing but this project's code, for the next job: that job skips the wait. Each worker still
+# serves exactly one job in a sandbox of its own and exits after it (nothing of one job reaches
+# the next); the spare holds a slot (a uid) and, idle, about 250 MB of memory. It is started a
+# moment after a job ends (``SPARE_DELAY_S``) so that its imports do not compete with the page
+# that shows that job's result, and it is replaced after ``SPARE_MAX_AGE_S``.
+_spare_lock = threading.Lock()
+_spare: _Worker | None = None
+_spare_on = False
+_spare_timer: threading.Timer | None = None
+SPARE_DELAY_S = 0.5
+SPARE_MAX_AGE_S = 900.0
+SPARE_ENV = "XLA_EXPLORER_SPARE"
+
+
+def keep_spare(on: bool = True, limits: Limits | None = None) -> None:
+    """Spare workers on (with one started now for a CPU job under ``limits``) or off (the spare
+    ended). Only with the bubblewrap sandbox: without it a worker's limits depend on the moment
+    it starts."""
+    global _spare_on
+    _spare_on = on
+    if not on:
+        drop_spare()
+        return
+    limits = limits or Limits.from_env()
+    use_bwrap, _ = sandbox_status(limits)
+    gpu = bool(gpu_device_nodes())
+    _spare_after(_WorkerKind(limits, use_bwrap, gpu, gpu or cuda_plugin_installed()), delay=0.0)
+
+
+def spares_kept() -> bool:
+    return _spare_on
+
+
+def drop_spare() -> None:
+    """End the spare worker, if there is one."""
+    global _spare, _spare_timer
+    with _spare_lock:
+        w, _spare = _spare, None
+        if _spare_timer is not None:
+            _spare_timer.cancel()
+            _spare_timer = None
+    if w is not None:
+        w.close()
+
+
+def spare_token() -> str | None:
+    """The job token of the spare worker waiting now (None: none)."""
+    with _spare_lock:
+        return _spare.token if _spare is not None and _spare.alive() else None
+
+
+def _take_spare(kind: _WorkerKind) -> _Worker | None:
+    global _spare
+    with _spare_lock:
+        w, _spare = _spare, None
+    if w is None:
+        return None
+    if w.kind.key() == kind.key() and w.alive() and time.monotonic() - w.born < SPARE_MAX_AGE_S:
+        return w
+    w.close()
+    return None
+
+
+def _spare_after(kind: _WorkerKind, delay: float | None = None) -> None:
+    """A spare for jobs of ``kind``, started after ``delay`` (``SPARE_DELAY_S``) unless one is
+    waiting or about to be started."""
+    global _spare_timer
+    if not _spare_on or not kind.use_bwrap:
+        return
+
+    def start() -> None:
+        global _spare, _spare_timer
+        with _spare_lock:
+            _spare_timer = None
+            if not _spare_on or (_spare is not None and _spare.alive() and _spare.kind.key() == kind.key()):
+                return
+            old, _spare = _spare, None
+        if old is not None:
+            old.close()
+        try:
+            w = _Worker(kind, spare=True)
+        except ExplorerError:  # no slot free now: the next job starts its own
+            return
+        with _spare_lock:
+            if _spare is None and _spare_on:
+                _spare = w
+                return
+        w.close()
+
+    with _spare_lock:
+        if _spare_timer is not None or (_spare is not None and _spare.alive() and _spare.kind.key() == kind.key()):
+            return
+        _spare_timer = threading.Timer(SPARE_DELAY_S if delay is None else delay, start)
+        _spare_timer.daemon = True
+        _spare_timer.start()
+
+
+atexit.register(drop_spare)
 
 
 def _kill_group(proc) -> None:

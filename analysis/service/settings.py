@@ -85,6 +85,9 @@ class Limits:
     #                               alone: a measuring job waits for the machine to itself
     upload_mb: int = 32  # largest upload the app reads (HLO text, bundle or dump zip)
     store_busy_s: float = 10.0  # how long a store call waits for another process's write
+    # on: the app keeps one sandboxed worker started ahead for the next job (the 1.3-1.8 s of
+    # Python and JAX imports done before it is asked for; analysis.service.sandbox.keep_spare)
+    spare_worker: str = "on"
 
     @classmethod
     def from_env(cls, environ: dict | None = None, settings_path: str | None = None) -> "Limits":
@@ -110,6 +113,10 @@ class Limits:
                 v = v.lower()
                 if v not in SANDBOX_MODES:
                     raise ExplorerError("options", f"setting sandbox must be auto, require or off, not {v!r}")
+            if f.name == "spare_worker":
+                v = v.lower()
+                if v not in ("on", "off"):
+                    raise ExplorerError("options", f"setting spare_worker must be on or off, not {v!r}")
             if f.name == "measure_mode":
                 v = v.lower()
                 if v not in MEASURE_MODES:

@@ -19,6 +19,7 @@ from analysis.bundle import Bundle, fusion_decisions_json
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
+from analysis.hlo.parser import prepare as prepare_parser
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure
 
 
@@ -166,6 +167,8 @@ def _worker_main() -> int:
             proto.write(line)
             proto.flush()
 
+    if os.environ.get("XLA_EXPLORER_SPARE"):  # started ahead of its job (sandbox.keep_spare): while it
+        prepare_parser()  # waits, what the job would otherwise do first
     try:
         job = Job.from_dict(json.loads(sys.stdin.read()))
     except (ValueError, TypeError) as e:
