@@ -18,6 +18,12 @@ from app.picks import picked_point, picked_row
 
 
 MISSING = -1.0  # a number a row does not have: sorts below every real value, shown as "–"
+# Rows the table shows unless asked for all: Streamlit styles each of its cells in Python (the
+# project's units, "–" for a missing value), and a 5,000-kernel program's whole table was 1.1 s
+# of every page run (0.5 s to build, 0.5 s to style and send), the run that draws the graphs
+# first included; 500 rows are a tenth of that. The kernels left out are the least busy (by
+# time, else by bytes); a kernel picked in the graph is always pinned above the table.
+TABLE_ROWS = 500
 
 
 def _num(fmt):
@@ -161,14 +167,23 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
     else:
         st.caption("Not measured: kernels, bytes and FLOPs from the optimized HLO. Turn on measuring to time them.")
 
-    rows = kernel_rows(bundle)
+    rows = bundle.derived("kernel_rows", (bundle.kernels, bundle.timings, bundle.provenance),
+                          lambda: kernel_rows(bundle))
     if rows:
-        styled, config = table(rows, measured=bool(t), selected=selected)
+        shown = rows
+        if len(rows) > TABLE_ROWS:
+            by = "time" if t else "bytes read and written"
+            if not st.toggle(f"All {len(rows):,} kernels (slower to draw)", key=f"{kp}_all",
+                             help=f"The table shows the {TABLE_ROWS} kernels with the most {by}; this shows every one"):
+                shown = rows[:TABLE_ROWS] if t else sorted(rows, key=lambda r: -(r["bytes"] or 0))[:TABLE_ROWS]
+                st.caption(f"The {TABLE_ROWS} kernels with the most {by}, of {len(rows):,}.")
+        styled, config = table(shown, measured=bool(t), selected=selected)
         df = styled.data
-        if selected and selected in set(df["kernel"]):
+        if selected and any(r["kernel"] == selected for r in rows):
             # A Streamlit table cannot be scrolled from Python: the selected kernel is pinned
             # above it (same columns), and shaded in the table itself.
-            st.caption(f"Selected in the graph: `{selected}` (shaded in the table, outlined in the charts)")
+            where = "shaded in the table" if selected in set(df["kernel"]) else "not among the rows shown"
+            st.caption(f"Selected in the graph: `{selected}` ({where}, outlined in the charts)")
             pinned, _ = table([r for r in rows if r["kernel"] == selected], measured=bool(t),
                               columns=list(df.columns))
             st.dataframe(pinned, hide_index=True, width="stretch", column_config=config, key=f"{kp}_pinned")

@@ -218,3 +218,54 @@ def test_the_selected_kernel_is_shaded_and_a_pinned_row_keeps_the_tables_columns
         {(1, c) for c in range(len(styled.data.columns))}
     pinned, _ = kv.table(rows[1:], measured=False, columns=list(styled.data.columns))
     assert list(pinned.data.columns) == list(styled.data.columns)
+
+
+def _limited_app(bundle_json: str, limit: int, selected: str | None = None):
+    def page():
+        import streamlit as st
+
+        from analysis.bundle import Bundle
+        from app import kernels_view
+
+        kernels_view.TABLE_ROWS = st.session_state["limit"]
+        b = Bundle.from_json(st.session_state["bundle_json"])
+        kernels_view.render_kernels_view(b, key_prefix="t", selected=st.session_state["selected"])
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.session_state["bundle_json"] = bundle_json
+    at.session_state["limit"] = limit
+    at.session_state["selected"] = selected
+    return at
+
+
+def test_a_big_table_shows_the_busiest_kernels_and_all_on_request(bundle):
+    times = {k: r["median_s"] for k, r in bundle.timings["kernels"].items()}
+    assert len(times) >= 4
+    busiest = sorted((k for k in times if not bundle.timings["kernels"][k].get("inclusive")),
+                     key=lambda k: -times[k])[:2]
+    least = min(times, key=times.get)
+    at = _limited_app(bundle.to_json(), limit=2, selected=least).run()
+    assert not at.exception
+    tables = at.dataframe
+    # the picked kernel pinned above, then the two busiest
+    assert len(tables) == 2
+    assert list(tables[0].value["kernel"]) == [least]
+    assert list(tables[1].value["kernel"]) == busiest
+    assert any(f"The 2 kernels with the most time, of {len(times)}" in c.value for c in at.caption)
+    assert any("not among the rows shown" in c.value for c in at.caption)
+    toggle = at.toggle(key="t_kv_all")
+    assert toggle.label == f"All {len(times)} kernels (slower to draw)"
+    toggle.set_value(True).run()
+    assert not at.exception
+    assert set(at.dataframe[-1].value["kernel"]) == set(times)
+
+
+def test_an_unmeasured_big_table_keeps_the_kernels_with_the_most_bytes(bundle):
+    bundle.timings = None
+    want = [k.name for k in sorted(bundle.kernels, key=lambda k: -(k.bytes or 0))[:3]]
+    at = _limited_app(bundle.to_json(), limit=3).run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["kernel"]) == want
+    assert any("with the most bytes read and written" in c.value for c in at.caption)
