@@ -205,3 +205,20 @@ def test_layouts_started_run_beside_the_caller_and_each_keeps_its_own_outcome():
     good, bad = finish()
     assert good.startswith("<svg") and ">alpha<" in good and ">beta<" in good
     assert isinstance(bad, RuntimeError) and str(bad).startswith("Graphviz failed")
+
+
+def test_a_big_payload_goes_deflated_and_comes_back_whole():
+    import base64
+    import json
+    import zlib
+
+    from app.views import PACK_OVER, packed_args
+
+    small = {"data_key": "k1", "graphs": {"pre": {"svgs": ["<svg/>"]}}}
+    assert packed_args(small, 3) == {**small, "rev": 3}  # as it is
+    big = {"data_key": "k2", "graphs": {"pre": {"svgs": ["<svg>" + "x" * PACK_OVER + "</svg>"]}},
+           "details": {"op:a": {"title": "ä \u2028 \"quoted\""}}}
+    out = packed_args(big, 7)
+    assert set(out) == {"z", "data_key", "rev"} and out["data_key"] == "k2" and out["rev"] == 7
+    assert len(out["z"]) < PACK_OVER // 10  # a run of one character deflates to almost nothing
+    assert json.loads(zlib.decompress(base64.b64decode(out["z"])).decode()) == big
