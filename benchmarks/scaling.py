@@ -206,7 +206,10 @@ def browser(ns: list[int]) -> dict:
                 page = b.new_page(viewport={"width": 1600, "height": 1000})
                 page.goto(f"http://127.0.0.1:{port}/?model=softmax", timeout=120_000)  # the server warm
                 page.wait_for_selector(GRAPH_FRAME, timeout=240_000)
-                time.sleep(2)
+                # an idle server, as a user finds it: the first page's job done and its spare
+                # worker started (analysis.service.sandbox.keep_spare: 0.5 s after a job, then its
+                # imports)
+                time.sleep(5)
                 row["server_rss_idle_mb"] = round(_rss_mb(server.pid))
                 t0 = time.perf_counter()
                 page.goto(f"http://127.0.0.1:{port}/?code={code_id}&backend=cpu", timeout=120_000)
