@@ -660,6 +660,11 @@ def _take_spare(kind: _WorkerKind) -> _Worker | None:
     return None
 
 
+def _waiting_for(kind: _WorkerKind) -> bool:
+    """A live spare for jobs of ``kind`` is waiting (called with ``_spare_lock`` held)."""
+    return _spare is not None and _spare.alive() and _spare.kind.key() == kind.key()
+
+
 def _spare_after(kind: _WorkerKind, delay: float | None = None) -> None:
     """A spare for jobs of ``kind``, started after ``delay`` (``SPARE_DELAY_S``) unless one is
     waiting or about to be started."""
@@ -671,7 +676,7 @@ def _spare_after(kind: _WorkerKind, delay: float | None = None) -> None:
         global _spare, _spare_timer
         with _spare_lock:
             _spare_timer = None
-            if not _spare_on or (_spare is not None and _spare.alive() and _spare.kind.key() == kind.key()):
+            if not _spare_on or _waiting_for(kind):
                 return
             old, _spare = _spare, None
         if old is not None:
@@ -687,7 +692,7 @@ def _spare_after(kind: _WorkerKind, delay: float | None = None) -> None:
         w.close()
 
     with _spare_lock:
-        if _spare_timer is not None or (_spare is not None and _spare.alive() and _spare.kind.key() == kind.key()):
+        if _spare_timer is not None or _waiting_for(kind):
             return
         _spare_timer = threading.Timer(SPARE_DELAY_S if delay is None else delay, start)
         _spare_timer.daemon = True
