@@ -21,12 +21,22 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Callable, Iterable
 
 from analysis.errors import ExplorerError
 
 KERAS_BACKEND = "jax"  # set (if unset) before the user's code runs, so `import keras` picks JAX
+
+
+@dataclass
+class StateChanges:
+    """The Flax NNX state a call changed (BatchNorm statistics, RNG counters, ``self.x = ...``),
+    found as the program is traced: each variable's path and type, and whether the call created
+    it. The program returns those variables' new values as a second output, as ``nnx.jit``
+    hands a module's updated state back, so the compile holds the work that updates them."""
+
+    changed: list = field(default_factory=list)  # [{"path": "bn/mean", "type": "BatchStat", "new": False}]
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class Split:
     inputs: tuple
     library: str | None  # "flax.nnx", "equinox", "keras" or None (a plain callable)
     parameters: int = 0  # how many parameter arrays became inputs
+    state: StateChanges | None = None  # Flax NNX: the state the call changes (filled as it is traced)
 
 
 def _is_instance(model, module: str, cls: str) -> bool:
@@ -44,13 +55,24 @@ def _is_instance(model, module: str, cls: str) -> bool:
 
 
 @contextlib.contextmanager
-def layer_scopes(modules: Iterable[tuple[tuple, object]]):
+def layer_scopes(modules: Iterable[tuple[tuple, object]], submodules: Callable | None = None):
     """While tracing: every module's call (``(path, module)`` pairs) inside a named scope of its
     last path element; scopes nest as calls do, so an op's name carries the module path. The
-    classes' ``__call__`` is patched for the duration and restored, whatever happens."""
+    classes' ``__call__`` is patched for the duration and restored, whatever happens.
+
+    A library's transformation can call a copy of a module made while tracing (Flax NNX's
+    ``nnx.scan`` over a stack of layers merges each step's layer anew): a module not among
+    ``modules`` takes the name of the one place its class is found, and ``submodules(module)``
+    (its ``(path, module)`` pairs, relative to it) names what it holds, so a scanned stack reads
+    ``blocks/linear`` like any other layer."""
     import jax
 
+    modules = list(modules)
     names = {id(m): str(path[-1]) for path, m in modules if path}
+    where: dict[type, set] = {}
+    for path, m in modules:
+        if path:
+            where.setdefault(type(m), set()).add(str(path[-1]))
     patched = {}
     for cls in {type(m) for _, m in modules}:
         if "__call__" not in cls.__dict__ and cls in patched:
@@ -60,7 +82,14 @@ def layer_scopes(modules: Iterable[tuple[tuple, object]]):
         def call(self, *args, __orig=orig, **kw):
             name = names.get(id(self))
             if name is None:
-                return __orig(self, *args, **kw)
+                only = where.get(type(self), ())
+                if len(only) != 1:
+                    return __orig(self, *args, **kw)
+                name = names[id(self)] = next(iter(only))
+                if submodules is not None:
+                    for path, sub in submodules(self):
+                        if path:
+                            names.setdefault(id(sub), str(path[-1]))
             with jax.named_scope(name):
                 return __orig(self, *args, **kw)
 
@@ -113,13 +142,21 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
             from flax import nnx
 
             graphdef, state = nnx.split(model)
+            changes = StateChanges()
 
             def nnx_program(state, *args):
+                before = {p: id(v.get_value()) for p, v in nnx.to_flat_state(state)}
                 m = nnx.merge(graphdef, state)
-                with layer_scopes(_nnx_modules(m)):
-                    return m(*args)
+                with layer_scopes(_nnx_modules(m), _nnx_modules):
+                    out = m(*args)
+                changed = {p: v for p, v in nnx.to_flat_state(nnx.state(m)) if before.get(p) != id(v.get_value())}
+                changes.changed = [{"path": "/".join(map(str, p)), "type": type(v).__name__, "new": p not in before}
+                                   for p, v in changed.items()]
+                if not changed:
+                    return out
+                return out, {"/".join(map(str, p)): v.get_value() for p, v in changed.items()}
 
-            return Split(nnx_program, (state, *inputs), "flax.nnx", len(jax.tree_util.tree_leaves(state)))
+            return Split(nnx_program, (state, *inputs), "flax.nnx", len(jax.tree_util.tree_leaves(state)), changes)
         if _is_instance(model, "equinox", "Module"):
             import equinox as eqx
 
@@ -127,7 +164,7 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
 
             def eqx_program(params, *args):
                 m = eqx.combine(params, static)
-                with layer_scopes(_eqx_modules(m)):
+                with layer_scopes(_eqx_modules(m), _eqx_modules):
                     return m(*args)
 
             return Split(eqx_program, (params, *inputs), "equinox", len(jax.tree_util.tree_leaves(params)))

@@ -7,9 +7,12 @@ the line of the user's code.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import linecache
 import os
 import re
+import sys
 import traceback
 import types
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ import jax
 import numpy as np
 
 from analysis.compile.frameworks import KERAS_BACKEND, split_model
-from analysis.errors import ExplorerError
+from analysis.errors import MAX_DETAIL, ExplorerError
 from sample_models import gallery_entry
 
 
@@ -33,6 +36,7 @@ class ModelFile:
     filename: str
     name: str
     description: str = ""
+    module: types.ModuleType | None = None  # the file's ``__main__`` module (see ``as_main``)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class LoadedModel:
     description: str = ""
     library: str | None = None  # the model was a Flax NNX / Equinox / Keras module (analysis.compile.frameworks)
     parameters: int = 0  # parameter arrays that the split turned into inputs
+    module: types.ModuleType | None = None  # the file's ``__main__`` module (see ``as_main``)
+    state: object = None  # frameworks.StateChanges of a Flax NNX model, filled in as it is traced
 
 
 def _user_frame(tb, filename: str):
@@ -74,13 +80,16 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
         if at is not None:
             line, excerpt = at, (linecache.getline(filename, at).strip()[:160] or None)
         return ExplorerError(phase, f"{what} (raised by a callback while the program ran)", filename, line, None, excerpt)
-    msg = str(exc).strip().splitlines()
+    whole = str(exc).strip()
+    msg = whole.splitlines()
     first = next((m for m in msg if m.strip()), "")
-    # JAX prefixes long explanations; keep the first meaningful line.
+    # JAX prefixes long explanations: the first meaningful line is the message, the whole text
+    # its detail (the app shows both)
     text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
     if isinstance(exc, ModuleNotFoundError):
         phase = "import"
-    return ExplorerError(phase, text, filename, line, None, excerpt)
+    detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
+    return ExplorerError(phase, text, filename, line, None, excerpt, detail)
 
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -114,28 +123,66 @@ def call_user(phase: str, fn: Callable, filename: str, *args):
         raise error_from_exception(phase, e, filename) from None
 
 
-def run_model_file(source: str, filename: str = "<pasted code>", name: str = "pasted",
-                   inputs_doc: str = "example_inputs()") -> ModelFile:
-    """Execute a model file's text; it must define ``model`` and ``example_inputs``."""
+def new_main_module(source: str, filename: str) -> tuple[types.CodeType, types.ModuleType]:
+    """A model file's code and the module it runs in, as ``python FILE`` makes them: the code
+    compiled with the file's own ``__future__`` imports only (``dont_inherit``: none of this
+    module's), a fresh module named ``__main__`` with ``__file__`` the file's name; the
+    docstring becomes ``__doc__`` as the code runs."""
     try:
-        code = compile(source, filename, "exec")
+        code = compile(source, filename, "exec", flags=0, dont_inherit=True)
     except SyntaxError as e:
         raise error_from_exception("syntax", e, filename) from None
     except ValueError as e:  # e.g. null bytes
         raise ExplorerError("syntax", str(e), filename) from None
+    mod = types.ModuleType("__main__")
+    mod.__file__ = filename
+    mod.__builtins__ = builtins
+    mod.__spec__ = None  # as for a script: no import system behind it
+    mod.__loader__ = None
+    return code, mod
+
+
+@contextlib.contextmanager
+def as_main(module: types.ModuleType | None):
+    """While the user's code runs (the file itself, ``example_inputs``, tracing, measuring): its
+    module is ``sys.modules["__main__"]`` and ``sys.argv`` is ``[FILE]``, as under ``python
+    FILE``. ``dataclasses`` (so Flax Linen, Equinox, ``flax.struct``) and ``typing`` look a
+    class's module up there by its ``__module__`` (``"__main__"``). What was there before is
+    put back after; nested uses of the same module are harmless."""
+    if module is None:
+        yield
+        return
+    saved_main, saved_argv = sys.modules.get("__main__"), sys.argv
+    sys.modules["__main__"] = module
+    sys.argv = [module.__file__ or ""]
+    try:
+        yield
+    finally:
+        sys.argv = saved_argv
+        if saved_main is None:
+            sys.modules.pop("__main__", None)
+        else:
+            sys.modules["__main__"] = saved_main
+
+
+def run_model_file(source: str, filename: str = "<pasted code>", name: str = "pasted",
+                   inputs_doc: str = "example_inputs()") -> ModelFile:
+    """Execute a model file's text as ``python FILE`` would (``new_main_module``, ``as_main``);
+    it must define ``model`` and ``example_inputs``."""
+    code, mod = new_main_module(source, filename)
     os.environ.setdefault("KERAS_BACKEND", KERAS_BACKEND)  # a Keras model compiles through JAX
     # Let tracebacks and jax's source info show the user's lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    mod = types.ModuleType(f"xla_explorer_user_{name}")
-    mod.__file__ = filename
-    call_user("import", exec, filename, code, mod.__dict__)
+    with as_main(mod):
+        call_user("import", exec, filename, code, mod.__dict__)
     model = mod.__dict__.get("model")
     if model is None or not callable(model):
         raise ExplorerError("import", "the code defines no callable named `model`", filename)
     make_inputs = mod.__dict__.get("example_inputs")
     if make_inputs is None or not callable(make_inputs):
         raise ExplorerError("import", f"the code defines no `{inputs_doc}` function", filename)
-    return ModelFile(model, make_inputs, source, filename, name, (mod.__doc__ or "").strip())
+    doc = mod.__dict__.get("__doc__")
+    return ModelFile(model, make_inputs, source, filename, name, (doc if isinstance(doc, str) else "").strip(), mod)
 
 
 def as_inputs(value, filename: str) -> tuple:
@@ -153,9 +200,11 @@ def as_inputs(value, filename: str) -> tuple:
 def load_source(source: str, filename: str = "<pasted code>", name: str = "pasted") -> LoadedModel:
     """Execute a model file's text and call its ``example_inputs()``."""
     f = run_model_file(source, filename, name)
-    inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename)
-    s = split_model(f.model, inputs, filename)
-    return LoadedModel(s.fn, s.inputs, f.source, f.filename, f.name, f.description, s.library, s.parameters)
+    with as_main(f.module):
+        inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename)
+        s = split_model(f.model, inputs, filename)
+    return LoadedModel(s.fn, s.inputs, f.source, f.filename, f.name, f.description, s.library, s.parameters,
+                       f.module, s.state)
 
 
 def load_gallery(name: str) -> LoadedModel:

@@ -30,7 +30,7 @@ from jax.sharding import SingleDeviceSharding
 
 from analysis.bundle import Bundle, analysis_of, analyze, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
-from analysis.compile.load import LoadedModel, describe_inputs, error_from_exception, load_model
+from analysis.compile.load import LoadedModel, as_main, describe_inputs, error_from_exception, load_model
 from analysis.errors import ExplorerError
 from analysis.gc_pause import gc_paused
 from analysis.hlo import parse_module, same_module_text
@@ -141,7 +141,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     say("trace")
     t0 = time.perf_counter()
     try:
-        traced = jax.jit(loaded.model).trace(*args)
+        with as_main(loaded.module):
+            traced = jax.jit(loaded.model).trace(*args)
     except Exception as e:  # noqa: BLE001 - the user's code fails while tracing: a one-line error
         raise error_from_exception("trace", e, fn) from None
     times["trace"] = time.perf_counter() - t0
@@ -201,7 +202,9 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     bundle = Bundle(
         source={"kind": source_kind, "name": loaded.name, "file": fn, "code": loaded.source,
                 "description": loaded.description, "inputs": describe_inputs(loaded.inputs),
-                **({"library": loaded.library, "parameters": loaded.parameters} if loaded.library else {})},
+                **({"library": loaded.library, "parameters": loaded.parameters} if loaded.library else {}),
+                **({"state_changes": list(loaded.state.changed)} if loaded.state is not None and loaded.state.changed
+                   else {})},
         options={"backend": backend, "compiler_options": compiler_options},
         environment=env,
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},

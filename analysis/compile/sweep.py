@@ -13,7 +13,7 @@ import numpy as np
 from jax import monitoring
 
 from analysis.compile.backend import select_device
-from analysis.compile.load import LoadedModel, as_inputs, error_from_exception, run_model_file
+from analysis.compile.load import LoadedModel, as_inputs, as_main, error_from_exception, run_model_file
 from analysis.compile.stages import FULL_OPTIMIZATION, compile_model
 from analysis.errors import ExplorerError
 from analysis.sweep import (
@@ -142,32 +142,33 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
         source, filename = entry.source, str(entry.path)
     say("load")
     mf = run_model_file(source, filename, job.name, inputs_doc="example_inputs(n)")
-    model, make = mf.model, mf.make_inputs
-    device = select_device(job.backend)
+    with as_main(mf.module):  # the user's code runs as under ``python FILE`` throughout
+        model, make = mf.model, mf.make_inputs
+        device = select_device(job.backend)
 
-    first = _inputs(make, lengths[0], filename)
-    axes_memo: dict[int, list] = {}
+        first = _inputs(make, lengths[0], filename)
+        axes_memo: dict[int, list] = {}
 
-    def axes_for(n: int):
-        if n not in axes_memo:
-            axes_memo[n] = _length_axes(_inputs(make, n, filename), _inputs(make, n + 1, filename), n)
-        return axes_memo[n]
+        def axes_for(n: int):
+            if n not in axes_memo:
+                axes_memo[n] = _length_axes(_inputs(make, n, filename), _inputs(make, n + 1, filename), n)
+            return axes_memo[n]
 
-    loaded = LoadedModel(model, first, source, filename, job.name, mf.description)
-    bundle = compile_model(loaded, job.backend, job.compiler_options, say,
-                           source_kind="gallery" if not job.source else "code").bundle
-    say("sweep")
-    events = _CompileEvents()
-    t0 = time.perf_counter()
-    plain, plain_calls = _one_pass(model, make, lengths, None, axes_for, device, filename, events, say)
-    bucketed, bucketed_calls = _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say)
-    say("sweep:cached calls")
-    _time_cached(plain, plain_calls, bucketed, bucketed_calls, repeats)
-    bundle.metrics["shape_sweep"] = {
-        "lengths": lengths, "buckets": sorted(buckets), "repeats": repeats,
-        "count_method": "jit cache size" if hasattr(jax.jit(model), "_cache_size") else "distinct shapes",
-        "plain": plain, "bucketed": bucketed, "summary": summary(plain, bucketed),
-        "verdict": verdict(plain, bucketed),
-        "seconds": time.perf_counter() - t0,
-    }
-    return bundle
+        loaded = LoadedModel(model, first, source, filename, job.name, mf.description, module=mf.module)
+        bundle = compile_model(loaded, job.backend, job.compiler_options, say,
+                               source_kind="gallery" if not job.source else "code").bundle
+        say("sweep")
+        events = _CompileEvents()
+        t0 = time.perf_counter()
+        plain, plain_calls = _one_pass(model, make, lengths, None, axes_for, device, filename, events, say)
+        bucketed, bucketed_calls = _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say)
+        say("sweep:cached calls")
+        _time_cached(plain, plain_calls, bucketed, bucketed_calls, repeats)
+        bundle.metrics["shape_sweep"] = {
+            "lengths": lengths, "buckets": sorted(buckets), "repeats": repeats,
+            "count_method": "jit cache size" if hasattr(jax.jit(model), "_cache_size") else "distinct shapes",
+            "plain": plain, "bucketed": bucketed, "summary": summary(plain, bucketed),
+            "verdict": verdict(plain, bucketed),
+            "seconds": time.perf_counter() - t0,
+        }
+        return bundle

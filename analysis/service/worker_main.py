@@ -51,6 +51,12 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     else:
         say("load")
         loaded = load.load_source(job.source, job.filename, job.name)
+    with load.as_main(loaded.module):  # the user's code runs as under ``python FILE`` throughout
+        return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions)
+
+
+def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions) -> Bundle:
+    say = progress or (lambda p: None)
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
     # with the job none over the compile's objects after (hundreds of thousands at 192 layers,
