@@ -20,6 +20,9 @@ class ExplorerError(Exception):
     line: int | None = None
     column: int | None = None
     excerpt: str | None = None
+    # the whole text of what was raised, where it says more than ``message`` (its first line):
+    # the app shows it, as text, under the one line
+    detail: str | None = None
 
     def __post_init__(self):
         super().__init__(self.one_line())
@@ -42,12 +45,36 @@ class ExplorerError(Exception):
     def __str__(self) -> str:
         return self.one_line()
 
+    def full_text(self) -> str:
+        """The one line, then the whole text of the error where it says more (the app's view)."""
+        head = self.one_line()
+        extra = (self.detail or "").strip()
+        first, _, rest = extra.partition("\n")
+        if first.strip() == str(self.message).strip():  # the one line says that much already
+            extra = rest.strip()
+        if not extra or " ".join(extra.split()) == " ".join(str(self.message).split()):
+            return head
+        return head + "\n" + extra
+
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ExplorerError":
-        return cls(**{k: d.get(k) for k in ("phase", "message", "file", "line", "column", "excerpt")})
+        """From a worker's message (untrusted): texts as bounded strings, places as numbers."""
+        def text(k, most):
+            v = d.get(k)
+            return None if v is None else str(v)[:most]
+
+        def number(k):
+            v = d.get(k)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+        return cls(text("phase", 40) or "run", text("message", MAX_DETAIL) or "", text("file", 500), number("line"),
+                   number("column"), text("excerpt", 300), text("detail", MAX_DETAIL))
+
+
+MAX_DETAIL = 8000  # characters of an error's whole text kept (a JAX error explains itself at length)
 
 
 def from_parse_error(err, file: str | None = None) -> ExplorerError:

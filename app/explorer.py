@@ -28,7 +28,7 @@ from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
 from app import guard, runner, views  # noqa: E402
-from app.page_helpers import presets_for  # noqa: E402
+from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -102,7 +102,7 @@ def compile_job(job: Job) -> None:
         try:
             outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True)
         except ExplorerError as e:
-            ss.error = e.one_line()
+            ss.error = e.full_text()
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
             outcome = None
@@ -243,8 +243,6 @@ with st.sidebar:
     st.text_input("Find and select an op", key="find",
                   placeholder="a name, an op_name path (attention/dot) or a line",
                   help="The graphs' own search box (above them) finds as you type, without a round trip")
-    if ss.error:
-        st.error(ss.error)
     isolated, why = runner.sandbox_state()
     if not isolated:
         st.warning(f"Pasted code is NOT isolated: {why}")
@@ -268,8 +266,9 @@ status_slot = st.container()  # compiles show their progress here: one fixed pla
 if (pressed or pressed_main) and run_compile is not None:
     with status_slot:
         run_compile()
-        if ss.error and source_kind != "Paste code":  # pasted code shows it next to the editor
-            st.error(ss.error)
+if ss.error and source_kind != "Paste code" and ss.bundle is not None:  # one place for it: pasted code
+    with status_slot:  # shows it next to the editor
+        show_error(ss.error)
 
 # ----------------------------------------------------------------------------- first load
 
@@ -319,8 +318,6 @@ adopt_measured()
 b: Bundle | None = ss.bundle
 if b is None:
     top_title.markdown("### XLA Explorer")
-    st.error(ss.error or "Nothing compiled yet.")
-    st.stop()
 
 # ----------------------------------------------------------------------------- the code editor
 
@@ -343,8 +340,12 @@ if source_kind == "Paste code":
         except ImportError:  # a plain text area if the editor component is missing
             ss.code = st.text_area("Code", ss.code, height=260, key="code_area")
         if ss.error:
-            st.error(ss.error)
+            show_error(ss.error)
         st.caption("Runs in a sandboxed worker process (no network, limited time and memory), never in this server.")
+if b is None:  # nothing compiled yet: the error (pasted code has it under the editor, above), and no graphs
+    if not (ss.error and source_kind == "Paste code"):
+        show_error(ss.error or "Nothing compiled yet.")
+    st.stop()
 
 # ----------------------------------------------------------------------------- header
 
@@ -376,6 +377,11 @@ with notices:
     elif ss.get("pending_error"):
         st.warning(f"Not measured: {ss.pending_error}. The graphs are this compile's; Compile again to retry.",
                    icon=":material/timer_off:")
+    from analysis.render.summary import state_note
+
+    state = state_note(b)
+    if state:
+        show_note(state)
     if env.get("deviceless"):
         st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
                 + (f" (recorded {b.created[:10]})" if ss.get("recorded") else "")
@@ -404,7 +410,7 @@ if ss.get("payload_for") != payload_key:
     if "packed" in ss.payload:  # a big program: the heap its bundle and views were built in, back now
         guard.release_memory(collect=False)
 if ss.payload.get("error"):
-    st.error(ss.payload["error"])
+    show_error(ss.payload["error"])
 
 
 @st.fragment
@@ -482,7 +488,7 @@ with tab_k:
                                              measuring=ss.get("pending") is not None)
             except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
                 picked = None
-                st.error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")
+                show_error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")
             if picked and picked != ss.sel.get("name"):
                 ss.sel = {"side": "post", "name": picked}
                 st.rerun()

@@ -4,6 +4,7 @@ nothing here imports JAX."""
 
 from __future__ import annotations
 
+import re
 
 import streamlit as st
 
@@ -15,6 +16,26 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
           "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
           "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
           "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
+
+
+def as_text(text: str) -> str:
+    """``text`` as Markdown that shows it exactly as written: a fenced block (longer than any run
+    of backticks in it), so ``__dict__`` stays ``__dict__``, ``>=`` stays ``>=`` and nothing in an
+    error, a note or a name from a bundle is formatted, linked or fetched."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def show_error(error: "ExplorerError | str") -> None:
+    """An error, whole and as text (its one line, then what the raised text says beyond it)."""
+    st.error(as_text(error.full_text() if isinstance(error, ExplorerError) else str(error)),
+             icon=":material/error:")
+
+
+def show_note(text: str) -> None:
+    """A note made from a bundle's data, as text."""
+    st.info(as_text(text), icon=":material/info:")
 
 
 def link_to_widgets(page: str, spec: dict) -> None:
@@ -100,7 +121,7 @@ def compile_with_status(job: Job, label: str = "Compiling…"):
     # emptied only once the status box is closed (it writes to its own slot when it closes)
     holder.empty()
     if failed is not None:
-        st.error(failed.one_line())
+        show_error(failed)
         return None
     return b
 

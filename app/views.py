@@ -28,6 +28,7 @@ from analysis.render.format import human_bytes, human_seconds
 from analysis.render.summary import summarize
 from analysis.service import worker as worker_module
 from analysis.text_search import matcher
+from app.page_helpers import show_error
 
 _COMPONENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component")
 
@@ -240,7 +241,7 @@ def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None
     try:
         svg = _svg(dot)
     except RuntimeError as e:
-        st.error(str(e))
+        show_error(e)
         return None
     return _COMPONENT(single=True, svg=svg, title=spec.title, height=height, focus=focus,
                       view_key=view_key or spec.title, legend=route_legend(spec), key=key, default=None)
@@ -262,7 +263,7 @@ def pair_widget(specs: dict, related: dict, fused: dict, selected: dict, key: st
         try:
             svg = _svg(spec.to_dot())
         except RuntimeError as e:
-            st.error(str(e))
+            show_error(e)
             svg = None
         pair[side] = {"svg": svg, "title": spec.title, "legend": route_legend(spec)}
     data_key = hashlib.sha1(json.dumps(pair, sort_keys=True).encode()).hexdigest()[:16]

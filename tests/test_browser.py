@@ -306,3 +306,25 @@ def test_compare_link_puts_the_cpu_next_to_the_h200(server, browser):
     assert "YNNPACK" in a_svg and "Triton · tile" in b_svg
     assert page.url.endswith("/Compare?mode=backends&model=mlp&a=cpu&b=h200")
     page.screenshot(path=os.path.join(OUT, "compare_cpu_h200.png"))
+
+
+def test_an_error_is_shown_once_whole_and_as_text(server, browser):
+    """What the user's code raised, in one place, exactly as written: Markdown would make
+    ``__dict__`` a bold "dict" and ``*x*`` italics; every line of it, not its first only."""
+    from analysis.service.store import default_store
+
+    src = ("import jax.numpy as jnp\n\ndef model(x):\n    return x\n\ndef example_inputs():\n"
+           "    raise ValueError('no __dict__ here: n >= 3 is *wrong*\\nthe second line of the reason')\n")
+    cid = default_store().put_code(src)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/?code={cid}")
+    alerts = page.locator("[data-testid='stAlert']").filter(has_text="inputs error at <pasted code>:7")
+    alerts.first.wait_for(timeout=120_000)
+    page.wait_for_timeout(1000)  # the run that shows it is over: nothing else adds a second one
+    assert alerts.count() == 1
+    text = alerts.first.inner_text()
+    assert "ValueError: no __dict__ here: n >= 3 is *wrong*" in text
+    assert "the second line of the reason" in text
+    # the code is still there to be fixed
+    assert _ace_frame(page) is not None
+    page.screenshot(path=os.path.join(OUT, "error_as_text.png"))

@@ -41,7 +41,8 @@ def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundl
         assert not at.exception
         errors = [e.value for e in at.error]
         assert any("cannot reach the Ray cluster at ray://127.0.0.1:9" in e for e in errors), errors
-        assert all("\n" not in e for e in errors)
+        # each error is one line, shown as text (a fenced block: nothing in it formatted)
+        assert all(e.startswith("```text\n") and e.count("\n") == 2 for e in errors), errors
         assert at.session_state["code"] == code
     finally:
         reset_default_queue()

@@ -116,12 +116,30 @@ def summarize(b: Bundle) -> Summary:
                    phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison)
 
 
+def state_note(b: Bundle) -> str | None:
+    """One line on the Flax NNX state the model's call changes (``source["state_changes"]``, see
+    ``analysis.compile.frameworks.StateChanges``), or None. Made here from the list, never taken
+    as text from a bundle."""
+    changed = b.source.get("state_changes") if isinstance(b.source, dict) else None
+    if not isinstance(changed, list) or not changed:
+        return None
+    items = [c for c in changed if isinstance(c, dict)]
+    names = ", ".join(f"{str(c.get('path'))[:80]} ({str(c.get('type'))[:40]}{', new' if c.get('new') is True else ''})"
+                      for c in items[:8])
+    more = f" and {len(items) - 8} more" if len(items) > 8 else ""
+    return (f"The call changes {len(items)} of the module's state variables: {names}{more}. Their new values are "
+            "the program's second output, as nnx.jit hands them back.")
+
+
 # ----------------------------------------------------------------------------- text (the CLI)
 
 
 def summary_text(b: Bundle) -> str:
     s = summarize(b)
     lines = [f"{s.title}  ·  {s.device} ({s.backend}{', jax ' + s.jax if s.jax else ''})"]
+    state = state_note(b)
+    if state:
+        lines.append(f"  note                    : {state}")
     if s.ops_before is not None:
         lines.append(f"  ops before optimization : {s.ops_before}")
     if s.kernels_after is not None:

@@ -30,6 +30,7 @@ from app.kernels_view import numbers_shown  # noqa: E402
 from analysis import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
     backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
+    show_error,
 )
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -66,9 +67,9 @@ def _load_upload(up) -> Bundle | None:
         text = data.decode("utf-8")
         return Bundle.from_json(text) if text.lstrip().startswith("{") else bundle_from_hlo(text, up.name, up.name)
     except UnicodeDecodeError:
-        st.error(f"{up.name}: not a UTF-8 text file")
+        show_error(f"load error at {up.name}: not a UTF-8 text file")
     except ExplorerError as e:
-        st.error(ExplorerError(e.phase, e.message, up.name, e.line, e.column).one_line())
+        show_error(ExplorerError(e.phase, e.message, up.name, e.line, e.column))
     return None
 
 
@@ -165,7 +166,7 @@ with st.sidebar:
                 if a is not None and b is not None:
                     ss.cmp_pair, ss.cmp_sel, ss.cmp_link = (a, b), {}, None  # uploads have no link
     except ExplorerError as e:
-        st.error(e.one_line())
+        show_error(e)
         jobs = None
     if jobs is not None:
         run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")

@@ -26,7 +26,8 @@ from analysis.render.format import human_seconds  # noqa: E402
 from analysis.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
 from app import safe, views  # noqa: E402
-from app.page_helpers import backend_choice, compile_with_status, link_to_widgets, link_warning  # noqa: E402
+from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,  # noqa: E402
+                              show_error)
 from sample_models import gallery  # noqa: E402
 
 st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
@@ -62,7 +63,7 @@ with st.sidebar:
         try:
             lengths, buckets = parse_lengths(lengths_text), parse_lengths(buckets_text, "buckets")
         except ExplorerError as e:
-            st.error(e.one_line())
+            show_error(e)
         else:
             if code is None:
                 job = Job(kind="sweep", name="shape_sweep", source=ENTRY.source, filename=str(ENTRY.path), backend=backend,
