@@ -411,8 +411,8 @@ def _take_analysis(bundle: Bundle, like: Bundle | None) -> bool:
 
 
 def _pre_only_metrics(pre: Module) -> dict:
-    from analysis.provenance import compute_ops
-    return {"compute_ops_before": len(compute_ops(pre))}
+    from analysis.provenance import op_count
+    return {"compute_ops_before": op_count(pre)}
 
 
 def looks_optimized(module: Module) -> bool:

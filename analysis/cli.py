@@ -285,7 +285,7 @@ def _cmd_why(args) -> int:
 def _cmd_layers(args) -> int:
     """The model's layers (name scopes) with the ops and kernels of each, bytes and time."""
     from analysis.layers import layers_of_bundle
-    from analysis.render.layers import layer_lines
+    from analysis.render.layers import layer_dict, layer_lines
 
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module,
@@ -294,6 +294,13 @@ def _cmd_layers(args) -> int:
     root = layers_of_bundle(bundle)
     if root is None:
         raise ExplorerError("load", "this input has no pre-optimization HLO: its ops have no layers", args.model)
+    if args.json:
+        import json
+
+        m = bundle.metrics or {}
+        print(json.dumps({"program": {"ops": m.get("compute_ops_before"), "kernels": m.get("kernels_after")},
+                          "layers": layer_dict(root)}, indent=1))
+        return 0
     print("\n".join(layer_lines(root, max_depth=args.depth)))
     return 0
 
@@ -361,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     ly.add_argument("model", help="gallery name, .py model file, bundle .json or HLO text")
     ly.add_argument("--depth", type=int, default=6, help="levels to print (default 6)")
     ly.add_argument("--measure", action="store_true", help="run it and show the measured time per layer")
+    ly.add_argument("--json", action="store_true", help="the tree as JSON, with the program's ops and kernels")
     ly.set_defaults(fn=_cmd_layers)
     return p
 

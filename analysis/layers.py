@@ -20,20 +20,87 @@ import re
 from dataclasses import dataclass, field
 
 from analysis.hlo import Module
+from analysis.kernels import launching
 from analysis.provenance import _walk_compute
 
-_WRAPPER = re.compile(r"^[\w.]*\(.*\)$")  # jit(f), jvp(jit(f)), transpose(...), vmap(), remat(...)
+# Scopes JAX's own transformations put into op names: control flow (``while/body``,
+# ``cond/branch_0_fun``), inlined calls (``closed_call``, ``core_call``), remat and custom
+# derivatives. They are where an op ran, not a layer of the model: their ops are the enclosing
+# layer's.
+_JAX_SCOPES = frozenset({"while", "closed_call", "core_call", "remat", "checkpoint", "rematted_computation",
+                         "pjit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "shard_map",
+                         "xla_call"})
+_BRANCH = re.compile(r"^branch_\d+(_fun)?$")
+# A library's name for its own code, inside the module the user named: an einsum's spec
+# (``...qhd,...khd->...hqk``, which ``jnp.einsum`` scopes its ops under) and methods' qualified
+# names (``RngStream.__call__``, Flax NNX's random streams).
+_LIBRARY_SCOPE = re.compile(r"->|\.__\w+__$")
+_EQX_CLASS = re.compile(r"^eqx\.")  # inside a layer the user named, not a layer of its own
+
+
+_CALLED = re.compile(r"^([\w.]*)\((.*)\)$")
+_FUNCTIONS = frozenset({"jit", "pjit", "xla_call", "xla_pmap", "pmap", "shard_map"})  # jit(f): f is a function
+
+
+def _unwrap(p: str) -> str | None:
+    """A scope as a transformation prints it: ``jvp(dense1)``, ``transpose(jvp(block_0))``,
+    ``vmap(jvp(logits))`` are the layers ``dense1``, ``block_0``, ``logits`` (their forward and
+    backward ops alike); ``jit(f)``, ``vmap()`` and ``transpose(jvp(jit(f)))`` name none."""
+    while True:
+        m = _CALLED.match(p)
+        if m is None:
+            return p
+        fn, inner = m.groups()
+        if fn in _FUNCTIONS or not inner or "/" in inner:
+            return None
+        p = inner
+
+
+def _is_layer_name(p: str, before: str | None, after: str | None) -> bool:
+    if p in _JAX_SCOPES or _BRANCH.match(p) or _LIBRARY_SCOPE.search(p):
+        return False
+    if before == "while" and p in ("body", "cond"):
+        return False
+    return not (p == "cond" and after is not None and _BRANCH.match(after))  # lax.cond's branches
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same op_names come back for every view laid out
-def layer_path(op_name: str) -> tuple[str, ...]:
-    """The layer an op belongs to, from its op_name: scope components without the root, the
-    transformation wrappers and the primitive (the last component)."""
+def _clean(op_name: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """An op name's layer path, and where loops repeat it: ``(index in the path, k)`` for each
+    layer entered right inside the body of the op's ``k``-th loop (outermost first): that layer
+    is run once per iteration (``lax.scan`` over layers, ``nnx.scan``)."""
     # an op XLA or JAX merged from several carries their names joined by ";": the first one is its own
     parts = [p for p in op_name.split(";", 1)[0].split("/") if p]
-    if len(parts) <= 1:
-        return ()
-    return tuple(p for p in parts[:-1] if not _WRAPPER.match(p))
+    path: list[str] = []
+    marks: list[tuple[int, int]] = []
+    loops, in_body = 0, None
+    top = _CALLED.match(parts[0]) if parts else None
+    program = top.group(2) if top is not None and top.group(1) in _FUNCTIONS else None
+    for i, raw in enumerate(parts[:-1]):
+        p = _unwrap(raw)
+        if p is None or (i and p == program):  # JAX names some calls inside ``jit(f)`` after ``f``
+            continue
+        if p == "while" and i + 1 < len(parts) - 1 and parts[i + 1] == "body":
+            in_body = loops
+            loops += 1
+            continue
+        if not _is_layer_name(p, parts[i - 1] if i else None, parts[i + 1] if i + 1 < len(parts) else None):
+            continue
+        if path and (path[-1] == p or _EQX_CLASS.match(p)):  # a module that scopes its call under its
+            continue  # own name again; Equinox's class name inside the attribute that holds it
+        if in_body is not None:
+            marks.append((len(path), in_body))
+            in_body = None
+        path.append(p)
+    return tuple(path), tuple(marks)
+
+
+def layer_path(op_name: str) -> tuple[str, ...]:
+    """The layer an op belongs to, from its op_name: the scope components without the root, with
+    transformations' wrappers taken off (``_unwrap``), without JAX's and the libraries' internal scopes (``_JAX_SCOPES``,
+    ``_LIBRARY_SCOPE``), a component repeating the one before it, and the primitive (the last
+    component)."""
+    return _clean(op_name)[0]
 
 
 @dataclass
@@ -42,10 +109,14 @@ class Layer:
     ops: list[str] = field(default_factory=list)  # pre-optimization instructions directly in it
     children: dict[str, "Layer"] = field(default_factory=dict)
     kernels: list[str] = field(default_factory=list)  # kernels holding ops of this layer only (its subtree)
+    control: list[str] = field(default_factory=list)  # its control flow (a loop's ``while``): runs kernels, is none
     shared: list[str] = field(default_factory=list)  # kernels that also hold ops of other layers
     bytes: int = 0  # of its own kernels
     time_s: float | None = None  # of its own kernels, per step, when measured
     unnamed: set = field(default_factory=set)  # (the root's) ops without an op_name: see layers_of_bundle
+    # run once per iteration of a loop (``lax.scan``/``nnx.scan`` over layers): the loop's trip
+    # count, 0 where it is not known; None: not repeated by a loop of its own
+    repeats: int | None = None
 
     @property
     def name(self) -> str:
@@ -70,17 +141,117 @@ class Layer:
 
 
 def layer_tree(pre: Module) -> Layer:
-    """The layers of a pre-optimization module, each with the compute ops directly in it."""
+    """The layers of a pre-optimization module, each with the compute ops directly in it (every
+    op once per call site, as ``analysis.provenance.op_count`` counts them: the root's subtree
+    holds exactly the program's ops).
+
+    A layer entered right inside a loop's body (``lax.scan``/``nnx.scan`` over stacked layers)
+    is marked with the loop's trip count (``Layer.repeats``), and the loop's own ops (its
+    ``while``, the indexing of the stacked weights per step) are that layer's when it is the
+    only layer the loop repeats: they are how the layer is repeated."""
     root = Layer(())
-    for inst, key in _walk_compute(pre):
-        path = layer_path(key[0]) if key else ()
-        if not key or not key[0]:
-            root.unnamed.add(inst.name)
+    chains: dict[str, tuple] = {}
+    parents = _computation_parents(pre)
+
+    def chain_of(inst) -> tuple:
+        comp = inst.computation.name if inst.computation is not None else ""
+        got = chains.get(comp)
+        if got is None:
+            got = chains[comp] = _loop_chain(comp, parents)
+        return got
+
+    def node_at(path: tuple) -> Layer:
         node = root
         for i in range(len(path)):
             node = node.children.setdefault(path[i], Layer(path[: i + 1]))
-        node.ops.append(inst.name)
+        return node
+
+    placed = []
+    marked: dict[tuple, int] = {}  # layer path -> repeat count (the first op that marks it decides)
+    repeated: dict[str, set] = {}  # loop body -> the layers entered right inside it
+    for inst, key in _walk_compute(pre):
+        path, marks = _clean(key[0]) if key else ((), ())
+        if not key or not key[0]:
+            root.unnamed.add(inst.name)
+        chain = chain_of(inst)
+        for at, k in marks:
+            body, trip = chain[k] if k < len(chain) else (None, None)
+            marked.setdefault(path[: at + 1], trip or 0)
+            if body is not None:
+                repeated.setdefault(body, set()).add(path[: at + 1])
+        placed.append((path, inst, chain[-1][0] if chain else None))
+    homes = []
+    for path, inst, body in placed:
+        loop = _body_of(inst) if inst.opcode == "while" else body
+        only = [p for p in repeated.get(loop, ()) if p[:-1] == path] if loop is not None else []
+        homes.append((only[0] if len(only) == 1 else path, inst))  # a loop's own op: the one layer it repeats
+    # the layers in the order the program computes in them: by their first op that is not a
+    # constant's broadcast (JAX puts those first, wherever they are used)
+    for path, inst in homes:
+        if inst.opcode not in _HOISTED:
+            node_at(path)
+    for path, inst in homes:
+        node_at(path).ops.append(inst.name)
+    for path, trip in marked.items():
+        node_at(path).repeats = trip
     return root
+
+
+_HOISTED = frozenset({"broadcast", "iota", "constant"})
+
+
+def _body_of(loop) -> str:
+    return (loop.attributes.get("body") or "").strip().lstrip("%")
+
+
+def _computation_parents(pre: Module) -> dict[str, tuple[str, object, str | None]]:
+    """Each called computation's caller: ``name -> (calling computation, trip count, loop)``
+    where a while loop's body or condition names the loop (by its body) with its trip count
+    (None where not known); any other call has ``False`` and None."""
+    parents: dict[str, tuple[str, object, str | None]] = {}
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            if inst.opcode == "while":
+                body, trip = _body_of(inst), trip_count(pre, inst)
+                parents.setdefault(body, (comp.name, trip, body))
+                cond = (inst.attributes.get("condition") or "").strip().lstrip("%")
+                parents.setdefault(cond, (comp.name, trip, body))
+            for c in inst.called_computations:
+                parents.setdefault(c, (comp.name, False, None))
+    return parents
+
+
+def _loop_chain(comp: str, parents: dict) -> tuple:
+    """The loops a computation runs in, outermost first: ``(loop's body, trip count)``."""
+    loops, seen = [], set()
+    while comp in parents and comp not in seen:
+        seen.add(comp)
+        comp, trip, loop = parents[comp]
+        if loop is not None:
+            loops.append((loop, trip))
+    return tuple(reversed(loops))
+
+
+def trip_count(module: Module, loop) -> int | None:
+    """How many times a ``while`` runs, read from its condition as JAX lowers ``lax.scan`` and
+    ``fori_loop``: ``counter < N`` on a tuple element that starts at a constant. None otherwise."""
+    cond = module.by_name.get((loop.attributes.get("condition") or "").strip().lstrip("%"))
+    root = cond.root if cond is not None else None
+    if root is None or root.opcode != "compare" or root.attributes.get("direction") != "LT":
+        return None
+    ops = root.operand_instructions()
+    if len(ops) != 2 or ops[0].opcode != "get-tuple-element" or ops[1].opcode != "constant":
+        return None
+    init = loop.operand_instructions()
+    init = init[0] if init else None
+    try:
+        index, end = int(ops[0].attributes.get("index", "")), int(ops[1].operand_text)
+        if init is None or init.opcode != "tuple":
+            return None
+        start = init.operand_instructions()[index]
+        return end - int(start.operand_text) if start.opcode == "constant" else None
+    except (ValueError, IndexError):
+        return None
 
 
 def layers_of_bundle(bundle) -> Layer | None:
@@ -116,22 +287,53 @@ def _layers_of_bundle(bundle) -> Layer | None:
     for op in root.unnamed:
         for kn in prov.pre_to_kernels.get(op, []):
             owner.setdefault(kn, ())
+    # every kernel is in the tree: one that holds no op of the program (a copy XLA added for a
+    # loop's state) is the layer of the loop it runs in; one with no op of a layer is the root's
+    callers = _callers(bundle.module("hlo_after"))
+    for k in bundle.kernels:
+        if k.name not in owner:
+            owner[k.name] = _loop_owner(k.computation, callers, owner)
+    launch = {k.name for k in launching(bundle.kernels)}
     for kn, path in owner.items():
         layer = root.find(path)
-        if layer is None:
+        k = by_kernel.get(kn)
+        if layer is None or k is None:
+            continue
+        if kn not in launch:
+            layer.control.append(kn)
             continue
         layer.kernels.append(kn)
-        k = by_kernel.get(kn)
-        layer.bytes += k.bytes if k is not None else 0
+        layer.bytes += k.bytes
         row = rows.get(kn)
         if row is not None and row.get("median_s") is not None and not row.get("inclusive"):
             layer.time_s = (layer.time_s or 0.0) + row["median_s"]
     for layer in root.walk():  # kernels that cross into this layer from a parent's fusion
         mine = set(layer.all_ops())
         inside = {kn for sub in layer.walk() for kn in sub.kernels}
-        layer.shared = sorted({kn for op in mine for kn in prov.pre_to_kernels.get(op, [])} - inside)
+        layer.shared = sorted({kn for op in mine for kn in prov.pre_to_kernels.get(op, []) if kn in launch} - inside)
     _roll_up(root)
     return root
+
+
+def _callers(post: Module | None) -> dict[str, tuple[str, str]]:
+    """Each computation of the optimized module: the instruction that calls it, and where."""
+    out: dict[str, tuple[str, str]] = {}
+    for comp in (post.computations if post is not None else ()):
+        for inst in comp.instructions:
+            for c in inst.called_computations:
+                out.setdefault(c, (inst.name, comp.name))
+    return out
+
+
+def _loop_owner(comp: str, callers: dict, owner: dict) -> tuple:
+    """The layer of the innermost control-flow kernel with a layer that runs ``comp``."""
+    seen = set()
+    while comp in callers and comp not in seen:
+        seen.add(comp)
+        inst, comp = callers[comp]
+        if inst in owner:
+            return owner[inst]
+    return ()
 
 
 def _common(a: tuple, b: tuple) -> tuple:

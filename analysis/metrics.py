@@ -11,7 +11,7 @@ from collections import Counter
 
 from analysis.hlo import Module
 from analysis.kernels import ROUTES, Kernel, kernel_bytes, launching
-from analysis.provenance import Provenance, compute_op_instances, compute_ops
+from analysis.provenance import Provenance, compute_op_instances, op_count
 
 
 def unfused_bytes(pre: Module) -> int:
@@ -43,8 +43,7 @@ def compute_metrics(pre: Module | None, post: Module, kernels: list[Kernel],
         "flops": sum(k.flops for k in launch),
     }
     if pre is not None:
-        ops = compute_ops(pre)
-        m["compute_ops_before"] = len(ops)
+        m["compute_ops_before"] = op_count(pre)
         m["instructions_before"] = sum(len(c.instructions) for c in pre.computations)
         ub = unfused_bytes(pre)
         m["unfused_bytes"] = ub

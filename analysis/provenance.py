@@ -43,6 +43,14 @@ def compute_ops(module: Module) -> list[Instruction]:
     return list({i.name: i for i in compute_op_instances(module)}.values())
 
 
+def op_count(module: Module) -> int:
+    """The program's ops: every number of "ops" the product shows (the summary, the layer tree,
+    a layer's box) is this one. Compute ops once per call site (``compute_op_instances``): an
+    op of a nested ``jit`` called from two layers is two ops, as it is after XLA inlines the
+    calls, and each layer holds its own."""
+    return len(_walk_compute(module))
+
+
 def compute_op_instances(module: Module) -> list[Instruction]:
     """Like ``compute_ops`` but once per call site: an op of a nested ``jit`` called twice
     appears twice, as it does after XLA inlines the calls."""
@@ -98,12 +106,17 @@ def _walk(module: Module) -> list[tuple[Instruction, Key | None]]:
             elif not key[0].startswith(root):
                 key = (caller[0] + "/" + key[0],) + (key[1:] if key[1] else caller[1:])
         if inst.opcode == "call":
-            todo.extend((None, c, key) for c in reversed(inst.called_computations))
+            # a call with no name of its own (JAX's ``threefry2x32``) adds no scope: its ops are
+            # relative to the scope it is in, and XLA names them so when it inlines it
+            inner = key if key is not None else caller
+            todo.extend((None, c, inner) for c in reversed(inst.called_computations))
             continue
         if inst.opcode not in NOT_COMPUTE:
             out.append((inst, key))
         if inst.opcode in ("while", "conditional", "async-start"):
-            todo.extend((None, c, None) for c in reversed(inst.called_computations))
+            # a loop inside a nested jit names its body's ops relative to that jit, as its own
+            # ops are (XLA's optimized module gives them the full path, as for the call's own)
+            todo.extend((None, c, caller) for c in reversed(inst.called_computations))
     return out
 
 

@@ -23,8 +23,18 @@ CAPTURED = json.load(open(os.path.join(HERE, "fixtures", "layers", "op_names.jso
     ("jit(nnx_program)/attn/transpose;jit(nnx_program)/attn/transpose", ("attn",)),  # merged names
     ("jit(model)/Net/conv1/conv_general_dilated", ("Net", "conv1")),  # Flax Linen names its modules
     ("jit(keras_program)/hidden/dot_general", ("hidden",)),  # Keras names its layers
-    ("jit(eqx_program)/eqx.nn.MLP/layers[0]/eqx.nn.Linear/dot_general",
-     ("eqx.nn.MLP", "layers[0]", "eqx.nn.Linear")),
+    # Equinox's own class scopes inside the attribute names the split gives: the attributes stay
+    ("jit(eqx_program)/eqx.nn.MLP/layers[0]/eqx.nn.Linear/dot_general", ("eqx.nn.MLP", "layers[0]")),
+    ("jit(eqx_program)/cell/eqx.nn.GRUCell/tanh", ("cell",)),
+    # an einsum's spec and a module scoping its call under its own name again are not layers
+    ("jit(model)/LM/Block_0/SelfAttention_0/SelfAttention_0/...qhd,...khd->...hqk/dot_general",
+     ("LM", "Block_0", "SelfAttention_0")),
+    # a scanned stack of layers: the loop's scopes are where the op ran, not layers
+    ("jit(nnx_program)/while/body/closed_call/blocks/linear/dot_general", ("blocks", "linear")),
+    ("jit(nnx_program)/while/cond/lt", ()),
+    ("jit(f)/drop/jit(_threefry_fold_in)/RngStream.__call__/while/body/closed_call/xor", ("drop",)),
+    ("jit(f)/cond/branch_1_fun/gate/mul", ("gate",)),  # lax.cond's branches
+    ("jit(f)/body/cond/add", ("body", "cond")),  # a user's own scopes that only look like JAX's
     ("jit(f)/transpose(jvp(jit(f)))/dense1/dot_general", ("dense1",)),  # a backward pass: wrappers dropped
     ("jit(f)/vmap()/jit(_where)/select_n", ()),
     ("add", ()),  # an op of a nested computation, named relative to its call
@@ -67,6 +77,70 @@ def test_layer_tree_of_a_hand_written_module():
     assert enc.children["l1"].ops == ["a", "b"] and enc.children["l2"].ops == ["c"]
     assert sorted(enc.all_ops()) == ["a", "b", "c", "d"]
     assert root.find(("enc", "l2")).path == ("enc", "l2") and root.find(("nope",)) is None
+
+
+# A scan over a stack of two layers, as JAX lowers ``lax.scan``/``nnx.scan``: the loop's body
+# indexes the stacked weight (its own ops) and runs the layer ``block`` (entered inside the
+# body), whose ``dense`` sub-layer holds the dot. The counter runs from 1 to 4: 3 iterations.
+LOOP_HLO = """HloModule m
+%cond (p: (s32[], f32[4], f32[3,4])) -> pred[] {
+  %p = (s32[], f32[4], f32[3,4]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT, metadata={op_name="jit(f)/while/cond/lt"}
+}
+%body (p: (s32[], f32[4], f32[3,4])) -> (s32[], f32[4], f32[3,4]) {
+  %p = (s32[], f32[4], f32[3,4]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %h = f32[4] get-tuple-element(%p), index=1
+  %ws = f32[3,4] get-tuple-element(%p), index=2
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one), metadata={op_name="jit(f)/while/body/add"}
+  %z = s32[] constant(0)
+  %w = f32[1,4] dynamic-slice(%ws, %i, %z), dynamic_slice_sizes={1,4}, metadata={op_name="jit(f)/while/body/dynamic_slice"}
+  %wr = f32[4] reshape(%w), metadata={op_name="jit(f)/while/body/reshape"}
+  %m = f32[4] multiply(%h, %wr), metadata={op_name="jit(f)/while/body/block/dense/mul"}
+  %t = f32[4] tanh(%m), metadata={op_name="jit(f)/while/body/block/tanh"}
+  ROOT %out = (s32[], f32[4], f32[3,4]) tuple(%next, %t, %ws)
+}
+ENTRY %main (x: f32[4], ws: f32[3,4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  %ws = f32[3,4] parameter(1)
+  %start = s32[] constant(1)
+  %init = (s32[], f32[4], f32[3,4]) tuple(%start, %x, %ws)
+  %loop = (s32[], f32[4], f32[3,4]) while(%init), condition=%cond, body=%body, metadata={op_name="jit(f)/while"}
+  %h = f32[4] get-tuple-element(%loop), index=1
+  ROOT %y = f32[4] sine(%h), metadata={op_name="jit(f)/head/sin"}
+}
+"""
+
+
+def test_a_scanned_layer_is_one_layer_with_its_repeat_count():
+    from analysis.provenance import op_count
+
+    pre = parse_module(LOOP_HLO)
+    root = layer_tree(pre)
+    assert list(root.children) == ["block", "head"]  # no "while", "body" or "cond" layers
+    block = root.children["block"]
+    assert block.repeats == 3 and root.children["head"].repeats is None
+    assert block.children["dense"].ops == ["m"] and block.children["dense"].repeats is None
+    # the loop's own ops (its while, counter and indexing of the stacked weight) are the
+    # repeated layer's; the loop's condition too
+    assert sorted(block.ops) == sorted(["t", "loop", "next", "w", "wr", "lt"])
+    assert root.ops == []
+    # every op of the program is in the tree exactly once
+    assert len(root.all_ops()) == op_count(pre) == 8  # lt, next, w, wr, m, t, loop and y
+
+
+def test_a_loop_whose_count_is_not_read_is_marked_without_one():
+    from analysis.layers import trip_count
+
+    text = LOOP_HLO.replace("%start = s32[] constant(1)", "%start = s32[] negate(%x0)").replace(
+        "%x = f32[4] parameter(0)", "%x = f32[4] parameter(0)\n  %x0 = s32[] constant(2)")
+    pre = parse_module(text)
+    assert trip_count(pre, pre.entry.by_name["loop"]) is None
+    assert layer_tree(pre).children["block"].repeats == 0
+    assert trip_count(parse_module(LOOP_HLO), parse_module(LOOP_HLO).entry.by_name["loop"]) == 3
 
 
 # ----------------------------------------------------------------------------- compiles (JAX)
@@ -185,6 +259,51 @@ def test_cli_prints_the_layer_tree(capsys):
     assert main(["layers", "decoder_nnx", "--backend", "cpu"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [ln.strip().split(":")[0] for ln in lines]
-    assert names[0] == "(model)" and {"attn", "q_proj", "attn_norm", "mlp", "gate", "mlp_norm"} <= set(names)
+    assert names[0] == "(program)" and {"attn", "q_proj", "attn_norm", "mlp", "gate", "mlp_norm"} <= set(names)
     attn = next(ln for ln in lines if ln.strip().startswith("attn:"))
     assert "ops ->" in attn and "kernels" in attn
+
+
+NNX_STATE_SRC = '''
+import jax, jax.numpy as jnp
+from flax import nnx
+
+class Encoder(nnx.Module):
+    def __init__(self, rngs):
+        self.proj = nnx.Linear(8, 4, rngs=rngs)
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+        self.bn = nnx.BatchNorm(4, rngs=rngs)          # training mode: updates its statistics
+        self.kl_loss = nnx.Variable(jnp.zeros(()))
+
+    def __call__(self, x):
+        h = self.bn(self.drop(self.proj(x)))
+        self.kl_loss[...] = jnp.mean(h ** 2)            # state the call sets
+        return h
+
+model = Encoder(nnx.Rngs(0, dropout=1))
+
+def example_inputs():
+    return (jnp.ones((2, 8)),)
+'''
+
+
+def test_nnx_state_the_call_changes_is_returned_and_said(source_bundle):
+    """BatchNorm's statistics, the dropout stream's counter and ``self.kl_loss = ...`` change in
+    the call: the program returns their new values beside its output (as nnx.jit hands them
+    back) and the bundle says which, in one line; the parameters it only reads are not among them."""
+    _need("flax")
+    b = source_bundle(NNX_STATE_SRC, "nnx_state")
+    changed = {c["path"]: c["type"] for c in b.source["state_changes"]}
+    assert changed == {"bn/mean": "BatchStat", "bn/var": "BatchStat", "drop/rngs/count": "RngCount",
+                       "kl_loss": "Variable"}
+    from analysis.render.summary import state_note, summary_text
+
+    note = state_note(b)
+    assert "\n" not in note and "bn/mean" in note and "kl_loss" in note and "output" in note
+    assert note in summary_text(b)  # the CLI's summary says it
+    # the output h (2x4) and the four new values are the program's results
+    root = b.module("hlo_before").entry.root
+    assert root.opcode == "tuple" and len(root.operands) == 5
+    # a module whose call changes nothing returns just its output, with no note
+    plain = source_bundle(NNX_SRC, "flax_nnx")
+    assert "state_changes" not in plain.source and plain.module("hlo_before").entry.root.opcode != "tuple"

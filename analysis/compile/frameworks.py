@@ -20,6 +20,7 @@ parameters (``model = lambda params, x: Net().apply(params, x)``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Callable, Iterable
@@ -133,6 +134,17 @@ def _eqx_modules(model, path=()):
     return out
 
 
+def _eqx_inputs(inputs: tuple) -> list:
+    """The (path, module) pairs of the Equinox modules among a function's arguments (top level, or
+    in a tuple, list or dict argument), named by their attributes within each."""
+    out = []
+    for arg in inputs:
+        for v in (arg.values() if isinstance(arg, dict) else arg if isinstance(arg, (list, tuple)) else (arg,)):
+            if _is_instance(v, "equinox", "Module"):
+                out.extend(_eqx_modules(v))
+    return out
+
+
 def split_model(model, inputs: tuple, filename: str) -> Split:
     """``model`` and its example inputs as a function of arrays only."""
     import jax
@@ -179,6 +191,15 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
                 return out
 
             return Split(keras_program, (trainable, frozen, *inputs), "keras", len(trainable) + len(frozen))
+        if sys.modules.get("equinox") is not None:
+            held = _eqx_inputs(inputs)
+            if held:  # a plain function (a training step) given Equinox modules: their layers named too
+                @functools.wraps(model)  # the program keeps the user's function's name
+                def eqx_inputs_program(*args):
+                    with layer_scopes(held, _eqx_modules):
+                        return model(*args)
+
+                return Split(eqx_inputs_program, inputs, None)
     except ExplorerError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's module fails to split or build: one line at their code

@@ -31,6 +31,7 @@ import collections
 from analysis.bundle import Bundle
 from analysis.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
+from analysis.render.layers import layer_name
 from analysis.render.graph import HIDDEN, GraphSpec, post_graph, pre_graph
 
 MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
@@ -38,9 +39,11 @@ MAX_INSTRUCTIONS_AHEAD = 3000  # and only for programs up to this size (instruct
 
 
 def layer_level(root: Layer) -> Layer:
-    """The first layer, from the root down, with two or more sub-layers (or the last one)."""
+    """The first layer, from the root down, with two or more sub-layers (or the last one): a
+    model with one root module (``ResNet``, ``TransformerLM``) is looked through, whatever ops
+    of the program lie outside it (its inputs' plumbing, a loss)."""
     node = root
-    while len(node.children) == 1 and not node.ops:
+    while len(node.children) == 1:
         node = next(iter(node.children.values()))
     return node
 
@@ -58,7 +61,13 @@ def layer_id(layer: Layer) -> str:
 
 
 def kernels_of(layer: Layer) -> list[str]:
+    """The kernels of a layer's subtree (every count of a layer's kernels is this list's length)."""
     return list(dict.fromkeys(k for sub in layer.walk() for k in sub.kernels))
+
+
+def drawn_in(layer: Layer) -> list[str]:
+    """What the optimized graph draws in a layer's box: its kernels and its control flow."""
+    return kernels_of(layer) + [k for sub in layer.walk() for k in sub.control]
 
 
 def layer_facts(layer: Layer, placed: int = 0) -> list[str]:
@@ -72,14 +81,34 @@ def layer_facts(layer: Layer, placed: int = 0) -> list[str]:
     facts.append(f"{human_bytes(layer.bytes)} moved by its kernels")
     if layer.time_s is not None:
         facts.append(f"{human_seconds(layer.time_s)} per step in its kernels")
+    if layer.repeats is not None:
+        facts.append(f"runs {layer.repeats} times, in a loop (a scan over stacked layers): its ops are counted once"
+                     if layer.repeats else "runs in a loop (a scan over stacked layers): its ops are counted once")
     return facts
+
+
+def outside_note(root: Layer, tops: list[Layer], border: dict) -> tuple[str, str]:
+    """What the layers view's titles say of the program's ops and kernels (before, after): how
+    many the layers hold and what lies outside every one of them, so the boxes and the summary
+    add up."""
+    ops = len(root.all_ops())
+    in_tops = sum(len(t.all_ops()) for t in tops)
+    kernels = len(kernels_of(root))
+    own = sum(len(kernels_of(t)) for t in tops)
+    across = len(border)
+    pre = f"{len(tops)} layers hold {in_tops} of the {ops} ops" + (
+        f"; {ops - in_tops} outside every layer, drawn as themselves" if ops > in_tops else "")
+    post = f"{len(tops)} layers: {own} of the {kernels} kernels their own" + (
+        f", {across} across a layer's border (in the box of the layer of their result)" if across else "") + (
+        f", {kernels - own - across} outside every layer" if kernels > own + across else "")
+    return pre, post
 
 
 def _label(layer: Layer) -> str:
     ks = kernels_of(layer)
     line2 = f"{len(layer.all_ops())} ops → {len(ks)} kernel{'s' if len(ks) != 1 else ''}"
     line3 = human_bytes(layer.bytes) + (f" · {human_seconds(layer.time_s)}" if layer.time_s is not None else "")
-    return f"{'/'.join(layer.path)}\n{line2}\n{line3}"
+    return f"{layer_name(layer)}\n{line2}\n{line3}"
 
 
 def border_kernels(bundle: Bundle, root: Layer, tops: list[Layer]) -> dict[str, tuple]:
@@ -94,7 +123,7 @@ def border_kernels(bundle: Bundle, root: Layer, tops: list[Layer]) -> dict[str, 
     post = bundle.module("hlo_after")
     if post is None:
         return {}
-    owned = {k for t in tops for k in kernels_of(t)}
+    owned = {k for t in tops for k in drawn_in(t)}
     by_path = {t.path: t for t in tops}
     level = len(tops[0].path) if tops else 0
     comps = post.by_name
@@ -143,7 +172,7 @@ def layer_maps(bundle: Bundle) -> dict | None:
         lid = layer_id(t)
         for op in t.all_ops():
             op_box[op] = lid
-        for k in kernels_of(t):
+        for k in drawn_in(t):
             kernel_box[k] = lid
     by_path = {t.path: t for t in tops}
     for k, p in border.items():  # a fusion across a border: in the box that draws it
@@ -176,14 +205,20 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     by_path = {t.path: t for t in tops}
     border = border_kernels(bundle, root, tops)
     placed = collections.Counter(border.values())
+    pre_note, post_note = outside_note(root, tops, border)
     labels = {t.path: (layer_id(t), _label(t),
                        "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t, placed.get(t.path, 0))))
               for t in tops}
 
-    def op_top(scope: str) -> tuple | None:
-        p = layer_path(scope + "/op")[:level]  # the scope as an op_name: the layer it names
-        return p if len(p) == level and p in by_path else None
-    kernel_top = {k: t.path for t in tops for k in kernels_of(t)}
+    in_tree = {op: t.path for t in tops for op in t.all_ops()}
+
+    def op_top(inst, scope: str) -> tuple | None:
+        """The layer box an op is drawn in: the one its scope names (an op of a nested jit called
+        from two layers is in each), else the one the layer tree puts it in (a loop's own ops,
+        in the layer the loop repeats)."""
+        p = layer_path(scope + "/op")[:level] if scope else ()  # the scope as an op_name: the layer it names
+        return p if len(p) == level and p in by_path else in_tree.get(inst.name)
+    kernel_top = {k: t.path for t in tops for k in drawn_in(t)}
     kernel_top.update(border)
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if names is None:
@@ -202,7 +237,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
             near = _pre_neighbours(pre_mod, set(by_path[open_path].all_ops())) if alone else None
 
             def group_of(inst, scope, open_path=open_path, near=near):
-                p = op_top(scope) if scope else None
+                p = op_top(inst, scope)
                 if p == open_path and p is not None:
                     return None
                 if near is not None and inst.name not in near:
@@ -210,6 +245,8 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
                 return labels[p] if p is not None else None
 
             spec = pre_graph(pre_mod, collapse=False, groups=group_of, edge_notes=edge_notes)
+            if open_path is None:
+                spec.title += f" — {pre_note}"
             if alone:
                 spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
             out["pre"][name] = spec
@@ -220,7 +257,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
                     groups.pop(k, None)
             if alone:
                 layer = by_path[open_path]
-                mine = set(kernels_of(layer)) | set(layer.shared)
+                mine = set(drawn_in(layer)) | set(layer.shared)
                 near = _post_neighbours(post_mod, mine)
                 for k in bundle.kernels:
                     if k.name not in mine and k.name not in near:
@@ -229,6 +266,8 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
                         groups.pop(k.name, None)
             spec = post_graph(post_mod, bundle.kernels, timings=timings, provenance=bundle.provenance,
                               groups=groups, collapse_all=open_path is None or None)
+            if open_path is None:
+                spec.title += f" — {post_note}"
             if alone:
                 spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
             out["post"][name] = spec
