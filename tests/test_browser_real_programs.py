@@ -50,7 +50,7 @@ def test_a_real_program_opens_as_its_own_layers(server, browser, name, layers, l
         assert text in shown, shown
     # the view's title says how many of the program's ops its layers hold; the strip says the total
     title = f.locator("#title-pre").inner_text()
-    m = re.search(r"(\d+) layers hold (\d+) of the (\d+) ops", title)
+    m = re.search(r"(\d+) layers hold (\d+) of (\d+) ops", title)
     assert m is not None, title
     assert int(m.group(1)) == len(layers) and int(m.group(2)) <= int(m.group(3))
     strip = page.locator("[data-testid='stMetric']").filter(has_text="Ops → kernels").first

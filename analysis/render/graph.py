@@ -654,7 +654,10 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
                 and not inst.is_root and inst.name not in highlight:
             producers[inst.name] = ""  # a scalar constant splatted to a shape: drawn as nothing, like the scalar
             continue
-        if inst.opcode in ("get-tuple-element", "tuple", "bitcast") and inst.operands and not inst.is_root:
+        if inst.opcode == "tuple" and inst.operands and not inst.is_root:  # a loop's state: what it carries
+            producers[inst.name] = next((producers[o] for o in inst.operands if producers.get(o)), "")
+            continue
+        if inst.opcode in ("get-tuple-element", "bitcast") and inst.operands and not inst.is_root:
             producers[inst.name] = producers.get(inst.operands[0], "")
             continue
         grp = groups(inst, scope) if groups else None

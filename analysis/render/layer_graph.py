@@ -88,19 +88,15 @@ def layer_facts(layer: Layer, placed: int = 0) -> list[str]:
 
 
 def outside_note(root: Layer, tops: list[Layer], border: dict) -> tuple[str, str]:
-    """What the layers view's titles say of the program's ops and kernels (before, after): how
-    many the layers hold and what lies outside every one of them, so the boxes and the summary
-    add up."""
+    """The layers view's titles (before, after): how many of the program's ops and kernels the
+    layers hold, so the boxes and the summary add up; what the boxes leave out is drawn as itself.
+    A kernel across a layer's border is drawn in the box of its result's layer."""
     ops = len(root.all_ops())
     in_tops = sum(len(t.all_ops()) for t in tops)
     kernels = len(kernels_of(root))
-    own = sum(len(kernels_of(t)) for t in tops)
-    across = len(border)
-    pre = f"{len(tops)} layers hold {in_tops} of the {ops} ops" + (
-        f"; {ops - in_tops} outside every layer, drawn as themselves" if ops > in_tops else "")
-    post = f"{len(tops)} layers: {own} of the {kernels} kernels their own" + (
-        f", {across} across a layer's border (in the box of the layer of their result)" if across else "") + (
-        f", {kernels - own - across} outside every layer" if kernels > own + across else "")
+    drawn = sum(len(kernels_of(t)) for t in tops) + len(border)
+    pre = f"before · {len(tops)} layers hold {in_tops} of {ops} ops"  # short: a pane's title is cut at
+    post = f"after · {len(tops)} layers hold {drawn} of {kernels} kernels"  # its width (the tooltip has it)
     return pre, post
 
 
@@ -246,7 +242,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
 
             spec = pre_graph(pre_mod, collapse=False, groups=group_of, edge_notes=edge_notes)
             if open_path is None:
-                spec.title += f" — {pre_note}"
+                spec.title = pre_note
             if alone:
                 spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
             out["pre"][name] = spec
@@ -267,7 +263,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
             spec = post_graph(post_mod, bundle.kernels, timings=timings, provenance=bundle.provenance,
                               groups=groups, collapse_all=open_path is None or None)
             if open_path is None:
-                spec.title += f" — {post_note}"
+                spec.title = post_note
             if alone:
                 spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
             out["post"][name] = spec
