@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from analysis import columns
+from analysis import tuning
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
@@ -64,7 +65,8 @@ class Bundle:
         text = self.stages.get(stage)
         hit = self._parsed.get(stage)
         if hit is None or hit[0] is not text:  # parsed once per text (a replaced text is parsed again)
-            hit = self._parsed[stage] = (text, parse_module(text) if text else None)
+            with tuning.building():  # an entry point of analysis.tuning: a module is many objects, none garbage
+                hit = self._parsed[stage] = (text, parse_module(text) if text else None)
         return hit[1]
 
     def share_parses(self, other: "Bundle") -> None:

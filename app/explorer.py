@@ -22,6 +22,7 @@ if ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from analysis import tuning  # noqa: E402
 from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # noqa: E402
 from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
@@ -408,7 +409,7 @@ if ss.get("payload_for") != payload_key:
     ss.payload = views.graph_payload(b)
     ss.payload_for = payload_key
     if "packed" in ss.payload:  # a big program: the heap its bundle and views were built in, back now
-        guard.release_memory(collect=False)
+        tuning.return_free_memory(collect=False)
 if ss.payload.get("error"):
     show_error(ss.payload["error"])
 

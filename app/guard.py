@@ -23,24 +23,19 @@
      once the session's script run has ended (measured: a 6 MB
      upload's bundle was still alive 150 s after its tab closed, held that way);
   2. collects cycles (only after it emptied a session: a full collection walks every live
-     object) and asks glibc to return free pages (``malloc_trim``; glibc keeps freed pages in
-     its arenas otherwise). No library does this for a Python process; ``ctypes``
-     reaches glibc's own call.
-  Before its first round it sets glibc's allocator so that big blocks go back to the system
-  when freed and threads share two arenas (``tune_malloc``).
+     object) and asks glibc to return free pages (``analysis.tuning.return_free_memory``).
+  Before its first round it sets glibc's allocator (``analysis.tuning.tune_allocator``).
 """
 
 from __future__ import annotations
 
 import binascii
-import ctypes
-import ctypes.util
-import gc
 import hashlib
 import os
 import threading
 import weakref
 
+from analysis import tuning
 from analysis.errors import ExplorerError
 from analysis.service.settings import Limits
 
@@ -98,51 +93,6 @@ def upload_error(upload) -> str | None:
 JANITOR_S = 15.0
 _janitor_lock = threading.Lock()
 _janitor: threading.Thread | None = None
-
-
-def _libc_call(name: str):
-    """A function of glibc's allocator by name, or None where the C library has none (musl,
-    macOS)."""
-    try:
-        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
-    except (OSError, AttributeError):
-        return None
-
-
-# glibc's mallopt parameters (malloc.h)
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
-MMAP_THRESHOLD = 1 << 20  # blocks this large come from (and go back to) the system one by one
-ARENA_MAX = 2
-
-
-def tune_malloc() -> bool:
-    """Sets glibc's allocator for a server that holds big programs (True where it could):
-    - blocks of ``MMAP_THRESHOLD`` and more are mapped on their own and unmapped when freed. By
-      default the threshold follows the largest block freed (up to 32 MiB), so after the first
-      big program the multi-megabyte texts of the next one (a worker's answer, its JSON for the
-      graph component) are carved out of the heap and leave holes that ``malloc_trim`` cannot
-      hand back;
-    - at most ``ARENA_MAX`` arenas: each thread that allocates (the job queue's, the early
-      parse, every script run) otherwise gets one of up to eight per core, each keeping its own
-      free pages.
-    Measured in the real server (a 192-layer program opened in Chromium, its timings shown, 17 s
-    later): 481 MB resident without, 411 MB with; after a 12-layer program 219 and 210 MB. The
-    settings ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_ARENA_MAX`` in the environment do the same
-    but only for a process started with them; this works however the app is started."""
-    mallopt = _libc_call("mallopt")
-    if mallopt is None:
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_ARENA_MAX, ARENA_MAX))
-
-
-def _trimmer():
-    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
-    trim = _libc_call("malloc_trim")
-    if trim is None:
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
 
 
 _closing: "weakref.WeakSet" = weakref.WeakSet()  # shut down, state not yet emptied
@@ -208,15 +158,6 @@ def reap_expired_sessions() -> int:
 _emptied = 0  # sessions emptied since the janitor last collected
 
 
-def release_memory(collect: bool = True) -> bool:
-    """Collect garbage (unless ``collect`` is False) and hand free heap pages back to the
-    system; True when glibc trimmed."""
-    if collect:
-        gc.collect()
-    trim = _trimmer()
-    return bool(trim is not None and trim(0))
-
-
 def janitor_tick() -> None:
     """One round of the janitor: reap, then give memory back. The full collection runs only
     when a session was emptied (that is when a closed tab's cycles become garbage): it walks
@@ -225,7 +166,7 @@ def janitor_tick() -> None:
     global _emptied
     reap_expired_sessions()
     collect, _emptied = _emptied > 0, 0
-    release_memory(collect)
+    tuning.return_free_memory(collect)
 
 
 def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
@@ -234,7 +175,7 @@ def start_memory_janitor(interval_s: float = JANITOR_S) -> bool:
     with _janitor_lock:
         if _janitor is not None and _janitor.is_alive():
             return True
-        tune_malloc()
+        tuning.tune_allocator()
 
         def loop():
             ev = threading.Event()

@@ -20,7 +20,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle
-from analysis.gc_pause import gc_paused
+from analysis import tuning
 from analysis.render.graph import GraphSpec, post_graph, pre_graph, render_svgs_each, render_svgs_start
 from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
@@ -334,7 +334,7 @@ def _svg_or_error(dot: str) -> str:
         return f"<p>{html.escape(str(e))}</p>"
 
 
-@gc_paused()  # big structures, none of them garbage (analysis.gc_pause)
+@tuning.building()  # an entry point of analysis.tuning: big structures, none of them garbage
 def graph_payload(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile (``_payload_core``), with
     the kernels' memory colours and the key the frame knows it by. The core is made once per
@@ -492,7 +492,7 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
         return False
     # a big program (opened as layers) opens a layer with its neighbours only: laying out the
     # layer in the middle of all the others would cost what the whole layers view costs
-    with gc_paused():
+    with tuning.building():
         specs = _variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
     try:
         layout_all([sp for v in specs.values() for sp in v.values()])
@@ -536,7 +536,7 @@ def add_details(b: Bundle, payload: dict, ids, bump: bool = True) -> bool:
     need = {i for i in ids if isinstance(i, str) and i not in have}
     if not need:
         return False
-    with gc_paused():
+    with tuning.building():
         full = node_details(b, ids=need)
     if not full:
         return False

@@ -1,4 +1,4 @@
-"""The server's allocator settings (app.guard.tune_malloc): a multi-megabyte block goes back to
+"""The server's allocator settings (analysis.tuning.tune_allocator): a multi-megabyte block goes back to
 the system when freed, even after a bigger one raised glibc's own threshold. Each case runs in a
 fresh process (the settings are process-wide); glibc's counters say which blocks are mapped."""
 
@@ -25,8 +25,8 @@ CASE = textwrap.dedent("""
     libc.free.argtypes = [ctypes.c_void_p]
     libc.free(libc.malloc(16 << 20))  # a 16 MiB block, mapped and freed: glibc's threshold follows it
     if sys.argv[1] == "tuned":
-        from app.guard import tune_malloc
-        assert tune_malloc()
+        from analysis.tuning import tune_allocator
+        assert tune_allocator()
     before = libc.mallinfo2().hblks
     p = libc.malloc(2 << 20)  # a 2 MiB block: mapped on its own, or carved out of the heap
     print(libc.mallinfo2().hblks - before)

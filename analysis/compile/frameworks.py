@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Callable, Iterable
 
+from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
 
 KERAS_BACKEND = "jax"  # set (if unset) before the user's code runs, so `import keras` picks JAX
@@ -203,7 +204,5 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
     except ExplorerError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's module fails to split or build: one line at their code
-        from analysis.compile.load import error_from_exception
-
         raise error_from_exception("inputs", e, filename) from None
     return Split(model, inputs, None)

@@ -11,9 +11,7 @@ import builtins
 import contextlib
 import linecache
 import os
-import re
 import sys
-import traceback
 import types
 from dataclasses import dataclass
 from typing import Callable
@@ -22,7 +20,8 @@ import jax
 import numpy as np
 
 from analysis.compile.frameworks import KERAS_BACKEND, split_model
-from analysis.errors import MAX_DETAIL, ExplorerError
+from analysis.compile.user_errors import call_user, error_from_exception
+from analysis.errors import ExplorerError
 from sample_models import gallery_entry
 
 
@@ -53,74 +52,6 @@ class LoadedModel:
     parameters: int = 0  # parameter arrays that the split turned into inputs
     module: types.ModuleType | None = None  # the file's ``__main__`` module (see ``as_main``)
     state: object = None  # frameworks.StateChanges of a Flax NNX model, filled in as it is traced
-
-
-def _user_frame(tb, filename: str):
-    """The innermost traceback frame in the user's file, as (line, excerpt)."""
-    found = None
-    for fs in traceback.extract_tb(tb):
-        if fs.filename == filename:
-            found = fs
-    if found is None:
-        return None, None
-    return found.lineno, (found.line or "").strip()[:160]
-
-
-def error_from_exception(phase: str, exc: BaseException, filename: str) -> ExplorerError:
-    """What the user's code raised, as one line at the user's line."""
-    if isinstance(exc, ExplorerError):
-        return exc
-    if isinstance(exc, SyntaxError) and (exc.filename == filename or phase == "syntax"):
-        return ExplorerError("syntax", exc.msg or "invalid syntax", filename, exc.lineno, exc.offset,
-                             (exc.text or "").strip()[:160])
-    line, excerpt = _user_frame(exc.__traceback__, filename)
-    inner = _embedded_traceback(str(exc), filename)
-    if inner is not None:  # the user's callback raised while XLA ran the program
-        what, at = inner
-        if at is not None:
-            line, excerpt = at, (linecache.getline(filename, at).strip()[:160] or None)
-        return ExplorerError(phase, f"{what} (raised by a callback while the program ran)", filename, line, None, excerpt)
-    whole = str(exc).strip()
-    msg = whole.splitlines()
-    first = next((m for m in msg if m.strip()), "")
-    # JAX prefixes long explanations: the first meaningful line is the message, the whole text
-    # its detail (the app shows both)
-    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    if isinstance(exc, ModuleNotFoundError):
-        phase = "import"
-    detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
-    return ExplorerError(phase, text, filename, line, None, excerpt, detail)
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
-
-
-def _embedded_traceback(text: str, filename: str) -> tuple[str, int | None] | None:
-    """A Python traceback inside an exception's text (XLA reports an exception a host callback
-    raised as text): its last line (``RuntimeError: ...``) and the user's last line in it."""
-    if _TRACEBACK not in text:
-        return None
-    tail = text.rsplit(_TRACEBACK, 1)[1]
-    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    if not lines:
-        return None
-    at = None
-    for m in _FRAME.finditer(tail):
-        if m.group(1) == filename:
-            at = int(m.group(2))
-    return lines[-1][:300], at
-
-
-def call_user(phase: str, fn: Callable, filename: str, *args):
-    """``fn(*args)`` where ``fn`` is the user's; anything it raises (SystemExit included) becomes
-    an ``ExplorerError`` of ``phase``."""
-    try:
-        return fn(*args)
-    except BaseException as e:  # noqa: BLE001 - user code may raise anything, SystemExit included
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise error_from_exception(phase, e, filename) from None
 
 
 def new_main_module(source: str, filename: str) -> tuple[types.CodeType, types.ModuleType]:

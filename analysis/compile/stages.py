@@ -30,9 +30,10 @@ from jax.sharding import SingleDeviceSharding
 
 from analysis.bundle import Bundle, analysis_of, analyze, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
-from analysis.compile.load import LoadedModel, as_main, describe_inputs, error_from_exception, load_model
+from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
+from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
-from analysis.gc_pause import gc_paused
+from analysis import tuning
 from analysis.hlo import parse_module, same_module_text
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.memory import agree_with_xla, memory_from_dir
@@ -98,7 +99,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     # either thread, at a moment set by allocation counts; what tracing leaves in cycles waits
     # until the pause ends
     try:
-        with gc_paused():
+        with tuning.building():  # an entry point of analysis.tuning (the thread beside the compile is in it too)
             # the dump is read while XLA's own estimates are made beside it (C++, 0.5 s at 192
             # layers): reading it after them left this thread waiting
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
@@ -282,44 +283,6 @@ def after_optimizations(dump_dir: str) -> str | None:
         return None
 
 
-def _lower_priority(by: int) -> None:
-    """Raise the calling thread's nice value by ``by`` (only this thread: Linux schedules threads
-    on their own). Nothing happens where that is not possible."""
-    if by > 0 and hasattr(os, "setpriority"):
-        _renice(threading.get_native_id(), by)
-
-
-def _renice(tid: int, by: int) -> None:
-    """Raise thread ``tid``'s nice value by ``by`` (at most to 19); nothing where not allowed."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-    except OSError:
-        pass
-
-
-def lower_process_priority(by: int) -> None:
-    """Raise the nice value of every thread of this process by ``by`` (XLA's thread pools were
-    started with the process; a thread made later inherits its maker's), and of the session's
-    autogroup where the kernel groups sessions (``sched_autogroup_enabled``: a sandboxed worker
-    is a session of its own, and between sessions a thread's nice value counts for nothing).
-    Nothing happens where that is not possible."""
-    if by <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        with open("/proc/self/autogroup") as f:  # "/autogroup-123 nice 0"
-            now = int(f.read().split()[-1])
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(str(min(19, now + by)))
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except (OSError, ValueError):
-        tids = [threading.get_native_id()]
-    for tid in tids:
-        _renice(tid, by)
-
-
 class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
     fusion log parsed as XLA writes it (``LogFollower``), and both modules parsed from the
@@ -356,7 +319,7 @@ class _Beside(threading.Thread):
     NICE = 10
 
     def run(self) -> None:
-        _lower_priority(self.NICE)
+        tuning.lower_this_thread(self.NICE)
         try:
             self.jaxpr = str(self._traced.jaxpr)
         except Exception:  # noqa: BLE001 - made again by the caller, which reports the error
@@ -411,15 +374,13 @@ class _Beside(threading.Thread):
         """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would
         run it on the compiled texts; used only if they are those)."""
         try:
-            with gc_paused():
-                made = analysis_of((self.text, self.pre), (self.post_text, self.post), self._platform)
+            made = analysis_of((self.text, self.pre), (self.post_text, self.post), self._platform)
         except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
             return None
         if self._follower is not None and not self._follower.failed:
             try:
                 self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
-                with gc_paused():
-                    decide(self._follower, self.pre, self.post, made[1], self._platform, self._dir)
+                decide(self._follower, self.pre, self.post, made[1], self._platform, self._dir)
             except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
                 self._follower.decided = None
         return made
@@ -430,8 +391,7 @@ class _Beside(threading.Thread):
             return None, None
         tried[key] = text
         try:
-            with gc_paused():
-                return parse_module(text), text
+            return parse_module(text), text
         except Exception:  # noqa: BLE001 - still being written (or bad): parsed by the caller
             return None, None
 

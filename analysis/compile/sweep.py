@@ -13,7 +13,8 @@ import numpy as np
 from jax import monitoring
 
 from analysis.compile.backend import select_device
-from analysis.compile.load import LoadedModel, as_inputs, as_main, error_from_exception, run_model_file
+from analysis.compile.load import LoadedModel, as_inputs, as_main, run_model_file
+from analysis.compile.user_errors import error_from_exception
 from analysis.compile.stages import FULL_OPTIMIZATION, compile_model
 from analysis.errors import ExplorerError
 from analysis.sweep import (

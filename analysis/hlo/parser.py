@@ -28,7 +28,6 @@ and backend configs are decoded on first access.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import threading
@@ -848,16 +847,9 @@ def _parse(text: str, fast: bool = True) -> Module:
         raise TypeError("parse_module expects str")
     if "\r" in text:  # Windows line endings (a file saved on Windows, a browser upload)
         text = text.replace("\r\n", "\n")
-    # No cyclic garbage is made while parsing, but tens of thousands of new objects would set
-    # off the cycle collector over and over, and in a process with a big heap (JAX loaded) each
-    # full collection walks all of it: that tripled the parse time. Collect after, as usual.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _Parser(text, fast).parse()
-    finally:
-        if enabled:
-            gc.enable()
+    # (no collector tuning here: this package imports nothing of the project's; whoever parses
+    # a big module does so inside ``analysis.tuning.building``)
+    return _Parser(text, fast).parse()
 
 
 def _check(module: Module) -> None:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from analysis.errors import ExplorerError
-from analysis.gc_pause import gc_paused
+from analysis import tuning
 from analysis.service import cgroup, seccomp
 from analysis.service.settings import REPO_ROOT, Limits
 
@@ -806,7 +806,7 @@ def _talk(proc, job: dict, limits: Limits, progress, cancel, isolated: bool, kil
                 if final is not None or not line.startswith(b"{"):
                     continue
                 try:
-                    with gc_paused():  # a big bundle's JSON is hundreds of thousands of objects
+                    with tuning.building():  # a big bundle's JSON is hundreds of thousands of objects
                         msg = json.loads(line)
                 except (ValueError, RecursionError):
                     continue

@@ -14,7 +14,7 @@ from typing import Callable
 
 from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze, remember_analysis
 from analysis.errors import ExplorerError
-from analysis.gc_pause import gc_paused
+from analysis import tuning
 from analysis.hlo import HloParseError, parse_module, same_module_text
 from analysis.kernels import detect_platform
 from analysis.service import sandbox
@@ -100,36 +100,35 @@ class EarlyParts:
             return
 
         def parse():
-            with gc_paused():  # a big module is hundreds of thousands of objects, none garbage
-                for k, v in texts.items():
-                    had = self._parses.get(k)
-                    if had is not None and had[0] == v:
-                        continue  # the compiled text is the one dumped: parsed already
-                    if had is not None and same_module_text(had[1], had[0], v):
-                        # it differs only in the order of a backend_config's fields (XLA:CPU's
-                        # YNNPACK fusions): the parse takes the compiled text's, and stays
-                        self._parses[k] = (v, had[1])
-                        continue
-                    try:
-                        self._parses[k] = (v, parse_module(v))
-                    except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
-                        self._parses.pop(k, None)
-                parses = dict(self._parses)
-                mods = tuple(parses[k][1] if k in parses else None for k in self.STAGES)
-                if self._like is not None and all(a is b for a, b in zip(self._like_mods, mods)):
-                    for k, t in parses.items():  # the same modules: their analysis stands, on these texts
-                        self._like.stages[k] = t[0]
-                        self._like._parsed[k] = t
-                    return
-                self._like_mods = mods
-                like = Bundle(stages={k: v[0] for k, v in parses.items()})
-                like._parsed.update(parses)
-                if len(parses) == 2:  # and analyzed, as the bundle that follows will be
-                    try:
-                        remember_analysis(like, detect_platform(like.module("hlo_after")))
-                    except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
-                        pass
-                self._like = like
+            for k, v in texts.items():
+                had = self._parses.get(k)
+                if had is not None and had[0] == v:
+                    continue  # the compiled text is the one dumped: parsed already
+                if had is not None and same_module_text(had[1], had[0], v):
+                    # it differs only in the order of a backend_config's fields (XLA:CPU's
+                    # YNNPACK fusions): the parse takes the compiled text's, and stays
+                    self._parses[k] = (v, had[1])
+                    continue
+                try:
+                    self._parses[k] = (v, parse_module(v))
+                except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
+                    self._parses.pop(k, None)
+            parses = dict(self._parses)
+            mods = tuple(parses[k][1] if k in parses else None for k in self.STAGES)
+            if self._like is not None and all(a is b for a, b in zip(self._like_mods, mods)):
+                for k, t in parses.items():  # the same modules: their analysis stands, on these texts
+                    self._like.stages[k] = t[0]
+                    self._like._parsed[k] = t
+                return
+            self._like_mods = mods
+            like = Bundle(stages={k: v[0] for k, v in parses.items()})
+            like._parsed.update(parses)
+            if len(parses) == 2:  # and analyzed, as the bundle that follows will be
+                try:
+                    remember_analysis(like, detect_platform(like.module("hlo_after")))
+                except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
+                    pass
+            self._like = like
             self._ahead()
 
         self._chain(parse)
@@ -141,7 +140,8 @@ class EarlyParts:
         def run():
             if before is not None:
                 before.join()
-            work()
+            with tuning.building():  # big modules, decisions and graphs: hundreds of thousands of objects
+                work()
 
         self._thread = threading.Thread(target=run, name="xla-explorer-early-parse", daemon=True)
         self._thread.start()
@@ -156,8 +156,7 @@ class EarlyParts:
 
         def check():
             try:
-                with gc_paused():
-                    self.decided = fusion_decisions_from_json(d)
+                self.decided = fusion_decisions_from_json(d)
             except ExplorerError as e:
                 warnings.warn(f"a worker's fusion decisions were dropped: {e.one_line()}")
                 return
@@ -180,14 +179,13 @@ class EarlyParts:
         draft = Bundle(stages=dict(like.stages), fusion_decisions=fd,
                        source={"name": self.job.name, "file": self.job.filename, "code": self.job.source},
                        environment={"platform": platform} if platform else {})
-        with gc_paused():
-            draft.share_parses(like)
-            reanalyze(draft, like)  # its analysis, and the decisions' kernels from its provenance
-            for fn in list(AHEAD.values()):
-                try:
-                    fn(draft)
-                except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
-                    warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
+        draft.share_parses(like)
+        reanalyze(draft, like)  # its analysis, and the decisions' kernels from its provenance
+        for fn in list(AHEAD.values()):
+            try:
+                fn(draft)
+            except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
+                warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
         like.share_derived(draft)
 
     def like(self) -> Bundle | None:
@@ -266,7 +264,7 @@ def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None 
     An HLO text the bundle leaves out is the one the worker sent early (``sent``), and so are
     fusion decisions it leaves out (``decided``, checked already). What was derived ahead on
     ``like`` is taken where it was made of what this bundle holds (``Bundle.derived``)."""
-    with gc_paused():  # a big program's bundle is hundreds of thousands of objects, none garbage
+    with tuning.building():  # a big program's bundle is hundreds of thousands of objects, none garbage
         return _untrusted_bundle(d, job, like, sent, decided)
 
 

@@ -8,7 +8,6 @@ user's code prints goes to stderr, never into the protocol stream.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -17,13 +16,11 @@ from typing import Callable
 
 from analysis.bundle import Bundle, fusion_decisions_json
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
+from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
-from analysis.gc_pause import gc_paused
+from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure
-
-
-PREVIEW_NICE = 10  # a measuring job's nice value raised by this once its preview is sent
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
@@ -59,12 +56,10 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     say = progress or (lambda p: None)
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
-    # with the job none over the compile's objects after (hundreds of thousands at 192 layers,
-    # none garbage): they go into the collector's permanent generation (``gc.freeze``) as the
-    # pause ends. The passes that followed the pause at 192 layers (0.2 s, then 0.33 s over
-    # the whole heap) were on the way to the first graph; what cycles the compile left are
-    # freed when the process exits.
-    with gc_paused():
+    # with the job none over the compile's objects after (none are garbage): they go into the
+    # collector's permanent generation as the pause ends (docs/performance.md); what cycles
+    # the compile left are freed when the process exits.
+    with tuning.building():  # an entry point of analysis.tuning
         c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                                  gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
                                  on_decisions=decisions)
@@ -72,12 +67,7 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
         if previewed:
             preview(c.bundle)
         if ends_with_job:
-            gc.freeze()
-    if previewed:
-        # The parent now draws the graphs (its Python, Graphviz and the browser) while this
-        # process measures: on a machine with few cores the drawing goes first. The timed
-        # calls see the same machine either way; once the drawing is done nothing else runs.
-        stages.lower_process_priority(PREVIEW_NICE)
+            tuning.freeze()
     if is_measure(job):
         if job.peaks:
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
@@ -91,7 +81,7 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
         except (ExplorerError, MemoryError):
             raise
         except Exception as e:  # noqa: BLE001 - running the user's program failed: one line, at its line
-            raise load.error_from_exception("measure", e, loaded.filename) from None
+            raise error_from_exception("measure", e, loaded.filename) from None
     return c.bundle
 
 
@@ -104,7 +94,7 @@ def for_parent(bundle: Bundle, sent: dict, decided=None) -> dict:
     leave_out = ("kernels", "provenance")
     if decided is not None and bundle.fusion_decisions is decided:
         leave_out += ("fusion_decisions",)
-    with gc_paused():  # 38,000 records' columns in a heap of millions of objects: no collector passes
+    with tuning.building():  # 38,000 records' columns in a heap of millions of objects: no collector passes
         d = bundle.to_dict(leave_out=leave_out)
     stages = d.get("stages")
     if isinstance(stages, dict):
@@ -213,7 +203,7 @@ def _worker_main() -> int:
         if previewed:  # the parent has the rest: only what measuring added
             emit({"measured": {k: getattr(bundle, k) for k in MEASURED_FIELDS}})
         else:
-            with gc_paused():  # the answer's objects too (see execute)
+            with tuning.building():  # the answer's objects too (see execute)
                 emit({"bundle": for_parent(bundle, sent, decided[0] if decided else None)})
     except ExplorerError as e:
         emit({"error": _as_limit(e).to_dict()})

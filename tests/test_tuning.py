@@ -1,18 +1,18 @@
-"""The collector pause is counted across threads and leaves the collector as it found it."""
+"""analysis.tuning: the collector pause is counted across threads and leaves the collector as it found it."""
 
 from __future__ import annotations
 
 import gc
 import threading
 
-from analysis.gc_pause import gc_paused
+from analysis.tuning import building
 
 
 def test_nested_pauses_turn_the_collector_back_on_once_the_last_ends():
     assert gc.isenabled()
-    with gc_paused():
+    with building():
         assert not gc.isenabled()
-        with gc_paused():
+        with building():
             assert not gc.isenabled()
         assert not gc.isenabled()  # the outer pause is still on
     assert gc.isenabled()
@@ -20,7 +20,7 @@ def test_nested_pauses_turn_the_collector_back_on_once_the_last_ends():
 
 def test_a_pause_ended_by_an_error_still_turns_it_back_on():
     try:
-        with gc_paused():
+        with building():
             raise ValueError("inside")
     except ValueError:
         pass
@@ -30,7 +30,7 @@ def test_a_pause_ended_by_an_error_still_turns_it_back_on():
 def test_a_collector_that_was_off_stays_off():
     gc.disable()
     try:
-        with gc_paused():
+        with building():
             pass
         assert not gc.isenabled()
     finally:
@@ -42,7 +42,7 @@ def test_overlapping_pauses_in_two_threads():
     seen = {}
 
     def first():
-        with gc_paused():
+        with building():
             first_in.set()
             second_in.wait(10)
         seen["after_first"] = gc.isenabled()  # the second thread's pause still holds
@@ -50,7 +50,7 @@ def test_overlapping_pauses_in_two_threads():
 
     def second():
         first_in.wait(10)
-        with gc_paused():
+        with building():
             second_in.set()
             first_out.wait(10)
 
@@ -85,3 +85,44 @@ def test_only_a_process_that_ends_with_its_job_freezes_the_compiles_objects():
         got[ends] = (int(frozen), enabled)
     assert got["1"][0] > 10_000 and got["1"][1] == "True"
     assert got["0"] == (0, "True")
+
+
+def test_lowering_a_thread_leaves_the_others_alone():
+    """``lower_this_thread`` raises the calling thread's nice value only: the thread that started
+    it (and XLA's threads a compile starts) keep theirs."""
+    import os
+
+    from analysis.tuning import lower_this_thread
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = {}
+
+    def body():
+        lower_this_thread(5)
+        seen["beside"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert seen["beside"] == min(19, mine + 5)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_no_module_but_tuning_tunes_the_runtime():
+    """The collector, priorities and glibc's allocator are touched in analysis/tuning.py only."""
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    calls = re.compile(r"\bgc\.(disable|enable|freeze|collect|set_threshold)\(|\bos\.(setpriority|nice)\(|"
+                       r"/proc/self/autogroup|\bmallopt\b|\bmalloc_trim\b")
+    found = []
+    for top in ("analysis", "app", "sample_models"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if f.endswith(".py"):
+                    path = os.path.join(dirpath, f)
+                    rel = os.path.relpath(path, root)
+                    if rel != os.path.join("analysis", "tuning.py") and calls.search(open(path).read()):
+                        found.append(rel)
+    assert found == []

@@ -1,0 +1,82 @@
+"""What a user's code raised, as one ``ExplorerError`` at the user's own line: the innermost
+frame in the user's file, an exception a host callback raised while XLA ran the program (XLA
+reports it as text), the first meaningful line as the message and the whole text as its detail.
+Used by everything that runs user code (``load``, ``frameworks``, ``stages``, ``sweep``, the
+worker)."""
+
+from __future__ import annotations
+
+import linecache
+import re
+import traceback
+from typing import Callable
+
+from analysis.errors import MAX_DETAIL, ExplorerError
+
+
+def _user_frame(tb, filename: str):
+    """The innermost traceback frame in the user's file, as (line, excerpt)."""
+    found = None
+    for fs in traceback.extract_tb(tb):
+        if fs.filename == filename:
+            found = fs
+    if found is None:
+        return None, None
+    return found.lineno, (found.line or "").strip()[:160]
+
+
+def error_from_exception(phase: str, exc: BaseException, filename: str) -> ExplorerError:
+    """What the user's code raised, as one line at the user's line."""
+    if isinstance(exc, ExplorerError):
+        return exc
+    if isinstance(exc, SyntaxError) and (exc.filename == filename or phase == "syntax"):
+        return ExplorerError("syntax", exc.msg or "invalid syntax", filename, exc.lineno, exc.offset,
+                             (exc.text or "").strip()[:160])
+    line, excerpt = _user_frame(exc.__traceback__, filename)
+    inner = _embedded_traceback(str(exc), filename)
+    if inner is not None:  # the user's callback raised while XLA ran the program
+        what, at = inner
+        if at is not None:
+            line, excerpt = at, (linecache.getline(filename, at).strip()[:160] or None)
+        return ExplorerError(phase, f"{what} (raised by a callback while the program ran)", filename, line, None, excerpt)
+    whole = str(exc).strip()
+    msg = whole.splitlines()
+    first = next((m for m in msg if m.strip()), "")
+    # JAX prefixes long explanations: the first meaningful line is the message, the whole text
+    # its detail (the app shows both)
+    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError):
+        phase = "import"
+    detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
+    return ExplorerError(phase, text, filename, line, None, excerpt, detail)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)')
+
+
+def _embedded_traceback(text: str, filename: str) -> tuple[str, int | None] | None:
+    """A Python traceback inside an exception's text (XLA reports an exception a host callback
+    raised as text): its last line (``RuntimeError: ...``) and the user's last line in it."""
+    if _TRACEBACK not in text:
+        return None
+    tail = text.rsplit(_TRACEBACK, 1)[1]
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    at = None
+    for m in _FRAME.finditer(tail):
+        if m.group(1) == filename:
+            at = int(m.group(2))
+    return lines[-1][:300], at
+
+
+def call_user(phase: str, fn: Callable, filename: str, *args):
+    """``fn(*args)`` where ``fn`` is the user's; anything it raises (SystemExit included) becomes
+    an ``ExplorerError`` of ``phase``."""
+    try:
+        return fn(*args)
+    except BaseException as e:  # noqa: BLE001 - user code may raise anything, SystemExit included
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise error_from_exception(phase, e, filename) from None
