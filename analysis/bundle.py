@@ -1,8 +1,10 @@
 """The Bundle: everything a view shows about one compile, as versioned JSON.
 
-Produced by the worker that has JAX (``analysis.compile.lower``), or from a plain HLO text
-(``bundle_from_hlo``); consumed by the app, the CLI and the report, which need no JAX.
-The schema is documented in ``docs/bundle.md``.
+Produced by the worker that has JAX (``analysis.compile.stages.compile_model``), or from a plain
+HLO text (``bundle_from_hlo``); consumed by the app, the CLI and the report, which need no JAX.
+The schema is documented in ``docs/bundle.md``. What a bundle derives from its texts (parses,
+the kernel index, values made from them) is kept beside it in a ``Derived`` cache, never
+serialized, written only by the bundle itself and by ``analysis.pipeline``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,20 @@ STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO b
                 "hlo_after": "HLO after optimization"}
 
 
+class Derived:
+    """What a bundle derived from its texts, kept beside it and never serialized: each stage's
+    parse (``parses``: stage -> (text, module), by the very text object it was made of), the
+    kernel index, and values made from identities (``values``: key -> (fingerprint, value), see
+    ``Bundle.derived``). Written by the bundle's own methods and by ``analysis.pipeline`` only."""
+
+    __slots__ = ("parses", "values", "kernel_index")
+
+    def __init__(self):
+        self.parses: dict = {}
+        self.values: dict = {}
+        self.kernel_index: tuple | None = None
+
+
 @dataclass
 class Bundle:
     source: dict = field(default_factory=dict)
@@ -56,39 +72,31 @@ class Bundle:
     memory: dict | None = None
     created: str = ""
     schema_version: int = SCHEMA_VERSION
-    # the parsed stage texts: derived, never serialized, not part of equality
-    _parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # derived from the texts: never serialized, not part of equality
+    cache: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     # -- parsed views (not serialized) ------------------------------------------------------
 
     def module(self, stage: str) -> Module | None:
         text = self.stages.get(stage)
-        hit = self._parsed.get(stage)
+        hit = self.cache.parses.get(stage)
         if hit is None or hit[0] is not text:  # parsed once per text (a replaced text is parsed again)
             with tuning.building():  # an entry point of analysis.tuning: a module is many objects, none garbage
-                hit = self._parsed[stage] = (text, parse_module(text) if text else None)
+                hit = self.cache.parses[stage] = (text, parse_module(text) if text else None)
         return hit[1]
 
-    def share_parses(self, other: "Bundle") -> None:
-        """Where a stage's text is the same as ``other``'s (already parsed there), use that text
-        and its parse: a measured bundle that follows its own preview is not parsed twice."""
-        for stage in STAGES:
-            hit = other._parsed.get(stage)
-            if hit is None or hit[1] is None:
-                continue
-            text, module = hit
+    def share_from(self, other: "Bundle") -> None:
+        """What ``other`` derived, for a bundle made from it (a measured bundle from its preview):
+        the parse of every stage whose text is the same (that text object and its parse), and
+        its ``derived`` values, each used only while its fingerprint holds here (so what
+        measuring changed, the timings, is made again)."""
+        for stage, hit in other.cache.parses.items():
             mine = self.stages.get(stage)
-            if isinstance(mine, str) and mine == text:
-                self.stages[stage] = text
-                self._parsed[stage] = (text, module)
-
-    def share_derived(self, other: "Bundle") -> None:
-        """``other``'s ``derived`` entries, for a bundle made from it (a measured bundle from its
-        preview: the same parses, provenance and kernels). Each is used only while its
-        fingerprint holds here, so what measuring changed (the timings) is made again."""
-        for key, hit in other._parsed.items():
-            if key.startswith("_d:") and key not in self._parsed:
-                self._parsed[key] = hit
+            if hit[1] is not None and isinstance(mine, str) and mine == hit[0]:
+                self.stages[stage] = hit[0]
+                self.cache.parses[stage] = hit
+        for key, hit in other.cache.values.items():
+            self.cache.values.setdefault(key, hit)
 
     @property
     def title(self) -> str:
@@ -102,25 +110,25 @@ class Bundle:
         # by name through an index built once per kernel list (a scan per call was quadratic in
         # the graph payload of a 4,800-kernel program)
         ks = self.kernels
-        hit = self._parsed.get("_kernels")
+        hit = self.cache.kernel_index
         if hit is None or hit[0] is not ks or hit[1] != len(ks):
             index: dict[str, Kernel] = {}
             for k in ks:
                 index.setdefault(k.name, k)
-            hit = self._parsed["_kernels"] = (ks, len(ks), index)
+            hit = self.cache.kernel_index = (ks, len(ks), index)
         return hit[2].get(name)
 
     def derived(self, key: str, fingerprint: tuple, make):
         """``make()``, remembered on this bundle while ``fingerprint`` (identities of what it was
         made from) stays the same; never serialized."""
-        hit = self._parsed.get("_d:" + key)
+        hit = self.cache.values.get(key)
         if hit is None or len(hit[0]) != len(fingerprint) or any(a is not b for a, b in zip(hit[0], fingerprint)):
-            hit = self._parsed["_d:" + key] = (fingerprint, make())
+            hit = self.cache.values[key] = (fingerprint, make())
         return hit[1]
 
     def forget(self, key: str) -> None:
         """Drop what ``derived(key, ...)`` remembered."""
-        self._parsed.pop("_d:" + key, None)
+        self.cache.values.pop(key, None)
 
     # -- JSON -------------------------------------------------------------------------------
 
@@ -358,58 +366,15 @@ def analyze(bundle: Bundle) -> Bundle:
     return bundle
 
 
-def reanalyze(bundle: Bundle, like: Bundle | None = None) -> Bundle:
+def reanalyze(bundle: Bundle) -> Bundle:
     """Recompute kernels, provenance and metrics with this version's analysis (pure Python,
-    milliseconds) — for bundles that come back from the cache or a worker. Metrics the analysis
-    does not produce (e.g. a shape sweep's results) are kept. ``like``: a bundle whose analysis
-    of the same two parses was made ahead (``remember_analysis``), taken instead when this
-    bundle's platform is the one it was made for."""
+    milliseconds) — for bundles that come back from the cache or an upload. Metrics the analysis
+    does not produce (e.g. a shape sweep's results) are kept."""
     extra = {k: v for k, v in (bundle.metrics or {}).items()}
-    if not _take_analysis(bundle, like):
-        analyze(bundle)
+    analyze(bundle)
     for k, v in extra.items():
         bundle.metrics.setdefault(k, v)
     return bundle
-
-
-def remember_analysis(bundle: Bundle, platform: str) -> None:
-    """``analyze``'s kernels, provenance and metrics of this bundle's two parses, made now and
-    remembered on it (``Bundle.derived``) for a bundle that shares those parses to take
-    (``reanalyze(..., like=bundle)``): the parent analyzes a worker's HLO while the worker is
-    still busy with its own analysis and its answer."""
-    pre, post = bundle.module("hlo_before"), bundle.module("hlo_after")
-    if pre is None or post is None:
-        return
-
-    bundle.derived("analysis", (pre, post), lambda: (platform, *analysis_of(
-        bundle._parsed["hlo_before"], bundle._parsed["hlo_after"], platform)))
-
-
-def analysis_of(pre: tuple, post: tuple, platform: str) -> tuple:
-    """``analyze``'s kernels, provenance and metrics of two parsed modules (each ``(text,
-    module)``), made on a bundle of their own."""
-    a = Bundle(environment={"platform": platform} if platform else {},
-               stages={"hlo_before": pre[0], "hlo_after": post[0]})
-    a._parsed["hlo_before"], a._parsed["hlo_after"] = pre, post
-    analyze(a)
-    return a.kernels, a.provenance, a.metrics
-
-
-def _take_analysis(bundle: Bundle, like: Bundle | None) -> bool:
-    hit = like._parsed.get("_d:analysis") if like is not None else None
-    if hit is None:
-        return False
-    (pre, post), (platform, kernels, provenance, metrics) = hit
-    mine = bundle._parsed
-    if (mine.get("hlo_before") or (None, None))[1] is not pre or (mine.get("hlo_after") or (None, None))[1] is not post:
-        return False  # other texts: not this analysis
-    if (bundle.environment.get("platform") or detect_platform(post)) != platform:
-        return False
-    # the very list (nothing changes a bundle's kernels in place): what was derived from it
-    # ahead (``Bundle.derived``, by identity) holds for this bundle too
-    bundle.kernels, bundle.provenance, bundle.metrics = kernels, provenance, dict(metrics)
-    derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
-    return True
 
 
 def _pre_only_metrics(pre: Module) -> dict:

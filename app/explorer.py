@@ -101,7 +101,8 @@ def compile_job(job: Job) -> None:
             status.write(phase_text(p))
 
         try:
-            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True)
+            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True,
+                                            ahead=views.payload_ahead)
         except ExplorerError as e:
             ss.error = e.full_text()
             ss.error_at = (e.file, e.line, e.column, e.message)

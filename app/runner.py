@@ -33,10 +33,11 @@ def app_job(job: Job) -> Job:
 
 
 def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None,
-                   early: bool = False) -> Outcome:
+                   early: bool = False, ahead: Callable | None = None) -> Outcome:
     """The bundle for ``job``. With ``early``, a big program's measuring job (``preview_kernels``
     in the limits: 200 kernels) comes back once it is compiled, its measured bundle in
-    ``Outcome.pending``."""
+    ``Outcome.pending``. ``ahead``: the page's work on a draft of the bundle, made while the
+    worker compiles (the explorer lays its graphs out: ``views.payload_ahead``)."""
     job = app_job(job)
     if job.gpu_target and not cuda_plugin_present():
         return recorded_target_bundle(job)
@@ -44,7 +45,7 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
         from analysis.service.settings import Limits
 
         job = replace(job, preview_kernels=Limits.from_env().preview_kernels)
-    return compile_job(job, session=session, progress=progress, early=early)
+    return compile_job(job, session=session, progress=progress, early=early, ahead=ahead)
 
 
 def cuda_plugin_present() -> bool:

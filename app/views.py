@@ -26,7 +26,6 @@ from analysis.hlo import Instruction
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.summary import summarize
-from analysis.service import worker as worker_module
 from analysis.text_search import matcher
 from app.page_helpers import show_error
 
@@ -379,13 +378,11 @@ def _core(b: Bundle) -> dict:
 
 
 def payload_ahead(b: Bundle) -> None:
-    """The payload's core of an early bundle, made beside the compile (``analysis.service.worker``
-    calls this with its early bundle): the layouts land in the layout cache, the rest in ``b``'s
-    ``derived``, for the worker's bundle of the same inputs to take."""
+    """The payload's core of a draft bundle, made beside the compile (the explorer hands this to
+    ``runner.compile_bundle``, whose worker calls it with the draft of what the worker sent
+    early): the layouts land in the layout cache, the rest in ``b``'s ``derived``, for the
+    worker's bundle of the same inputs to take."""
     _core(b)
-
-
-worker_module.AHEAD["graph_payload"] = payload_ahead
 
 
 def _payload_core(b: Bundle) -> dict:

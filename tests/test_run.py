@@ -130,7 +130,7 @@ def test_the_hlo_before_optimization_is_the_module_xla_started_from():
     lowered = jax.jit(loaded.model).trace(*loaded.inputs).lower()
     oracle = parse_module(lowered.as_text(dialect="hlo", debug_info=True))
     mine = b.module("hlo_before")
-    assert "hlo_before" in b._parsed and b._parsed["hlo_before"][0] is b.stages["hlo_before"]
+    assert b.cache.parses["hlo_before"][0] is b.stages["hlo_before"]
     assert [(i.name, i.opcode) for i in mine.entry.instructions] == \
         [(i.name, i.opcode) for i in oracle.entry.instructions]
     assert [i.metadata.op_name for i in mine.entry.instructions] == \

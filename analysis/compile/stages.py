@@ -7,10 +7,11 @@ measurement can run it. Errors the user's code causes come back as ``ExplorerErr
 phase and the user's line.
 
 While XLA compiles (C++, without the GIL) a thread beside it (``_Beside``) does the Python work
-that does not need the executable: the jaxpr's text, the module XLA starts from (its dump),
-the fusion log as it is written, and, once XLA:CPU has dumped the optimized module (before its
-code generation, the last third of the compile), that module's parse and analysis. Each is used
-only if its text is the compiled one (``same_module_text``); otherwise it is made after.
+that does not need the executable: the jaxpr's text, the fusion log as it is written, and the
+compile's ``analysis.pipeline.Pipeline`` fed XLA's dumps of the module it starts from and, once
+XLA:CPU has dumped it (before its code generation), the optimized one. After the compile the
+pipeline is offered the compiled texts: what it made beside XLA stands where they are those
+dumps, and is made then where they are not.
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ from typing import Any, Callable
 import jax
 from jax.sharding import SingleDeviceSharding
 
-from analysis.bundle import Bundle, analysis_of, analyze, now
+from analysis.bundle import Bundle, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
 from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
 from analysis import tuning
-from analysis.hlo import parse_module, same_module_text
+from analysis.hlo import HloParseError
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.memory import agree_with_xla, memory_from_dir
 from analysis.passes import pass_log_from_dir
+from analysis.pipeline import Pipeline
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 
 PHASES = ("trace", "lower", "compile", "analyze")
@@ -169,8 +171,9 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # layers half-way through a compile that keeps one core busy), so whoever reads them can
     # parse them beside the compile too; the compiled texts follow as ever
     # (the StableHLO and the jaxpr, known before XLA starts, go with the first of them)
-    beside = _Beside(traced, dump_dir, follower, env.get("platform", ""), on_text=on_texts,
-                     stablehlo=stablehlo, on_decisions=on_decisions)
+    pipe = Pipeline(env.get("platform") or None)
+    beside = _Beside(traced, dump_dir, follower, pipe, on_text=on_texts, stablehlo=stablehlo,
+                     on_decisions=on_decisions)
     say("compile")
     t0 = time.perf_counter()
     with around_xla():
@@ -211,16 +214,12 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         created=now(),
     )
-    pre_ok = beside.pre is not None and beside.text == hlo_before  # the file as it was when it was parsed
-    if pre_ok:
-        bundle._parsed["hlo_before"] = (hlo_before, beside.pre)  # as Bundle.module would have it
-    post_ok = beside.post is not None and same_module_text(beside.post, beside.post_text, hlo_after)
-    if post_ok:
-        bundle._parsed["hlo_after"] = (hlo_after, beside.post)
-    if pre_ok and post_ok and beside.analysis is not None:  # analyzed beside XLA's code generation
-        bundle.kernels, bundle.provenance, bundle.metrics = beside.analysis
-    else:
-        analyze(bundle)  # (the collector is paused by compile_model)
+    for stage, text in (("hlo_before", hlo_before), ("hlo_after", hlo_after)):
+        try:
+            pipe.offer(stage, text)  # nothing to do where the thread beside XLA parsed this very module
+        except HloParseError:
+            pass  # the bundle parses it itself, and says where it is bad
+    pipe.onto(bundle)  # its analysis: made beside XLA's code generation, or now
     times["analyze"] = time.perf_counter() - t0
     if read is not None:
         read(bundle)
@@ -285,38 +284,29 @@ def after_optimizations(dump_dir: str) -> str | None:
 
 class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
-    fusion log parsed as XLA writes it (``LogFollower``), and both modules parsed from the
-    dumps XLA writes as it starts and as it begins code generation (polled until they parse;
-    the caller uses a parse only if the file's text is the compiled one). Each part stays None
-    when it failed here; the caller then makes it again itself, so an error is raised (and
-    reported) where it always was."""
+    fusion log parsed as XLA writes it (``LogFollower``), and the compile's pipeline fed the
+    modules XLA dumps as it starts and as it begins code generation (polled until they parse),
+    analyzed once both are in, the fusion decisions mapped onto them. A part that fails here is
+    made again by the caller, so an error is raised (and reported) where it always was."""
 
     POLL_S = 0.01
+    # How much lower than the compile's own this thread's scheduling priority is (its nice
+    # value): it runs where XLA's code generation leaves a core idle (docs/performance.md).
+    NICE = 10
 
-    def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None = None, platform: str = "",
+    def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None, pipe: Pipeline,
                  on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None,
                  on_decisions: Callable[[dict], None] | None = None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
-        self._traced, self._dir, self._follower, self._platform = traced, dump_dir, follower, platform
+        self._traced, self._dir, self._follower, self._pipe = traced, dump_dir, follower, pipe
         # {"hlo_before": text} once that dump parsed (with the jaxpr and ``stablehlo``), then
         # {"hlo_after": text}
         self._on_text = on_text
         self._on_decisions = on_decisions  # the decisions made here, once made
         self._with_first = {"stablehlo": stablehlo} if stablehlo else {}
-        self.analysis: tuple | None = None  # (kernels, provenance, metrics) of the two parses
         self.compiled = threading.Event()  # set by the caller once XLA is done
         self.jaxpr: str | None = None
-        self.text: str | None = None
-        self.pre = None
-        self.post_text: str | None = None
-        self.post = None
         self.start()
-
-    # How much lower than the compile's own this thread's scheduling priority is (Linux: a
-    # thread's nice value). XLA's code generation runs on every core; beside it this Python
-    # work took a share of the cores from it and lengthened the compile. Lowered, it runs where
-    # XLA leaves a core idle (most of the compile), and at full speed once XLA is done.
-    NICE = 10
 
     def run(self) -> None:
         tuning.lower_this_thread(self.NICE)
@@ -328,6 +318,7 @@ class _Beside(threading.Thread):
             return
         prepare_parser()  # (a fresh worker's first parse: its patterns compiled while XLA runs)
         tried: dict[str, str] = {}
+        told: set[str] = set()
         while True:
             done = self.compiled.is_set()
             if self._follower is not None:
@@ -335,19 +326,27 @@ class _Beside(threading.Thread):
                     self._follower.poll()
                 except Exception:  # noqa: BLE001 - the log is then read from its file, after the compile
                     self._follower.failed = True
-            if self.pre is None:
-                self.pre, self.text = self._parse(before_optimizations(self._dir), tried, "pre")
-                if self.pre is not None:
-                    self._tell("hlo_before", self.text)
-            if self.pre is not None and self.post is None:  # (after the compile too: the caller would)
-                self.post, self.post_text = self._parse(after_optimizations(self._dir), tried, "post")
-                if self.post is not None:
-                    self._tell("hlo_after", self.post_text)
-                    self.analysis = self._analyze()
-                    self._tell_decisions()
-            if done or (self.pre is not None and self.post is not None and self._follower is None):
+            if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
+                told.add("hlo_before")
+            if "hlo_before" in told and "hlo_after" not in told and \
+                    self._offer("hlo_after", after_optimizations(self._dir), tried):  # (after the compile too)
+                told.add("hlo_after")
+                self._decide()
+            if done or (len(told) == 2 and self._follower is None):
                 return
             self.compiled.wait(self.POLL_S)
+
+    def _offer(self, stage: str, text: str | None, tried: dict) -> bool:
+        """A dump's text to the pipeline, and on to ``on_text`` once it parsed."""
+        if not text or text == tried.get(stage):
+            return False
+        tried[stage] = text
+        try:
+            self._pipe.offer(stage, text)
+        except Exception:  # noqa: BLE001 - still being written (or bad): offered again, or parsed by the caller
+            return False
+        self._tell(stage, text)
+        return True
 
     def _tell(self, stage: str, text: str) -> None:
         if self._on_text is not None and not self.compiled.is_set():  # (after it, the caller sends them)
@@ -359,41 +358,30 @@ class _Beside(threading.Thread):
             except Exception:  # noqa: BLE001 - the texts go again once compiled
                 pass
 
-    def _tell_decisions(self) -> None:
-        # (also when XLA finished meanwhile: they still come before the bundle, which then
-        # leaves them out)
-        decided = self._follower.decided if self._follower is not None else None
+    def _decide(self) -> None:
+        """The pipeline's analysis of the two dumps, and the fusion decisions mapped onto them
+        (sent to ``on_decisions``; also when XLA finished meanwhile: they still come before the
+        bundle, which then leaves them out)."""
+        try:
+            made = self._pipe.analysis()
+        except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
+            return
+        if made is None or self._follower is None or self._follower.failed:
+            return
+        try:
+            self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
+            decide(self._follower, self._pipe.parse("hlo_before")[1], self._pipe.parse("hlo_after")[1], made[1],
+                   self._pipe.platform or "", self._dir)
+        except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
+            self._follower.decided = None
+            return
+        decided = self._follower.decided
         if self._on_decisions is None or decided is None:
             return
         try:
             self._on_decisions(decided[2])
         except Exception:  # noqa: BLE001 - the bundle carries them all the same
             pass
-
-    def _analyze(self) -> tuple | None:
-        """Kernels, provenance and metrics of the two dumps (``analyze``, as the caller would
-        run it on the compiled texts; used only if they are those)."""
-        try:
-            made = analysis_of((self.text, self.pre), (self.post_text, self.post), self._platform)
-        except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
-            return None
-        if self._follower is not None and not self._follower.failed:
-            try:
-                self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
-                decide(self._follower, self.pre, self.post, made[1], self._platform, self._dir)
-            except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
-                self._follower.decided = None
-        return made
-
-    @staticmethod
-    def _parse(text: str | None, tried: dict, key: str):
-        if not text or text == tried.get(key):
-            return None, None
-        tried[key] = text
-        try:
-            return parse_module(text), text
-        except Exception:  # noqa: BLE001 - still being written (or bad): parsed by the caller
-            return None, None
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:

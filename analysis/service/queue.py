@@ -223,6 +223,7 @@ class JobHandle:
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
         self.preview = None  # the compiled bundle a measuring job sent before measuring
+        self.ahead: Callable | None = None  # the submitter's work on a draft of the bundle (worker.EarlyParts)
         self.late_key: Callable[[], str | None] | None = None  # the cache key, known after the run
 
     def _preview(self, bundle) -> None:
@@ -311,10 +312,12 @@ class JobQueue:
 
     def submit(self, job: Job, session: str = "default", key: str | None = None,
                progress: Callable[[str], None] | None = None,
-               late_key: Callable[[], str | None] | None = None) -> JobHandle:
+               late_key: Callable[[], str | None] | None = None,
+               ahead: Callable | None = None) -> JobHandle:
         """Queue ``job``; with ``key`` (its cache key) a finished bundle is stored under it and an
         identical job already in flight is shared instead of run twice. ``late_key``: the key,
-        known only once the job has run (a machine's first job, beside its probe)."""
+        known only once the job has run (a machine's first job, beside its probe); ``ahead``: the
+        submitter's work on a draft of the bundle while the worker still runs (``run_job``)."""
         with self._cv:
             if self._closed:
                 raise ExplorerError("run", "the job queue is shut down")
@@ -329,6 +332,7 @@ class JobQueue:
                                              f"(limit {self.limits.session_jobs}); wait for one to finish")
             h = JobHandle(self, job, session, key)
             h.late_key = late_key
+            h.ahead = ahead
             if progress:
                 h._listeners.append(progress)
             self._lanes[h.measure].append(h)
@@ -424,6 +428,8 @@ class JobQueue:
             ran, error = None, None
             try:
                 more = {"preview": h._preview} if self._previews and h.job.preview_kernels is not None else {}
+                if h.ahead is not None:
+                    more["ahead"] = h.ahead
                 ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel, **more)
                 if isinstance(ran.bundle.environment, dict):  # where it ran (not part of the cache key)
                     ran.bundle.environment.setdefault("engine", {"kind": self.engine, "node": platform.node()})
@@ -512,7 +518,8 @@ def store_waiting(store, say):
 
 def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
                 timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
-                on_submit: Callable[[JobHandle], None] | None = None, early: bool = False) -> Outcome:
+                on_submit: Callable[[JobHandle], None] | None = None, early: bool = False,
+                ahead: Callable | None = None) -> Outcome:
     """A Bundle for ``job``: from the cache if this exact job ran before on this kind of
     machine, else queued, run in a sandboxed worker and stored. Raises ``ExplorerError``.
 
@@ -520,6 +527,7 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     ``on_submit`` receives the ``JobHandle`` (for a UI that shows the queue position).
     With ``early``, a measuring job with ``preview_kernels`` returns as soon as its compiled
     bundle is here, unmeasured, with ``Outcome.pending`` to collect the measured one.
+    ``ahead``: work on a draft of the bundle made while the worker compiles (``run_job``).
     ``job`` is not changed."""
     engine_error = None
     if queue is None:
@@ -571,7 +579,8 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
     # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
     phases: _queue.SimpleQueue = _queue.SimpleQueue()
-    h = queue.submit(job, session=session, key=key, progress=phases.put, late_key=late.key if late else None)
+    h = queue.submit(job, session=session, key=key, progress=phases.put, late_key=late.key if late else None,
+                     ahead=ahead)
     if on_submit:
         on_submit(h)
     deadline = None if timeout is None else time.monotonic() + timeout

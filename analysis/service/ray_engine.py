@@ -186,12 +186,13 @@ class RayRunner:
         return resources_for(job, _node_cpus(ray))
 
     def __call__(self, job: Job, progress: Callable[[str], None] | None = None, limits: Limits | None = None,
-                 cancel: threading.Event | None = None, preview: Callable | None = None):
+                 cancel: threading.Event | None = None, preview: Callable | None = None,
+                 ahead: Callable | None = None):
         from ray.exceptions import RayError, TaskCancelledError
 
         from analysis.service.worker import EarlyParts, Ran, interpret
 
-        early = EarlyParts(job, preview)
+        early = EarlyParts(job, preview, ahead)
         ray = _ray()
         say = progress or (lambda p: None)
         limits = limits or Limits.from_env()
@@ -247,8 +248,8 @@ class RayRunner:
                 raise ExplorerError.from_dict(final["failure"])
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
-        ran = interpret(final.get("message"), bool(final.get("isolated")), job, like=early.like(),
-                        preview=early.bundle, sent=early.sent)
+        ran = interpret(final.get("message"), bool(final.get("isolated")), job, pipe=early.wait(),
+                        preview=early.bundle, sent=early.sent, decided=early.decided)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

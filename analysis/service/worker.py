@@ -12,11 +12,11 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze, remember_analysis
+from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze
 from analysis.errors import ExplorerError
 from analysis import tuning
-from analysis.hlo import HloParseError, parse_module, same_module_text
-from analysis.kernels import detect_platform
+from analysis.hlo import HloParseError
+from analysis.pipeline import Pipeline
 from analysis.service import sandbox
 from analysis.service.job import MEASURED_FIELDS, Job
 from analysis.service.settings import Limits
@@ -31,64 +31,56 @@ class Ran:
 
 
 def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: float | None = None,
-            limits: Limits | None = None, cancel=None, preview: Callable[[Bundle], None] | None = None) -> Ran:
+            limits: Limits | None = None, cancel=None, preview: Callable[[Bundle], None] | None = None,
+            ahead: Callable[[Bundle], None] | None = None) -> Ran:
     """Run ``job`` in a sandboxed worker process; returns its Bundle or raises ExplorerError.
     ``preview`` receives the compiled bundle a measuring job sends before it is measured
-    (``Job.preview_kernels``), checked as the final one is."""
+    (``Job.preview_kernels``), checked as the final one is; ``ahead``, the caller's work on a
+    draft of the bundle made from what the worker sends while it compiles (``EarlyParts``)."""
     limits = limits or Limits.from_env()
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
-    early = EarlyParts(job, preview)
+    early = EarlyParts(job, preview, ahead)
     res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
                              early.decisions)
     if res.message is None:
         raise sandbox.describe_failure(res, limits, job.filename, job.source)
-    like = early.like()
-    return interpret(res.message, res.isolated, job, like=like, preview=early.bundle, sent=early.sent,
+    return interpret(res.message, res.isolated, job, pipe=early.wait(), preview=early.bundle, sent=early.sent,
                      decided=early.decided)
 
 
-# Work to do on a worker's early bundle beside the compile, once its HLO is parsed and analyzed
-# and its fusion decisions are in: functions of the draft bundle (``EarlyParts``), registered
-# by whoever shows the bundle (the app lays its graphs out: ``app.views.payload_ahead``). What
-# they remember on the draft (``Bundle.derived``) goes to the worker's bundle that follows, and
-# counts there only while what it was made of is that bundle's too.
-AHEAD: dict[str, Callable[[Bundle], None]] = {}
-
-
 class EarlyParts:
-    """What a worker sends before its answer. Its HLO texts as XLA dumps them while it compiles,
-    and once compiled where they differ (``texts``): parsed and analyzed here in a thread
-    beside the compile and while the worker goes on, so the bundle that follows is not
-    parsed or analyzed again (``like``); that bundle leaves these texts out (``sent`` puts them
-    back), and one it does carry uses an early parse only if equal (``Bundle.share_parses``). A
-    measuring job's preview (calling this object): checked like any bundle the worker sends and
-    handed to ``deliver``; a bad one is dropped with a warning (the job goes on, its final
-    answer decides). The fusion decisions the worker made beside the compile (``decisions``):
-    checked like a bundle's, and the bundle that follows leaves them out where they stand. Once
-    the texts are analyzed and the decisions are in, a draft bundle of them (with the job's own
-    source) is handed to the ``AHEAD`` functions in that thread."""
+    """What a worker sends before its answer, put to use while it works. Its HLO texts as XLA
+    dumps them while it compiles, and once compiled where they differ (``texts``): fed to the
+    job's ``Pipeline`` in a thread beside the compile, so the bundle that follows takes their
+    parses and analysis (``Pipeline.onto``); that bundle leaves these texts out (``sent`` puts
+    them back). The fusion decisions the worker made beside the compile (``decisions``): checked
+    like a bundle's, and the bundle that follows leaves them out where they stand. A measuring
+    job's preview (calling this object): checked like any bundle the worker sends and handed to
+    ``deliver``; a bad one is dropped with a warning (the job goes on, its final answer decides).
+    Once the texts are analyzed and the decisions are in, the caller's ``ahead`` gets a draft
+    bundle of them (with the job's own source), in that thread; what it derives there the
+    bundle that follows takes wherever it was made of that bundle's own objects."""
 
     STAGES = ("hlo_before", "hlo_after")  # parsed here
     TEXTS = ("jaxpr", "stablehlo")  # kept as sent
 
-    def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None):
-        self.job, self.deliver = job, deliver
+    def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None,
+                 ahead: Callable[[Bundle], None] | None = None):
+        self.job, self.deliver, self.ahead = job, deliver, ahead
         self.bundle: Bundle | None = None
-        self._parses: dict = {}
+        self.pipe = Pipeline()
         self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
-        self._like: Bundle | None = None
         self._thread: threading.Thread | None = None
         self._told = 0  # texts messages taken (at most sandbox.EARLY_MESSAGES["texts"])
-        self._like_mods: tuple = ()  # the modules self._like was made of
         self.decided = None  # the worker's early fusion decisions, checked
         self._decisions_taken = False
-        self._ahead_of: Bundle | None = None  # the early bundle the AHEAD work was done for
+        self._ahead_of: tuple | None = None  # the analysis the ahead work was done for
 
     def texts(self, d) -> None:
         """One ``{"texts"}`` message: the HLO texts in it (as XLA dumps them during the compile,
-        then the compiled ones where they differ) are parsed in a thread, after the ones before
-        them; once both are parsed, the two are analyzed (again only when a parse changed)."""
+        then the compiled ones where they differ) go to the pipeline in a thread, after the ones
+        before them, and are analyzed once both are in."""
         if self._told >= sandbox.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
             return
         self._told += 1
@@ -101,34 +93,14 @@ class EarlyParts:
 
         def parse():
             for k, v in texts.items():
-                had = self._parses.get(k)
-                if had is not None and had[0] == v:
-                    continue  # the compiled text is the one dumped: parsed already
-                if had is not None and same_module_text(had[1], had[0], v):
-                    # it differs only in the order of a backend_config's fields (XLA:CPU's
-                    # YNNPACK fusions): the parse takes the compiled text's, and stays
-                    self._parses[k] = (v, had[1])
-                    continue
                 try:
-                    self._parses[k] = (v, parse_module(v))
+                    self.pipe.offer(k, v)
                 except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
-                    self._parses.pop(k, None)
-            parses = dict(self._parses)
-            mods = tuple(parses[k][1] if k in parses else None for k in self.STAGES)
-            if self._like is not None and all(a is b for a, b in zip(self._like_mods, mods)):
-                for k, t in parses.items():  # the same modules: their analysis stands, on these texts
-                    self._like.stages[k] = t[0]
-                    self._like._parsed[k] = t
-                return
-            self._like_mods = mods
-            like = Bundle(stages={k: v[0] for k, v in parses.items()})
-            like._parsed.update(parses)
-            if len(parses) == 2:  # and analyzed, as the bundle that follows will be
-                try:
-                    remember_analysis(like, detect_platform(like.module("hlo_after")))
-                except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
                     pass
-            self._like = like
+            try:
+                self.pipe.analysis()
+            except Exception:  # noqa: BLE001 - analyzed again with the bundle, which reports it
+                return
             self._ahead()
 
         self._chain(parse)
@@ -165,44 +137,35 @@ class EarlyParts:
         self._chain(check)
 
     def _ahead(self) -> None:
-        """The ``AHEAD`` work, once per early bundle that is analyzed and has the decisions:
-        on a draft of it with the job's source (what ``untrusted_bundle`` puts back), whose
-        ``derived`` entries the early bundle then holds for the bundle that follows."""
-        like, fd = self._like, self.decided
-        if not AHEAD or like is None or fd is None or like is self._ahead_of or self.job.kind not in ("code", "file"):
+        """The ``ahead`` work, once per analysis of the texts, when the decisions are in: on a
+        draft bundle of them with the job's source (what ``untrusted_bundle`` puts back)."""
+        made, fd = self.pipe.analysis(), self.decided
+        if self.ahead is None or made is None or fd is None or self.job.kind not in ("code", "file"):
             return
-        hit = like._parsed.get("_d:analysis")
-        if hit is None:
+        if self._ahead_of is not None and all(a is b for a, b in zip(self._ahead_of, made)):
             return
-        self._ahead_of = like
-        platform = hit[1][0]
-        draft = Bundle(stages=dict(like.stages), fusion_decisions=fd,
-                       source={"name": self.job.name, "file": self.job.filename, "code": self.job.source},
-                       environment={"platform": platform} if platform else {})
-        draft.share_parses(like)
-        reanalyze(draft, like)  # its analysis, and the decisions' kernels from its provenance
-        for fn in list(AHEAD.values()):
-            try:
-                fn(draft)
-            except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
-                warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
-        like.share_derived(draft)
+        self._ahead_of = made
+        stages = {k: hit[0] for k in self.STAGES if (hit := self.pipe.parse(k)) is not None}
+        draft = Bundle(stages=stages, fusion_decisions=fd,
+                       source={"name": self.job.name, "file": self.job.filename, "code": self.job.source})
+        self.pipe.onto(draft)  # its analysis, and the decisions' kernels from its provenance
+        try:
+            self.ahead(draft)
+        except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
+            warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
+        self.pipe.keep(draft)
 
-    def like(self) -> Bundle | None:
-        """The checked preview, else a bundle that holds the early parses (None without any)."""
-        if self.bundle is not None:
-            return self.bundle
-        if self._thread is None:
-            return None
-        self._thread.join()
-        return self._like
+    def wait(self) -> Pipeline:
+        """The pipeline, once what was sent so far has gone through it."""
+        if self._thread is not None:
+            self._thread.join()
+        return self.pipe
 
     def __call__(self, d) -> None:
         if self.deliver is None or self.bundle is not None:
             return
         try:
-            like = self.like()
-            b = untrusted_bundle(d, self.job, like, self.sent, self.decided)
+            b = untrusted_bundle(d, self.job, self.wait(), self.sent, self.decided)
         except ExplorerError as e:
             warnings.warn(f"a worker's preview was dropped: {e.one_line()}")
             return
@@ -210,12 +173,13 @@ class EarlyParts:
         self.deliver(b)
 
 
-def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview: Bundle | None = None,
+def interpret(msg, isolated: bool, job: Job, pipe: Pipeline | None = None, preview: Bundle | None = None,
               sent: dict | None = None, decided: dict | None = None) -> Ran:
     """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
     ExplorerError; the same for a worker here and one on a Ray node
-    (``analysis.service.ray_engine``). ``like``: a bundle whose parses the bundle reuses where its
-    texts are the same; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
+    (``analysis.service.ray_engine``). ``pipe``: the job's pipeline, fed what the worker sent
+    early (``EarlyParts``), whose parses and analysis the bundle takes where they are of its own
+    texts; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
     completes; ``sent``: the HLO texts the worker sent early, which its bundle leaves out;
     ``decided``: the fusion decisions it sent early (checked), which its bundle may leave out."""
     if not isinstance(msg, dict):
@@ -226,7 +190,7 @@ def interpret(msg, isolated: bool, job: Job, like: Bundle | None = None, preview
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
-        return Ran(untrusted_bundle(msg["bundle"], job, like, sent, decided), isolated)
+        return Ran(untrusted_bundle(msg["bundle"], job, pipe, sent, decided), isolated)
     if "measured" in msg:
         return Ran(measured_bundle(msg["measured"], job, preview), isolated)
     raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
@@ -250,25 +214,24 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
     b = replace(preview, source=dict(preview.source), options=dict(preview.options),
                 environment=dict(preview.environment), metrics=dict(preview.metrics),
                 timings=part.timings, fusion_comparison=part.fusion_comparison)
-    b.share_parses(preview)
-    b.share_derived(preview)  # the layer tree is made again (it holds the times), the rest is not
+    b.share_from(preview)  # the layer tree is made again (it holds the times), the rest is not
     return b
 
 
-def untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None,
+def untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | None = None,
                      decided: dict | None = None) -> Bundle:
     """A worker's bundle, as untrusted as an upload: the user's code ran in that process and
     could have rewritten it. Checked against the schema (``Bundle.from_dict``), what the parent
     knows from the job put back (the code, the name and file), and everything derived from the
     HLO texts derived again here (kernels, provenance, metrics: a worker does not send them).
     An HLO text the bundle leaves out is the one the worker sent early (``sent``), and so are
-    fusion decisions it leaves out (``decided``, checked already). What was derived ahead on
-    ``like`` is taken where it was made of what this bundle holds (``Bundle.derived``)."""
+    fusion decisions it leaves out (``decided``, checked already). The job's pipeline (``pipe``)
+    gives the parses and analysis of the texts it holds, and what was derived ahead of them."""
     with tuning.building():  # a big program's bundle is hundreds of thousands of objects, none garbage
-        return _untrusted_bundle(d, job, like, sent, decided)
+        return _untrusted_bundle(d, job, pipe, sent, decided)
 
 
-def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None = None,
+def _untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | None = None,
                       decided: dict | None = None) -> Bundle:
     if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
         own = d["stages"]
@@ -287,14 +250,13 @@ def _untrusted_bundle(d, job: Job, like: Bundle | None = None, sent: dict | None
     b.source = src
     if decided is not None and isinstance(d, dict) and "fusion_decisions" not in d:
         b.fusion_decisions = decided
-    if like is not None:
-        b.share_parses(like)  # equal texts only: what is derived from them is derived again below
     try:
-        reanalyze(b, like)  # (or taken from like's analysis of the same parses, made here)
+        if pipe is not None:
+            pipe.onto(b)  # the parses and analysis of its own texts, made as they came, or made now
+        else:
+            reanalyze(b)
     except HloParseError as e:
         raise ExplorerError("protocol", f"the worker sent HLO that does not parse: {e.message}", job.filename) from None
-    if like is not None:
-        b.share_derived(like)  # each entry counts only while what it was made of is this bundle's
     return b
 
 

@@ -1,0 +1,122 @@
+"""From a compile's two HLO texts to what every view derives from them: one pipeline, whoever
+runs it and whenever its texts arrive.
+
+    text before optimization --parse--+
+                                      +--analyze--> kernels, provenance, metrics
+    text after optimization  --parse--+             (and, on a bundle, everything derived from them)
+
+Each stage is made once per input. A ``Pipeline`` is offered the texts as they become known
+(``offer``) — XLA's dumps while it compiles (the thread beside the compile in the worker,
+``analysis.compile.stages``), a worker's early messages (the parent, ``analysis.service.worker``),
+the compiled texts at the end — and analyzes once both are parsed (``analysis``). A text equal
+to the one parsed, or the same module printed with a ``backend_config``'s fields in another
+order (``same_module_text``: XLA:CPU's dump and its compiled text), is not parsed again, and the
+analysis is made again only when a parse changed. ``onto(bundle)`` puts the parses of the
+bundle's own texts and their analysis on a bundle (the analysis is made there if it was not
+made ahead), with the values derived ahead from them (``keep``): so the work done beside XLA is
+a property of when the pipeline is fed, not a second copy of it.
+
+Thread-safe: the thread beside the compile and the caller share one pipeline.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from analysis.bundle import Bundle, analyze, derive_decision_kernels
+from analysis.hlo import Module, parse_module, same_module_text
+from analysis.kernels import detect_platform, kernels as find_kernels
+from analysis.metrics import compute_metrics
+from analysis.provenance import map_provenance
+
+STAGES = ("hlo_before", "hlo_after")  # the texts a pipeline parses
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Two analyses' inputs: the same parses (by identity) for the same platform (by name)."""
+    return a[0] is b[0] and a[1] is b[1] and a[2] == b[2]
+
+
+class Pipeline:
+    def __init__(self, platform: str | None = None):
+        self.platform = platform  # the compile's, when known (else read off the optimized module)
+        self._lock = threading.RLock()
+        self._parses: dict[str, tuple[str, Module]] = {}
+        self._made: tuple | None = None  # ((pre, post, platform), (kernels, provenance, metrics))
+        self._values: dict = {}  # what was derived ahead on bundles of this pipeline (``keep``)
+
+    def offer(self, stage: str, text: str) -> None:
+        """Parse ``text`` as ``stage`` unless this is the text (or the module) parsed already.
+        Raises what ``parse_module`` raises (a dump still being written, a bad text); the stage
+        then keeps what it had."""
+        with self._lock:
+            had = self._parses.get(stage)
+            if had is not None and had[0] == text:
+                return
+            if had is not None and same_module_text(had[1], had[0], text):
+                self._parses[stage] = (text, had[1])  # the same parse, on this text
+                return
+        module = parse_module(text)  # (outside the lock: the other thread may read meanwhile)
+        with self._lock:
+            self._parses[stage] = (text, module)
+
+    def parse(self, stage: str) -> tuple[str, Module] | None:
+        """``(text, module)`` of a stage, or None before it parsed."""
+        with self._lock:
+            return self._parses.get(stage)
+
+    def analysis(self) -> tuple | None:
+        """``(kernels, provenance, metrics)`` of the two parses (made once per pair), or None
+        before both parsed."""
+        with self._lock:
+            pre, post = self._parses.get("hlo_before"), self._parses.get("hlo_after")
+            if pre is None or post is None:
+                return None
+            platform = self.platform or detect_platform(post[1])
+            key = (pre[1], post[1], platform)
+            made = self._made
+            if made is None or not _same(made[0], key):
+                kernels = find_kernels(post[1], platform)
+                provenance = map_provenance(pre[1], post[1], kernels)
+                made = self._made = (key, (kernels, provenance, compute_metrics(pre[1], post[1], kernels, provenance)))
+            return made[1]
+
+    def onto(self, bundle: Bundle) -> Bundle:
+        """The bundle with the parses of its own texts, their analysis (this pipeline's, made now
+        if it was not made yet, where the bundle holds both its parses and the platform is the
+        one it is made for; else made on the bundle: ``analyze``) and what was derived ahead
+        (``keep``; each value counts only while what it was made of is the bundle's). Metrics
+        the analysis does not make (a shape sweep's) are kept."""
+        mine = []
+        with self._lock:
+            for stage, hit in self._parses.items():
+                text = bundle.stages.get(stage)
+                if isinstance(text, str) and text == hit[0]:
+                    bundle.stages[stage] = hit[0]
+                    bundle.cache.parses[stage] = hit
+                    mine.append(stage)
+            values = dict(self._values)
+        extra = dict(bundle.metrics or {})
+        made = None
+        if len(mine) == len(STAGES):
+            post = bundle.cache.parses["hlo_after"][1]
+            if (bundle.environment.get("platform") or detect_platform(post)) == (self.platform or detect_platform(post)):
+                made = self.analysis()
+        if made is not None:
+            # the very lists (nothing changes a bundle's kernels in place): what was derived from
+            # them ahead holds for this bundle too
+            bundle.kernels, bundle.provenance, bundle.metrics = made[0], made[1], dict(made[2])
+            derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
+        else:
+            analyze(bundle)
+        for k, v in extra.items():
+            bundle.metrics.setdefault(k, v)
+        for k, v in values.items():
+            bundle.cache.values.setdefault(k, v)
+        return bundle
+
+    def keep(self, bundle: Bundle) -> None:
+        """What was derived on ``bundle`` (a draft made ahead of the real one), for the bundles
+        this pipeline is put onto later."""
+        with self._lock:
+            self._values.update(bundle.cache.values)
