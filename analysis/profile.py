@@ -145,6 +145,7 @@ class Timings(TypedDict, total=False):
     trace_json_gz_bytes: int
     measured_compile: dict
     command_buffer_note: str
+    jobs_beside: int  # other jobs that ran on the machine while these were measured (the job queue's count)
 
 
 class TraceEvent(NamedTuple):

@@ -49,7 +49,7 @@ TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source"
 if "link_applied" not in ss:
     # Opening a shared link: restore what it names (model or pasted code, backend, options,
     # selection, tab); the compile below comes from the cache when the bundle is there.
-    from analysis import permalink
+    from app import permalink
 
     ss.link_applied = True
     state = permalink.params_to_state(st.query_params.to_dict())
@@ -550,7 +550,7 @@ elif kind == "code" and b.source.get("code"):
             ss.code_id = None
             st.caption(f"Pasted code cannot be linked: {e.one_line()}")
     link_state["code"] = ss.get("code_id")
-from analysis import permalink  # noqa: E402
+from app import permalink  # noqa: E402
 from analysis.render import report  # noqa: E402
 
 linkable = bool(link_state.get("model") or link_state.get("code"))

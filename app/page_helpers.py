@@ -9,13 +9,9 @@ import re
 import streamlit as st
 
 from analysis.errors import ExplorerError
-from analysis.service.job import Job
+from analysis.service.job import PHASES, Job
 from app import runner
 
-PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
-          "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
-          "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
-          "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
 
 
 def as_text(text: str) -> str:
@@ -152,13 +148,14 @@ def presets_for(backend: str) -> dict[str, dict]:
     target without the device is never autotuned, so "Autotuning off" is left out there."""
     from analysis.options import presets
 
-    pre = presets(platform_of(backend))
+    pre = presets(platform_for(backend))
     if backend == runner.APP_GPU_TARGET:
         pre.pop("Autotuning off", None)
     return pre
 
 
-def platform_of(backend: str) -> str:
+def platform_for(backend: str) -> str:
+    """The platform a backend choice compiles for (``auto``: the GPU where one is here)."""
     if backend == runner.APP_GPU_TARGET:
         return "gpu"
     return "gpu" if backend == "gpu" or (backend == "auto" and runner.gpu_present()) else "cpu"

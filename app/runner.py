@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from dataclasses import replace
 from typing import Callable
 
@@ -14,6 +12,8 @@ from analysis.errors import ExplorerError
 from analysis.options import presets
 from analysis.service.job import Job
 from analysis.service.queue import Outcome, compile_job
+# the pages ask these of the runner: whether JAX's CUDA plugin is installed, whether a GPU is here
+from analysis.service.sandbox import cuda_plugin_installed as cuda_plugin_present, gpu_present  # noqa: F401
 from analysis.service.sandbox import sandbox_status
 from sample_models import gallery, recorded_bundle_path
 
@@ -46,17 +46,6 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
 
         job = replace(job, preview_kernels=Limits.from_env().preview_kernels)
     return compile_job(job, session=session, progress=progress, early=early, ahead=ahead)
-
-
-def cuda_plugin_present() -> bool:
-    """JAX's CUDA plugin is installed (the ``cuda`` extra), checked without importing JAX."""
-    return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
-
-
-def gpu_present() -> bool:
-    """Cheap check without importing JAX: an NVIDIA device node and JAX's CUDA plugin."""
-    has_dev = os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
-    return has_dev and cuda_plugin_present()
 
 
 def recorded_target_bundle(job: Job) -> Outcome:

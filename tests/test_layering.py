@@ -6,6 +6,9 @@
 - nothing under ``analysis/`` imports Streamlit;
 - ``analysis/service/`` and ``analysis/compile/`` never import ``analysis/render/``; the core
   (the modules at the top of ``analysis/``) imports neither ``compile``, ``service`` nor ``render``;
+- the gallery (``sample_models``: the model files and their registry) imports nothing of ours
+  but ``analysis.errors``, so any layer may read it; its lessons (``sample_models.lessons``,
+  claims checked on a bundle) read bundles like a view: the core, ``hlo`` and ``render``;
 - the app, the viewer's modules and the service's parent side load no JAX when imported.
 """
 
@@ -52,6 +55,8 @@ IMPORTS = {name: _imports(path) for name, path in MODULES.items()}
 
 def _layer(name: str) -> str:
     parts = name.split(".")
+    if parts[0] == "sample_models":
+        return "lessons" if name == "sample_models.lessons" else "gallery"
     if parts[0] != "analysis":
         return parts[0]
     if len(parts) > 1 and parts[1] in ("hlo", "compile", "service", "render"):
@@ -64,7 +69,8 @@ def _ours(imported: set[str]) -> set[str]:
 
 
 def test_every_layer_exists():
-    assert {_layer(n) for n in MODULES} >= {"hlo", "core", "compile", "service", "render", "cli", "app"}
+    assert {_layer(n) for n in MODULES} >= {"hlo", "core", "compile", "service", "render", "cli", "app", "gallery",
+                                            "lessons"}
 
 
 def test_only_compile_and_the_worker_process_import_jax():
@@ -76,6 +82,13 @@ def test_only_compile_and_the_worker_process_import_jax():
     allowed = {n for n in MODULES if _layer(n) == "compile"} | {"analysis.service.worker_main"}
     assert importers, "nothing imports JAX: the check is looking at the wrong files"
     assert importers <= allowed, f"JAX imported outside analysis/compile: {sorted(importers - allowed)}"
+
+
+def test_the_gallery_imports_nothing_of_ours_but_the_errors():
+    for name in MODULES:
+        if _layer(name) == "gallery":
+            outside = {m for m in _ours(IMPORTS[name]) if not m.startswith(("sample_models", "analysis.errors"))}
+            assert not outside, f"{name} imports {sorted(outside)}"
 
 
 def test_hlo_imports_nothing_of_ours_outside_itself():
@@ -92,9 +105,12 @@ def test_analysis_never_imports_streamlit():
 
 
 def test_imports_point_down():
-    forbidden = {"core": ("compile", "service", "render", "cli", "app"), "compile": ("service", "render", "cli", "app"),
-                 "service": ("render", "cli", "app"), "render": ("compile", "service", "cli", "app"),
-                 "hlo": ("core", "compile", "service", "render", "cli", "app"), "app": ("compile",)}
+    forbidden = {"render": ("compile", "service", "cli", "app"),
+                 "hlo": ("core", "compile", "service", "render", "cli", "app", "gallery", "lessons"),
+                 "app": ("compile",), "lessons": ("compile", "service", "cli", "app"),
+                 "core": ("compile", "service", "render", "cli", "app", "lessons"),
+                 "compile": ("service", "render", "cli", "app", "lessons"),
+                 "service": ("render", "cli", "app", "lessons")}
     bad = []
     for name, imps in IMPORTS.items():
         for m in _ours(imps):

@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from analysis.permalink import (params_to_state, query_string, resolve_code, selection, state_to_params)
+from app.permalink import (params_to_state, query_string, resolve_code, selection, state_to_params)
 
 NAMES = {"mlp", "transformer_block"}
 

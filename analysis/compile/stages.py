@@ -42,8 +42,6 @@ from analysis.passes import pass_log_from_dir
 from analysis.pipeline import Pipeline
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 
-PHASES = ("trace", "lower", "compile", "analyze")
-
 
 @dataclass
 class Compiled:

@@ -15,6 +15,14 @@ from dataclasses import asdict, dataclass, field
 
 KINDS = ("gallery", "code", "file", "probe", "sweep")
 
+# The phases a job goes through, as a worker names them in ``{"progress": PHASE}`` (a phase may
+# carry a detail after a colon: ``sweep:cached calls``), with the words the app shows for each;
+# ``cached`` is the queue's (a bundle found in the store). A worker's other progress is not read.
+PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
+          "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
+          "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
+          "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
+
 
 # What measuring adds to a compiled bundle: all that a worker which sent its preview sends
 # after it (``{"measured": {...}}``, completed by the parent's copy of the preview).

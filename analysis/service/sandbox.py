@@ -52,6 +52,7 @@ from typing import Callable
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.service import cgroup, seccomp
+from analysis.service.job import PHASES
 from analysis.service.settings import REPO_ROOT, Limits
 
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
@@ -71,6 +72,12 @@ def cuda_plugin_installed() -> bool:
     libraries at start, even on a machine without a GPU, and they need a huge address space."""
     import importlib.util
     return any(importlib.util.find_spec(m) is not None for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
+
+
+def gpu_present() -> bool:
+    """A GPU JAX can use is here: an NVIDIA device node and JAX's CUDA plugin (checked without
+    importing JAX). The one test of it: the workers' sandbox and the app's choices both use it."""
+    return bool(gpu_device_nodes()) and cuda_plugin_installed()
 
 
 # ----------------------------------------------------------------------------- status
@@ -434,7 +441,6 @@ _SIGNAL_NAMES = {signal.SIGSEGV: "segmentation fault", signal.SIGKILL: "killed",
                  signal.SIGILL: "illegal instruction", signal.SIGTERM: "terminated"}
 
 # The worker's progress phases the parent passes on (anything else is dropped), and how many.
-PHASES = frozenset({"load", "trace", "lower", "compile", "analyze", "measure", "compare", "passes", "sweep"})
 MAX_PROGRESS = 200
 
 

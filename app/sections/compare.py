@@ -27,7 +27,7 @@ from analysis.options import format_options  # noqa: E402
 from analysis.render.format import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
 from app.kernels_view import numbers_shown  # noqa: E402
-from analysis import permalink  # noqa: E402
+from app import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
     backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
     show_error,

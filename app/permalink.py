@@ -180,7 +180,7 @@ def params_to_state(params, gallery_names=None) -> dict:
 
     opt = get("opt")
     if opt:
-        from analysis.options import parse_options  # pure helper: importing analysis.compile.lower imports no JAX
+        from analysis.options import parse_options  # pure: imports no JAX
 
         for item in _split_options(opt):
             key, sep, _ = item.partition("=")
