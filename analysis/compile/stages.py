@@ -32,7 +32,7 @@ from jax.sharding import SingleDeviceSharding
 from analysis.bundle import Bundle, now
 from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
 from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
-from analysis.compile.user_errors import error_from_exception
+from analysis.compile.user_errors import user_code
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
@@ -128,7 +128,7 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     fn = loaded.filename
     times: dict[str, float] = {}
 
-    try:
+    with user_code("inputs", fn):
         if gpu_target:
             on = SingleDeviceSharding(device)
             args = jax.tree_util.tree_map(
@@ -136,25 +136,18 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
                 loaded.inputs)
         else:
             args = jax.device_put(loaded.inputs, device)
-    except Exception as e:  # noqa: BLE001 - whatever the inputs raise becomes the user's one-line error
-        raise error_from_exception("inputs", e, fn) from None
 
     say("trace")
     t0 = time.perf_counter()
-    try:
-        with as_main(loaded.module):
-            traced = jax.jit(loaded.model).trace(*args)
-    except Exception as e:  # noqa: BLE001 - the user's code fails while tracing: a one-line error
-        raise error_from_exception("trace", e, fn) from None
+    with user_code("trace", fn), as_main(loaded.module):
+        traced = jax.jit(loaded.model).trace(*args)
     times["trace"] = time.perf_counter() - t0
 
     say("lower")
     t0 = time.perf_counter()
-    try:
+    with user_code("lower", fn):
         lowered = traced.lower()
         stablehlo = lowered.as_text()
-    except Exception as e:  # noqa: BLE001 - lowering errors are the user's program's: one line
-        raise error_from_exception("lower", e, fn) from None
     times["lower"] = time.perf_counter() - t0
 
     # While XLA compiles (C++, without the GIL) the jaxpr's text and the parse of the HLO
@@ -188,14 +181,10 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     times["compile"] = time.perf_counter() - t0
     hlo_before = before_optimizations(dump_dir, hlo_after) if dump_dir else None
     if hlo_before is None:  # XLA wrote no dump (or not this module's): convert it here
-        try:
+        with user_code("lower", fn):
             hlo_before = lowered.as_text(dialect="hlo", debug_info=True)
-        except Exception as e:  # noqa: BLE001 - lowering errors are the user's program's: one line
-            raise error_from_exception("lower", e, fn) from None
-    try:
+    with user_code("trace", fn):
         jaxpr = beside.jaxpr if beside.jaxpr is not None else str(traced.jaxpr)
-    except Exception as e:  # noqa: BLE001 - printing the user's jaxpr failed: a one-line error
-        raise error_from_exception("trace", e, fn) from None
     if on_texts is not None:
         on_texts({"hlo_before": hlo_before, "hlo_after": hlo_after})
 
@@ -280,6 +269,16 @@ def after_optimizations(dump_dir: str) -> str | None:
         return None
 
 
+def _or_none(fn, *args):
+    """``fn(*args)``, or None where it raises: beside the compile a part that fails is only made
+    again by the caller after the compile, where its error is raised and reported as always; an
+    estimate XLA's backend does not implement is none."""
+    try:
+        return fn(*args)
+    except Exception:  # noqa: BLE001 - see above: the one place the beside thread's failures end
+        return None
+
+
 class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
     fusion log parsed as XLA writes it (``LogFollower``), and the compile's pipeline fed the
@@ -308,10 +307,7 @@ class _Beside(threading.Thread):
 
     def run(self) -> None:
         tuning.lower_this_thread(self.NICE)
-        try:
-            self.jaxpr = str(self._traced.jaxpr)
-        except Exception:  # noqa: BLE001 - made again by the caller, which reports the error
-            self.jaxpr = None
+        self.jaxpr = _or_none(lambda: str(self._traced.jaxpr))
         if not self._dir:
             return
         prepare_parser()  # (a fresh worker's first parse: its patterns compiled while XLA runs)
@@ -319,11 +315,8 @@ class _Beside(threading.Thread):
         told: set[str] = set()
         while True:
             done = self.compiled.is_set()
-            if self._follower is not None:
-                try:
-                    self._follower.poll()
-                except Exception:  # noqa: BLE001 - the log is then read from its file, after the compile
-                    self._follower.failed = True
+            if self._follower is not None and not self._follower.failed and _or_none(self._follower.poll) is None:
+                self._follower.failed = True  # (poll returns True or False) the log is read from its file after
             if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
                 told.add("hlo_before")
             if "hlo_before" in told and "hlo_after" not in told and \
@@ -339,9 +332,7 @@ class _Beside(threading.Thread):
         if not text or text == tried.get(stage):
             return False
         tried[stage] = text
-        try:
-            self._pipe.offer(stage, text)
-        except Exception:  # noqa: BLE001 - still being written (or bad): offered again, or parsed by the caller
+        if _or_none(lambda: self._pipe.offer(stage, text) or True) is None:  # still being written (or bad)
             return False
         self._tell(stage, text)
         return True
@@ -351,35 +342,28 @@ class _Beside(threading.Thread):
             extra, self._with_first = self._with_first, {}
             if self.jaxpr is not None and stage == "hlo_before":
                 extra = {**extra, "jaxpr": self.jaxpr}
-            try:
-                self._on_text({**extra, stage: text})
-            except Exception:  # noqa: BLE001 - the texts go again once compiled
-                pass
+            _or_none(self._on_text, {**extra, stage: text})  # (they go again once compiled)
 
     def _decide(self) -> None:
         """The pipeline's analysis of the two dumps, and the fusion decisions mapped onto them
         (sent to ``on_decisions``; also when XLA finished meanwhile: they still come before the
         bundle, which then leaves them out)."""
-        try:
-            made = self._pipe.analysis()
-        except Exception:  # noqa: BLE001 - analyzed again by the caller, which reports the error
+        made = _or_none(self._pipe.analysis)
+        follower = self._follower
+        if made is None or follower is None or follower.failed:
             return
-        if made is None or self._follower is None or self._follower.failed:
-            return
-        try:
-            self._follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
-            decide(self._follower, self._pipe.parse("hlo_before")[1], self._pipe.parse("hlo_after")[1], made[1],
+
+        def decided():
+            follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
+            decide(follower, self._pipe.parse("hlo_before")[1], self._pipe.parse("hlo_after")[1], made[1],
                    self._pipe.platform or "", self._dir)
-        except Exception:  # noqa: BLE001 - made again after the compile, where errors are reported
-            self._follower.decided = None
-            return
-        decided = self._follower.decided
-        if self._on_decisions is None or decided is None:
-            return
-        try:
-            self._on_decisions(decided[2])
-        except Exception:  # noqa: BLE001 - the bundle carries them all the same
-            pass
+            return follower.decided
+
+        got = _or_none(decided)
+        if got is None:
+            follower.decided = None
+        elif self._on_decisions is not None:
+            _or_none(self._on_decisions, got[2])  # (the bundle carries them all the same)
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:
@@ -411,10 +395,7 @@ class _ExecutableStats(threading.Thread):
 
 
 def _cost_analysis(compiled) -> dict | None:
-    try:
-        ca = compiled.cost_analysis()
-    except Exception:  # noqa: BLE001 - some backends do not implement it; the bundle says none
-        return None
+    ca = _or_none(compiled.cost_analysis)  # some backends do not implement it: the bundle says none
     if isinstance(ca, list):
         ca = ca[0] if ca else None
     if not ca:
@@ -423,10 +404,7 @@ def _cost_analysis(compiled) -> dict | None:
 
 
 def _memory_analysis(compiled) -> dict | None:
-    try:
-        ma = compiled.memory_analysis()
-    except Exception:  # noqa: BLE001 - some backends do not implement it; the bundle says none
-        return None
+    ma = _or_none(compiled.memory_analysis)  # some backends do not implement it: the bundle says none
     if ma is None:
         return None
     out = {}

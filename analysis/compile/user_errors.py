@@ -6,6 +6,7 @@ worker)."""
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import re
 import traceback
@@ -79,4 +80,14 @@ def call_user(phase: str, fn: Callable, filename: str, *args):
     except BaseException as e:  # noqa: BLE001 - user code may raise anything, SystemExit included
         if isinstance(e, KeyboardInterrupt):
             raise
+        raise error_from_exception(phase, e, filename) from None
+
+
+@contextlib.contextmanager
+def user_code(phase: str, filename: str):
+    """Inside, anything the user's program raises (while JAX traces, lowers or prints it) becomes
+    one ``ExplorerError`` of ``phase`` at the user's line; an ``ExplorerError`` passes as it is."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - the user's program may raise anything: one line, at its line
         raise error_from_exception(phase, e, filename) from None
