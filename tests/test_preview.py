@@ -592,27 +592,7 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     assert "step (median)" in [m.label for m in at.metric]
 
 
-PRE_TEXT = """HloModule m
-
-ENTRY %main (p: f32[8]) -> f32[8] {
-  %p = f32[8]{0} parameter(0)
-  %a = f32[8]{0} add(%p, %p), metadata={op_name="jit(f)/add"}
-  ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg"}
-}
-"""
-POST_DUMP = """HloModule m, is_scheduled=true
-
-%fused (x: f32[8]) -> f32[8] {
-  %x = f32[8]{0} parameter(0)
-  %a = f32[8]{0} add(%x, %x), metadata={op_name="jit(f)/add"}
-  ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg"}
-}
-
-ENTRY %main (p: f32[8]) -> f32[8] {
-  %p = f32[8]{0} parameter(0)
-  ROOT %f = f32[8]{0} fusion(%p), kind=kLoop, calls=%fused, backend_config={"a":1,"b":[2,3]}
-}
-"""
+from tests.test_pipeline import POST as POST_DUMP, PRE as PRE_TEXT  # noqa: E402 - the pipeline's own modules
 
 
 def test_texts_sent_as_xla_dumps_them_are_parsed_once_and_the_compiled_ones_take_the_parse():
