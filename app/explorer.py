@@ -28,7 +28,7 @@ from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
-from app import guard, runner, views  # noqa: E402
+from app import graph_payload, guard, queries, runner, views  # noqa: E402
 from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -102,7 +102,7 @@ def compile_job(job: Job) -> None:
 
         try:
             outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True,
-                                            ahead=views.payload_ahead)
+                                            ahead=graph_payload.payload_ahead)
         except ExplorerError as e:
             ss.error = e.full_text()
             ss.error_at = (e.file, e.line, e.column, e.message)
@@ -396,7 +396,7 @@ if not present:  # presentation mode shows the same cards, large, in the graphs'
 query = ss.get("find") or ""
 if query != ss.get("find_done"):
     ss.find_done = query
-    hits = views.search(b, query) if query else []
+    hits = queries.search(b, query) if query else []
     if hits:
         s_, n_, _ = hits[0]
         ss.sel = {"line": int(query.strip())} if query.strip().isdigit() else {"side": s_, "name": n_}
@@ -407,7 +407,7 @@ if query != ss.get("find_done"):
 
 payload_key = (id(b), b.created, b.title)
 if ss.get("payload_for") != payload_key:
-    ss.payload = views.graph_payload(b)
+    ss.payload = graph_payload.graph_payload(b)
     ss.payload_for = payload_key
     if "packed" in ss.payload:  # a big program: the heap its bundle and views were built in, back now
         tuning.return_free_memory(collect=False)
@@ -426,7 +426,7 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # (no st.spinner: the panes say "Laying out …" themselves, and a spinner inserted before
     # the graphs made the page's focus handling walk its whole DOM, 2 s of a layer's opening)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
-        views.add_variant(b, ss.payload, asked["want"])
+        graph_payload.add_variant(b, ss.payload, asked["want"])
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
@@ -512,7 +512,7 @@ with tab_s:
         code = b.source.get("code")
         if code:
             n_lines = len(code.splitlines())
-            lines_with_ops = {i: ops for i, ops in views.ops_by_line(b).items() if 1 <= i <= n_lines and ops}
+            lines_with_ops = {i: ops for i, ops in queries.ops_by_line(b).items() if 1 <= i <= n_lines and ops}
             opts = [None] + sorted(lines_with_ops)
             src_lines = code.splitlines()
             cur = ss.sel.get("line")
@@ -523,8 +523,8 @@ with tab_s:
                 ss.sel = {"line": pick}
                 st.rerun()
             st.caption("The graphs' Source button shows these lines beside the graphs, each tagged with its kernels.")
-            st.markdown(views.code_html(code, {cur} if cur else set(), "s", tags=views.line_tags(ss.payload)),
-                        unsafe_allow_html=True)
+            tags = graph_payload.line_tags(ss.payload)
+            st.markdown(views.code_html(code, {cur} if cur else set(), "s", tags=tags), unsafe_allow_html=True)
             st.download_button("Download source", code, file_name=f"{b.title}.py", key="dl_src")
         else:
             st.info("This input carries no source code (an imported HLO text or dump).")

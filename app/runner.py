@@ -37,7 +37,7 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
     """The bundle for ``job``. With ``early``, a big program's measuring job (``preview_kernels``
     in the limits: 200 kernels) comes back once it is compiled, its measured bundle in
     ``Outcome.pending``. ``ahead``: the page's work on a draft of the bundle, made while the
-    worker compiles (the explorer lays its graphs out: ``views.payload_ahead``)."""
+    worker compiles (the explorer lays its graphs out: ``graph_payload.payload_ahead``)."""
     job = app_job(job)
     if job.gpu_target and not cuda_plugin_present():
         return recorded_target_bundle(job)

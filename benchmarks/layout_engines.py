@@ -54,11 +54,11 @@ def fetch_js() -> dict[str, str]:
 
 def graphs(n: int) -> dict:
     from analysis.compile.stages import compile_model
-    from app import views
+    from app import graph_payload
     from benchmarks.scaling import _load
 
     b = compile_model(_load(n), "cpu").bundle
-    specs = views._variant_specs(b, ["layers", "collapsed"])
+    specs = graph_payload.variant_specs(b, ["layers", "collapsed"])
     return {f"N={n} {name}": specs["post"][name] for name in ("layers", "collapsed")}
 
 

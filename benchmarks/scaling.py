@@ -6,7 +6,7 @@ layer on the CPU). Every number is a ratio against a bare ``jax.jit(model).lower
 of the same N, measured beside it:
 
 1. **first graph, in-process**: ``compile_model`` (what the worker does: compile, parse, link,
-   explain) plus ``views.graph_payload`` (what the app builds and lays out before it draws),
+   explain) plus ``app.graph_payload`` (what the app builds and lays out before it draws),
    with the layout cache emptied first; bare and ours alternate, the order flipping per trial;
 2. **--measure**: ``compile_model`` plus ``measure`` against the bare compile plus the time the
    measured calls themselves take (warm-up, timed and traced calls);
@@ -63,15 +63,16 @@ def bare(n: int) -> float:
 
 def ours(n: int) -> tuple[float, dict]:
     from analysis.compile.stages import compile_model
-    from app import views
+    from analysis.render import layout_cache
+    from app import graph_payload
 
-    with views._SVG_LOCK:
-        views._SVG_CACHE.clear()
+    with layout_cache._SVG_LOCK:
+        layout_cache._SVG_CACHE.clear()
     m = _load(n)
     t0 = time.perf_counter()
     b = compile_model(m, "cpu").bundle
     t1 = time.perf_counter()
-    p = views.graph_payload(b)
+    p = graph_payload.graph_payload(b)
     t2 = time.perf_counter()
     return t2 - t0, {"compile_model_s": t1 - t0, "payload_s": t2 - t1, "kernels": len(b.kernels),
                      "instructions_before": len(b.module("hlo_before").entry.instructions),

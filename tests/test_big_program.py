@@ -10,7 +10,8 @@ import re
 
 from analysis.bundle import bundle_from_hlo
 from analysis.render.details import pack_light, unpack_light
-from app import views
+from analysis.render import layout_cache
+from app import graph_payload, views
 from tests.stack_hlo import stack_texts
 
 LAYERS = 8
@@ -28,8 +29,8 @@ def _ids(svg: str) -> set[str]:
 
 def test_a_big_program_lays_out_only_its_layers_view_first():
     b = _big()
-    assert len(b.module("hlo_before").entry.instructions) == LAYERS * PER_LAYER + 4 > views.OPEN_AS_LAYERS
-    p = views.graph_payload(b)
+    assert len(b.module("hlo_before").entry.instructions) == LAYERS * PER_LAYER + 4 > graph_payload.OPEN_AS_LAYERS
+    p = graph_payload.graph_payload(b)
     assert p["open_variant"] == "layers"
     for side in ("pre", "post"):
         g = p["graphs"][side]
@@ -41,8 +42,8 @@ def test_a_big_program_lays_out_only_its_layers_view_first():
 
 def test_opening_a_layer_lays_out_it_and_its_neighbours_only():
     b = _big()
-    p = views.graph_payload(b)
-    assert views.add_variant(b, p, "layers:layer3")
+    p = graph_payload.graph_payload(b)
+    assert graph_payload.add_variant(b, p, "layers:layer3")
     assert "layers:layer3" not in p["lazy"]
     pre = p["graphs"]["pre"]
     ids = _ids(pre["svgs"][pre["variants"]["layers:layer3"]])
@@ -61,15 +62,15 @@ def test_opening_a_layer_lays_out_it_and_its_neighbours_only():
 
 def test_a_view_that_is_no_view_of_this_program_is_refused():
     b = _big()
-    p = views.graph_payload(b)
+    p = graph_payload.graph_payload(b)
     before = {s: list(g["svgs"]) for s, g in p["graphs"].items()}
     for name in ("layers:nope", "../../etc", "", None, 3, {"a": 1}, "layers"):
-        assert not views.add_variant(b, p, name)
+        assert not graph_payload.add_variant(b, p, name)
     assert {s: g["svgs"] for s, g in p["graphs"].items()} == before
 
 
 def test_a_small_program_gets_every_view_at_once(gallery_bundle):
-    p = views.graph_payload(gallery_bundle("decoder_nnx"))
+    p = graph_payload.graph_payload(gallery_bundle("decoder_nnx"))
     assert p["open_variant"] == "default" and p["lazy"] == []
     assert {"default", "expanded", "collapsed", "layers", "layers:attn"} <= set(p["graphs"]["pre"]["variants"])
 
@@ -131,21 +132,21 @@ def test_a_graph_graphviz_cannot_lay_out_fails_once_not_on_every_ask(monkeypatch
 
     bad = "digraph G { a -> ; }"
     with pytest.raises(RuntimeError, match="Graphviz failed"):
-        views.layout_svg(bad)
+        layout_cache.layout_svg(bad)
 
     def no_second_run(dots, timeout=60.0):
         raise AssertionError("Graphviz was run again for a graph that had failed")
 
-    monkeypatch.setattr(views, "render_svgs_each", no_second_run)
+    monkeypatch.setattr(layout_cache, "render_svgs_each", no_second_run)
     with pytest.raises(RuntimeError, match="Graphviz failed"):
-        views.layout_svg(bad)
-    assert views._svg_or_error(bad).startswith("<p>Graphviz failed")
+        layout_cache.layout_svg(bad)
+    assert layout_cache.svg_or_error(bad).startswith("<p>Graphviz failed")
 
 
 def test_after_a_view_is_laid_out_only_the_new_svgs_are_sent_again():
     graphs = {"pre": {"title": "t", "svgs": ["<a/>", "<b/>", "<c/>"], "variants": {"layers": 0, "x": 2}},
               "post": {"title": "u", "svgs": ["<d/>"], "variants": {"layers": 0}}, "none": None}
-    got = views.graphs_since(graphs, {"pre": 2, "post": 1})
+    got = graph_payload.graphs_since(graphs, {"pre": 2, "post": 1})
     assert got["pre"]["svgs"] == ["<c/>"] and got["pre"]["svgs_from"] == 2
     assert got["pre"]["variants"] == {"layers": 0, "x": 2}  # the views' names go whole
     assert got["post"]["svgs"] == [] and got["post"]["svgs_from"] == 1
@@ -153,13 +154,13 @@ def test_after_a_view_is_laid_out_only_the_new_svgs_are_sent_again():
     assert graphs["pre"]["svgs"] == ["<a/>", "<b/>", "<c/>"]  # the payload itself is untouched
     # counts the browser made up: that side goes whole
     for bad in ({"pre": 9}, {"pre": -1}, {"pre": "2"}, {"pre": True}, {"pre": 0}, "x", None):
-        got = views.graphs_since(graphs, bad)
+        got = graph_payload.graphs_since(graphs, bad)
         assert got["pre"]["svgs"] == graphs["pre"]["svgs"] and "svgs_from" not in got["pre"], bad
 
 
 def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_drawn_or_picked():
     b = _big()
-    p = views.graph_payload(b)
+    p = graph_payload.graph_payload(b)
     det = p["details"]
     # every op is there for the search and the source highlight, light (no instruction text),
     # in the JSON text of what never changes, with the links and the layer maps
@@ -175,19 +176,19 @@ def test_a_big_program_sends_full_details_for_what_it_draws_and_the_rest_when_dr
     full = [i for i in drawn if i in light]
     assert full and all("%" + det[i]["name"] + " = " in det[i]["text"] for i in full)
     rev0 = p.get("rev", 0)
-    assert views.add_variant(b, p, "layers:layer3")
+    assert graph_payload.add_variant(b, p, "layers:layer3")
     assert det["op:m3"]["text"].startswith("%m3 = ")
     assert "op:m5" not in det  # not drawn by that view
-    since = views.details_since(p, rev0)
+    since = graph_payload.details_since(p, rev0)
     assert "op:m3" in since and "op:m5" not in since
-    assert views.details_since(p, p["rev"]) == {}
+    assert graph_payload.details_since(p, p["rev"]) == {}
     # a selection outside every drawn view: its details now, under a new revision
-    assert views.add_details(b, p, ["op:m5", "op:no-such-op", 7])
+    assert graph_payload.add_details(b, p, ["op:m5", "op:no-such-op", 7])
     assert det["op:m5"]["text"].startswith("%m5 = ") and "op:no-such-op" not in det
-    assert set(views.details_since(p, p["rev"] - 1)) == {"op:m5"}
-    assert not views.add_details(b, p, ["op:m5"])  # already full: nothing to send
+    assert set(graph_payload.details_since(p, p["rev"] - 1)) == {"op:m5"}
+    assert not graph_payload.add_details(b, p, ["op:m5"])  # already full: nothing to send
     for bad in (None, "3", True, 1.5):  # a revision the browser made up: everything added
-        assert {"op:m3", "op:m5"} <= set(views.details_since(p, bad))
+        assert {"op:m3", "op:m5"} <= set(graph_payload.details_since(p, bad))
 
 
 def test_light_details_go_by_column_and_come_back_as_they_were():

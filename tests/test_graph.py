@@ -212,7 +212,7 @@ def test_a_big_payload_goes_deflated_and_comes_back_whole():
     import json
     import zlib
 
-    from app.views import PACK_OVER, packed_args
+    from app.graph_payload import PACK_OVER, packed_args
 
     small = {"data_key": "k1", "graphs": {"pre": {"svgs": ["<svg/>"]}}}
     assert packed_args(small, 3) == {**small, "rev": 3}  # as it is

@@ -466,24 +466,25 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     import json
 
     from analysis.service import worker as worker_module
-    from app import views
+    from analysis.render import layout_cache
+    from app import graph_payload
 
     made: list[str] = []
-    real_core = views._payload_core
-    monkeypatch.setattr(views, "_payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
+    real_core = graph_payload._payload_core
+    monkeypatch.setattr(graph_payload, "_payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
     told = []
     real_decisions = EarlyParts.decisions
     monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
     job = Job(kind="code", source=stack_source(12), filename="layers.py", name="layers", backend="cpu")
-    b = worker_module.run_job(job, limits=Limits(timeout_s=180), ahead=views.payload_ahead).bundle
+    b = worker_module.run_job(job, limits=Limits(timeout_s=180), ahead=graph_payload.payload_ahead).bundle
     assert told and b.fusion_decisions and b.fusion_decisions["records"]
     assert made == ["xla-explorer-early-parse"]
-    payload = views.graph_payload(b)
+    payload = graph_payload.graph_payload(b)
     assert made == ["xla-explorer-early-parse"]  # taken, not made again
     b.forget("graph_payload")
-    with views._SVG_LOCK:
-        views._SVG_CACHE.clear()
-    fresh = views.graph_payload(b)
+    with layout_cache._SVG_LOCK:
+        layout_cache._SVG_CACHE.clear()
+    fresh = graph_payload.graph_payload(b)
     assert made[-1] == threading.current_thread().name
     assert json.dumps(payload, sort_keys=True, default=str) == json.dumps(fresh, sort_keys=True, default=str)
 

@@ -395,8 +395,9 @@ def html_report(bundle: Bundle) -> str:
 
 
 def graph_js() -> str:
-    """The pan/zoom script every graph view shares (``assets/graph.js``; the app's component
-    serves the same file)."""
+    """The pan/zoom script every graph view shares (``assets/graph.js``, a link to the one file,
+    ``app/graph_component/graph.js``: Streamlit serves only files whose real path is inside a
+    component's folder, so the file lives there)."""
     from importlib import resources
 
     return resources.files("analysis.render").joinpath("assets/graph.js").read_text(encoding="utf-8")

@@ -1,0 +1,108 @@
+"""Graphviz layouts cached by their DOT text, shared by every caller in this process (every
+session of the app's server): a layout is a pure function of its DOT, so a graph asked for
+again (a rerun, another tab, a download) is not laid out again. It is a small LRU of our own
+rather than Streamlit's cache so that both sides of a compile can be laid out at once in
+Graphviz's processes, and it imports no Streamlit, so the HTML report can share it.
+
+A DOT text Graphviz could not lay out (a timeout, a refusal) is remembered for a while too:
+asked again at once it fails at once instead of after another minute of Graphviz."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections import OrderedDict
+from typing import Callable
+
+from analysis.render.graph import render_svgs_each, render_svgs_start
+
+_SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
+_SVG_LOCK = threading.Lock()
+_SVG_MAX = 64
+_SVG_MAX_CHARS = 48 << 20  # and at most this much SVG text in all: one huge upload must not pin it
+
+# DOT texts Graphviz could not lay out, with when and why, for FAILED_FOR_S
+_SVG_FAILED: "OrderedDict[str, tuple[float, str]]" = OrderedDict()
+FAILED_FOR_S = 600.0
+
+
+def _trim_svg_cache() -> None:
+    total = sum(len(v) for v in _SVG_CACHE.values())
+    while _SVG_CACHE and (len(_SVG_CACHE) > _SVG_MAX or total > _SVG_MAX_CHARS):
+        _, v = _SVG_CACHE.popitem(last=False)
+        total -= len(v)
+
+
+def _failed(dot: str) -> str | None:
+    hit = _SVG_FAILED.get(dot)
+    if hit is None:
+        return None
+    if time.monotonic() - hit[0] > FAILED_FOR_S:
+        del _SVG_FAILED[dot]
+        return None
+    return hit[1]
+
+
+def _remember(dot: str, result) -> None:
+    if isinstance(result, RuntimeError):
+        _SVG_FAILED[dot] = (time.monotonic(), str(result))
+        while len(_SVG_FAILED) > _SVG_MAX:
+            _SVG_FAILED.popitem(last=False)
+    else:
+        _SVG_CACHE[dot] = result
+        _trim_svg_cache()
+
+
+def layout_all(specs) -> None:
+    """Lay out every graph not yet in the cache, all at once; raises the first failure (the
+    others are kept)."""
+    layout_dots_start([s.to_dot() for s in specs if s is not None])()
+
+
+def layout_dots_start(dots: list[str]) -> Callable[[], None]:
+    """``layout_all`` of DOT texts, started: the layouts run in Graphviz's processes while the
+    caller goes on; calling what this returns waits for them, caches them, and raises the
+    first failure."""
+    with _SVG_LOCK:
+        missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE and _failed(d) is None))
+        failed = [_failed(d) for d in dots if d not in _SVG_CACHE and _failed(d) is not None]
+    pending = render_svgs_start(missing) if missing else None
+
+    def finish() -> None:
+        if pending is not None:
+            results = pending()
+            with _SVG_LOCK:
+                for d, r in zip(missing, results):
+                    _remember(d, r)
+            failed.extend(str(r) for r in results if isinstance(r, RuntimeError))
+        if failed:
+            raise RuntimeError(failed[0])
+
+    return finish
+
+
+def layout_svg(dot: str) -> str:
+    """The SVG of a DOT text, from the cache (laid out on a miss); raises RuntimeError with
+    Graphviz's reason when it cannot be laid out."""
+    with _SVG_LOCK:
+        if dot in _SVG_CACHE:
+            _SVG_CACHE.move_to_end(dot)
+            return _SVG_CACHE[dot]
+        why = _failed(dot)
+    if why is not None:
+        raise RuntimeError(why)
+    result = render_svgs_each([dot])[0]
+    with _SVG_LOCK:
+        _remember(dot, result)
+    if isinstance(result, RuntimeError):
+        raise result
+    return result
+
+
+def svg_or_error(dot: str) -> str:
+    """``layout_svg``, or the reason it failed as a paragraph of HTML (shown in the graph's pane)."""
+    try:
+        return layout_svg(dot)
+    except RuntimeError as e:
+        return f"<p>{html.escape(str(e))}</p>"

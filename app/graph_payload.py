@@ -1,0 +1,347 @@
+"""The graph payload: everything the explorer's graph component needs for one compile, built
+from a Bundle (both graphs in the views they open with, laid out; the op <-> kernel links;
+every node's details; the source lines with their kernels), the views added to it on request,
+what a frame holding an earlier revision lacks, and the packing of a big payload (deflated
+JSON) into the component's arguments. Pure: no Streamlit, so it is tested and benchmarked
+without a page, and made ahead beside a compile (``payload_ahead``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zlib
+
+from analysis import tuning
+from analysis.bundle import Bundle
+from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.render.graph import GraphSpec, post_graph, pre_graph
+from analysis.render.layout_cache import layout_all, layout_dots_start, svg_or_error
+
+
+def route_legend(spec: GraphSpec) -> list[dict]:
+    """The routes (and marks) that occur in this graph, for the legend drawn over it."""
+    routes = {n.route for n in spec.nodes.values() if n.kind == "kernel" and n.route}
+    routes |= {c.route for c in spec.clusters.values() if c.route}
+    items = [{"label": ROUTE_LABELS[r], "fill": ROUTE_COLORS[r]} for r in ROUTES if r in routes]
+    if any(n.layout_change for n in spec.nodes.values()) or any(e.layout_mark for e in spec.edges):
+        items.append({"label": "layout change", "fill": "white", "border": "2px dashed #D62728"})
+    if any(n.highlighted or n.selected for n in spec.nodes.values()) or any(c.highlighted or c.selected
+                                                                              for c in spec.clusters.values()):
+        items.append({"label": "selected / linked", "fill": "white", "border": "2px solid #FF7F0E"})
+    return items
+
+
+OPEN_AS_LAYERS = 1000  # instructions before optimization above which the graphs open as layers
+
+
+def _scale_legend(title: str) -> list[dict]:
+    """The legend of a colour scale (``TIME_SCALE``) over the kernels: its title, then none to the most."""
+    from analysis.render.graph import TIME_SCALE
+
+    return [{"label": title, "fill": "white", "border": "1px solid white"}] + [
+        {"label": lab, "fill": TIME_SCALE[i], "border": "1px solid #bbb"}
+        for i, lab in ((0, "none"), (2, ""), (3, "half"), (4, ""), (5, "the most"))]
+
+
+def time_legend() -> list[dict]:
+    return _scale_legend("share of the step:")
+
+
+def memory_legend() -> list[dict]:
+    return _scale_legend("temporaries written:")
+
+
+BASIC_VARIANTS = ("default", "expanded", "collapsed")
+
+
+def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
+    """The GraphSpecs of the views ``names`` (of ``BASIC_VARIANTS`` and the layers views, see
+    ``analysis.render.layer_graph``; ``isolate``: an opened layer with its neighbours only), by side."""
+    from analysis.fusion_decisions import edge_notes
+    from analysis.render.layer_graph import layer_variants
+
+    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    notes = edge_notes(b.fusion_decisions) if pre_mod is not None else None  # why XLA did (not) fuse each boundary
+    specs: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
+    basic = [n for n in BASIC_VARIANTS if n in names]
+    if pre_mod is not None:
+        args = {"default": {}, "expanded": {"collapse": False}, "collapsed": {"collapse": True}}
+        for n in basic:
+            specs["pre"][n] = pre_graph(pre_mod, edge_notes=notes, **args[n])
+    if post_mod is not None:
+        fusions = {k.name for k in b.kernels if k.opcode == "fusion" and k.fused_ops}
+        kw = dict(timings=timings, provenance=b.provenance)
+        args = {"default": {}, "expanded": {"expand": fusions, "collapse_all": False}, "collapsed": {"collapse_all": True}}
+        for n in basic:
+            specs["post"][n] = post_graph(post_mod, b.kernels, **args[n], **kw)
+    layered = [n for n in names if n.startswith("layers")]
+    if layered:
+        for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered,
+                                             isolate=isolate).items():
+            specs[side].update(variants)
+    return {side: v for side, v in specs.items() if v}
+
+
+
+@tuning.building()  # an entry point of analysis.tuning: big structures, none of them garbage
+def graph_payload(b: Bundle) -> dict:
+    """Everything the explorer's graph component needs for one compile (``_payload_core``), with
+    the kernels' memory colours and the key the frame knows it by. The core is made once per
+    parse, analysis, fusion decisions, timings and source (``Bundle.derived``): made ahead, beside
+    the compile, on the parent's early bundle of a worker's texts and decisions
+    (``payload_ahead``), it is what a worker's bundle of the same ones takes. Each call returns
+    a payload of its own (``add_variant`` and ``add_details`` change it in place)."""
+    from analysis.memory import kernel_temp_bytes
+    from analysis.render.graph import time_color
+
+    core = _core(b)
+    payload = {**core, "lazy": list(core["lazy"]), "details_log": [],
+               "graphs": {side: {**g, "svgs": list(g["svgs"]), "variants": dict(g["variants"]),
+                                 "titles": dict(g.get("titles") or {})}
+                          for side, g in core["graphs"].items()}}
+    payload["details"] = dict(core["details"])
+    payload.pop("graphs_hash", None)
+    # kernels by the temporary bytes they write (analysis.memory), on the time colours' scale
+    temp = kernel_temp_bytes(b.memory)
+    most = max(temp.values(), default=0) or None
+    memfill = {}
+    for name, nbytes in temp.items():
+        k = b.kernel(name)
+        memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
+                         ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    payload["memfill"] = memfill
+    payload["data_key"] = hashlib.sha1(json.dumps([core["graphs_hash"], b.created, b.title]).encode()).hexdigest()[:16]
+    return payload
+
+
+def _core_inputs(b: Bundle) -> tuple:
+    """What ``_payload_core`` is made of, by identity (``Bundle.derived``)."""
+    return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
+            b.timings, b.source.get("code"), b.source.get("file"))
+
+
+def _core(b: Bundle) -> dict:
+    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    if core.get("error"):  # a layout that failed (a loaded machine) is tried again next time
+        b.forget("graph_payload")
+    return core
+
+
+def payload_ahead(b: Bundle) -> None:
+    """The payload's core of a draft bundle, made beside the compile (the explorer hands this to
+    ``runner.compile_bundle``, whose worker calls it with the draft of what the worker sent
+    early): the layouts land in the layout cache, the rest in ``b``'s ``derived``, for the
+    worker's bundle of the same inputs to take."""
+    _core(b)
+
+
+def _payload_core(b: Bundle) -> dict:
+    """Everything the explorer's graph component needs for one compile: both graphs in the
+    views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
+    links, every node's details, the source lines with their kernels, the lecture order.
+
+    A big program (more than ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and
+    only that view is laid out: every other view is in ``lazy`` and is built and laid out when
+    the user asks for it (``add_variant``; a layer then opens with its neighbours only), so the
+    first graph costs what is shown, not what the module holds."""
+    from analysis.links import link_maps
+    from analysis.render.details import lecture_order, node_details, pack_light, source_lines
+    from analysis.render.graph import time_color
+    from analysis.render.layer_graph import layer_maps, variant_names
+
+    pre_mod = b.module("hlo_before")
+    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    layers = layer_maps(b)
+    all_layered = variant_names(b) if layers else []
+    big = bool(layers) and pre_mod is not None and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS
+    if big:
+        eager = ["layers"]
+    else:
+        from analysis.render.layer_graph import MAX_EXPANDABLE, MAX_INSTRUCTIONS_AHEAD
+
+        size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
+        ahead = all_layered[:1 + MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else all_layered[:1]
+        eager = list(BASIC_VARIANTS) + ahead
+    lazy = [n for n in list(BASIC_VARIANTS) + all_layered if n not in eager]
+    specs = variant_specs(b, eager)
+    # Graphviz lays the views out in its own processes while the rest is built here
+    dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
+    layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
+    top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
+    time = {}
+    for name, t in (timings or {}).items():
+        share = t.get("share")
+        if share is not None:
+            k = b.kernel(name)
+            time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
+                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    if big:  # every node's light details, the full ones for what is drawn (the rest on request)
+        light = node_details(b, light=True)
+        details = node_details(b, ids=_drawn_ids(specs))
+    else:
+        details = node_details(b)
+    for lid, box in ((layers or {}).get("boxes") or {}).items():
+        details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
+                        "op_name": box["path"], "lines": []}
+    links = link_maps(b.provenance, b.kernels)
+    try:
+        layouts_done()
+        error = None
+    except RuntimeError as e:
+        error = str(e)
+    graphs = {}
+    for side, variants in specs.items():
+        svgs: list[str] = []
+        index: dict[str, int] = {}
+        by_dot: dict[str, int] = {}
+        for name, dot in dots[side].items():
+            if dot not in by_dot:
+                svgs.append(svg_or_error(dot))
+                by_dot[dot] = len(svgs) - 1
+            index[name] = by_dot[dot]
+        d = variants.get("default") or variants["layers"]
+        graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
+                        "collapsed": len(d.collapsed),
+                        "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
+    if big:
+        # What never changes after this, as one JSON text: held as dicts, a 192-layer program's
+        # links, layer maps and light details were 47 MiB of the server's memory, as text 11.
+        # The frame parses it once; ``details`` has the full details sent so far.
+        # Of that, what the frame derives is left out (it makes it back: ``unpack`` in the
+        # component): the op -> kernels links (the inverse of kernel -> ops), the op -> box map
+        # (the boxes' ops), and the light details go by column (``pack_light``): 11 MB of JSON
+        # at 192 layers were 4.5, and the websocket message that carries them 2 s of the wait
+        # for the first graph on the 2-core machine.
+        packed = json.dumps({"links": {k: v for k, v in links.items() if k != "pre2k"},
+                             "layers": {k: v for k, v in layers.items() if k != "op_box"},
+                             "light": pack_light(light)}, default=str)
+        links = layers = light = None
+    payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
+               # big programs open collapsed to their layers (the layers view scales; every op does not)
+               "open_variant": "layers" if big else "default", "lazy": lazy,
+               "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
+               "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
+               "error": error, "details_log": []}
+    if big:
+        payload["packed"] = packed
+    for g in graphs.values():
+        g["time_legend"] = time_legend()
+        g["memory_legend"] = memory_legend()
+    payload["graphs_hash"] = hashlib.sha1(json.dumps(graphs, sort_keys=True, default=str).encode()).hexdigest()
+    return payload
+
+
+def add_variant(b: Bundle, payload: dict, name: str) -> bool:
+    """Build and lay out one view the payload left ``lazy`` (the component asked for it: a
+    layer opened, "Expand all" on a big program) and add its SVGs to ``payload`` in place, so
+    the component can switch to it without a new payload. False when ``name`` is no such view."""
+    if not isinstance(name, str) or name not in payload.get("lazy", ()):
+        return False
+    # a big program (opened as layers) opens a layer with its neighbours only: laying out the
+    # layer in the middle of all the others would cost what the whole layers view costs
+    with tuning.building():
+        specs = variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
+    try:
+        layout_all([sp for v in specs.values() for sp in v.values()])
+    except RuntimeError:
+        pass  # each side says so in its pane
+    for side, variants in specs.items():
+        g = payload["graphs"].get(side)
+        if g is None or name not in variants:
+            continue
+        svg = svg_or_error(variants[name].to_dot())
+        if variants[name].title != g["title"]:
+            g.setdefault("titles", {})[name] = variants[name].title
+        if svg in g["svgs"]:
+            g["variants"][name] = g["svgs"].index(svg)
+        else:
+            g["svgs"].append(svg)
+            g["variants"][name] = len(g["svgs"]) - 1
+    payload["lazy"] = [n for n in payload["lazy"] if n != name]
+    payload["rev"] = payload.get("rev", 0) + 1  # the frame's copy is out of date: send it all again
+    add_details(b, payload, _drawn_ids(specs), bump=False)
+    return True
+
+
+def _drawn_ids(specs: dict) -> set[str]:
+    """The detail ids of the nodes these views draw (an expanded fusion's box is its kernel)."""
+    ids = {nid for v in specs.values() for sp in v.values() for nid in sp.nodes}
+    ids.update("k:" + c[2:] for v in specs.values() for sp in v.values() for c in sp.clusters if c.startswith("f:"))
+    return ids
+
+
+def add_details(b: Bundle, payload: dict, ids, bump: bool = True) -> bool:
+    """Full details for those of ``ids`` that the payload has only light ones for (a big
+    program's nodes outside the views drawn so far; ids of no node are left out), added in
+    place and logged under the payload's revision, so that a frame holding an earlier revision
+    gets them (``details_since``). False when there was nothing to add."""
+    from analysis.render.details import node_details
+
+    if "packed" not in payload:  # a small program: every node's full details are there already
+        return False
+    have = payload["details"]
+    need = {i for i in ids if isinstance(i, str) and i not in have}
+    if not need:
+        return False
+    with tuning.building():
+        full = node_details(b, ids=need)
+    if not full:
+        return False
+    if bump:
+        payload["rev"] = payload.get("rev", 0) + 1
+    have.update(full)
+    payload.setdefault("details_log", []).append((payload.get("rev", 0), sorted(full)))
+    return True
+
+
+def details_since(payload: dict, rev) -> dict:
+    """The details added after revision ``rev`` (what a frame holding that revision lacks);
+    all that were added when ``rev`` is not a revision number (it comes from the browser)."""
+    if isinstance(rev, bool) or not isinstance(rev, int):
+        rev = -1
+    have = payload.get("details") or {}
+    return {i: have[i] for r, ids in payload.get("details_log", ()) if r > rev for i in ids if i in have}
+
+
+def graphs_since(graphs: dict, held) -> dict:
+    """The payload's graphs for a frame that holds the first ``held[side]`` SVGs of each side
+    (what it said it holds): views laid out on request only append SVGs, so each side sends the
+    ones after those (``svgs_from``) instead of all of them again. ``held`` comes from the
+    browser: anything but counts within the lists sends the side whole."""
+    out = {}
+    for side, g in graphs.items():
+        k = held.get(side) if isinstance(held, dict) else None
+        if g is None or isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= len(g.get("svgs", ())):
+            out[side] = g
+        else:
+            out[side] = {**g, "svgs": g["svgs"][k:], "svgs_from": k}
+    return out
+
+
+
+# Component arguments past this size go as one deflated JSON text, base64 (``z``), which the
+# frame inflates (the browser's DecompressionStream). A 192-layer program's payload is 7.1 MB
+# of JSON (4.7 MB of it the packed links, layers and light details, 0.75 MB of SVG): deflated at
+# level 1 it is 0.9 MB, made in 30 ms. Sent as it is, it went through the server's websocket,
+# the page's JSON parse and a structured clone into the frame, on the one thread each side that
+# also serves and draws everything else of the page.
+PACK_OVER = 256 * 1024
+
+
+def packed_args(data: dict, rev) -> dict:
+    """The component's arguments for a whole payload: ``data`` as it is when small, else
+    ``{"z": base64(deflate(JSON))}`` with its key and revision beside it (``unpackArgs`` in the
+    frame)."""
+    text = json.dumps(data, default=str, separators=(",", ":"))
+    if len(text) <= PACK_OVER:
+        return {**data, "rev": rev}
+    z = base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")
+    return {"z": z, "data_key": data.get("data_key"), "rev": rev}
+
+
+def line_tags(payload: dict | None) -> dict[int, list]:
+    """Source line -> [[kernel, route colour], ...] from a ``graph_payload``."""
+    return {ln["n"]: ln["kernels"] for ln in (payload or {}).get("source") or [] if ln.get("kernels")}
+
