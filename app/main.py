@@ -23,7 +23,7 @@ from app.guard import start_memory_janitor  # noqa: E402
 start_memory_janitor()  # a closed tab's memory goes back to the machine (app.guard)
 from app.runner import start_spare_worker  # noqa: E402
 
-start_spare_worker()  # the next job's worker started ahead (analysis.service.sandbox.keep_spare)
+start_spare_worker()  # the next job's worker started ahead (analysis.service.worker_process.keep_spare)
 st.set_page_config(page_title="XLA Explorer", layout="wide")
 nav = st.navigation([
     st.Page(os.path.join(HERE, "explorer.py"), title="Explorer", default=True),

@@ -76,9 +76,9 @@ def recorded_target_bundle(job: Job) -> Outcome:
 
 def start_spare_worker() -> bool:
     """With the local engine and ``spare_worker = "on"`` (the default): one sandboxed worker
-    started ahead for the next job, from now on (``sandbox.keep_spare``; idempotent). Whether
+    started ahead for the next job, from now on (``worker_process.keep_spare``; idempotent). Whether
     spares are kept."""
-    from analysis.service import sandbox
+    from analysis.service import worker_process
     from analysis.service.settings import EngineSettings, Limits
 
     try:
@@ -86,8 +86,8 @@ def start_spare_worker() -> bool:
     except ExplorerError:  # bad settings: the page says so where it uses them
         return False
     on = engine.kind == "local" and limits.spare_worker == "on"
-    if on != sandbox.spares_kept():
-        sandbox.keep_spare(on, limits)
+    if on != worker_process.spare.kept:
+        worker_process.keep_spare(on, limits)
     return on
 
 

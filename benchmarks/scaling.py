@@ -208,7 +208,7 @@ def browser(ns: list[int]) -> dict:
                 page.goto(f"http://127.0.0.1:{port}/?model=softmax", timeout=120_000)  # the server warm
                 page.wait_for_selector(GRAPH_FRAME, timeout=240_000)
                 # an idle server, as a user finds it: the first page's job done and its spare
-                # worker started (analysis.service.sandbox.keep_spare: 0.5 s after a job, then its
+                # worker started (analysis.service.worker_process.keep_spare: 0.5 s after a job, then its
                 # imports)
                 time.sleep(5)
                 row["server_rss_idle_mb"] = round(_rss_mb(server.pid))

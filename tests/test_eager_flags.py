@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from analysis.service import sandbox
+from analysis.service import sandbox, worker_process
 from analysis.service.settings import Limits
 from analysis.service.worker import Job, run_job
 
@@ -61,7 +61,7 @@ def _dumped(flags: str | None) -> dict:
 
 def test_the_compile_shown_is_xlas_default_code_under_the_workers_flags():
     bare = _dumped(None)
-    o0 = _dumped(sandbox.EAGER_XLA_FLAGS)
+    o0 = _dumped(worker_process.EAGER_XLA_FLAGS)
     assert len(bare["ours"]) >= 3 and any(k.endswith(".o") for k in bare["ours"])
     # every kernel's LLVM IR and object file, and the optimized module, as with no flags at all
     assert o0["ours"] == bare["ours"]
@@ -71,13 +71,13 @@ def test_the_compile_shown_is_xlas_default_code_under_the_workers_flags():
 
 def test_worker_flags_cpu_and_gpu(monkeypatch):
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    assert sandbox.worker_xla_flags(gpu=False) == sandbox.EAGER_XLA_FLAGS
-    assert sandbox.worker_xla_flags(gpu=True) is None
+    assert worker_process.worker_xla_flags(gpu=False) == worker_process.EAGER_XLA_FLAGS
+    assert worker_process.worker_xla_flags(gpu=True) is None
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     # the operator's flags come after ours (a level set there wins), and alone on a GPU worker
-    assert sandbox.worker_xla_flags(gpu=False) == (sandbox.EAGER_XLA_FLAGS
+    assert worker_process.worker_xla_flags(gpu=False) == (worker_process.EAGER_XLA_FLAGS
                                                     + " --xla_force_host_platform_device_count=2")
-    assert sandbox.worker_xla_flags(gpu=True) == "--xla_force_host_platform_device_count=2"
+    assert worker_process.worker_xla_flags(gpu=True) == "--xla_force_host_platform_device_count=2"
 
 
 # The model refuses to load unless its worker has the flag: the job only succeeds if it is there.

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from analysis.service import sandbox
+from analysis.service import sandbox, slots, worker_process
 from analysis.errors import ExplorerError
 from analysis.service.settings import Limits
 from analysis.service.worker import Job, run_job
@@ -52,18 +52,18 @@ def example_inputs():
 
 
 def _leftovers(tokens) -> list[int]:
-    return [pid for t in tokens for pid in sandbox.processes_with_token(t)]
+    return [pid for t in tokens for pid in slots.processes_with_token(t)]
 
 
 def run_hostile(source: str, limits: Limits = LIMITS, **job) -> ExplorerError:
     """Run ``source``; it must fail with an ExplorerError, in time, leaving no process."""
-    before = len(sandbox.recent_tokens)
+    before = len(worker_process.recent_tokens)
     t0 = time.monotonic()
     with pytest.raises(ExplorerError) as info:
         run_job(Job(source=source, **job), limits=limits)
     took = time.monotonic() - t0
     assert took < limits.timeout_s + 10, f"took {took:.1f} s"
-    tokens = list(sandbox.recent_tokens)[before:]
+    tokens = list(worker_process.recent_tokens)[before:]
     assert tokens, "no worker was started"
     assert _leftovers(tokens) == [], "processes of the job are still alive"
     err = info.value
@@ -260,7 +260,7 @@ def test_syntax_error_names_line_and_excerpt():
 
 def test_no_leftover_worker_processes_at_all():
     # Every job this test module started is gone.
-    assert _leftovers(list(sandbox.recent_tokens)) == []
+    assert _leftovers(list(worker_process.recent_tokens)) == []
 
 
 OFF = Limits(**{**LIMITS.__dict__, "sandbox": "off"})
@@ -330,7 +330,7 @@ def test_a_gpu_target_job_is_bounded_by_data_not_address_space(still_served):
     ([b"\n\n"], [b"", b""]),
 ])
 def test_line_reader_splits_lines_across_chunks(chunks, lines):
-    r = sandbox.LineReader()
+    r = worker_process.LineReader()
     got = [ln for c in chunks for ln in r.feed(c)]
     assert got == lines
 

@@ -1,4 +1,4 @@
-"""The spare worker (``sandbox.keep_spare``): a job of the kind it was started for is served by
+"""The spare worker (``worker_process.keep_spare``): a job of the kind it was started for is served by
 it, a new one follows, a job of another kind starts its own, and nothing of one job reaches the
 next (each worker serves one job in a sandbox of its own). Real workers in real bubblewrap
 sandboxes."""
@@ -11,9 +11,10 @@ from dataclasses import asdict, replace
 import pytest
 
 from analysis.errors import ExplorerError
-from analysis.service import sandbox
+from analysis.service import sandbox, slots, worker_process
 from analysis.service.job import Job
 from analysis.service.settings import Limits
+from analysis.service.spare import SPARE_DELAY_S
 
 ISOLATED, WHY = sandbox.sandbox_status()
 pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")]
@@ -63,7 +64,7 @@ def _spare(other_than: str | None = None, wait_s: float = 90.0) -> str:
     """The token of a waiting spare (not ``other_than``)."""
     t_end = time.monotonic() + wait_s
     while time.monotonic() < t_end:
-        tok = sandbox.spare_token()
+        tok = worker_process.spare.token()
         if tok is not None and tok != other_than:
             return tok
         time.sleep(0.1)
@@ -72,20 +73,20 @@ def _spare(other_than: str | None = None, wait_s: float = 90.0) -> str:
 
 @pytest.fixture
 def spares():
-    sandbox.keep_spare(True, LIMITS)
+    worker_process.keep_spare(True, LIMITS)
     yield
-    sandbox.keep_spare(False)
+    worker_process.keep_spare(False)
 
 
 def test_a_job_takes_the_spare_and_the_next_one_is_started(spares):
     first = _spare()
-    res = sandbox.run_worker(_job(LEAVES), LIMITS)
+    res = worker_process.run_worker(_job(LEAVES), LIMITS)
     assert res.message is not None and "bundle" in res.message, res.stderr_tail[-800:]
     assert res.token == first  # served by the worker started before the job was asked for
-    assert sandbox.processes_with_token(first) == []  # and it is gone with its job
+    assert slots.processes_with_token(first) == []  # and it is gone with its job
     second = _spare(other_than=first)
     # the next job is served by the new spare, which sees nothing of the last one
-    res = sandbox.run_worker(_job(LOOKS), LIMITS)
+    res = worker_process.run_worker(_job(LOOKS), LIMITS)
     assert res.message is not None and "bundle" in res.message, (res.message, res.stderr_tail[-800:])
     assert res.token == second
 
@@ -93,11 +94,11 @@ def test_a_job_takes_the_spare_and_the_next_one_is_started(spares):
 def test_a_job_of_another_kind_starts_its_own(spares):
     spare = _spare()
     other = replace(LIMITS, memory_mb=LIMITS.memory_mb + 512)
-    res = sandbox.run_worker(_job(LOOKS), other)
+    res = worker_process.run_worker(_job(LOOKS), other)
     assert res.message is not None and "bundle" in res.message, res.stderr_tail[-800:]
     assert res.token != spare
     # the spare of the old kind is ended, and one for the new kind follows
-    assert sandbox.processes_with_token(spare) == []
+    assert slots.processes_with_token(spare) == []
     assert _spare(other_than=spare) != res.token
 
 
@@ -105,20 +106,20 @@ def test_the_wall_clock_is_the_jobs_own(spares):
     _spare()
     # waiting as a spare does not count against the job: a job with a short limit still runs
     time.sleep(3)
-    res = sandbox.run_worker(_job(LOOKS), replace(LIMITS, timeout_s=60))
+    res = worker_process.run_worker(_job(LOOKS), replace(LIMITS, timeout_s=60))
     assert res.message is not None and "bundle" in res.message, res.stderr_tail[-800:]
 
 
 def test_turned_off_the_spare_is_ended():
-    sandbox.keep_spare(True, LIMITS)
+    worker_process.keep_spare(True, LIMITS)
     tok = _spare()
-    sandbox.keep_spare(False)
-    assert sandbox.spare_token() is None
-    assert sandbox.processes_with_token(tok) == []
-    res = sandbox.run_worker(_job(LOOKS), LIMITS)
+    worker_process.keep_spare(False)
+    assert worker_process.spare.token() is None
+    assert slots.processes_with_token(tok) == []
+    res = worker_process.run_worker(_job(LOOKS), LIMITS)
     assert res.token != tok and res.message is not None
-    time.sleep(sandbox.SPARE_DELAY_S + 1)
-    assert sandbox.spare_token() is None  # none started after a job while off
+    time.sleep(SPARE_DELAY_S + 1)
+    assert worker_process.spare.token() is None  # none started after a job while off
 
 
 def test_the_setting(monkeypatch):

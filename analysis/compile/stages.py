@@ -222,7 +222,7 @@ BEFORE_SUFFIX = ".before_optimizations.txt"
 
 # XLA's default LLVM optimization level (its DebugOptions default), set on every compile whose
 # code the user is shown, measured or timed: a CPU worker runs with O0 in XLA_FLAGS for the
-# model's own eager ops (``analysis.service.sandbox.EAGER_XLA_FLAGS``), and this puts the default
+# model's own eager ops (``analysis.service.worker_process.EAGER_XLA_FLAGS``), and this puts the default
 # back for the compiles that count. (Checked on XLA:CPU: with O0 in XLA_FLAGS and this option,
 # the optimized HLO, every kernel's LLVM IR and object file are byte for byte those of a
 # compile with no flags at all.) A level the user asks for wins.

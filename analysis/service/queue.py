@@ -5,7 +5,7 @@
 
 ``compile_job`` looks the job up in the store by content hash (code, options, backend, jax
 version, device kind); on a miss it queues the job, a sandboxed worker runs it
-(``analysis.service.sandbox``), and the Bundle is stored before it is returned, as an ``Outcome``
+(``analysis.service.worker_process``), and the Bundle is stored before it is returned, as an ``Outcome``
 that says whether it came from the cache and whether its worker was sandboxed. Errors are
 ``ExplorerError`` (never a traceback).
 

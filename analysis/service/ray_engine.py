@@ -3,7 +3,7 @@
 The home-made thread queue (``analysis.service.queue.JobQueue``) stays in front: the cache,
 identical requests in flight shared, per-session limits, handles with status, position, phase,
 result and cancel. With ``engine = "ray"`` its runner is ``RayRunner`` instead of the local
-``run_job``: each job becomes one Ray task that runs ``sandbox.run_worker`` on its node
+``run_job``: each job becomes one Ray task that runs ``worker_process.run_worker`` on its node
 (bubblewrap there, the same limits) and streams the worker's phases back as it goes (a Ray
 streaming generator), so the caller's handle moves while the job runs.
 
@@ -101,7 +101,8 @@ def _remote_body(job: dict, limits: dict):
     decisions it made beside the compile as ``("decisions", {...})``, a measuring
     job's preview as ``("preview", bundle)`` (the worker's raw messages, checked by the caller)
     and last ``("done", {...})`` with the worker's raw final message."""
-    from analysis.service import sandbox
+    from analysis.service.failure import describe_failure
+    from analysis.service.worker_process import run_worker
 
     phases: list = []
     have = threading.Condition()
@@ -123,12 +124,12 @@ def _remote_body(job: dict, limits: dict):
     def body():
         try:
             lim = Limits(**limits)
-            res = sandbox.run_worker(job, lim, say, cancel,
-                                     early("preview") if job.get("preview_kernels") is not None else None,
-                                     early("texts"), early("decisions"))
+            res = run_worker(job, lim, say, cancel,
+                             early("preview") if job.get("preview_kernels") is not None else None,
+                             early("texts"), early("decisions"))
             out["message"], out["isolated"] = res.message, res.isolated
             if res.message is None:
-                out["failure"] = sandbox.describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
+                out["failure"] = describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
         except ExplorerError as e:
             out["failure"] = e.to_dict()
         except Exception as e:  # noqa: BLE001 - a bug on the node is still one line for the caller

@@ -86,7 +86,7 @@ class Limits:
     upload_mb: int = 32  # largest upload the app reads (HLO text, bundle or dump zip)
     store_busy_s: float = 10.0  # how long a store call waits for another process's write
     # on: the app keeps one sandboxed worker started ahead for the next job (the 1.3-1.8 s of
-    # Python and JAX imports done before it is asked for; analysis.service.sandbox.keep_spare)
+    # Python and JAX imports done before it is asked for; analysis.service.worker_process.keep_spare)
     spare_worker: str = "on"
 
     @classmethod

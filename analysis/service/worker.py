@@ -17,7 +17,8 @@ from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
 from analysis.pipeline import Pipeline
-from analysis.service import sandbox
+from analysis.service import worker_process
+from analysis.service.failure import describe_failure
 from analysis.service.job import MEASURED_FIELDS, Job
 from analysis.service.settings import Limits
 
@@ -41,10 +42,10 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
     early = EarlyParts(job, preview, ahead)
-    res = sandbox.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
+    res = worker_process.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
                              early.decisions)
     if res.message is None:
-        raise sandbox.describe_failure(res, limits, job.filename, job.source)
+        raise describe_failure(res, limits, job.filename, job.source)
     return interpret(res.message, res.isolated, job, pipe=early.wait(), preview=early.bundle, sent=early.sent,
                      decided=early.decided)
 
@@ -72,7 +73,7 @@ class EarlyParts:
         self.pipe = Pipeline()
         self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
         self._thread: threading.Thread | None = None
-        self._told = 0  # texts messages taken (at most sandbox.EARLY_MESSAGES["texts"])
+        self._told = 0  # texts messages taken (at most worker_process.EARLY_MESSAGES["texts"])
         self.decided = None  # the worker's early fusion decisions, checked
         self._decisions_taken = False
         self._ahead_of: tuple | None = None  # the analysis the ahead work was done for
@@ -81,7 +82,7 @@ class EarlyParts:
         """One ``{"texts"}`` message: the HLO texts in it (as XLA dumps them during the compile,
         then the compiled ones where they differ) go to the pipeline in a thread, after the ones
         before them, and are analyzed once both are in."""
-        if self._told >= sandbox.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
+        if self._told >= worker_process.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
             return
         self._told += 1
         # the jaxpr and StableHLO come with the first: kept as texts (the bundle's, checked with it)
@@ -263,9 +264,9 @@ def _untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | No
 def run_probe(limits=None) -> dict:
     """Ask a (sandboxed) worker what devices JAX sees here."""
     limits = limits or Limits.from_env()
-    res = sandbox.run_worker(asdict(Job(kind="probe", name="probe")), limits)
+    res = worker_process.run_worker(asdict(Job(kind="probe", name="probe")), limits)
     if res.message is None or "probe" not in res.message:
         if res.message and "error" in res.message:
             raise ExplorerError.from_dict(res.message["error"])
-        raise sandbox.describe_failure(res, limits)
+        raise describe_failure(res, limits)
     return res.message["probe"]

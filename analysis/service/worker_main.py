@@ -2,7 +2,7 @@
 one job and answers in the protocol of ``analysis.service.job``.
 
 Before it reads the job it applies the resource limits it is given in ``$XLA_EXPLORER_RLIMITS``
-(set by ``analysis.service.sandbox``), so the user's code can never raise them. Anything the
+(set by ``analysis.service.worker_process``), so the user's code can never raise them. Anything the
 user's code prints goes to stderr, never into the protocol stream.
 """
 
@@ -163,7 +163,7 @@ def _worker_main() -> int:
             proto.write(line)
             proto.flush()
 
-    if os.environ.get("XLA_EXPLORER_SPARE"):  # started ahead of its job (sandbox.keep_spare): while it
+    if os.environ.get("XLA_EXPLORER_SPARE"):  # started ahead of its job (worker_process.keep_spare): while it
         prepare_parser()  # waits, what the job would otherwise do first
     try:
         job = Job.from_dict(json.loads(sys.stdin.read()))

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from analysis.service import sandbox
+from analysis.service import sandbox, slots, worker_process
 
 ISOLATED, WHY = sandbox.sandbox_status()
 needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
@@ -33,11 +33,11 @@ def available_mb() -> int:
 
 @pytest.fixture(scope="module", autouse=True)
 def machine_is_left_as_found():
-    first = len(sandbox.recent_tokens)
+    first = len(worker_process.recent_tokens)
     before = available_mb()
     yield
-    tokens = list(sandbox.recent_tokens)[first:]
-    left = [p for t in tokens for p in sandbox.processes_with_token(t)]
+    tokens = list(worker_process.recent_tokens)[first:]
+    left = [p for t in tokens for p in slots.processes_with_token(t)]
     assert left == [], f"processes of hostile jobs still alive: {left}"
     # Memory comes back within moments of the last kill (page cache aside).
     after = available_mb()

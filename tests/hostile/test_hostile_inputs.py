@@ -13,7 +13,7 @@ import pytest
 
 from analysis.bundle import Bundle
 from analysis.errors import ExplorerError
-from analysis.service import sandbox
+from analysis.service import sandbox, slots
 from analysis.service.job import Job
 from analysis.service.queue import STORE_WAIT, JobQueue, compile_job
 from analysis.service.settings import REPO_ROOT, Limits
@@ -282,25 +282,25 @@ def test_worker_slots_are_shared_by_every_process_on_the_machine(tmp_path, monke
     # Slots are the machine's: a slot whose worker uid has processes (the app's spare worker, a
     # job of another process) is not free, whatever this test's lock folder says. So the test
     # asks which slots are free now instead of assuming 0, 1, 2.
-    monkeypatch.setenv(sandbox.SLOT_DIR_ENV, str(tmp_path / "slots"))
-    mine = sandbox.take_slot()
+    monkeypatch.setenv(slots.SLOT_DIR_ENV, str(tmp_path / "slots"))
+    mine = slots.take_slot()
     try:
-        code = ("import json; from analysis.service import sandbox; "
-                "s = [sandbox.take_slot() for _ in range(2)]; print(json.dumps([x.n for x in s]))")
+        code = ("import json; from analysis.service import slots; "
+                "s = [slots.take_slot() for _ in range(2)]; print(json.dumps([x.n for x in s]))")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT,
                            env=dict(os.environ, PYTHONPATH=REPO_ROOT), timeout=60)
         theirs = json.loads(p.stdout)
         assert mine.n not in theirs and len(set(theirs)) == 2
     finally:
-        sandbox.give_slot(mine)
+        slots.give_slot(mine)
     # the other process has ended: its slots are free again (the kernel dropped its locks), so
     # the next three slots taken are this process's and the other's (the lowest free ones)
-    again = [sandbox.take_slot() for _ in range(3)]
+    again = [slots.take_slot() for _ in range(3)]
     try:
         assert sorted(s.n for s in again) == sorted([mine.n, *theirs])
     finally:
         for s in again:
-            sandbox.give_slot(s)
+            slots.give_slot(s)
 
 
 def test_the_isolation_status_names_the_job_wide_mechanism():

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from analysis.errors import ExplorerError
-from analysis.service import cgroup, sandbox
+from analysis.service import cgroup, slots, worker_process
 from analysis.service.job import Job
 from analysis.service.settings import Limits
 from analysis.service.worker import run_job
@@ -195,7 +195,7 @@ raise SystemExit(f"ptrace={r} made={made}")
 
 def test_a_daemon_does_not_outlive_its_job():
     # A double fork + setsid: the job's token (and the sandbox's PID namespace) find it.
-    first = len(sandbox.recent_tokens)
+    first = len(worker_process.recent_tokens)
     runs("""
 import os, time
 if os.fork() == 0:
@@ -204,8 +204,8 @@ if os.fork() == 0:
         time.sleep(300)
     os._exit(0)
 """)
-    tokens = list(sandbox.recent_tokens)[first:]
-    assert tokens and [p for t in tokens for p in sandbox.processes_with_token(t)] == []
+    tokens = list(worker_process.recent_tokens)[first:]
+    assert tokens and [p for t in tokens for p in slots.processes_with_token(t)] == []
 
 
 def test_a_normal_job_still_runs_after_all_that():
