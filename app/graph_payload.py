@@ -15,8 +15,9 @@ import zlib
 from analysis import tuning
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
-from analysis.render.graph import GraphSpec, post_graph, pre_graph
+from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_all, layout_dots_start, svg_or_error
+from analysis.render.module_graphs import post_graph, pre_graph
 
 
 def route_legend(spec: GraphSpec) -> list[dict]:

@@ -30,7 +30,8 @@ def bare_compile(loaded):
 
 
 def ours(loaded):
-    from analysis.render.graph import post_graph, pre_graph, render_svgs
+    from analysis.render.graphviz_runner import render_svgs
+    from analysis.render.module_graphs import post_graph, pre_graph
     from analysis.compile.stages import compile_model
 
     b = compile_model(loaded, "cpu").bundle
@@ -67,7 +68,8 @@ def main() -> None:
                 "from analysis.compile.load import load_gallery\nimport jax\n"
                 "m = load_gallery(%r)\njax.jit(m.model).lower(*m.inputs).compile()" % (ROOT, model)]
     w_bare, w_ours = [], []
-    from analysis.render.graph import post_graph, pre_graph, render_svgs
+    from analysis.render.graphviz_runner import render_svgs
+    from analysis.render.module_graphs import post_graph, pre_graph
     from analysis.service.job import Job
     from analysis.service.worker import run_job
 

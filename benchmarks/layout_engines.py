@@ -4,7 +4,7 @@ The graphs are those of ``benchmarks/scaling.py``'s N-layer transformer stack: t
 the optimized module (what a big program opens with) and its every-kernel view (Collapse all).
 Each is laid out, side by side in one run, by
 
-- Graphviz ``dot`` (what the app uses; ``analysis.render.graph.render_svg``, as the app calls it),
+- Graphviz ``dot`` (what the app uses; ``analysis.render.graphviz_runner.render_svg``, as the app calls it),
 - dagre (``@dagrejs/dagre``) and ELK's layered algorithm (``elkjs``) in Chromium, timed in the page.
 
 dagre and ELK are fetched from the npm registry into ``benchmarks/out/js/`` the first time (they
@@ -102,7 +102,7 @@ def main() -> None:
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from analysis.render.graph import render_svg
+    from analysis.render.graphviz_runner import render_svg
 
     js = fetch_js()
     todo = {}

@@ -166,7 +166,7 @@ def test_op_lines_say_fused_with_and_not_fused_with():
 # --- shown -----------------------------------------------------------------------------------
 
 def test_pre_graph_marks_refused_edges_with_the_reason_in_the_tooltip():
-    from analysis.render.graph import pre_graph
+    from analysis.render.module_graphs import pre_graph
 
     b = _bundle("mlp", "cpu", "cpu")
     b.fusion_decisions = _decisions("mlp")

@@ -17,7 +17,7 @@ import os
 import pytest
 
 from analysis.bundle import Bundle, analyze, device_label
-from analysis.render.graph import post_graph, pre_graph
+from analysis.render.module_graphs import post_graph, pre_graph
 from analysis.kernels import TRITON_KINDS
 from analysis.options import FUSION_PASSES
 from sample_models import gallery

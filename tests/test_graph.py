@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import xml.dom.minidom
 
-from analysis.render.graph import (HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES, post_graph, pre_graph, render_svg,
-                            layout_is_default, scope_of)
+from analysis.render.graph import HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES
+from analysis.render.graphviz_runner import render_svg
+from analysis.render.module_graphs import layout_is_default, post_graph, pre_graph, scope_of
 from analysis.hlo import parse_module
 from analysis.kernels import ROUTE_COLORS, kernels
 
@@ -178,7 +179,7 @@ def test_a_node_feeding_many_is_drawn_without_those_edges():
     """One exp read by 20 negates (and each negate read by the final tuple): the exp says it
     feeds 20 and draws no edge to them; every other edge stays."""
     from analysis.hlo import parse_module
-    from analysis.render.graph import HUB_FANOUT, pre_graph
+    from analysis.render.module_graphs import HUB_FANOUT, pre_graph
 
     n = HUB_FANOUT + 4
     lines = ["HloModule fan", "", "ENTRY %main (x: f32[4]) -> f32[4] {", "  %x = f32[4]{0} parameter(0)",
@@ -199,7 +200,7 @@ def test_a_node_feeding_many_is_drawn_without_those_edges():
 def test_layouts_started_run_beside_the_caller_and_each_keeps_its_own_outcome():
     """``render_svgs_start`` returns before Graphviz is done; what it returns gives each graph's
     SVG, or the error for one Graphviz refuses, in the order they were given."""
-    from analysis.render.graph import render_svgs_start
+    from analysis.render.graphviz_runner import render_svgs_start
 
     finish = render_svgs_start(['digraph G { "alpha" -> "beta"; }', "digraph G { a -> ; }"])
     good, bad = finish()

@@ -11,7 +11,7 @@ import pytest
 
 from analysis.bundle import bundle_from_hlo
 from analysis.errors import ExplorerError
-from analysis.render.graph import post_graph, pre_graph
+from analysis.render.module_graphs import post_graph, pre_graph
 from analysis.hlo import HloParseError, parse_module
 
 MUTATIONS = 400

@@ -37,7 +37,7 @@ def test_opening_one_layer_draws_its_ops_and_kernels_and_keeps_the_others_boxes(
     maps = layer_maps(b)
     attn_ops = set(maps["boxes"]["L:attn"]["ops"])
     drawn = {n[3:] for n in pre.nodes if n.startswith("op:")}
-    from analysis.render.graph import pre_graph
+    from analysis.render.module_graphs import pre_graph
 
     every = {n[3:] for n in pre_graph(b.module("hlo_before"), collapse=False).nodes if n.startswith("op:")}
     assert every & attn_ops and every & attn_ops <= drawn  # each of its ops the full graph draws
@@ -123,7 +123,7 @@ def test_a_constant_without_an_op_name_does_not_pull_a_layers_kernel_out_of_its_
 
 
 def test_a_node_joined_to_many_layer_boxes_is_drawn_without_those_edges():
-    from analysis.render.graph import HUB_LAYERS
+    from analysis.render.module_graphs import HUB_LAYERS
 
     # an op of the model outside every layer that each layer reads
     pre, _ = _stack_texts(HUB_LAYERS + 2, '  %bc = f32[8]{0} exponential(%x), metadata={op_name="jit(f)/exp"}')

@@ -13,7 +13,7 @@ from analysis.hlo import parse_module
 from analysis.kernels import NO_KERNEL, kernels as find_kernels
 from analysis.provenance import map_provenance
 from analysis.render.details import node_details
-from analysis.render.graph import post_graph
+from analysis.render.module_graphs import post_graph
 from sample_models import gallery, recorded_bundle_path
 
 PRE = """HloModule m

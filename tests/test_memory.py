@@ -237,7 +237,7 @@ def test_compare_finds_intermediates_only_the_unfused_compile_writes():
 
 def test_render_text_html_and_graph_colour():
     from analysis.render import memory as rm
-    from analysis.render.graph import post_graph
+    from analysis.render.module_graphs import post_graph
 
     b = fixture_bundle("mlp")
     text = rm.memory_text(b)

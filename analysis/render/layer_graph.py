@@ -32,7 +32,8 @@ from analysis.bundle import Bundle
 from analysis.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.layers import layer_name
-from analysis.render.graph import HIDDEN, GraphSpec, post_graph, pre_graph
+from analysis.render.graph import GraphSpec
+from analysis.render.module_graphs import HIDDEN, post_graph, pre_graph
 
 MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
 MAX_INSTRUCTIONS_AHEAD = 3000  # and only for programs up to this size (instructions before optimization)

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
-from analysis.render.graph import render_svgs_each, render_svgs_start
+from analysis.render.graphviz_runner import render_svgs_each, render_svgs_start
 
 _SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
 _SVG_LOCK = threading.Lock()

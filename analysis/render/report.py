@@ -56,7 +56,7 @@ def _script_json(obj) -> str:
 def graph_specs(bundle: Bundle):
     """(pre GraphSpec or None, post GraphSpec or None), as the app draws them with nothing
     selected."""
-    from analysis.render.graph import post_graph, pre_graph
+    from analysis.render.module_graphs import post_graph, pre_graph
 
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
     timed = (bundle.timings or {}).get("kernels") or None
@@ -78,7 +78,7 @@ def graph_exports(bundle: Bundle, layout=None) -> dict[str, tuple[str, bytes]]:
         dot = spec.to_dot()
         out[f"{slug}.{side}.dot"] = ("text/vnd.graphviz", dot.encode())
         try:
-            from analysis.render.graph import render_svg
+            from analysis.render.graphviz_runner import render_svg
 
             svg = (layout or render_svg)(dot)
         except RuntimeError:
@@ -106,7 +106,7 @@ def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]
 
 def _inline_svg(spec, prefix: str) -> tuple[str, str]:
     """(SVG markup with element ids prefixed so two graphs can share one page, error text)."""
-    from analysis.render.graph import render_svg
+    from analysis.render.graphviz_runner import render_svg
 
     try:
         svg = render_svg(spec.to_dot())

@@ -32,7 +32,7 @@ def what(k: Kernel, prov=None) -> str:
     """The second line of the kernel's graph label: what runs it (library and call, Triton
     tiles, fusion kind and op count)."""
     from analysis.links import op_count
-    from analysis.render.graph import kernel_label
+    from analysis.render.module_graphs import kernel_label
 
     return kernel_label(k, n_ops=op_count(prov, k) if prov is not None else None).split("\n", 1)[1]
 

@@ -22,7 +22,7 @@ import streamlit as st  # noqa: E402
 from analysis import compare  # noqa: E402
 from analysis.bundle import Bundle, bundle_from_hlo, device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.render.graph import post_graph  # noqa: E402
+from analysis.render.module_graphs import post_graph  # noqa: E402
 from analysis.options import format_options  # noqa: E402
 from analysis.render.format import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402

@@ -24,7 +24,7 @@ import streamlit as st  # noqa: E402
 
 from analysis import passes  # noqa: E402
 from analysis.bundle import device_label  # noqa: E402
-from analysis.render.graph import post_graph, pre_graph  # noqa: E402
+from analysis.render.module_graphs import post_graph, pre_graph  # noqa: E402
 from analysis.hlo import parse_module  # noqa: E402
 from analysis.kernels import kernels as find_kernels  # noqa: E402
 from app import views  # noqa: E402
