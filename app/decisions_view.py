@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.fusion_decisions import DECISIONS, op_lines
+from analysis.fusion_decisions import op_lines
+from analysis.fusion_log import DECISIONS
 from analysis.render.decisions import rows as decision_rows, summary_line
 from app.picks import picked_row
 

@@ -11,8 +11,10 @@ import os
 import pytest
 
 from analysis.bundle import Bundle, analyze
-from analysis.fusion_decisions import (CREATED, FUSED, GLOSSES, NOT_FUSED, edge_notes, from_texts, gloss,
-                                       op_lines, parse_fusion_dump, parse_instr, parse_log)
+from analysis.fusion_decisions import edge_notes, from_texts, op_lines
+from analysis.fusion_dump import parse_fusion_dump
+from analysis.fusion_glossary import GLOSSES, gloss
+from analysis.fusion_log import CREATED, FUSED, NOT_FUSED, parse_instr, parse_log
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "decisions")
 

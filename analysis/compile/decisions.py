@@ -27,7 +27,8 @@ import sys
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
 from analysis.bundle import Bundle
-from analysis.fusion_decisions import LOG_PREFIX, VMODULES, LogParser, from_texts
+from analysis.fusion_decisions import from_texts
+from analysis.fusion_log import LOG_PREFIX, VMODULES, LogParser
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from html import escape
 
-from analysis.fusion_decisions import NOT_FUSED, edge_notes, gloss, records_touching
+from analysis.fusion_decisions import edge_notes, records_touching
+from analysis.fusion_glossary import gloss
+from analysis.fusion_log import NOT_FUSED
 
 
 def summary_line(fd: dict | None) -> str:
