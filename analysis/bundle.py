@@ -12,13 +12,14 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from analysis import columns
 from analysis import tuning
+from analysis.bundle_checks import MAX_DEPTH, check_decisions, check_depth, check_field_types, check_parts
 from analysis.errors import ExplorerError, from_parse_error
+from analysis.fusion_decisions_codec import derive_decision_kernels, fusion_decisions_json, read_records
 from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
@@ -145,7 +146,7 @@ class Bundle:
             elif f.name == "provenance":
                 v = v.to_dict() if v is not None else None
             elif f.name == "fusion_decisions":
-                v = _records_for_json(v)
+                v = fusion_decisions_json(v)
             d[f.name] = v
         return d
 
@@ -164,12 +165,7 @@ class Bundle:
             raise ExplorerError("load", f"bundle schema {version} is newer than this viewer ({SCHEMA_VERSION})")
         known = {f.name for f in fields(cls) if f.init}
         kw = {k: v for k, v in d.items() if k in known}
-        for name, types in _FIELD_TYPES.items():
-            if name in kw and not isinstance(kw[name], types):
-                want = " or ".join("null" if t is type(None) else {dict: "an object", list: "a list",
-                                                                   str: "a string"}[t] for t in types)
-                raise ExplorerError("load", f"malformed bundle: {name!r} must be {want}, "
-                                            f"not {type(kw[name]).__name__}")
+        check_field_types(kw)
         try:
             kw["kernels"] = [Kernel.from_dict(k) for k in d.get("kernels", [])]
             if d.get("provenance") is not None:
@@ -179,9 +175,9 @@ class Bundle:
         except (TypeError, ValueError, AttributeError) as e:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
         kw["schema_version"] = SCHEMA_VERSION
-        _check_parts(kw)
-        _records_from_json(kw.get("fusion_decisions"))
-        _check_decisions(kw.get("fusion_decisions"))
+        check_parts(kw)
+        read_records(kw.get("fusion_decisions"))
+        check_decisions(kw.get("fusion_decisions"))
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):
@@ -223,105 +219,6 @@ class Bundle:
         d = self.to_dict()
         d.pop("created", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=_json_default).encode()).hexdigest()[:16]
-
-
-# What each JSON field must be (checked on load, so a view never meets e.g. a list as metrics).
-_NONE = type(None)
-_FIELD_TYPES = {
-    "source": (dict,), "options": (dict,), "environment": (dict,), "stages": (dict,),
-    "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
-    "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
-    "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
-    "memory": (dict, _NONE), "created": (str,),
-}
-
-
-# How deep a bundle's JSON may nest (a real one nests fewer than 10 levels): deeper input is
-# refused with one line instead of exhausting a recursive walk somewhere later.
-MAX_DEPTH = 64
-
-
-def check_depth(obj, limit: int = MAX_DEPTH) -> None:
-    """Raise a ``load`` error if ``obj`` (parsed JSON) nests deeper than ``limit`` (iterative,
-    one level at a time: a 192-layer bundle has 600,000 containers)."""
-    level = [obj] if type(obj) in _NESTS else []
-    depth = 1
-    while level:
-        if depth > limit:
-            raise ExplorerError("load", f"not a bundle: JSON nested deeper than {limit} levels")
-        below: list = []
-        for o in level:
-            below.extend([c for c in (o.values() if type(o) is dict else o) if type(c) in _NESTS])
-        level, depth = below, depth + 1
-
-
-_NESTS = (dict, list, tuple)
-
-
-def _bad(where: str, what: str) -> ExplorerError:
-    return ExplorerError("load", f"malformed bundle: {where} {what}")
-
-
-def _check_parts(kw: dict) -> None:
-    """The nested parts the views index by key: a row they read a field of must have it, of
-    the right type (a bundle from a worker or an upload is untrusted data)."""
-    num = (int, float, type(None))
-    t = kw.get("timings")
-    if isinstance(t, dict) and t.get("kernels") is not None:
-        rows = t["kernels"]
-        if not isinstance(rows, dict):
-            raise _bad("timings.kernels", "must be an object of rows by kernel name")
-        for name, row in rows.items():
-            if not isinstance(row, dict) or not isinstance(row.get("name", name), str) \
-                    or not isinstance(row.get("route", ""), str) or "median_s" not in row \
-                    or not isinstance(row["median_s"], num) or isinstance(row["median_s"], bool):
-                raise _bad(f"timings.kernels[{str(name)[:60]!r}]", "needs a name, a route and a median_s number")
-            row.setdefault("name", name)
-    pl = kw.get("pass_log")
-    if isinstance(pl, list):
-        for n, e in enumerate(pl):
-            if not isinstance(e, dict) or not all(isinstance(e.get(k, ""), str) for k in ("pipeline", "pass", "text")):
-                raise _bad(f"pass_log[{n}]", "needs text fields pipeline, pass and text")
-    for name in ("source", "environment", "options"):
-        for k, v in (kw.get(name) or {}).items():
-            if not isinstance(k, str):
-                raise _bad(name, "has a key that is not text")
-
-
-_DECISION_TEXTS = ("pass_name", "decision", "producer", "consumer", "reason")
-
-
-def _check_decisions(fd) -> None:
-    """The fusion decisions' records and edges, as the views index into them: a record is an
-    object whose text fields are text (or missing; its op lists are read leniently,
-    ``derive_decision_kernels``); an edge two names and a list of record numbers. By column,
-    each distinct value is checked once."""
-    if not isinstance(fd, dict):
-        return
-    recs = fd.get("records", [])
-
-    def text(v):
-        return v is None or isinstance(v, str)
-
-    if isinstance(recs, columns.Table):
-        for name in _DECISION_TEXTS:
-            col = recs.cols.get(name)
-            if col is not None and not all(text(v) for v in col[0]):
-                raise _bad(f"fusion_decisions.records.{name}", "has a value that is not text")
-    elif isinstance(recs, list):
-        for n, r in enumerate(recs):
-            if not isinstance(r, dict) or not all(text(r.get(k)) for k in _DECISION_TEXTS):
-                raise _bad(f"fusion_decisions.records[{n}]", "must be a record whose names and reason are text")
-    else:
-        raise _bad("fusion_decisions.records", "must be a list of records")
-    edges = fd.get("edges", [])
-    if not isinstance(edges, list):
-        raise _bad("fusion_decisions.edges", "must be a list")
-    for n, e in enumerate(edges):
-        if not isinstance(e, dict) or not isinstance(e.get("producer"), str) or not isinstance(e.get("consumer"), str) \
-                or not isinstance(e.get("records", []), list) \
-                or not all(type(i) is int for i in e.get("records", [])):
-            raise _bad(f"fusion_decisions.edges[{n}]", "needs producer and consumer names and a list of record numbers")
 
 
 def _json_default(o):
@@ -399,147 +296,10 @@ def _check_shapes(module: Module, file: str | None) -> None:
                                 None, inst.shape_text[:200]) from None
 
 
-# The kernels of a decision's producer and consumer: derived from its pre-optimization ops
-# through the provenance, so never in the JSON. A broadcast that every layer reads names every
-# layer's kernels, so these lists grew with layers x records: 24 of a 192-layer bundle's 66 MB.
-_DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
-
-
-def fusion_decisions_json(fd):
-    """``fusion_decisions`` as a bundle's JSON holds them (what a worker sends of them early)."""
-    return _records_for_json(fd)
-
-
 def fusion_decisions_from_json(d) -> dict | None:
     """``fusion_decisions`` sent on their own (by a worker, untrusted), checked and read as
     ``Bundle.from_dict`` checks and reads a bundle's; raises ExplorerError."""
     return Bundle.from_dict({"schema_version": SCHEMA_VERSION, "fusion_decisions": d}).fusion_decisions
-
-
-def _records_for_json(fd):
-    """The records by column (``analysis.columns``), without their derived fields."""
-    if not isinstance(fd, dict):
-        return fd
-    recs = fd.get("records")
-    if isinstance(recs, columns.Table):  # as they were read: by column already
-        return {**fd, "records": recs.encoded(leave_out=_DERIVED_RECORD_FIELDS)}
-    if not isinstance(recs, list):
-        return fd
-    cols = columns.encode(recs, leave_out=_DERIVED_RECORD_FIELDS)
-    if cols is None:
-        cols = [{k: v for k, v in r.items() if k not in _DERIVED_RECORD_FIELDS}
-                if isinstance(r, dict) else r for r in recs]
-    return {**fd, "records": cols}
-
-
-def _records_from_json(fd) -> None:
-    """Records written by column stay by column (in place: a ``columns.Table``, its rows
-    read-only mappings); a list (older bundles) is shared (``_share_strings``)."""
-    if isinstance(fd, dict) and columns.is_columns(fd.get("records")):
-        try:
-            fd["records"] = columns.table(fd["records"], "fusion_decisions.records")
-        except columns.ColumnsError as e:
-            raise ExplorerError("load", f"malformed bundle: {e}") from None
-        for name in _DERIVED_RECORD_FIELDS:  # derived here, never taken from the text
-            fd["records"].cols.pop(name, None)
-    else:
-        _share_strings(fd)
-
-
-def derive_decision_kernels(fd, provenance) -> None:
-    """Each record's ``producer_kernels`` / ``consumer_kernels``: the kernels its
-    ``producer_pre`` / ``consumer_pre`` ops ended in (``provenance.pre_to_kernels``), sorted;
-    records that name the same ops share one list. In place."""
-    if not isinstance(fd, dict):
-        return
-    p2k = getattr(provenance, "pre_to_kernels", None) or {}
-    recs = fd.get("records")
-    if isinstance(recs, columns.Table):
-        _derive_table_kernels(recs, p2k)
-        return
-    if not isinstance(recs, list):
-        return
-    by_list: dict[int, tuple] = {}  # the name lists are mostly shared objects (_share_strings)
-    memo: dict[tuple, list] = {}
-    for r in fd["records"]:
-        if type(r) is not dict:
-            continue
-        for side, out in (("producer_pre", "producer_kernels"), ("consumer_pre", "consumer_kernels")):
-            names = r.get(side)
-            hit = by_list.get(id(names))
-            if hit is None or hit[0] is not names:
-                hit = by_list[id(names)] = (names, _kernels_of(names, p2k, memo))
-            r[out] = hit[1]
-
-
-def _kernels_of(names, p2k: dict, memo: dict) -> list:
-    """The sorted kernels a record's list of pre-optimization op names ended in; equal lists
-    get one shared result (``memo``)."""
-    key = tuple(n for n in names if type(n) is str) if type(names) is list else ()
-    got = memo.get(key)
-    if got is None:
-        got = memo[key] = sorted({k for n in key for k in p2k.get(n, ())})
-    return got
-
-
-def _derive_table_kernels(t: columns.Table, p2k: dict) -> None:
-    """``derive_decision_kernels`` for records kept by column: a column of names written as a
-    table of distinct lists gets a kernels column with the same codes (work per distinct list,
-    not per record)."""
-    for side, out in (("producer_pre", "producer_kernels"), ("consumer_pre", "consumer_kernels")):
-        values, codes = t.cols.get(side) or ([()], [0] * len(t))
-        if codes is None:  # written as they are: one list per record
-            codes = range(len(values))
-        memo: dict[tuple, list] = {}
-        kern = [_kernels_of(names, p2k, memo) for names in values]
-        # a record that lacks the names has no kernels (an empty list, as for a dict record)
-        t.with_column(out, kern + [[]], [c if c >= 0 else len(kern) for c in codes])
-
-
-def _share_strings(fd) -> None:
-    """The fusion decisions' records hold the same few strings (pass, decision, reason, op and
-    kernel names), the same lists of names and the same ``how`` dicts thousands of times, and
-    JSON gives each its own copy. Shared (strings interned, equal lists and dicts one object),
-    a 192-layer program's 40,000 records take a fraction of the memory. Nothing changes a
-    record after it is loaded; records are left as they are otherwise (they are checked where
-    they are read)."""
-    if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):
-        return
-    intern = sys.intern
-    seen: dict = {}
-
-    def one(x):
-        return intern(x) if type(x) is str and len(x) < 512 else x
-
-    for r in fd["records"]:
-        if type(r) is not dict:
-            continue
-        for k, v in r.items():
-            t = type(v)
-            if t is str:
-                if len(v) < 512:
-                    r[k] = intern(v)
-            elif t is list:
-                try:  # names: all strings
-                    items = tuple(map(intern, v))
-                except TypeError:
-                    items = tuple(map(one, v))
-                try:
-                    got = seen.get(items)
-                    if got is None:
-                        got = seen[items] = list(items)
-                    r[k] = got
-                except TypeError:  # something unhashable inside: kept as sent
-                    r[k] = list(items)
-            elif t is dict:
-                items = (dict, *((one(a), one(x)) for a, x in v.items()))
-                try:
-                    got = seen.get(items)
-                    if got is None:
-                        got = seen[items] = dict(items[1:])
-                    r[k] = got
-                except TypeError:
-                    r[k] = dict(items[1:])
 
 
 def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,

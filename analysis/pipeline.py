@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 
-from analysis.bundle import Bundle, analyze, derive_decision_kernels
+from analysis.bundle import Bundle, analyze
+from analysis.fusion_decisions_codec import derive_decision_kernels
 from analysis.hlo import Module, parse_module, same_module_text
 from analysis.kernels import detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics

@@ -336,7 +336,7 @@ def _sent_early(b, job, decisions, ahead=None):
 
 
 def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_leaves_them_out(fusing_compile):
-    from analysis.bundle import fusion_decisions_json
+    from analysis.fusion_decisions_codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
     from analysis.service.worker_main import for_parent
 
@@ -374,7 +374,7 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
     """The caller's ahead work gets a draft of the early texts, their analysis, the decisions and the
     job's source, in the thread beside the compile; what it derives there is what a bundle of
     the same inputs takes, and a bundle of other inputs makes again."""
-    from analysis.bundle import fusion_decisions_json
+    from analysis.fusion_decisions_codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
     from analysis.service.worker_main import for_parent
 

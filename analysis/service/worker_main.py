@@ -14,7 +14,8 @@ import sys
 import threading
 from typing import Callable
 
-from analysis.bundle import Bundle, fusion_decisions_json
+from analysis.bundle import Bundle
+from analysis.fusion_decisions_codec import fusion_decisions_json
 from analysis.compile import backend, fusion_off, load, measure, stages, sweep
 from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
