@@ -12,7 +12,8 @@ from analysis.compile import stages
 from analysis.compile.decisions import LogFollower, capture
 from analysis.compile.load import load_source
 from analysis.fusion_log import FUSED, NOT_FUSED
-from analysis.hlo import parse_module, same_module_text
+from analysis.hlo import parse_module
+from analysis.pipeline import same_module_text
 
 P = "I1201 09:14:35.7559{}   20414 "
 LOG = [

@@ -24,17 +24,24 @@ regular expression (bracket matching unrolled to a fixed depth, possessive, so l
 anything else (wrapped lines, comments, deeper nesting, inline instructions, a missing shape) is
 read by the general tokenizing parser below, which is also what reports errors. Shapes, metadata
 and backend configs are decoded on first access.
+
+Why one module of 800 lines: its speed. The fast path and the general parser are two readers of
+one grammar that must agree token for token (the tests parse every text both ways), built from
+the same lexical patterns; the fast path is written out inside the body's loop (one match per
+instruction, no call per instruction), and the general parser is what it falls back to on the
+first thing it does not take. Shapes are read by ``analysis.hlo.shape``; a missing one is
+inferred by ``analysis.hlo.shape_inference``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 
 from analysis.hlo.ir import (CALL_ATTRS, Computation, Instruction, Metadata, Module,  # noqa: F401
                              SourceLocation, _cached_shape, _unquote)
 from analysis.hlo.shape import ShapeParseError, parse_shape
+from analysis.hlo.shape_inference import INFERRED, inferred_shape
 
 
 class HloParseError(ValueError):
@@ -144,16 +151,6 @@ _SPACE = " \t\r\n"
 
 # Opcodes whose parenthesised text is a literal or an index, not operand names.
 _NON_OPERAND_OPCODES = frozenset({"constant", "parameter", "iota", "rng-get-and-update-state"})
-# Shape inference for instructions written without a shape (XLA infers them).
-_SAME_AS_OPERAND0 = frozenset({
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "copy", "cosine", "divide", "erf", "exponential",
-    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic", "maximum",
-    "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real", "remainder",
-    "round-nearest-afz", "round-nearest-even", "rsqrt", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor", "clz",
-    "count-leading-zeros", "opt-barrier", "reduce-precision", "acos", "acosh", "asin", "asinh",
-    "atanh", "cosh", "sinh", "mulhi",
-})
 
 
 class _Fail(Exception):
@@ -770,70 +767,13 @@ class _Parser:
         out = None
         if all(sh is not None for sh in shapes):
             try:
-                out = _infer(opcode, shapes, attrs, {c.name: c for c in self.comps})
+                out = inferred_shape(opcode, shapes, attrs, {c.name: c for c in self.comps})
             except (IndexError, KeyError, ValueError, AttributeError):
                 out = None
         if out is None:
             raise _Fail(f"instruction has no shape, and this parser cannot infer it for {_short(opcode)!r} "
-                        "(it infers elementwise ops, compare, select, clamp, tuple, get-tuple-element, "
-                        "while, call, conditional, after-all, transpose, reduce, dot, sort); write the "
-                        f"shape: 'name = f32[...] {_short(opcode)}(...)'", pos)
+                        f"(it infers {INFERRED}); write the shape: 'name = f32[...] {_short(opcode)}(...)'", pos)
         return out
-
-
-def _ints(v: str | None) -> list[int]:
-    return [int(x) for x in (v or "").strip("{} ").split(",") if x.strip()]
-
-
-def _array(etype: str, dims, layout: bool = True) -> str:
-    # the default layout (major-to-minor), as XLA assigns to an inferred shape
-    lay = "{" + ",".join(str(i) for i in range(len(dims) - 1, -1, -1)) + "}" if dims and layout else ""
-    return f"{etype}[{','.join(str(d) for d in dims)}]{lay}"
-
-
-def _infer(opcode: str, shapes: list, attrs: dict, comps: dict) -> str | None:
-    def root_of(attr):
-        v = attrs.get(attr, "").strip("{} ").split(",")[0].strip().lstrip("%")
-        c = comps.get(v)
-        return str(c.root.shape) if c is not None and c.root is not None else None
-
-    if opcode in _SAME_AS_OPERAND0 and shapes:
-        return str(shapes[0])
-    if opcode == "tuple":
-        return "(" + ", ".join(str(sh) for sh in shapes) + ")"
-    if opcode == "get-tuple-element":
-        return str(shapes[0].tuple_shapes[int(attrs["index"])])
-    if opcode == "compare" and not shapes[0].is_tuple:
-        return "pred" + str(shapes[0])[len(shapes[0].element_type):]
-    if opcode in ("select", "clamp") and len(shapes) == 3:
-        return str(shapes[1])
-    if opcode == "while":
-        return str(shapes[0])
-    if opcode == "call":
-        return root_of("to_apply")
-    if opcode == "conditional":
-        return root_of("branch_computations") or root_of("true_computation")
-    if opcode == "after-all":
-        return "token[]"
-    if opcode == "transpose":
-        sh, perm = shapes[0], _ints(attrs.get("dimensions"))
-        return _array(sh.element_type, [sh.dimensions[i] for i in perm])
-    if opcode == "reduce":
-        half = len(shapes) // 2
-        drop = set(_ints(attrs.get("dimensions")))
-        outs = [_array(sh.element_type, [d for i, d in enumerate(sh.dimensions) if i not in drop])
-                for sh in shapes[:half]]
-        return outs[0] if half == 1 else "(" + ", ".join(outs) + ")"
-    if opcode == "dot":
-        lhs, rhs = shapes[0], shapes[1]
-        lb, lc = _ints(attrs.get("lhs_batch_dims")), _ints(attrs.get("lhs_contracting_dims"))
-        rb, rc = _ints(attrs.get("rhs_batch_dims")), _ints(attrs.get("rhs_contracting_dims"))
-        dims = ([lhs.dimensions[i] for i in lb] + [d for i, d in enumerate(lhs.dimensions) if i not in lb + lc]
-                + [d for i, d in enumerate(rhs.dimensions) if i not in rb + rc])
-        return _array(lhs.element_type, dims)
-    if opcode == "sort":
-        return str(shapes[0]) if len(shapes) == 1 else "(" + ", ".join(str(sh) for sh in shapes) + ")"
-    return None
 
 
 def parse_module(text: str) -> Module:
@@ -874,45 +814,3 @@ def _check(module: Module) -> None:
             for cc in inst.called_computations:
                 if cc not in names:
                     raise HloParseError(f"{_short(inst.name)!r} calls unknown computation {_short(cc)!r}", inst.line, 1, inst.text)
-
-
-def same_module_text(module, parsed_text: str | None, text: str) -> bool:
-    """Whether ``module`` (parsed from ``parsed_text``, XLA's dump of the optimized module) is
-    the parse of ``text`` (``compiled.as_text()``); if so it is made exactly that. The two print
-    the same module, except that the executable's copy serializes a ``backend_config`` with its
-    fields in another order (seen on XLA:CPU's YNNPACK fusions): a line that differs only there,
-    with the same JSON, takes the compiled text's ``backend_config``. Anything else: False."""
-    if parsed_text is None:
-        return False
-    if parsed_text == text:
-        return True
-    a, b = parsed_text.splitlines(), text.splitlines()
-    if len(a) != len(b):
-        return False
-    differ = {i + 1 for i, (x, y) in enumerate(zip(a, b)) if x != y}
-    at = {inst.line: inst for inst in module.instructions() if inst.line in differ}
-    patches = []
-    for ln in differ:
-        inst, x, y = at.get(ln), a[ln - 1], b[ln - 1]
-        raw = inst.attributes.get("backend_config") if inst is not None else None
-        i = x.find("backend_config=" + raw) if raw else -1
-        if i < 0 or len(x) != len(y):
-            return False
-        i += len("backend_config=")
-        j = i + len(raw)
-        if x[:i] != y[:i] or x[j:] != y[j:]:
-            return False
-        try:
-            if json.loads(x[i:j]) != json.loads(y[i:j]):
-                return False
-        except ValueError:
-            return False
-        patches.append((inst, y[i:j]))
-    for inst, cfg in patches:
-        inst.attributes["backend_config"] = cfg
-        try:
-            del inst.backend_config  # decoded again, from this text, when next read
-        except AttributeError:
-            pass
-    module.text = text
-    return True
