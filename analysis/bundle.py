@@ -135,7 +135,8 @@ class Bundle:
 
     def to_dict(self, leave_out: tuple[str, ...] = ()) -> dict:
         """The bundle as JSON values; the fields named in ``leave_out`` are not made at all (a
-        worker's answer leaves out what the parent derives again: 4,993 kernels are 0.26 s)."""
+        worker's answer leaves out what the parent derives again, whose JSON takes time to make
+        for a big program: docs/performance.md)."""
         d = {}
         for f in fields(self):
             if not f.init or f.name in leave_out:

@@ -38,7 +38,7 @@ MAX_DEPTH = 64
 
 def check_depth(obj, limit: int = MAX_DEPTH) -> None:
     """Raise a ``load`` error if ``obj`` (parsed JSON) nests deeper than ``limit`` (iterative,
-    one level at a time: a 192-layer bundle has 600,000 containers)."""
+    one level at a time: a big bundle has hundreds of thousands of containers, docs/performance.md)."""
     level = [obj] if type(obj) in _NESTS else []
     depth = 1
     while level:

@@ -1,11 +1,11 @@
 """A list of JSON objects that repeat their values, written by column.
 
-A 192-layer program's fusion decisions are 38,000 records of a dozen fields, most of them one of
-a few values (the pass, the decision, the reason, how a name was matched) or a name that many
-records share. As a list of objects that was 15.5 MB of JSON, and decoding it made 67 MB of Python
-objects (each repeated value its own copy) that were then shared and mostly freed: the peak stayed
-in the app's resident memory. By column it is a fraction of the text, and every repeated value is
-decoded once.
+A big program's fusion decisions are tens of thousands of records of a dozen fields, most of them
+one of a few values (the pass, the decision, the reason, how a name was matched) or a name that
+many records share. As a list of objects the JSON was several times longer, and decoding it made
+Python objects (each repeated value its own copy) that were then shared and mostly freed: the
+peak stayed in the app's resident memory. By column it is a fraction of the text, and every
+repeated value is decoded once (docs/performance.md has the numbers).
 
 The form (``docs/bundle.md``, "columns")::
 
@@ -16,7 +16,7 @@ The form (``docs/bundle.md``, "columns")::
 ``encode`` writes a column by table when its distinct values are at most half of its rows, or
 when some rows lack the field; ``table`` checks what it reads (the text is untrusted) and keeps
 it by column in memory too (a ``Table``: a row is a read-only mapping made when it is read, so
-38,000 records cost their columns, not a dict each); ``decode`` builds the rows as dicts, equal
+the records cost their columns, not a dict each); ``decode`` builds the rows as dicts, equal
 values one shared object. A table
 value is at most ``MAX_VALUE`` characters of text: one value named by every row cannot make a
 small file into a large one for whatever reads each row.
@@ -87,7 +87,8 @@ def _names_keys(vals: list, types: set) -> list | None:
     """The keys of a column that is all lists of names or all objects of names (the records' ops
     and how they were matched), made in C: a tuple of the names or of the items. Only one kind of
     value in the column, so a tuple cannot meet another JSON value's key; else None (``_key``
-    for each value: 6 us each, 0.8 of the 1.4 s that 38,000 records took to encode)."""
+    for each value was most of the time a big program's records took to encode:
+    docs/performance.md)."""
     if types == {list}:
         if set(map(type, chain.from_iterable(vals))) <= {str}:
             return list(map(tuple, vals))
@@ -123,7 +124,8 @@ def encode(rows: list[dict], leave_out: tuple[str, ...] = ()) -> dict | None:
             vals = list(map(itemgetter(name), rows))
         except KeyError:
             vals = [r.get(name, missing) for r in rows]
-        # keys and tables built by dict and map (C): 460,000 values at 192 layers
+        # keys and tables built by dict and map (C): a big program's records have hundreds of
+        # thousands of values (docs/performance.md)
         types = set(map(type, vals))
         complete = _Missing not in types
         if types <= _PLAIN and len(types & _NUMBERS) <= 1:  # no 1 == 1.0 == true among them
@@ -199,8 +201,8 @@ def table(d, where: str = "columns") -> "Table":
 class Table(Sequence):
     """Rows kept by column, as they were written: each column a list of values, or a table of
     distinct values and a code per row (-1: the row lacks the field). A row is a read-only
-    mapping made when it is read (``Row``). At 192 layers the fusion decisions are 38,000 rows
-    of a dozen fields: as one dict each they were 32 MB of the app's memory, by column 4."""
+    mapping made when it is read (``Row``): a big program's fusion decisions take a fraction of
+    the memory they took as one dict each (docs/performance.md)."""
 
     __slots__ = ("n", "cols")
 

@@ -158,7 +158,7 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
         d["how"] = {"producer": how_p, "consumer": how_c}
         d["producer_kernels"] = kernels_of(prod)
         d["consumer_kernels"] = kernels_of(cons)
-        # no gloss per record: it is gloss(reason), and a 192-layer stack logs 40,000 records
+        # no gloss per record: it is gloss(reason), and a big program logs tens of thousands of records
         if not prod or (r.consumer and not cons and r.decision != CREATED):
             unmatched += 1
             d["matched"] = False

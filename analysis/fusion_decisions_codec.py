@@ -13,7 +13,8 @@ from analysis.errors import ExplorerError
 
 # The kernels of a decision's producer and consumer: derived from its pre-optimization ops
 # through the provenance, so never in the JSON. A broadcast that every layer reads names every
-# layer's kernels, so these lists grew with layers x records: 24 of a 192-layer bundle's 66 MB.
+# layer's kernels, so these lists grew with layers x records: much of a big bundle
+# (docs/performance.md).
 DERIVED_RECORD_FIELDS = ("producer_kernels", "consumer_kernels")
 
 
@@ -103,7 +104,7 @@ def _share_strings(fd) -> None:
     """The fusion decisions' records hold the same few strings (pass, decision, reason, op and
     kernel names), the same lists of names and the same ``how`` dicts thousands of times, and
     JSON gives each its own copy. Shared (strings interned, equal lists and dicts one object),
-    a 192-layer program's 40,000 records take a fraction of the memory. Nothing changes a
+    a big program's records take a fraction of the memory. Nothing changes a
     record after it is loaded; records are left as they are otherwise (they are checked where
     they are read)."""
     if not isinstance(fd, dict) or not isinstance(fd.get("records"), list):

@@ -424,7 +424,8 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # only): laid out now, before the graphs are drawn, so this run already sends it
     asked = ss.get("graphs")
     # (no st.spinner: the panes say "Laying out …" themselves, and a spinner inserted before
-    # the graphs made the page's focus handling walk its whole DOM, 2 s of a layer's opening)
+    # the graphs made the page's focus handling walk its whole DOM, seconds of a layer's opening:
+    # docs/performance.md)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
         graph_payload.add_variant(b, ss.payload, asked["want"])
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
@@ -473,8 +474,8 @@ with details_box:
 
 # Only the open tab's content is made (``on_change="rerun"`` reruns the page on a switch): a
 # hidden tab's content is still in the page, and the page's tab panels look through their whole
-# content for something focusable on every rerun; a big program's text views (46,000 elements)
-# made that 0.8 s of every click and of every layer opened.
+# content for something focusable on every rerun; a big program's text views (tens of thousands
+# of elements) made that a large part of every click and of every layer opened (docs/performance.md).
 tab_k, tab_t, tab_s, tab_m = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
                               on_change="rerun")
 with tab_k:

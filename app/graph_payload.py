@@ -207,13 +207,13 @@ def _payload_core(b: Bundle) -> dict:
                         "collapsed": len(d.collapsed),
                         "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
     if big:
-        # What never changes after this, as one JSON text: held as dicts, a 192-layer program's
-        # links, layer maps and light details were 47 MiB of the server's memory, as text 11.
+        # What never changes after this, as one JSON text: held as dicts, a big program's links,
+        # layer maps and light details took far more of the server's memory (docs/performance.md).
         # The frame parses it once; ``details`` has the full details sent so far.
         # Of that, what the frame derives is left out (it makes it back: ``unpack`` in the
         # component): the op -> kernels links (the inverse of kernel -> ops), the op -> box map
-        # (the boxes' ops), and the light details go by column (``pack_light``): 11 MB of JSON
-        # at 192 layers were 4.5, and the websocket message that carries them 2 s of the wait
+        # (the boxes' ops), and the light details go by column (``pack_light``): much less
+        # JSON, and a smaller websocket message that carries it, which was seconds of the wait
         # for the first graph on the 2-core machine.
         packed = json.dumps({"links": {k: v for k, v in links.items() if k != "pre2k"},
                              "layers": {k: v for k, v in layers.items() if k != "op_box"},
@@ -323,11 +323,11 @@ def graphs_since(graphs: dict, held) -> dict:
 
 
 # Component arguments past this size go as one deflated JSON text, base64 (``z``), which the
-# frame inflates (the browser's DecompressionStream). A 192-layer program's payload is 7.1 MB
-# of JSON (4.7 MB of it the packed links, layers and light details, 0.75 MB of SVG): deflated at
-# level 1 it is 0.9 MB, made in 30 ms. Sent as it is, it went through the server's websocket,
-# the page's JSON parse and a structured clone into the frame, on the one thread each side that
-# also serves and draws everything else of the page.
+# frame inflates (the browser's DecompressionStream). A big program's payload is megabytes of
+# JSON, most of it the packed links, layers and light details; deflated at level 1 it is a
+# fraction of that, made in milliseconds (docs/performance.md). Sent as it is, it went through
+# the server's websocket, the page's JSON parse and a structured clone into the frame, on the
+# one thread each side that also serves and draws everything else of the page.
 PACK_OVER = 256 * 1024
 
 

@@ -13,15 +13,15 @@
      ``.streamlit/config.toml``) is over. Streamlit keeps a disconnected session in a TTL cache
      and, when the entry expires, drops it *without* shutting it down, so its uploaded files and
      download callables (and through them the whole script run: upload, bundle, graphs) stayed
-     in the server for good — measured: 1.1 GB after one 30 MB upload (benchmarks/upload_memory.py).
+     in the server for good (benchmarks/upload_memory.py; docs/performance.md).
      Shutting it down is Streamlit's own ``AppSession.shutdown``; reaching the expired entries
      needs the session manager's private store, so every step is guarded and the reaping simply
      stops if a Streamlit release changes it. A shut-down session is still not freed: the
      runtime's message loop keeps the last session it flushed in a loop variable until another
      session connects, and ``shutdown`` leaves the session's state, its unsent messages and its
      fragments (with the arguments they were called with) in place, so the janitor empties them
-     once the session's script run has ended (measured: a 6 MB
-     upload's bundle was still alive 150 s after its tab closed, held that way);
+     once the session's script run has ended (an upload's bundle was still alive long
+     after its tab closed, held that way: docs/performance.md);
   2. collects cycles (only after it emptied a session: a full collection walks every live
      object) and asks glibc to return free pages (``analysis.tuning.return_free_memory``).
   Before its first round it sets glibc's allocator (``analysis.tuning.tune_allocator``).
@@ -161,8 +161,8 @@ _emptied = 0  # sessions emptied since the janitor last collected
 def janitor_tick() -> None:
     """One round of the janitor: reap, then give memory back. The full collection runs only
     when a session was emptied (that is when a closed tab's cycles become garbage): it walks
-    every live object with the GIL held, 0.3 s with a 96-layer program open and more above, and
-    every 15 s that stalled every session's clicks and layouts."""
+    every live object with the GIL held (docs/performance.md), and every ``JANITOR_S`` that
+    stalled every session's clicks and layouts."""
     global _emptied
     reap_expired_sessions()
     collect, _emptied = _emptied > 0, 0

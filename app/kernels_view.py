@@ -19,9 +19,9 @@ from app.picks import picked_point, picked_row
 
 MISSING = -1.0  # a number a row does not have: sorts below every real value, shown as "–"
 # Rows the table shows unless asked for all: Streamlit styles each of its cells in Python (the
-# project's units, "–" for a missing value), and a 5,000-kernel program's whole table was 1.1 s
-# of every page run (0.5 s to build, 0.5 s to style and send), the run that draws the graphs
-# first included; 500 rows are a tenth of that. The kernels left out are the least busy (by
+# project's units, "–" for a missing value), and a big program's whole table was much of
+# every page run, the run that draws the graphs first included (docs/performance.md); the rows
+# shown cost a fraction of that. The kernels left out are the least busy (by
 # time, else by bytes); a kernel picked in the graph is always pinned above the table.
 TABLE_ROWS = 500
 

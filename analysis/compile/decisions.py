@@ -66,12 +66,13 @@ def _utils():
 
 
 class LogFollower:
-    """The capture's log read while XLA writes it. A 48-layer stack logs 12 MB; parsed after
-    the compile that was a second of pure Python, and XLA's fusion passes are done long before
-    its code generation is: ``poll`` (called beside the compile) reads the complete lines that
-    are new and feeds the fusion passes' lines to a ``LogParser``, numbered as in the log
-    ``_filter`` would leave; any other line is kept, to be echoed. ``close`` (as the capture
-    ends) reads the rest. Once closed, ``parser`` holds the whole log, unless reading failed."""
+    """The capture's log read while XLA writes it. A big program logs megabytes; parsed after
+    the compile that was pure Python added to the wait (docs/performance.md), and XLA's fusion
+    passes are done long before its code generation is: ``poll`` (called beside the compile)
+    reads the complete lines that are new and feeds the fusion passes' lines to a ``LogParser``,
+    numbered as in the log ``_filter`` would leave; any other line is kept, to be echoed.
+    ``close`` (as the capture ends) reads the rest. Once closed, ``parser`` holds the whole log,
+    unless reading failed."""
 
     def __init__(self, path: str):
         self.path = path

@@ -34,8 +34,8 @@ GPU_MEASURE_OPTIONS = {"xla_gpu_enable_command_buffer": ""}
 
 # Calls run under the profiler. The step is timed by wall clock over all ``iterations``; the
 # trace only has to attribute each kernel's share and spread, and a few steps do that: tracing
-# every call made a 300-kernel program's measurement 4.6x its timed work (150,000 events to
-# collect, read and attribute for 500 calls).
+# every call made a measurement several times its timed work, every event collected, read and
+# attributed (docs/performance.md).
 TRACED_STEPS = 10
 
 def machine_key(environment: dict) -> str:
@@ -205,8 +205,8 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
 def _trace_options(platform: str):
     """The profiler's options for the traced calls. On the CPU, no HLO protos in the trace:
     the attribution reads each event's own ``hlo_op`` / ``hlo_module``, and writing and reading
-    the protos was most of the tracing's cost for a big program (192 layers: measuring 11.5 s
-    -> 7.2 s, the same 14,979 events and every kernel timed as before). Elsewhere the defaults,
+    the protos was most of the tracing's cost for a big program (the same events and every
+    kernel timed as before: docs/performance.md). Elsewhere the defaults,
     until the same is checked on a GPU. None when this JAX has no such option."""
     if platform != "cpu":
         return None

@@ -95,13 +95,13 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     dump_dir = tempfile.mkdtemp(prefix="xla-dump-")  # the worker's private /tmp in the sandbox
     follower = LogFollower(os.path.join(dump_dir, LOG_FILE))  # the log parsed beside the compile
     # No cyclic collection from trace to bundle: every structure made is kept (the parses,
-    # kernels, decisions), and one full pass over them cost 0.1-0.16 s at 48 layers, on
-    # either thread, at a moment set by allocation counts; what tracing leaves in cycles waits
-    # until the pause ends
+    # kernels, decisions), and a full pass over them is a noticeable pause (docs/performance.md),
+    # on either thread, at a moment set by allocation counts; what tracing leaves in cycles
+    # waits until the pause ends
     try:
         with tuning.building():  # an entry point of analysis.tuning (the thread beside the compile is in it too)
-            # the dump is read while XLA's own estimates are made beside it (C++, 0.5 s at 192
-            # layers): reading it after them left this thread waiting
+            # the dump is read while XLA's own estimates are made beside it (C++, without the GIL:
+            # docs/performance.md): reading it after them left this thread waiting
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
                          on_texts, follower, on_decisions=on_decisions,
@@ -151,10 +151,10 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     times["lower"] = time.perf_counter() - t0
 
     # While XLA compiles (C++, without the GIL) the jaxpr's text and the parse of the HLO
-    # before optimization are made beside it: at 96 layers 0.6 s of pure Python. That HLO is
+    # before optimization are made beside it (pure Python, docs/performance.md). That HLO is
     # the module XLA itself dumps as it starts (``*.before_optimizations.txt``): the same
     # instructions, metadata and stack frames as ``lowered.as_text(dialect="hlo",
-    # debug_info=True)``, which would hold the GIL for 0.4 s at 48 layers to convert it again.
+    # debug_info=True)``, which would hold the GIL to convert it again.
     dump_dir = dump_options.get("xla_dump_to")
     env = environment(device, gpu_target)
     # Each dump's text goes to ``on_texts`` as soon as it parses here: the HLO before
@@ -253,7 +253,7 @@ def before_optimizations(dump_dir: str, hlo_after: str | None = None) -> str | N
 
 def after_optimizations(dump_dir: str) -> str | None:
     """The optimized module XLA dumped (``*<platform>_after_optimizations.txt``), or None. XLA:CPU
-    writes it before its code generation, a third of the compile before the end at 48 layers."""
+    writes it before its code generation, well before the compile ends (docs/performance.md)."""
     from analysis.dump import AFTER_FILE
 
     try:
@@ -376,8 +376,8 @@ def recompile(c: Compiled, extra_options: dict) -> Compiled:
 
 class _ExecutableStats(threading.Thread):
     """``compiled.cost_analysis()`` and ``compiled.memory_analysis()``, made in a thread: XLA
-    computes them in C++ without holding the GIL (at 48 layers 40 ms, most of it the memory
-    analysis), so they run beside the parse and analysis that follow the compile."""
+    computes them in C++ without holding the GIL (most of it the memory analysis:
+    docs/performance.md), so they run beside the parse and analysis that follow the compile."""
 
     def __init__(self, compiled):
         super().__init__(name="xla-explorer-executable-stats", daemon=True)

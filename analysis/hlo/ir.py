@@ -132,8 +132,9 @@ _NO_METADATA = Metadata()
 
 @dataclass(eq=False, slots=True)
 class Instruction:
-    # Slots, not an instance dict: a 192-layer program parses into 55,000 instructions, and a
-    # dict each (grown again by every decoded attribute) was a fifth of the app's memory.
+    # Slots, not an instance dict: a big program parses into tens of thousands of instructions,
+    # and a dict each (grown again by every decoded attribute) was a fifth of the app's memory
+    # (docs/performance.md).
     name: str
     opcode: str
     shape_text: str
@@ -191,7 +192,7 @@ class Instruction:
         if mod is None:
             return self._resolve_metadata(raw_text, None)
         # Metadata is frozen and resolved within its module only, so equal texts share one: a
-        # 192-layer optimized module has 44,000 instructions and 10,000 distinct metadata texts
+        # big module has many instructions per distinct metadata text (docs/performance.md)
         memo = mod._metadata_cache
         got = memo.get(raw_text)
         if got is None:

@@ -102,8 +102,8 @@ _COMP = (
 )
 
 # The three patterns above are 20-39 KB of text each (the nesting unrolled), and Python's
-# ``re`` takes 0.25 s of pure Python to compile them: every sandboxed worker is a fresh
-# process, and at import that was a quarter of a second before each job's model even loaded.
+# ``re`` compiles them in pure Python: every sandboxed worker is a fresh process, and at import
+# that came before each job's model even loaded (docs/performance.md).
 # They are compiled on first use (``prepare``), which the compile's thread beside XLA calls
 # while XLA (C++, without the GIL) compiles, so that the time is hidden there. ``re`` has no
 # way to keep a compiled pattern across processes (a pickled one is compiled again).
@@ -267,8 +267,9 @@ class _Parser:
         self.fast = fast
         self.module = Module("", [], {}, text=text)
         # One string object for each opcode, attribute name and shape text of this module: a
-        # 192-layer program repeats a few hundred of them 70,000 times, and each match would
-        # otherwise be its own copy. Per parse, so that nothing outlives the module.
+        # big program repeats a few hundred of them tens of thousands of times, and each match
+        # would otherwise be its own copy (docs/performance.md). Per parse, so that nothing
+        # outlives the module.
         self.shared: dict[str, str] = {}
         self.comps: list[Computation] = []
         self.comp_names: set[str] = set()
@@ -474,8 +475,8 @@ class _Parser:
                             _cached_shape(shape_text)
                         except ShapeParseError as err:
                             raise self.error(f"bad shape: {err}", m.start(3)) from None
-                        # names and values one string each: a 192-layer module's 211,000 values
-                        # (mostly metadata texts) are 8.7 MB, their distinct ones 3
+                        # names and values one string each: a big module's attribute values (mostly
+                        # metadata texts) repeat (docs/performance.md)
                         one = shared.setdefault
                         inst = Instruction(name, one(opcode, opcode), one(shape_text, shape_text), ops,
                                            {one(k, k): one(v, v) for k, v in attrs_of(attr_text)}

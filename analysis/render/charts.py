@@ -277,7 +277,7 @@ def fusion_figure(bundle: Bundle) -> go.Figure:
 
 def figure_makers(bundle: Bundle, selected: str | None = None) -> dict[str, Callable[[], go.Figure]]:
     """Each chart of the view by tab name, as a function that makes it (a view draws only the
-    tab that is open: a 5,000-kernel roofline takes a second to build)."""
+    tab that is open: a big program's roofline takes long to build, docs/performance.md)."""
     return {"Top kernels": lambda: top_kernels_figure(bundle, selected=selected),
             "Treemap": lambda: treemap_figure(bundle), "Timeline": lambda: timeline_figure(bundle),
             "Roofline": lambda: roofline_figure(bundle, selected=selected),

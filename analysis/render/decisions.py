@@ -26,8 +26,8 @@ def rows(fd: dict | None, decision: str | None = None, reason: str | None = None
          limit: int | None = None) -> tuple[list[dict], int]:
     """One plain row per record (what the table shows), filtered by decision and reason: the
     first ``limit`` rows (all without one) and how many records match. Only the rows shown are
-    built: a 192-layer program logs 38,000 decisions, and a row of each (its joined names) was
-    25 MB and 0.1 s of every rerun that drew the table."""
+    built: a row of each of a big program's decisions (its joined names) cost memory and time
+    on every rerun that drew the table (docs/performance.md)."""
     out: list[dict] = []
     matched = 0
     for i, r in enumerate((fd or {}).get("records", [])):

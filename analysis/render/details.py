@@ -223,9 +223,9 @@ def lecture_order(b: Bundle) -> list[str]:
 
 
 def pack_light(light: dict[str, dict]) -> dict:
-    """Light details (``node_details(light=True)``) by column, for a big program's payload: a
-    192-layer program has 29,000 of them, 5.3 MB of JSON as one object each, most of it the
-    field names, the name again (it is the id's) and its title's name. Here ``name`` is left out
+    """Light details (``node_details(light=True)``) by column, for a big program's payload: one
+    per node, whose JSON as one object each is mostly the field names, the name again (it is
+    the id's) and its title's name (docs/performance.md). Here ``name`` is left out
     where it is the id's (``op:NAME``), ``light`` where it is true, and a title that starts with
     the name is only its tail (" — add"); the rest by column (``analysis.columns``: a repeated
     value once). ``unpack_light`` (and the graph component's ``unpackLight``) make them back."""

@@ -93,8 +93,8 @@ class GraphSpec:
             edge_labels = len(self.edges) <= MAX_LABELLED_EDGES
         self.__dict__["_top"] = self.max_share
         # A big graph bounds Graphviz's two costly searches (network simplex for the ranks and x
-        # positions, crossing reduction): measured on a 192-layer stack's layers view (1,148 nodes,
-        # 3,626 edges) 5.6 s by default, 2.5 s so; small graphs keep the full search.
+        # positions, crossing reduction): much less time on a big program's layers view
+        # (docs/performance.md); small graphs keep the full search.
         bounded = ", nslimit=2, nslimit1=2, mclimit=0.3" if len(self.nodes) > BOUNDED_LAYOUT else ""
         out = [
             "digraph G {",

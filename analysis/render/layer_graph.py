@@ -11,9 +11,9 @@ layers are the boxes of the layers view:
   and that box's facts count it (``border_kernels``): mostly a fusion across a layer's border,
   the next layer's residual add or norm with the last add of the one before copied in. Such
   kernels were once drawn as their own nodes between the layers, but a transformer block has
-  about four at each border: at 96 layers 381 nodes and 1,800 edges, 1.6 s of Graphviz for the
-  overview alone, and a tangle on a projector where the view before optimization is a clean
-  chain. Opening a layer draws the kernels that cross into it beside its own. A kernel whose
+  about four at each border: seconds of Graphviz for the overview alone (docs/performance.md),
+  and a tangle on a projector where the view before optimization is a clean chain. Opening a
+  layer draws the kernels that cross into it beside its own. A kernel whose
   result has no layer's name (a broadcast every layer reads) stays its own node.
 
 Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.

@@ -438,8 +438,7 @@ HUB_FANOUT = 16  # a node feeding more nodes than this is drawn without those ed
 def _cut_fanout(g: GraphSpec) -> None:
     """A node feeding many others (a broadcast XLA shares across a whole stack of layers) is
     drawn without its out-edges and says how many it feeds: those edges span the graph, show
-    only lines, and cost Graphviz most of its time -- on a 48-layer transformer the collapsed
-    optimized graph took more than 30 minutes with one such node and 9 s without its edges."""
+    only lines, and cost Graphviz most of its time (docs/performance.md)."""
     outs: dict[str, set[str]] = {}
     for e in g.edges:
         outs.setdefault(e.src, set()).add(e.dst)
@@ -465,8 +464,8 @@ HUB_LAYERS = 6  # a node joined to more layer boxes than this is drawn without t
 def _cut_hubs(g: GraphSpec) -> None:
     """A node joined to many layer boxes (a broadcast XLA shares between every layer of a stack,
     a weight they all read) is drawn without those edges, and says how many layers it joins:
-    its edges span the whole stack, and laying them out took Graphviz 4 s instead of 0.3 s on a
-    48-layer transformer while showing nothing but lines."""
+    its edges span the whole stack, and laying them out took Graphviz far longer while
+    showing nothing but lines (docs/performance.md)."""
     boxes: dict[str, set[str]] = {}
     for e in g.edges:
         for a, b in ((e.src, e.dst), (e.dst, e.src)):

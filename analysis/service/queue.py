@@ -152,10 +152,11 @@ def known_probe(store, unreadable=None) -> dict | None:
 
 
 class _LateKey(threading.Thread):
-    """A machine's first job: its device probe (a sandboxed Python with JAX, 2.7 s here) runs
-    beside the job instead of before it, and the queue stores the bundle under the key it gives
-    (``key``) once both are done. Nothing can be cached for this machine's kind before its probe anyway, unless the
-    store was filled on another machine of the same kind: that one cache hit is given up."""
+    """A machine's first job: its device probe (a sandboxed Python with JAX, seconds:
+    docs/performance.md) runs beside the job instead of before it, and the queue stores the
+    bundle under the key it gives (``key``) once both are done. Nothing can be cached for this
+    machine's kind before its probe anyway, unless the store was filled on another machine of the
+    same kind: that one cache hit is given up."""
 
     def __init__(self, job: Job, store, limits: Limits):
         super().__init__(name="xla-explorer-device-probe", daemon=True)

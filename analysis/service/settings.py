@@ -69,8 +69,8 @@ class Limits:
     #                        address space (CPU) or data segment (GPU) of each process
     nproc: int = 256  # processes + threads of the job
     file_mb: int = 64  # largest file the worker may write
-    output_mb: int = 160  # bytes read back from stdout + stderr (a bundle is a few MB; a 192-layer stack's
-    #                       40, and twice that when its preview comes before its measured bundle)
+    output_mb: int = 160  # bytes read back from stdout + stderr (a bundle is a few MB, the biggest
+    #                       program's twice over with its preview: docs/performance.md)
     workers: int = 2  # compile-only jobs running at once
     session_jobs: int = 3  # queued or running jobs per session
     sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);
@@ -79,14 +79,16 @@ class Limits:
     scratch_mb: int = 256  # size of the worker's /scratch (its home and working folder, a tmpfs)
     measure_timeout_s: float = 60.0  # wall clock of a measuring job (shorter: it holds a core)
     # the app shows a measured program of at least this many kernels as soon as it is compiled,
-    # its timings following (measuring grows with the kernels: at 4,800 it outlasts the compile)
+    # its timings following (measuring grows with the kernels, and outlasts a big program's
+    # compile: docs/performance.md)
     preview_kernels: int = 200
     measure_mode: str = "beside"  # beside: compile jobs keep running while one job measures;
     #                               alone: a measuring job waits for the machine to itself
     upload_mb: int = 32  # largest upload the app reads (HLO text, bundle or dump zip)
     store_busy_s: float = 10.0  # how long a store call waits for another process's write
-    # on: the app keeps one sandboxed worker started ahead for the next job (the 1.3-1.8 s of
-    # Python and JAX imports done before it is asked for; analysis.service.worker_process.keep_spare)
+    # on: the app keeps one sandboxed worker started ahead for the next job (its Python and JAX
+    # imports done before it is asked for; analysis.service.worker_process.keep_spare,
+    # docs/performance.md)
     spare_worker: str = "on"
 
     @classmethod

@@ -5,9 +5,9 @@ A worker spends its first seconds starting Python and importing JAX before it ca
 for a job of the kind the last one was (or the app's default), and waits, having run nothing
 but this project's code, for the next job: that job skips the wait. Each worker still serves
 exactly one job in a sandbox of its own and exits after it (nothing of one job reaches the
-next); the spare holds a slot (a uid) and, idle, about 250 MB of memory. It is started a moment
-after a job ends (``SPARE_DELAY_S``) so that its imports do not compete with the page that shows
-that job's result, and it is replaced after ``SPARE_MAX_AGE_S``.
+next); the spare holds a slot (a uid) and, idle, its memory (docs/performance.md). It is
+started a moment after a job ends (``SPARE_DELAY_S``) so that its imports do not compete with
+the page that shows that job's result, and it is replaced after ``SPARE_MAX_AGE_S``.
 
 ``SparePool`` is that one worker's life: off until ``keep(True)``; a worker for ``kind``
 started after each job (``after``); taken by a job of its kind (``take``: any other kind ends

@@ -201,8 +201,8 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
     """A measuring job's answer after its preview: the fields measuring adds
     (``MEASURED_FIELDS``, checked against the schema) on a copy of the preview this side checked.
     The worker said everything else in the preview, where this side derived it again; sending the
-    whole bundle a second time was the biggest message of the job (at 192 layers the decoded
-    copy of a bundle already shown, the peak of the server's memory)."""
+    whole bundle a second time was the biggest message of the job (for a big program the decoded
+    copy of a bundle already shown was the peak of the server's memory: docs/performance.md)."""
     if preview is None:
         raise ExplorerError("protocol", "the worker sent a measurement of a preview this side does not have",
                             job.filename)

@@ -89,13 +89,13 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
 def for_parent(bundle: Bundle, sent: dict, decided=None) -> dict:
     """The bundle as the parent is sent it: without what the parent derives again from the HLO
     anyway (kernels, provenance) and without the HLO texts it was sent already (``sent``: the
-    ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``). At 96 layers that is
-    8 of the 20 MB the parent decoded only to drop. The fusion decisions are left out when they
-    are ``decided``, the ones sent early (``{"decisions"}``)."""
+    ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``): for a big program,
+    much of what the parent decoded only to drop (docs/performance.md). The fusion decisions
+    are left out when they are ``decided``, the ones sent early (``{"decisions"}``)."""
     leave_out = ("kernels", "provenance")
     if decided is not None and bundle.fusion_decisions is decided:
         leave_out += ("fusion_decisions",)
-    with tuning.building():  # 38,000 records' columns in a heap of millions of objects: no collector passes
+    with tuning.building():  # a big program's records, a heap of millions of objects: no collector passes
         d = bundle.to_dict(leave_out=leave_out)
     stages = d.get("stages")
     if isinstance(stages, dict):

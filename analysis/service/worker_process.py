@@ -43,8 +43,8 @@ LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
 
 
 # A worker without a GPU compiles the model's own eager ops (the inputs it makes: a gallery
-# model's jax.random weights are two dozen small compiles, 1.4 s of XLA) at LLVM's O0: a
-# transformer block loads in 1.0 s instead of 1.8. Every compile the user is shown, measured or
+# model's jax.random weights are two dozen small compiles) at LLVM's O0, so the model loads
+# sooner (docs/performance.md). Every compile the user is shown, measured or
 # timed sets XLA's default back (``analysis.compile.stages.FULL_OPTIMIZATION``). The operator's
 # own XLA_FLAGS come after, so a level set there wins. (A GPU worker is left as it is: that
 # the default comes back byte for byte is checked on XLA:CPU only.)
