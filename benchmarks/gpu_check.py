@@ -21,8 +21,11 @@ Checks (exit status 1 if one fails; 2 if there is no GPU at all):
 - and, not a check: kernels per route/library of this autotuned compile next to the recorded
   untuned H200 compile made without a device (``sample_models/recorded/h200``).
 
-Copy the bundles to ``tests/fixtures/gpu/`` and commit them: ``tests/test_gpu_fixtures.py``
-then tests GPU parsing, classification, attribution and the lessons on any machine.
+When a GPU session records them, commit the bundles under ``tests/fixtures/gpu/`` together
+with a test of their own that re-analyzes them on any machine (GPU parsing, classification,
+attribution of the measured kernels, the lessons' claims): no such test is kept while there
+are no bundles (the GPU paths are tested meanwhile on the recorded H200 compiles, in
+``tests/test_gpu_target.py``).
 
 Sized to finish in a few minutes on one GPU (small iteration counts).
 """

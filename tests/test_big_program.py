@@ -124,22 +124,27 @@ def test_a_treemap_of_many_kernels_draws_the_biggest_and_groups_the_rest():
     assert abs(sum(v for v, c in zip(t.values, t.customdata) if c) - sum(k.bytes for k in b.kernels) / 2 ** 20) < 1e-6
 
 
-def test_a_graph_graphviz_cannot_lay_out_fails_once_not_on_every_ask(monkeypatch):
+def test_a_graph_graphviz_cannot_lay_out_fails_once_not_on_every_ask(monkeypatch, tmp_path):
     """Real Graphviz refuses a broken DOT text; asked again (the next line of the same run, a
     rerun), the app says so at once instead of running Graphviz again (for a graph that timed
     out, that was another minute each time)."""
+    import os
+
     import pytest
 
     bad = "digraph G { a -> ; }"
     with pytest.raises(RuntimeError, match="Graphviz failed"):
         layout_cache.layout_svg(bad)
-
-    def no_second_run(dots, timeout=60.0):
-        raise AssertionError("Graphviz was run again for a graph that had failed")
-
-    monkeypatch.setattr(layout_cache, "render_svgs_each", no_second_run)
+    # from now on the only Graphviz on the PATH is one that notes each time it is run
+    ran = tmp_path / "dot-ran"
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho run >> {ran}\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     with pytest.raises(RuntimeError, match="Graphviz failed"):
         layout_cache.layout_svg(bad)
+    assert not ran.exists(), "Graphviz was run again for a graph that had failed"
     assert layout_cache.svg_or_error(bad).startswith("<p>Graphviz failed")
 
 

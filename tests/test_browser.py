@@ -13,6 +13,8 @@ import urllib.request
 
 import pytest
 
+from tests.polling import app_idle
+
 pytestmark = pytest.mark.browser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,10 +102,12 @@ def _graph_frames(page, n=2, timeout=180_000):
                         panes.append(_Pane(f, scope))
             if len(panes) >= n:
                 return panes
+            if time.time() > deadline:
+                raise AssertionError(f"{len(panes)} graphs drawn, not {n}")
         except Error:
             if time.time() > deadline:
                 raise
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(500)  # a poll: look again until the deadline
 
 
 def _graph(page, title: str):
@@ -118,10 +122,13 @@ def _graph(page, title: str):
 
 
 def _upload(page, path) -> None:
-    """Choose a file in the sidebar's uploader, wait until it is uploaded, press Open."""
-    page.locator("input[type=file]").set_input_files(str(path))
+    """Choose a file in the sidebar's uploader, wait until it is uploaded and the run that hears
+    of it is over (an Open button of an earlier upload would open that one), press Open."""
+    with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url and r.request.method == "PUT",
+                              timeout=60_000):
+        page.locator("input[type=file]").set_input_files(str(path))
     page.get_by_test_id("stSidebar").get_by_text(os.path.basename(str(path))).first.wait_for(timeout=60_000)
-    page.wait_for_timeout(300)
+    app_idle(page)
     page.get_by_role("button", name="Open").click()
 
 
@@ -135,7 +142,7 @@ def _retry(page, fn, tries: int = 10):
         except Error:
             if i == tries - 1:
                 raise
-            page.wait_for_timeout(500)
+            page.wait_for_timeout(500)  # a poll: try again, a bounded number of times
 
 
 def test_transformer_block_select_fusion_details(server, browser):
@@ -212,7 +219,7 @@ def _ace_frame(page, timeout_s: float = 60):
         found = [f for f in page.frames if "streamlit_ace" in (f.url or "") and not f.is_detached()]
         if found:
             return found[0]
-        page.wait_for_timeout(300)
+        page.wait_for_timeout(300)  # a poll: look again until the deadline
     raise AssertionError("the code editor did not appear")
 
 
@@ -230,7 +237,9 @@ def test_pasted_code_error_is_marked_in_the_editor(server, browser):
     page.keyboard.press("Enter")
     page.keyboard.type("y = = 2")
     page.keyboard.press("Escape")  # close the editor's completion popup
-    page.wait_for_timeout(1500)  # the editor sends its text to the app
+    # the editor has sent its text to the app: the page says the graphs are of other code now
+    page.get_by_text("the editor's text has changed since this compile").first.wait_for(timeout=60_000)
+    app_idle(page)
     page.get_by_test_id("stSidebar").get_by_role("button", name="Compile", exact=True).click()
     err = page.locator("[data-testid='stMain'] [data-testid='stAlert']").filter(has_text="syntax error at <pasted code>:")
     err.first.wait_for(timeout=120_000)
@@ -320,7 +329,7 @@ def test_an_error_is_shown_once_whole_and_as_text(server, browser):
     page.goto(f"{server}/?code={cid}")
     alerts = page.locator("[data-testid='stAlert']").filter(has_text="inputs error at <pasted code>:7")
     alerts.first.wait_for(timeout=120_000)
-    page.wait_for_timeout(1000)  # the run that shows it is over: nothing else adds a second one
+    app_idle(page)  # the run that shows it is over: nothing else adds a second one
     assert alerts.count() == 1
     text = alerts.first.inner_text()
     assert "ValueError: no __dict__ here: n >= 3 is *wrong*" in text

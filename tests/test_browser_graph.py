@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from tests.polling import app_idle, settled
 from tests.test_browser import OUT, ROOT, _retry, browser, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
@@ -31,7 +32,7 @@ def _frame(page, timeout_s: float = 180):
                         return f
                 except Exception:  # noqa: BLE001 - a frame swapped under us: look again
                     pass
-        page.wait_for_timeout(400)
+        page.wait_for_timeout(400)  # a poll: look again until the deadline
     raise AssertionError("the graphs did not appear")
 
 
@@ -64,9 +65,11 @@ def _scale(g, side):  # pixels per point of a pane
 def test_presentation_mode_is_readable_from_the_back_row(server, browser):  # noqa: F811
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(server + "/?model=softmax&present=1")
+    _frame(page)
+    app_idle(page)
+    # the opening view once it holds still (the frame fits its graphs to the panes as it opens)
+    g = settled(lambda: _retry(page, lambda: _frame(page).evaluate(GEOMETRY)), what="the opening view")
     f = _frame(page)
-    page.wait_for_timeout(800)
-    g = _retry(page, lambda: _frame(page).evaluate(GEOMETRY))
     # no sidebar: the graphs have the width of the screen
     assert not page.get_by_test_id("stSidebar").is_visible()
     for side in ("pre", "post"):
@@ -92,8 +95,7 @@ def test_presentation_mode_is_readable_from_the_back_row(server, browser):  # no
                 assert t["right"] <= pane["right"] + 1
     # Fit: the whole graph inside its pane
     f.locator("#fit").click()
-    page.wait_for_timeout(300)
-    g2 = f.evaluate(GEOMETRY)
+    g2 = settled(lambda: f.evaluate(GEOMETRY), what="the view after Fit")
     for side in ("pre", "post"):
         p, gb = g2[side]["pane"], g2[side]["graph"]
         assert gb["left"] >= p["left"] - 1 and gb["right"] <= p["right"] + 1
@@ -134,7 +136,7 @@ def test_a_click_lights_up_in_the_browser_and_keeps_the_zoom(server, browser):  
     assert details["left"] >= before["post"]["pane"]["right"] - 1
     # the server hears of it: the address bar names the node (after its round trip)
     page.wait_for_function("(n) => location.search.includes('node=' + n)", arg=kernel, timeout=120_000)
-    page.wait_for_timeout(1500)
+    app_idle(page)  # the server's rerun is over: its graphs are the ones on the page
     f = _frame(page)
     after = f.evaluate(GEOMETRY)
     # the zoom survived the click and the server's rerun: same scale on both sides, the clicked
@@ -250,7 +252,7 @@ def test_compare_links_the_two_compilers_graphs_in_the_browser(server, browser):
     assert name in text
     for k in r["lit"]:
         assert k in text  # the server agrees with what the browser lit
-    page.wait_for_timeout(1500)
+    app_idle(page)  # the server's rerun is over: its graphs are the ones on the page
     f = _frame(page)
     after = f.evaluate(GEOMETRY)
     for side in ("pre", "post"):
@@ -337,7 +339,7 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
         except Exception:  # noqa: BLE001 - the frame was swapped by a rerun: look again
             pass
         assert __import__("time").time() < deadline, "the stack did not open as its layers"
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(500)  # a poll: look again until the deadline
     assert f.locator("#layersB.on").count() == 1
     assert f.locator("#view-pre g.node[id^='op:m']").count() == 0  # no op of a layer drawn yet
     # the overview: off by itself for 8 boxes, on with Map while the chain is taller than the pane

@@ -313,7 +313,6 @@ def test_metadata_stack_frame_tables_resolve_call_chain():
     assert m.file_names == {1: "/tmp/sf.py"}
     assert m.function_names[4] == "h"
     assert m.file_locations[3]["line"] == 4 and m.stack_frames[4]["parent_frame_id"] == 2
-    assert m._parent_offset == 1
     chain = lambda name: [(s.function, s.line) for s in m.entry.by_name[name].metadata.stack]  # noqa: E731
     assert chain("sin.1") == [("g", 4), ("f", 8), ("<module>", 11)]
     assert chain("cos.1") == [("h", 6), ("f", 9), ("<module>", 11)]
@@ -343,7 +342,6 @@ def test_stack_frames_as_written_when_no_frame_names_itself():
         text = text.replace(f"{fid} {{file_location_id={fid} parent_frame_id={fid}}}",
                             f"{fid} {{file_location_id={fid} parent_frame_id={fid - 1}}}")
     m = parse_module(text)
-    assert m._parent_offset == 0
     assert [s.function for s in m.entry.by_name["sin.1"].metadata.stack] == ["g", "f", "<module>"]
 
 

@@ -57,7 +57,7 @@ class Recorder:
         try:
             if progress:
                 progress("compile")
-            end = time.monotonic() + self.delay
+            end = time.monotonic() + self.delay  # a fake job that takes ``delay`` (watching for a cancel)
             while time.monotonic() < end:
                 if cancel is not None and cancel.is_set():
                     raise ExplorerError("run", "the job was cancelled")
@@ -159,9 +159,9 @@ def test_progress_reaches_the_caller_thread_with_the_queue_position_as_it_moves(
     r.wait_started("a0")
     seen: list[tuple[str, str]] = []
     b = compile_job(Job(name="mine"), session="me", queue=q, use_cache=False,
-                    progress=lambda p: seen.append((p, threading.current_thread().name)))
+                    progress=lambda p: seen.append((p, threading.get_ident())))
     assert b.bundle.title == "mine" and b.cached is False
-    assert {t for _, t in seen} == {threading.current_thread().name}
+    assert {t for _, t in seen} == {threading.get_ident()}  # this very thread, whatever threads are named
     msgs = [p for p, _ in seen]
     waits = [int(p.split(":")[1]) for p in msgs if p.startswith("queued:")]
     # two jobs waited ahead of it at first, and the count only went down

@@ -210,12 +210,54 @@ def test_the_kernel_table_reads_in_human_units_with_no_empty_columns():
     assert set(config) <= set(df.columns)
 
 
+def _shaded_cells(styled) -> tuple[dict[str, list[str]], set[str]]:
+    """The table as the Styler writes it (``to_html``): the cells of each row, keyed by the row's
+    kernel, and the cells a CSS rule gives a background colour (cell ids both)."""
+    import re
+    from html.parser import HTMLParser
+
+    text = styled.to_html()
+    css = "".join(re.findall(r"<style[^>]*>(.*?)</style>", text, flags=re.S))
+    shaded = {sel.strip().lstrip("#") for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css)
+              if "background-color" in body for sel in sels.split(",")}
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows: list[list[tuple[str, str]]] = []
+            self.cell: list | None = None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self.rows.append([])
+            elif tag == "td" and self.rows:
+                self.cell = [dict(attrs).get("id", ""), ""]
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell[1] += data
+
+        def handle_endtag(self, tag):
+            if tag == "td" and self.cell is not None:
+                self.rows[-1].append(tuple(self.cell))
+                self.cell = None
+
+    p = Cells()
+    p.feed(text)
+    kernel_col = list(styled.data.columns).index("kernel")
+    by_kernel = {r[kernel_col][1].strip(): [cid for cid, _ in r] for r in p.rows if r}
+    return by_kernel, shaded
+
+
 def test_the_selected_kernel_is_shaded_and_a_pinned_row_keeps_the_tables_columns():
     rows = [_row("a", library="YNNPACK", bytes=10), _row("b", bytes=20, context="while.3")]
     styled, _ = kv.table(rows, measured=False, selected="b")
-    styles = styled._compute().ctx  # (row, column) -> [(property, value)] of the cells styled
-    assert {rc for rc, css in styles.items() if ("background-color", "#FFE8D1") in css} == \
-        {(1, c) for c in range(len(styled.data.columns))}
+    cells, shaded = _shaded_cells(styled)
+    # the selected kernel's row is shaded, every cell of it, and nothing else is
+    assert set(cells) == {"a", "b"} and len(cells["b"]) == len(styled.data.columns)
+    assert shaded == set(cells["b"])
+    _, none_shaded = _shaded_cells(kv.table(rows, measured=False)[0])
+    assert none_shaded == set()  # with nothing selected, no row is
     pinned, _ = kv.table(rows[1:], measured=False, columns=list(styled.data.columns))
     assert list(pinned.data.columns) == list(styled.data.columns)
 

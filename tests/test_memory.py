@@ -339,7 +339,7 @@ from test_browser import browser, server  # noqa: E402,F401 - the shared app and
 def test_browser_memory_view_peak_and_click_selects_kernel(server, browser, gallery_bundle):
     """Open the memory view of attention, read the peak, click the biggest buffer's bar: its
     kernel becomes the selection (the graph and the details follow it)."""
-    import time
+    from tests.polling import settled
 
     url = server
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -357,8 +357,10 @@ def test_browser_memory_view_peak_and_click_selects_kernel(server, browser, gall
         assert peak == human_bytes(gallery_bundle("attention").memory["peak"]["bytes"])
         chart = panel.locator(".js-plotly-plot").nth(1)
         chart.scroll_into_view_if_needed()
-        time.sleep(1)
-        chart.locator("g.trace.bars path").last.click(force=True)  # the top bar: the biggest buffer
+        bar = chart.locator("g.trace.bars path").last  # the top bar: the biggest buffer
+        bar.wait_for(timeout=60_000)
+        settled(bar.bounding_box, what="the chart to be drawn in place")  # Plotly's drawing is over
+        bar.click(force=True)
         page.wait_for_function("() => document.body.innerText.includes('Selected: ynn_fusion.5')", timeout=60_000)
     finally:
         page.close()

@@ -66,8 +66,28 @@ def _queue(engine, tmp_path, **kw):
 
 
 def _worker_processes() -> int:
-    out = subprocess.run(["pgrep", "-f", "analysis.service.worker_main"], capture_output=True, text=True)
-    return len(out.stdout.split())
+    """Sandboxed workers started for this test session: descendants of this process (the test
+    cluster's nodes are its children), so an app's workers on the same machine are not counted."""
+    parent, cmd = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd[int(pid)] = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+
+    def mine(pid: int) -> bool:
+        seen = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            pid = parent.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return sum(1 for pid, c in cmd.items() if b"analysis.service.worker_main" in c and mine(pid))
 
 
 def test_a_gallery_job_runs_sandboxed_on_a_node_and_its_phases_reach_the_caller(engine, tmp_path):

@@ -198,7 +198,7 @@ def test_report_opens_offline_in_chromium(report_file, tb):
             # click a fusion kernel: the ops it absorbed light up on the left, its table row too
             fusion = next(k for k in tb.kernels if k.fused_ops and k.name in (tb.provenance.kernel_to_pre or {}))
             page.locator(f"#graph-post [id='post-k:{fusion.name}']").dispatch_event("click", {"bubbles": True})
-            page.wait_for_timeout(200)
+            page.locator(f"tr.xe-hl[data-kernel='{fusion.name}']").wait_for(timeout=30_000)
             lit = page.locator("#graph-pre g.node.xe-hl").count()
             assert lit == len([o for o in tb.provenance.kernel_to_pre[fusion.name]
                                if page.locator(f"#graph-pre [id='pre-op:{o}']").count()])
@@ -208,7 +208,6 @@ def test_report_opens_offline_in_chromium(report_file, tb):
             line = fusion.source_lines[0][1]
             page.locator(f"tr[data-kernel='{fusion.name}'] a[href='#L{line}']").click()
             assert page.evaluate("location.hash") == f"#L{line}"
-            page.wait_for_timeout(200)
             page.screenshot(path=os.path.join(OUT, "report-full.png"), full_page=True)
         finally:
             browser.close()

@@ -72,9 +72,10 @@ def test_many_timed_calls_trace_only_a_few(mlp):
     b, c = mlp
     again = measure.run_measurement(c.executable, c.args, b.kernels, "cpu",
                                     b.module("hlo_after").name, iterations=40, keep_trace=False)
-    assert again["iterations"] == 40 and again["traced_steps"] == measure.TRACED_STEPS == 10
-    assert again["steps_seen"] == 10
-    assert again["events_seen"] <= 10 * 3 * len(b.kernels)  # a few events per kernel per traced step
+    traced = again["traced_steps"]
+    assert again["iterations"] == 40 and 0 < traced < 40  # a few of the timed calls, not all
+    assert again["steps_seen"] == traced  # the trace holds exactly the traced calls
+    assert again["events_seen"] <= traced * 3 * len(b.kernels)  # a few events per kernel per traced step
     assert again["kernels"] and all(r["median_s"] > 0 for r in again["kernels"].values())
 
 

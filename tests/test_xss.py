@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+from tests.polling import app_idle
 from tests.test_browser import OUT, _graph_frames, _upload, browser, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
@@ -57,9 +58,23 @@ def hostile_bundle() -> dict:
     return d
 
 
-def open_upload_on_every_tab(server, browser, path, pause_ms: int = 2500):
-    """Upload ``path`` in a fresh page and open every tab of the explorer; returns the page and
-    the list that collects every sign of the payload running (console mark, dialogs)."""
+# Every image of the page and of its frames has loaded or failed (an onerror handler has had its
+# chance to run).
+IMAGES_DONE = """() => [document, ...[...document.querySelectorAll('iframe')].map(f => {
+    try { return f.contentDocument; } catch (e) { return null; } })].filter(d => d)
+  .every(d => [...d.images].every(i => i.complete))"""
+
+
+def _shown(page) -> None:
+    """The app has finished drawing what was asked for, and what it drew has loaded."""
+    app_idle(page)
+    page.wait_for_function(IMAGES_DONE, timeout=60_000)
+
+
+def open_upload_on_every_tab(server, browser, path):
+    """Upload ``path`` in a fresh page and open every tab of the explorer, each once the app has
+    drawn it whole; returns the page and the list that collects every sign of the payload
+    running (console mark, dialogs)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     fired: list[str] = []
     page.on("console", lambda m: fired.append(m.text) if MARK in m.text else None)
@@ -68,13 +83,16 @@ def open_upload_on_every_tab(server, browser, path, pause_ms: int = 2500):
     _graph_frames(page)
     page.get_by_text("Upload HLO / bundle").click()
     _upload(page, path)
-    page.wait_for_timeout(4000)
+    _shown(page)  # the upload's run is over: the graphs below are the upload's
     _graph_frames(page)
     for tab in ("Kernels & timings", "Text views", "Source", "Memory"):
         t = page.get_by_role("tab", name=tab)
         if t.count():
             t.first.click()
-            page.wait_for_timeout(pause_ms)
+            page.wait_for_function("(name) => [...document.querySelectorAll('[role=tab]')].some("
+                                   "e => e.textContent.includes(name) && e.getAttribute('aria-selected') === 'true')",
+                                   arg=tab, timeout=60_000)
+            _shown(page)
     return page, fired
 
 
@@ -108,7 +126,7 @@ def test_no_payload_in_a_dump_zips_names_runs(server, browser, tmp_path):  # noq
         for i in (1, 2):  # two modules: the picker lists both names
             z.writestr(f"dump/module_000{i}.{name}.before_optimizations.txt", before)
             z.writestr(f"dump/module_000{i}.{name}.cpu_after_optimizations.txt", after)
-    page, fired = open_upload_on_every_tab(server, browser, path, 2000)
+    page, fired = open_upload_on_every_tab(server, browser, path)
     os.makedirs(OUT, exist_ok=True)
     page.screenshot(path=os.path.join(OUT, "xss_dump.png"))
     assert fired == [], fired  # nothing ran
