@@ -215,12 +215,14 @@ class RayRunner:
                     raise ExplorerError("timeout", f"the Ray task gave no result within {limits.timeout_s + 60:g} s",
                                         job.filename)
                 ready, _ = ray.wait([gen], timeout=0.25)
-                if not ready:
-                    continue
-                try:
-                    ref = next(gen)
-                except StopIteration:
+                if gen.is_finished():
                     break
+                if not (ready and gen.next_ready()):
+                    # (a cancelled stream can look ready to ray.wait while its next item is not:
+                    # next() would then block until the task ends, past the force-cancel above)
+                    time.sleep(0.05)
+                    continue
+                ref = next(gen)
                 kind, value = ray.get(ref)
                 if kind == "phase":
                     say(str(value)[:200])
