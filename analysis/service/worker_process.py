@@ -203,7 +203,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         self.killed.set()
-        kill_group(self.proc)
+        _kill_group(self.proc)
         for pid in self.job_limits.pids(self.proc.pid, processes_with_token(self.token)):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -217,7 +217,7 @@ class WorkerProcess:
         if self._closed:
             return
         self._closed = True
-        kill_group(self.proc)
+        _kill_group(self.proc)
         self.job_limits.close()
         kill_job_processes(self.token)
         try:
@@ -240,7 +240,7 @@ class WorkerProcess:
             res.containment = self.job_limits.mech.kind
 
 
-def kill_group(proc) -> None:
+def _kill_group(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
