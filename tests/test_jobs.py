@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from analysis.service import cache_keys as keys
 from analysis.service import queue as jobs
 from analysis.service import sandbox
 from analysis.bundle import bundle_from_hlo
@@ -229,7 +230,7 @@ def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_i
     """The probe (what devices JAX sees: a sandboxed Python of its own) no longer delays the
     first job: the job runs while the probe does (here the probe waits for the job to start),
     and its bundle is stored under the key the probe gives once both are done."""
-    monkeypatch.setattr(jobs, "_probe_memo", {})
+    monkeypatch.setattr(keys, "_probe_memo", {})
     store = Store(str(tmp_path / "store.sqlite"))
     r = Recorder(delay=0.05)
     probed = []
@@ -239,16 +240,16 @@ def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_i
         probed.append(True)
         return {"backends": {"cpu": {"device_kind": "cpu", "count": 1}}, "default": "cpu"}
 
-    monkeypatch.setattr(jobs, "run_probe", probe)
+    monkeypatch.setattr(keys, "run_probe", probe)
     q = JobQueue(Limits(workers=1), store=store, runner=r)
     out = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
     assert not out.cached and probed == [True]
     # stored by the queue as the job ended, not by this caller: a closed tab's job is cached too
     h = q.submit(Job(source="y", name="left", backend="cpu"), session="t",
-                 late_key=lambda: jobs.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1"))
+                 late_key=lambda: keys.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1"))
     h.result(10)
-    assert store.get_bundle(jobs.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1")) is not None
-    assert store.get_meta(jobs.probe_meta_key())["default"] == "cpu"
+    assert store.get_bundle(keys.cache_key(Job(source="y", name="left", backend="cpu"), "cpu:cpux1")) is not None
+    assert store.get_meta(keys.probe_meta_key())["default"] == "cpu"
     again = compile_job(Job(source="x", name="first", backend="cpu"), session="t", queue=q)
     assert again.cached and [n for n, _ in r.log] == ["first", "left"]  # stored under the probed key
     q.shutdown()
@@ -257,16 +258,16 @@ def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_i
 def test_cache_key_depends_on_what_matters():
     kind = "cpu:cpux1"
     base = Job(source="def model(x): return x", name="p")
-    k = jobs.cache_key(base, kind)
-    assert k == jobs.cache_key(Job(source="def model(x): return x", name="p"), kind)
-    assert k != jobs.cache_key(Job(source="def model(x): return x + 1", name="p"), kind)
-    assert k != jobs.cache_key(Job(source="def model(x): return x", name="p", compiler_options={"a": 1}), kind)
-    assert k != jobs.cache_key(Job(source="def model(x): return x", name="p", backend="cpu"), kind)
-    assert k != jobs.cache_key(base, "gpu:NVIDIA H200x1")
-    g = jobs.cache_key(Job(kind="gallery", name="mlp"), kind)  # gallery: keyed by the file's text
-    assert g == jobs.cache_key(Job(kind="gallery", name="mlp", source="ignored"), kind)
+    k = keys.cache_key(base, kind)
+    assert k == keys.cache_key(Job(source="def model(x): return x", name="p"), kind)
+    assert k != keys.cache_key(Job(source="def model(x): return x + 1", name="p"), kind)
+    assert k != keys.cache_key(Job(source="def model(x): return x", name="p", compiler_options={"a": 1}), kind)
+    assert k != keys.cache_key(Job(source="def model(x): return x", name="p", backend="cpu"), kind)
+    assert k != keys.cache_key(base, "gpu:NVIDIA H200x1")
+    g = keys.cache_key(Job(kind="gallery", name="mlp"), kind)  # gallery: keyed by the file's text
+    assert g == keys.cache_key(Job(kind="gallery", name="mlp", source="ignored"), kind)
     with pytest.raises(ExplorerError):
-        jobs.cache_key(Job(kind="gallery", name="no_such_model"), kind)
+        keys.cache_key(Job(kind="gallery", name="no_such_model"), kind)
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -296,7 +297,7 @@ def test_compile_job_end_to_end_cache_and_damaged_store(tmp_path):
     assert b2.cached and b2.isolated is None
     assert b2.bundle.stages == b1.bundle.stages
     # The device probe is remembered in the store.
-    assert store.get_meta(jobs.probe_meta_key())["backends"]["cpu"]
+    assert store.get_meta(keys.probe_meta_key())["backends"]["cpu"]
     # A damaged cached row: reported as a warning, recompiled, repaired.
     import sqlite3
     c = sqlite3.connect(store.path)
@@ -350,13 +351,13 @@ def test_cpu_calibration_is_made_once_per_machine(tmp_path):
     first = compile_job(Job(source=SRC, name="p1", measure=True, iterations=3), session="t", queue=q).bundle
     peaks = first.timings["peaks"]
     assert peaks["source"] == "calibrated" and peaks["machine"]
-    assert store.get_meta("peaks:" + jobs.probe_meta_key()) == peaks
+    assert store.get_meta("peaks:" + keys.probe_meta_key()) == peaks
     job = Job(source=SRC, name="p2", measure=True, iterations=4)
     second = compile_job(job, session="t", queue=q).bundle
     assert job.peaks is None  # the caller's job is not changed; the worker got a copy with the peaks
     assert second.timings["peaks"] == peaks
     # the hand-over does not change what the cache key sees
-    assert jobs.cache_key(job, "cpu") == jobs.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")
+    assert keys.cache_key(job, "cpu") == keys.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")
     q.shutdown()
 
 

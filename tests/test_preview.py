@@ -18,7 +18,8 @@ from analysis.bundle import bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.service import sandbox
 from analysis.service.job import Job
-from analysis.service.queue import JobQueue, cache_key, compile_job
+from analysis.service.cache_keys import cache_key
+from analysis.service.queue import JobQueue, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
 from analysis.service.worker import EarlyParts, Ran

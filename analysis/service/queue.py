@@ -25,26 +25,24 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import importlib.metadata
 import inspect
-import os
 import platform
 import queue as _queue
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, Bundle, reanalyze
+from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
 from analysis.hlo import HloParseError
 from analysis.service.job import Job, is_measure
-from analysis.service.sandbox import gpu_device_nodes, sandbox_status
+from analysis.service.cache_keys import (LateKey, cache_key, device_kind_for, device_probe, forget_probes, known_probe,
+                                         probe_meta_key)
 from analysis.service.settings import Limits
-from analysis.service.store import content_key, default_store
-from analysis.service.worker import Ran, run_job, run_probe
-from sample_models import gallery_entry
+from analysis.service.store import default_store
+from analysis.service.worker import Ran, run_job
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 
@@ -86,121 +84,6 @@ class Pending:
 
     def cancel(self) -> bool:
         return self.handle.cancel()
-
-
-# ----------------------------------------------------------------------------- cache keys
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
-
-
-def machine_fingerprint() -> dict:
-    """What decides which devices JAX sees here, known without importing JAX."""
-    return {"host": platform.node(), "machine": platform.machine(), "jax": _version("jax"),
-            "jaxlib": _version("jaxlib"), "nvidia": gpu_device_nodes(),
-            "env": {k: os.environ.get(k, "") for k in ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES")}}
-
-
-_probe_lock = threading.Lock()
-_probe_memo: dict[str, dict] = {}
-
-
-def probe_meta_key() -> str:
-    """The store's meta key for this machine's device probe."""
-    return "probe:" + content_key(machine_fingerprint())[:32]
-
-
-def device_probe(store=None, limits: Limits | None = None) -> dict:
-    """The devices JAX sees on this machine (``worker.probe()``), asked once per machine and
-    remembered in the store under the machine's fingerprint."""
-    fp = probe_meta_key()
-    with _probe_lock:
-        stored = None
-        if store is not None:
-            try:
-                stored = store.get_meta(fp)
-            except ExplorerError as e:
-                warnings.warn(e.one_line())
-        if isinstance(stored, dict) and "backends" in stored:
-            _probe_memo[fp] = stored
-            return stored
-        found = _probe_memo.get(fp) or run_probe(limits)
-        _probe_memo[fp] = found
-        if store is not None:
-            try:
-                store.put_meta(fp, found)
-            except ExplorerError as e:
-                warnings.warn(e.one_line())
-        return found
-
-
-def known_probe(store, unreadable=None) -> dict | None:
-    """This machine's device probe if it was made before (here or in the store), else None;
-    never runs one. A store that cannot be read now (busy, damaged) gives ``unreadable``."""
-    fp = probe_meta_key()
-    if fp in _probe_memo:
-        return _probe_memo[fp]
-    try:
-        stored = store.get_meta(fp) if store is not None else None
-    except ExplorerError:
-        return unreadable
-    return stored if isinstance(stored, dict) and "backends" in stored else None
-
-
-class _LateKey(threading.Thread):
-    """A machine's first job: its device probe (a sandboxed Python with JAX, seconds:
-    docs/performance.md) runs beside the job instead of before it, and the queue stores the
-    bundle under the key it gives (``key``) once both are done. Nothing can be cached for this
-    machine's kind before its probe anyway, unless the store was filled on another machine of the
-    same kind: that one cache hit is given up."""
-
-    def __init__(self, job: Job, store, limits: Limits):
-        super().__init__(name="xla-explorer-device-probe", daemon=True)
-        self.job, self.store, self.limits = job, store, limits
-        self.start()
-
-    def run(self) -> None:
-        try:
-            device_probe(self.store, self.limits)
-        except ExplorerError as e:
-            warnings.warn(f"device probe failed: {e.one_line()}")
-
-    def key(self) -> str | None:
-        """The job's cache key, once the probe is done (None if it failed). Called by the queue
-        as the job ends, so the bundle is stored even when no one waits for it any more."""
-        self.join(self.limits.timeout_s + 10)
-        try:
-            probe = known_probe(self.store)
-            return cache_key(self.job, device_kind_for(self.job.backend, probe)) if probe is not None else None
-        except Exception as e:  # noqa: BLE001 - the bundle is then not cached; the job is not failed
-            warnings.warn(f"bundle not cached: {type(e).__name__}: {e}")
-            return None
-
-
-def device_kind_for(backend: str, probe: dict) -> str:
-    b = probe.get("default", "cpu") if backend == "auto" else backend
-    info = probe.get("backends", {}).get(b)
-    return f"{b}:{info['device_kind']}x{info.get('count', 1)}" if info else f"{b}:absent"
-
-
-def job_source(job: Job) -> str:
-    """The code a job runs (a gallery entry's file text, read without importing it)."""
-    return gallery_entry(job.name).source if job.kind == "gallery" else job.source
-
-
-def cache_key(job: Job, device_kind: str) -> str:
-    """Content hash of everything that decides a job's bundle."""
-    d = asdict(job)
-    d.pop("peaks", None)  # how timings are judged, not what is measured
-    d.pop("preview_kernels", None)  # when the bundle is first shown, not what it is
-    if d.get("gpu_target") is None:
-        d.pop("gpu_target", None)  # keys made before GPU targets existed stay valid
-    d["source"] = job_source(job)
-    return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)
 
 
 # ----------------------------------------------------------------------------- the queue
@@ -501,8 +384,7 @@ def reset_default_queue() -> None:
         q, _default_queue = _default_queue, None
     if q is not None:
         q.shutdown(wait=True)
-    with _probe_lock:
-        _probe_memo.clear()
+    forget_probes()
 
 
 # ----------------------------------------------------------------------------- the one call
@@ -544,7 +426,7 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     limits = queue.limits if queue is not None else Limits.from_env()
     late = None
     if store is not None and known_probe(store, unreadable={}) is None:
-        late = _LateKey(job, store, limits)  # the first job here: the probe runs beside it
+        late = LateKey(job, store, limits)  # the first job here: the probe runs beside it
         # (a store that cannot be read goes the usual way, which waits for it and says so)
     elif store is not None:
         try:
