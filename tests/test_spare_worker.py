@@ -143,3 +143,48 @@ def test_the_setting(monkeypatch):
     monkeypatch.setenv("XLA_EXPLORER_SPARE_WORKER", "sometimes")
     with pytest.raises(ExplorerError, match="spare_worker must be on or off"):
         Limits.from_env()
+
+
+def test_the_latest_jobs_kind_decides_the_spare_about_to_be_started():
+    """Two jobs of different kinds end within the spare's delay: the spare started is for the
+    second one's kind (the first request is replaced, not kept). A pool with a recording
+    starter: no worker is started for real."""
+    import threading
+
+    from analysis.service.spare import SparePool
+
+    started, done = [], threading.Event()
+
+    class Kind:
+        use_bwrap = True
+
+        def __init__(self, k):
+            self.k = k
+
+        def key(self):
+            return self.k
+
+    class Worker:
+        def __init__(self, kind):
+            self.kind, self.token, self.born = kind, kind.k, 0.0
+
+        def alive(self):
+            return True
+
+        def close(self):
+            pass
+
+    def start(kind):
+        started.append(kind.key())
+        done.set()
+        return Worker(kind)
+
+    pool = SparePool(start)
+    pool.keep(True)
+    pool.after(Kind("a"), delay=0.3)
+    pool.after(Kind("b"), delay=0.3)
+    assert done.wait(10)
+    pool.after(Kind("b"), delay=0.0)  # one of that kind waits: none more is started
+    assert pool.token() == "b"
+    pool.keep(False)
+    assert started == ["b"]

@@ -37,6 +37,7 @@ class SparePool:
         self._lock = threading.Lock()
         self._worker = None  # the spare waiting now
         self._timer: threading.Timer | None = None  # the spare about to be started
+        self._timer_key = None  # the kind it is about to be started for
         self._on = False
 
     @property
@@ -56,7 +57,7 @@ class SparePool:
             w, self._worker = self._worker, None
             if self._timer is not None:
                 self._timer.cancel()
-                self._timer = None
+                self._timer, self._timer_key = None, None
         if w is not None:
             w.close()
 
@@ -79,13 +80,17 @@ class SparePool:
 
     def after(self, kind, delay: float | None = None) -> None:
         """A spare for jobs of ``kind``, started after ``delay`` (``SPARE_DELAY_S``) unless one
-        is waiting or about to be started. Only with the bubblewrap sandbox: without it a
-        worker's limits depend on the moment it starts."""
+        of that kind is waiting or about to be started; one about to be started for another kind
+        is not (the latest job's kind is the next one's best guess). Only with the bubblewrap
+        sandbox: without it a worker's limits depend on the moment it starts."""
         if not self._on or not kind.use_bwrap:
             return
         with self._lock:
-            if self._timer is not None or self._waiting_for(kind):
+            if self._waiting_for(kind) or (self._timer is not None and self._timer_key == kind.key()):
                 return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer_key = kind.key()
             self._timer = threading.Timer(SPARE_DELAY_S if delay is None else delay, self._replace, (kind,))
             self._timer.daemon = True
             self._timer.start()
@@ -97,7 +102,9 @@ class SparePool:
     def _replace(self, kind) -> None:
         """The timer's work: the spare (of another kind, or dead) replaced by one for ``kind``."""
         with self._lock:
-            self._timer = None
+            if self._timer_key != kind.key():  # superseded by a request for another kind
+                return
+            self._timer, self._timer_key = None, None
             if not self._on or self._waiting_for(kind):
                 return
             old, self._worker = self._worker, None
