@@ -157,14 +157,11 @@ def _payload_core(b: Bundle) -> dict:
     layers = layer_maps(b)
     all_layered = variant_names(b) if layers else []
     big = bool(layers) and pre_mod is not None and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS
-    if big:
-        eager = ["layers"]
-    else:
-        from analysis.render.layer_graph import MAX_EXPANDABLE, MAX_INSTRUCTIONS_AHEAD
-
-        size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
-        ahead = all_layered[:1 + MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else all_layered[:1]
-        eager = list(BASIC_VARIANTS) + ahead
+    # Laid out now: the views a program opens with and its collapsed layers view; each layer
+    # opened is laid out when it is asked for (``add_variant``), for every program alike: a view
+    # with one layer open is a layout of the whole module, and laying them all out ahead was
+    # most of a small program's payload (docs/performance.md)
+    eager = ["layers"] if big else list(BASIC_VARIANTS) + all_layered[:1]
     lazy = [n for n in list(BASIC_VARIANTS) + all_layered if n not in eager]
     specs = variant_specs(b, eager)
     # Graphviz lays the views out in its own processes while the rest is built here

@@ -92,21 +92,25 @@ def test_a_model_without_layers_has_no_layers_view(gallery_bundle):
     assert layer_variants(gallery_bundle("softmax")) == {} and layer_maps(gallery_bundle("softmax")) is None
 
 
-def test_a_big_program_gets_its_layers_view_but_no_layer_opened_ahead():
-    from analysis.render.layer_graph import MAX_INSTRUCTIONS_AHEAD
+def test_the_collapsed_layers_view_is_laid_out_with_the_compile_and_each_layer_when_opened(gallery_bundle):
+    """The payload of a compile lays out its layers view; a view with one layer open is a layout
+    of the whole module, made when that layer is opened (``add_variant``), for a small program as
+    for a big one."""
+    from app.graph_payload import add_variant, graph_payload
 
-    n = MAX_INSTRUCTIONS_AHEAD // 2 + 10  # per layer: two layers, more than the limit in all
     lines = ["HloModule big", "", "ENTRY %main (x: f32[8]) -> f32[8] {", '  %x = f32[8]{0} parameter(0)']
     prev = "x"
     for layer in ("enc", "dec"):
-        for i in range(n):
+        for i in range(600):  # a big program: it opens as its layers
             lines.append(f'  %{layer}{i} = f32[8]{{0}} negate(%{prev}), metadata={{op_name="jit(f)/{layer}/neg"}}')
             prev = f"{layer}{i}"
     lines += [f"  ROOT %r = f32[8]{{0}} tanh(%{prev})", "}"]
-    b = bundle_from_hlo("\n".join(lines) + "\n", name="big")
-    v = layer_variants(b)
-    assert list(v["pre"]) == ["layers"]  # only the collapsed view: opening one would re-walk 3,000+ ops
-    assert _boxes(v["pre"]["layers"]) == {"L:enc", "L:dec"}
+    for b in (bundle_from_hlo("\n".join(lines) + "\n", name="big"), gallery_bundle("decoder_nnx")):
+        payload = graph_payload(b)
+        laid_out = set(payload["graphs"]["pre"]["variants"])
+        opened = [n for n in payload["lazy"] if n.startswith("layers:")]
+        assert "layers" in laid_out and opened and not laid_out & set(opened)
+        assert add_variant(b, payload, opened[0]) and opened[0] in payload["graphs"]["pre"]["variants"]
 
 
 from tests.stack_hlo import stack_texts as _stack_texts  # noqa: E402

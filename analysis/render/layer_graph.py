@@ -19,8 +19,8 @@ layers are the boxes of the layers view:
 Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.
 ``layer_variants`` gives the GraphSpecs of the views it is asked for (``variant_names``: all
 layers collapsed, ``"layers"``, and each layer expanded with the others still collapsed,
-``"layers:<path>"``); by default the collapsed view and the first ``MAX_EXPANDABLE`` layers, in
-programs up to ``MAX_INSTRUCTIONS_AHEAD``. The app builds the rest when a layer is opened.
+``"layers:<path>"``; by default all of them). The app lays out the collapsed view with the
+compile and each layer when it is opened (``app.graph_payload``).
 Pure: reads a Bundle.
 """
 
@@ -35,8 +35,6 @@ from analysis.render.layers import layer_name
 from analysis.render.graph import GraphSpec
 from analysis.render.module_graphs import HIDDEN, post_graph, pre_graph
 
-MAX_EXPANDABLE = 12  # layers laid out expanded ahead of a click; more would slow every compile
-MAX_INSTRUCTIONS_AHEAD = 3000  # and only for programs up to this size (instructions before optimization)
 
 
 def layer_level(root: Layer) -> Layer:
@@ -187,8 +185,7 @@ def variant_names(bundle: Bundle, root: Layer | None = None) -> list[str]:
 def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None,
                    names: list[str] | None = None, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
     """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}`` for the views in
-    ``names`` (default: the collapsed view and the layers opened ahead of a click, see the
-    module's note); empty when the model has fewer than two layers.
+    ``names`` (default: every one); empty when the model has fewer than two layers.
 
     ``isolate``: an opened layer is drawn with only its neighbours (the layers it reads from
     and feeds, as boxes), not in the middle of every other layer: a big program's layers view
@@ -219,11 +216,7 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     kernel_top.update(border)
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if names is None:
-        # each layer opened ahead of a click is one more walk and layout of the whole module: only
-        # for programs small enough that that stays quick (a big one gets the collapsed view only)
-        size = sum(len(c.instructions) for c in pre_mod.computations) if pre_mod is not None else 0
-        ahead = tops[:MAX_EXPANDABLE] if size <= MAX_INSTRUCTIONS_AHEAD else []
-        choices = [None] + [t.path for t in ahead]
+        choices = [None] + [t.path for t in tops]
     else:
         by_name = {"layers:" + "/".join(t.path): t.path for t in tops}
         choices = [None if n == "layers" else by_name[n] for n in names if n == "layers" or n in by_name]
