@@ -37,6 +37,22 @@ CGROUP_ENV = "XLA_EXPLORER_CGROUP"
 PREFIX = "xla-explorer-"
 
 
+def kill_until_gone(find, tries: int = 20) -> list[int]:
+    """SIGKILL the processes ``find()`` names until it names none (a process may fork while it
+    is killed); returns the ones left after ``tries`` rounds."""
+    for _ in range(tries):
+        left = find()
+        if not left:
+            return []
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    return find()
+
+
 @dataclass(frozen=True)
 class Mechanism:
     kind: str  # "cgroup v2" | "cgroup v1" | "watchdog"
@@ -357,16 +373,7 @@ class JobLimits:
         self._thread.start()
 
     def kill_all(self) -> None:
-        for _ in range(20):
-            pids = self.pids()
-            if not pids:
-                return
-            for p in pids:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.05)
+        kill_until_gone(self.pids)
 
     def read_hit(self) -> str | None:
         """Which job-wide limit the kernel enforced (an OOM kill, forks refused), if any."""

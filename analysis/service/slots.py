@@ -16,14 +16,13 @@ import errno
 import fcntl
 import os
 import re
-import signal
 import stat
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 
 from analysis.errors import ExplorerError
+from analysis.service.cgroup import kill_until_gone
 
 JOB_TOKEN_ENV = "XLA_EXPLORER_JOB_TOKEN"
 UID_BASE = 61000  # worker slot N runs as uid/gid UID_BASE + N when the app runs as root
@@ -144,15 +143,4 @@ def processes_with_token(token: str) -> list[int]:
 
 def kill_job_processes(token: str, tries: int = 20) -> list[int]:
     """SIGKILL every process of a job (found by its token); returns the ones that would not die."""
-    left: list[int] = []
-    for _ in range(tries):
-        left = processes_with_token(token)
-        if not left:
-            return []
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.05)
-    return processes_with_token(token)
+    return kill_until_gone(lambda: processes_with_token(token), tries)
