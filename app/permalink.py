@@ -171,12 +171,16 @@ def params_to_state(params, gallery_names=None) -> dict:
         else:
             state["code"] = c
 
-    backend = get("backend")
-    if backend:
-        if backend.lower() in BACKENDS:
-            state["backend"] = backend.lower()
+    def choice(key: str, allowed) -> None:  # one of a few words, any case
+        value = get(key)
+        if not value:
+            return
+        if value.lower() in allowed:
+            state[key] = value.lower()
         else:
-            errors.append(f"link: unknown backend {backend[:20]!r} ({', '.join(BACKENDS)})")
+            errors.append(f"link: unknown {key} {value[:20]!r} ({', '.join(allowed)})")
+
+    choice("backend", BACKENDS)
 
     opt = get("opt")
     if opt:
@@ -192,12 +196,7 @@ def params_to_state(params, gallery_names=None) -> dict:
             except Exception as e:  # noqa: BLE001 - ExplorerError or anything else: report, go on
                 errors.append(f"link: bad compiler option {item[:60]!r}: {getattr(e, 'message', e)}")
 
-    view = get("view")
-    if view:
-        if view.lower() in VIEWS:
-            state["view"] = view.lower()
-        else:
-            errors.append(f"link: unknown view {view[:20]!r} ({', '.join(VIEWS)})")
+    choice("view", VIEWS)
 
     node, side, line = get("node"), get("side"), get("line")
     if node:
