@@ -24,6 +24,7 @@ from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
+from analysis.numbers import upgrade_timings
 from analysis.provenance import Provenance, map_provenance
 
 if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run time)
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run ti
 # did not) and `memory` (buffers, live ranges, the peak) (docs/bundle.md). Older bundles still load:
 # their new fields are simply absent (None). 4: the fusion decisions' records are written by column
 # (``analysis.columns``; a list of records still loads).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
                 "hlo_after": "HLO after optimization"}
@@ -176,6 +177,7 @@ class Bundle:
         except (TypeError, ValueError, AttributeError) as e:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
         kw["schema_version"] = SCHEMA_VERSION
+        upgrade_timings(kw.get("timings"), version)
         check_parts(kw)
         read_records(kw.get("fusion_decisions"))
         check_decisions(kw.get("fusion_decisions"))

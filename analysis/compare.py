@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TypedDict
 
+from analysis import numbers
 from analysis.kernels import Kernel, launching
 
 
@@ -115,8 +116,13 @@ def missing_ops(a: list[Kernel], b: list[Kernel]) -> dict[str, list[str]]:
 
 
 def _step(b) -> float | None:
-    t = b.timings or {}
-    return t.get("step_median_s")
+    s = numbers.step(b.timings)
+    return s.median if s else None
+
+
+def _call(b) -> float | None:
+    s = numbers.call(b.timings)
+    return s.median if s else None
 
 
 SUMMARY_ROWS = (
@@ -127,7 +133,8 @@ SUMMARY_ROWS = (
     ("bytes moved by kernels", lambda b: b.metrics.get("fused_bytes"), "bytes"),
     ("fusion coverage", lambda b: b.metrics.get("fusion_coverage"), "fraction"),
     ("compile time", lambda b: (b.phase_seconds or {}).get("compile"), "seconds"),
-    ("measured step time", _step, "seconds"),
+    ("step (median, traced)", _step, "seconds"),
+    ("call (median, no profiler)", _call, "seconds"),
 )
 
 
@@ -176,7 +183,10 @@ class FusionSide(TypedDict):
     kernels_by_route: dict[str, int]
     bytes: int
     flops: int
+    # the side's measured numbers under their timings keys (analysis.numbers reads them):
+    # step_median_s, step_q1_s, step_q3_s, call_median_s, call_q1_s, call_q3_s, device_busy_s
     step_median_s: float | None
+    call_median_s: float | None
     device_busy_s: float | None
     iterations: int | None
     top_kernels: list[dict]  # name, route, median_s, calls of the slowest 15
@@ -194,11 +204,15 @@ class FusionComparison(TypedDict):
     unfused: FusionSide
     kernels_saved: int
     bytes_saved: int
-    time_saved_s: float | None
-    speedup: float | None
-    busy_speedup: float | None
+    time_saved_s: float | None  # unfused - default call (untraced wall clock) median
+    speedup: float | None  # unfused / default call median
+    step_speedup: float | None  # unfused / default step median
     unfused_hlo_after: str | None
     memory: dict | None  # the two compiles' peaks and the temporaries only the unfused one writes
+
+
+SIDE_TIMES = ("step_median_s", "step_q1_s", "step_q3_s", "step_min_s", "step_max_s", "call_median_s",
+              "call_q1_s", "call_q3_s", "call_min_s", "device_busy_s", "traced_steps")
 
 
 def fusion_side(kernels: list[Kernel], timings: dict | None) -> FusionSide:
@@ -210,12 +224,11 @@ def fusion_side(kernels: list[Kernel], timings: dict | None) -> FusionSide:
         "kernels_by_route": dict(Counter(k.route for k in launch)),
         "bytes": sum(k.bytes for k in launch),
         "flops": sum(k.flops for k in launch),
-        "step_median_s": None, "device_busy_s": None, "iterations": None,
+        **{k: None for k in SIDE_TIMES}, "iterations": None,
         "top_kernels": [],
     }
     if timings:
-        side["step_median_s"] = timings.get("step_median_s")
-        side["device_busy_s"] = timings.get("device_busy_s")
+        side.update({k: timings.get(k) for k in SIDE_TIMES})
         side["iterations"] = timings.get("iterations")
         rows = [r for r in timings.get("kernels", {}).values() if not r.get("inclusive")]
         side["top_kernels"] = [{"name": r["name"], "route": r["route"], "median_s": r["median_s"],

@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from analysis import numbers
 from analysis.hlo import Module
 from analysis.kernels import launching
 from analysis.provenance import _walk_compute
@@ -112,7 +113,7 @@ class Layer:
     control: list[str] = field(default_factory=list)  # its control flow (a loop's ``while``): runs kernels, is none
     shared: list[str] = field(default_factory=list)  # kernels that also hold ops of other layers
     bytes: int = 0  # of its own kernels
-    time_s: float | None = None  # of its own kernels, per step, when measured
+    time_s: float | None = None  # its kernels' parts of the step (numbers.part_of_step), when measured
     unnamed: set = field(default_factory=set)  # (the root's) ops without an op_name: see layers_of_bundle
     # run once per iteration of a loop (``lax.scan``/``nnx.scan`` over layers): the loop's trip
     # count, 0 where it is not known; None: not repeated by a loop of its own
@@ -304,9 +305,9 @@ def _layers_of_bundle(bundle) -> Layer | None:
             continue
         layer.kernels.append(kn)
         layer.bytes += k.bytes
-        row = rows.get(kn)
-        if row is not None and row.get("median_s") is not None and not row.get("inclusive"):
-            layer.time_s = (layer.time_s or 0.0) + row["median_s"]
+        part = numbers.part_of_step(bundle.timings, rows.get(kn))
+        if part is not None:  # the kernels' parts of the step: a layer's time never exceeds it
+            layer.time_s = (layer.time_s or 0.0) + part
     for layer in root.walk():  # kernels that cross into this layer from a parent's fusion
         mine = set(layer.all_ops())
         inside = {kn for sub in layer.walk() for kn in sub.kernels}

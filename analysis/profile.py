@@ -55,6 +55,7 @@ from collections import Counter
 from typing import Any, Iterable, NamedTuple, TypedDict
 
 from analysis.kernels import Kernel, launching
+from analysis.numbers import middle, spread
 
 TIMELINE_LIMIT = 4000  # events of the one-step timeline kept in the bundle
 LOW_ATTRIBUTION = 0.8
@@ -103,7 +104,7 @@ class KernelTiming(TypedDict):
     std_s: float
     total_s: float
     per_call_s: float | None
-    share: float  # of the device-busy time
+    share: float  # of the step: its part of the middle steps' time (numbers.py), overlaps split
     bytes: float | None  # moved per step (the kernel's bytes x calls)
     flops: float | None
     gbps: float | None
@@ -121,11 +122,20 @@ class Timings(TypedDict, total=False):
     iterations: int
     traced_steps: int
     warmup_s: float
-    step_median_s: float
-    step_min_s: float
-    step_mean_s: float
-    step_std_s: float
-    traced_step_median_s: float
+    # the step (numbers.step): first kernel start -> last kernel end of a traced execution
+    step_median_s: float | None
+    step_q1_s: float | None
+    step_q3_s: float | None
+    step_min_s: float | None
+    step_max_s: float | None
+    share_steps: int  # the middle steps the kernels' shares are taken over
+    # the call (numbers.call): wall clock of an untraced call, host dispatch included
+    call_median_s: float
+    call_q1_s: float
+    call_q3_s: float
+    call_min_s: float
+    call_mean_s: float
+    traced_call_median_s: float  # wall clock of the traced calls
     hlo_module: str | None
     program_id: int | None
     steps_seen: int
@@ -133,7 +143,6 @@ class Timings(TypedDict, total=False):
     device_busy_min_s: float
     attributed_busy_s: float
     attributed_fraction: float
-    busy_fraction: float
     kernels: dict[str, KernelTiming]
     unattributed: dict[str, float]
     not_run: list[str]
@@ -256,6 +265,43 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
+def attributed_time(step: list[TraceEvent], control: set[str]) -> dict[str, float]:
+    """Each instruction's part of one step's busy time, in ns: time during which several
+    kernels ran at once (XLA:CPU's executor threads, GPU streams) divided evenly between them;
+    a control-flow instruction (``control``: its span holds the kernels it runs) gets only the
+    time in which none of its kernels ran (its own bookkeeping), the innermost one first. The
+    parts add up to the union of the step's intervals, so shares never sum past the step."""
+    bounds = []
+    for i, e in enumerate(step):
+        if e.duration_ns > 0:
+            bounds.append((e.start_ns, 1, i))
+            bounds.append((e.start_ns + e.duration_ns, 0, i))
+    bounds.sort()
+    out: dict[str, float] = {}
+    leaves: set[int] = set()
+    loops: set[int] = set()
+    prev = None
+    for t, starts, i in bounds:
+        if prev is not None and t > prev and (leaves or loops):
+            dt = t - prev
+            if leaves:
+                each = dt / len(leaves)
+                for j in leaves:
+                    name = step[j].instruction
+                    out[name] = out.get(name, 0.0) + each
+            else:  # only control flow running: the innermost (latest started) loop's bookkeeping
+                j = max(loops, key=lambda j: (step[j].start_ns, j))
+                name = step[j].instruction
+                out[name] = out.get(name, 0.0) + dt
+        prev = t
+        into = loops if step[i].instruction in control else leaves
+        if starts:
+            into.add(i)
+        else:
+            into.discard(i)
+    return out
+
+
 def select_program(events: list[TraceEvent], module_name: str | None) -> tuple[str | None, int | None]:
     """The (hlo_module, program_id) measured: the module's name if it appears, the pair with
     the most events among those."""
@@ -320,15 +366,15 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
     per_kernel_launches: dict[str, list[int]] = {}
     per_kernel_calls: dict[str, list[float]] = {}
     kernel_names: dict[str, dict[str, dict]] = {}
-    busy, attributed = [], []
+    busy, attributed, spans, parts = [], [], [], []
     unattributed: dict[str, float] = {}
     for si, step in enumerate(steps):
-        sums: dict[str, float] = {}
+        own: dict[str, list[tuple[float, float]]] = {}
         counts: dict[str, int] = {}
         names_in_step: dict[str, set] = {}
         for e in step:
             inst = e.instruction
-            sums[inst] = sums.get(inst, 0.0) + e.duration_ns * 1e-9
+            own.setdefault(inst, []).append((e.start_ns, e.start_ns + e.duration_ns))
             counts[inst] = counts.get(inst, 0) + 1
             names_in_step.setdefault(inst, set()).add(e.name)
             if platform == "gpu":
@@ -337,6 +383,9 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
                     d[e.name] = parse_kernel_details(e.stats.get("kernel_details"))
             if inst not in by_name:
                 unattributed[inst] = unattributed.get(inst, 0.0) + e.duration_ns * 1e-9
+        # a kernel's time in the step: the union of its own intervals (one instruction's launches
+        # on several streams or threads at once count once), so it never exceeds the step
+        sums = {inst: union_length(iv) * 1e-9 for inst, iv in own.items()}
         for inst in set(per_kernel_steps) | set(sums):
             per_kernel_steps.setdefault(inst, [0.0] * si).append(sums.get(inst, 0.0))
             per_kernel_launches.setdefault(inst, [0] * si).append(counts.get(inst, 0))
@@ -344,11 +393,22 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             distinct = max(1, len(names_in_step.get(inst, ()))) if platform == "gpu" else 1
             per_kernel_calls.setdefault(inst, [0.0] * si).append(counts.get(inst, 0) / distinct)
         busy.append(union_length((e.start_ns, e.start_ns + e.duration_ns) for e in step) * 1e-9)
+        spans.append((max(e.start_ns + e.duration_ns for e in step) - min(e.start_ns for e in step)) * 1e-9)
+        parts.append(attributed_time(step, control))
         attributed.append(union_length((e.start_ns, e.start_ns + e.duration_ns) for e in step
                                     if e.instruction in by_name and e.instruction not in control) * 1e-9)
 
     busy_total = sum(busy)
     busy_med = statistics.median(busy) if busy else 0.0
+    # Shares are taken over the middle steps by span (numbers.middle): sums over the same steps,
+    # so they add up to at most the step; a slow step changes none of them.
+    by_span = sorted(range(n_steps), key=lambda i: (spans[i], busy[i], i))
+    typical = [by_span[i] for i in middle(n_steps)] if n_steps else []
+    typical_ns = sum(spans[i] for i in typical) * 1e9
+    share_of = {}
+    for i in typical:
+        for inst, ns in parts[i].items():
+            share_of[inst] = share_of.get(inst, 0.0) + ns
     rows: dict[str, KernelTiming] = {}
     for inst, per_step in per_kernel_steps.items():
         k = by_name.get(inst)
@@ -366,9 +426,7 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             "launches": launches,
             **st,
             "per_call_s": st["total_s"] / total_calls if total_calls else None,
-            # the share of the numbers shown beside it: median time over the median busy step
-            # (a mean would let one slow step make a kernel's share disagree with its time)
-            "share": (st["median_s"] / busy_med) if busy_med else 0.0,
+            "share": (share_of.get(inst, 0.0) / typical_ns) if typical_ns else 0.0,
             "bytes": (k.bytes * calls) if k else None,
             "flops": (k.flops * calls) if k else None,
             "gbps": None, "flops_per_s": None, "arithmetic_intensity": None,
@@ -397,25 +455,28 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
         rows[inst] = row
 
     ran = set(rows)
+    sp = spread(spans)
     result = {
         "hlo_module": module, "program_id": program, "steps_seen": n_steps,
+        "step_median_s": sp.median if sp else None, "step_q1_s": sp.q1 if sp else None,
+        "step_q3_s": sp.q3 if sp else None, "step_min_s": sp.lo if sp else None,
+        "step_max_s": sp.hi if sp else None, "share_steps": len(typical),
         "device_busy_s": busy_med, "device_busy_min_s": min(busy) if busy else 0.0,
         "attributed_busy_s": statistics.median(attributed) if attributed else 0.0,
         "attributed_fraction": (sum(attributed) / busy_total) if busy_total else 0.0,
         "kernels": dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_s"])),
         "unattributed": {k: v / max(1, n_steps) for k, v in sorted(unattributed.items(), key=lambda kv: -kv[1])},
         "not_run": [k.name for k in kernels if k.name not in ran],
-        "timeline": _timeline(steps, busy, by_name),
+        "timeline": _timeline(steps, by_span, by_name),
     }
     return result
 
 
-def _timeline(steps: list[list[TraceEvent]], busy: list[float], by_name: dict[str, Kernel]) -> dict:
-    """The events of the step whose device-busy time is the median, relative to its start."""
+def _timeline(steps: list[list[TraceEvent]], by_span: list[int], by_name: dict[str, Kernel]) -> dict:
+    """The events of the step whose span is the median, relative to its start."""
     if not steps:
         return {"step": None, "events": []}
-    order = sorted(range(len(steps)), key=lambda i: busy[i])
-    si = order[len(order) // 2]
+    si = by_span[len(by_span) // 2]
     step = sorted(steps[si], key=lambda e: e.start_ns)
     t0 = step[0].start_ns
     out = []
@@ -438,12 +499,12 @@ def coverage_note(t: dict, platform: str) -> str | None:
         un = ", ".join(list(t.get("unattributed") or {})[:3])
         notes.append(f"Only {af:.0%} of the device-busy time is in kernels of this module"
                      + (f"; the rest is in {un}" if un else "; the rest is control-flow bookkeeping") + ".")
-    bf = t.get("busy_fraction", 0.0)
-    if bf < LOW_BUSY:
+    step, traced_call = t.get("step_median_s"), t.get("traced_call_median_s")
+    if step and traced_call and step / traced_call < LOW_BUSY:
         where = "the host (dispatch, argument handling, synchronisation)" if platform == "cpu" else \
-            "launch overhead and host work between kernels"
-        notes.append(f"Kernels keep the {'CPU' if platform == 'cpu' else 'device'} busy for {bf:.0%} "
-                     f"of the wall-clock step; the rest is {where}. Small programs are dominated by it.")
+            "launch overhead and host work before the first kernel and after the last"
+        notes.append(f"The step (first kernel to last) is {step / traced_call:.0%} of a traced call's wall clock; "
+                     f"the rest is {where}. Small programs are dominated by it.")
     return " ".join(notes) or None
 
 

@@ -209,7 +209,7 @@ with st.sidebar:
         if on_target:
             st.caption(f"{target.upper()} compile without a GPU: "
                        + ("live (JAX's CUDA plugin is installed)." if runner.cuda_plugin_present() else
-                          "the gallery's recorded compiles (presets Default, Fusion disabled and Triton GEMM "
+                          "the gallery's recorded compiles (presets Default, Fusion + Triton rewrites off and Triton GEMM "
                           "off); install the `cuda` extra to compile anything."))
         else:
             st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))

@@ -133,16 +133,21 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
     picks: list[str] = []
 
     if t:
+        from analysis import numbers
+
         c = st.columns(4)
-        c[0].metric("step (median)", human_seconds(t.get("step_median_s")), help=f"wall-clock over {t.get('iterations')} calls")
-        c[1].metric("kernels busy", human_seconds(t.get("device_busy_s")),
-                    help="union of the kernels' spans in one step (median)")
-        # busy comes from the profiled calls, which run a little slower than the unprofiled step
-        # beside it: the share is against the profiled calls' own step, and says so
-        traced = t.get("traced_step_median_s")
-        c[2].metric("busy / profiled step", f"{t.get('busy_fraction', 0):.0%}",
-                    help=f"kernels busy over the wall-clock step of the {t.get('traced_steps') or t.get('iterations')} profiled calls ({human_seconds(traced)}); "
-                         "profiling slows each call a little, so busy can exceed the unprofiled step")
+        sp, cl, bf = numbers.step(t), numbers.call(t), numbers.busy_fraction(t)
+        c[0].metric("step (median)", human_seconds(sp.median if sp else None),
+                    help=f"first kernel's start to last kernel's end, median of {t.get('traced_steps')} traced "
+                         f"steps; middle half {numbers.spread_text(sp, human_seconds)}. Every kernel's time and "
+                         "share below is of this step (docs/numbers.md)")
+        c[1].metric("kernels busy", f"{bf:.0%} of the step" if bf is not None else "–",
+                    help="the part of the step in which at least one kernel ran (the union of their intervals, "
+                         f"{human_seconds(t.get('device_busy_s'))}); kernels running at once count once")
+        c[2].metric("call, no profiler", human_seconds(cl.median if cl else None),
+                    help=f"wall clock of one call without the profiler, host dispatch included, median of "
+                         f"{t.get('iterations')} calls ({numbers.spread_text(cl, human_seconds)}). The profiler "
+                         "costs time per kernel event, so a traced step can be longer than an untraced call")
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")
         if t.get("coverage_note"):

@@ -123,7 +123,7 @@ def measured(ns: list[int]) -> dict:
         t2 = time.perf_counter()
         t = c.bundle.timings
         # the calls themselves: warm-up, the 3 probe calls and the timed ones, the traced ones
-        work = t["warmup_s"] + (t["iterations"] + 3) * t["step_mean_s"] + t["traced_steps"] * t["traced_step_median_s"]
+        work = t["warmup_s"] + (t["iterations"] + 3) * t["call_mean_s"] + t["traced_steps"] * t["traced_call_median_s"]
         out[n] = {"bare_compile_s": round(tb, 3), "compile_s": round(t1 - t0, 3), "measure_s": round(t2 - t1, 3),
                   "calls_s": round(work, 3), "iterations": t["iterations"], "traced_steps": t["traced_steps"],
                   "events": t["events_seen"],

@@ -8,6 +8,7 @@ This package never imports JAX itself; loading a model file does.
 from __future__ import annotations
 
 import ast
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +74,15 @@ def gallery_entry(name: str) -> GalleryEntry:
 RECORDED_DIR = GALLERY_DIR / "recorded"
 
 
+def preset_slug(name: str) -> str:
+    """A preset's name as a file name part: "Fusion + Triton rewrites off" -> "fusion-triton-rewrites-off"."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
 def recorded_bundle_path(name: str, target: str, preset: str = "Default") -> Path | None:
     """The gallery model ``name`` compiled by XLA:GPU for ``target`` (e.g. ``h200``) without a
     GPU with the options of ``preset`` (``analysis.options.presets('gpu')``), as
     ``scripts/record_gpu_target.py`` recorded it, if there is one."""
-    slug = "" if preset == "Default" else "." + preset.lower().replace(" ", "-")
+    slug = "" if preset == "Default" else "." + preset_slug(preset)
     path = RECORDED_DIR / target.lower() / f"{name}{slug}.bundle.json"
     return path if path.is_file() else None

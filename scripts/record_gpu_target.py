@@ -9,7 +9,7 @@ autotuning; nothing is run, so the bundles carry no timings (``environment["devi
 
 OUT_DIR (default ``sample_models/recorded/<target>``) receives, for every gallery model,
 ``<model>.bundle.json`` with the fusion-off comparison (kernels and bytes) and, for a few
-models, the pass-by-pass log; ``<model>.fusion-disabled.bundle.json`` and
+models, the pass-by-pass log; ``<model>.fusion-triton-rewrites-off.bundle.json`` and
 ``<model>.triton-gemm-off.bundle.json`` with those presets;
 ``tensor_parallel_2gpu.{before,after}.hlo``, an MLP split over two GPUs (an all-reduce); and ``passes.json``: every pass name in a full pass dump of
 ``transformer_block`` and the passes that changed it, with kernel counts, which is how
@@ -36,7 +36,7 @@ if ROOT not in sys.path:
 
 # Presets recorded besides the default ("Autotuning off" is what a compile without the device is
 # anyway): with them the Compare page shows, e.g., Triton GEMMs next to cuBLAS calls.
-OTHER_PRESETS = ("Fusion disabled", "Triton GEMM off")
+OTHER_PRESETS = ("Fusion + Triton rewrites off", "Triton GEMM off")
 
 # Gallery models recorded with their pass-by-pass log (for the Pass pipeline page)
 PASS_LOGGED = ("mlp", "softmax", "transformer_block", "conv_bn_relu")
@@ -126,7 +126,9 @@ def main(argv=None) -> int:
         print(f"{name:20s} {len(b.kernels):3d} kernels (fusion off: {fc.get('unfused', {}).get('kernels')})  -> {path}")
         for preset in OTHER_PRESETS:  # so the app can compare presets on the target, too
             v = execute(Job(kind="gallery", name=name, gpu_target=a.target, compiler_options=presets("gpu")[preset]))
-            slug = preset.lower().replace(" ", "-")
+            from sample_models import preset_slug
+
+            slug = preset_slug(preset)
             v.save(os.path.join(a.out, f"{name}.{slug}.bundle.json"))
             print(f"{'':20s} {len(v.kernels):3d} kernels with {preset}")
     tensor_parallel(a.target, a.out)

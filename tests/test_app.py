@@ -129,7 +129,7 @@ def test_bad_option_is_a_clear_error(at):
 
 def test_fusion_disabled_preset_gives_more_kernels(at):
     base = at.session_state["bundle"].metrics["kernels_after"]
-    at.selectbox(key="preset").select("Fusion disabled").run()
+    at.selectbox(key="preset").select("Fusion passes off").run()
     at.button(key="compile").click().run()
     b = at.session_state["bundle"]
     assert b.options["compiler_options"].get("xla_disable_hlo_passes")

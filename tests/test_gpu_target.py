@@ -11,6 +11,7 @@ are checked against what XLA:GPU actually prints, not against hand-written text.
 from __future__ import annotations
 
 import glob
+import dataclasses
 import json
 import os
 
@@ -19,7 +20,7 @@ import pytest
 from analysis.bundle import Bundle, analyze, device_label
 from analysis.render.module_graphs import post_graph, pre_graph
 from analysis.kernels import TRITON_KINDS
-from analysis.options import FUSION_PASSES
+from analysis.options import FUSION_PASSES, REWRITE_PASSES
 from sample_models import gallery
 from sample_models.lessons import lesson
 
@@ -114,7 +115,7 @@ def test_fusion_pass_list_names_passes_xla_gpu_runs():
     names = set(dump["all_passes_in_dump"])
     # the passes that fuse in this XLA are in the list and were in the dump
     for p in ("priority-fusion", "multi_output_fusion", "triton-gemm-rewriter", "triton-softmax-rewriter"):
-        assert p in names and p in FUSION_PASSES["gpu"], p
+        assert p in names and p in FUSION_PASSES["gpu"] + REWRITE_PASSES["gpu"], p
     # and the kernel count falls at the fusion pass
     changed = {e["pass"]: e for e in dump["changed"]}
     before = [e["kernels"] for e in dump["changed"]]
@@ -182,12 +183,13 @@ def test_triton_kernels_are_not_counted_as_library_calls(recorded):
 
 def test_presets_were_recorded_from_the_current_models_with_their_options():
     from analysis.options import presets
+    from sample_models import preset_slug
 
     assert len(VARIANTS) == 2 * len(FIXTURES)
     for p in VARIANTS:
         b = Bundle.load(p)
         name, slug = _id(p).split(".")
-        preset = next(k for k in presets("gpu") if k.lower().replace(" ", "-") == slug)
+        preset = next(k for k in presets("gpu") if preset_slug(k) == slug)
         assert b.options["compiler_options"] == presets("gpu")[preset], p
         assert b.source["code"] == gallery()[name].source, f"{p}: recording is stale"
         assert b.environment["gpu_target"] == "h200" and b.environment["deviceless"]
@@ -217,7 +219,7 @@ def test_triton_gemm_off_hands_the_matmuls_and_their_epilogue_to_cublas(recorded
 
 def test_fusion_disabled_recording_matches_the_default_recordings_comparison(recorded):
     for name, b in recorded.items():
-        off = Bundle.load(os.path.join(HERE, f"{name}.fusion-disabled.bundle.json"))
+        off = Bundle.load(os.path.join(HERE, f"{name}.fusion-triton-rewrites-off.bundle.json"))
         launching = [k for k in analyze(off).kernels if k.route != "control"]  # as the comparison counts
         assert len(launching) == b.fusion_comparison["unfused"]["kernels"], name
 
@@ -258,14 +260,27 @@ def test_the_all_reduce_of_a_tensor_parallel_mlp_is_a_collective_kernel():
     assert 'id="k:all-reduce-start"' in dot
 
 
-def test_traffic_that_fusion_added_is_called_added(recorded):
-    # untuned split-K on the H200 makes mlp's kernels move more than its ops would unfused
+def test_traffic_that_fusion_added_is_called_added_and_explained(recorded):
+    # untuned split-K on the H200 makes mlp's kernels move more than its ops would unfused; the
+    # real fusion-off compile splits its dots too, so against it fusion saves bytes
     from analysis.render.report import html_report
     from analysis.render.summary import summary_text
 
     b = recorded["mlp"]
     assert b.metrics["bytes_saved"] < 0
     text = summary_text(b)
-    assert " more (" in text and "saved" not in text.split("memory traffic")[1].splitlines()[0]
+    line = text.split("memory traffic")[1].splitlines()[0]
+    assert "fusion-off compile" in line and "less" not in line.split(",")[0]
+    fc = b.fusion_comparison
+    assert fc["unfused"]["bytes"] > fc["default"]["bytes"] and " saved (" in line
+    b = dataclasses.replace(b, fusion_comparison=None)  # no fusion-off compile: the estimate, which fusion exceeds
+    text = summary_text(b)
+    line = text.split("memory traffic")[1].splitlines()[0]
+    assert " more (" in line and "estimated" in line and "saved" not in line
+    why = text.split("why more bytes")[1].splitlines()[0]
+    assert "XLA split 2 dots (dot_general.2 into 2 kernels" in why and "partial sums" in why
     html = html_report(b)
     assert "Memory traffic added" in html and "--" not in html.split("Memory traffic added")[1][:300]
+    assert "XLA split 2 dots" in html
+
+

@@ -84,7 +84,8 @@ def test_fusion_comparison_reads_in_five_seconds(bundle):
     assert f"{fc['unfused']['kernels']} → {fc['default']['kernels']} kernels" in fig.layout.title.text
     assert len(fig.data) == 3  # kernels, bytes, time
     rows = kv.fusion_table(bundle)
-    assert [r[""] for r in rows][:2] == ["kernels", "bytes moved (estimate)"]
+    assert [r[""] for r in rows] == ["kernels", "bytes moved by kernels (from shapes)", "call, no profiler (median, IQR)",
+                                     "step, traced (median, IQR)", "kernels busy, share of the step"]
 
 
 def test_unmeasured_bundle_still_draws(bundle):
@@ -155,19 +156,21 @@ def test_the_kernel_selected_in_the_graph_is_outlined_in_the_charts(bundle):
 
 def test_numbers_that_went_the_other_way_read_as_such():
     """A negative difference keeps its unit (it printed "-1239904 ns"), and fusion that added time
-    or bytes says so instead of a negative saving."""
+    says so instead of a negative saving."""
     from analysis.bundle import Bundle
     from analysis.render.charts import fusion_table
     from analysis.render.format import human_seconds
 
     assert human_seconds(-0.00124) == "-1.24 ms" and human_seconds(0.00124) == "1.24 ms"
-    side = {"kernels": 4, "bytes": 1000, "flops": 0, "step_median_s": 0.002, "device_busy_s": 0.001,
-            "iterations": 3, "top_kernels": [], "kernels_by_route": {}}
-    fc = {"default": {**side, "step_median_s": 0.003}, "unfused": {**side, "kernels": 9}, "measured": True}
+    side = {"kernels": 4, "bytes": 1000, "flops": 0, "call_median_s": 0.002, "call_q1_s": 0.0019,
+            "call_q3_s": 0.0021, "iterations": 3, "top_kernels": [], "kernels_by_route": {}}
+    fc = {"default": {**side, "call_median_s": 0.003, "call_q1_s": 0.0029, "call_q3_s": 0.0031},
+          "unfused": {**side, "kernels": 9}, "measured": True}
     rows = {r[""]: r for r in fusion_table(Bundle(fusion_comparison=fc))}
-    assert rows["kernels"]["saved"] == "5 (56%)"
-    # 2 ms unfused, 3 ms fused: fusion cost 1 ms here
-    assert rows["step (wall-clock median)"]["saved"] == "none: 1.00 ms more (+50%)"
+    assert rows["kernels"]["change"] == "5 less (-56%)"
+    # 2 ms unfused, 3 ms fused, the spreads apart: fusion cost 1 ms here, and the verdict says so
+    call = rows["call, no profiler (median, IQR)"]
+    assert call["change"] == "1.00 ms more (+50%)" and call["verdict"] == "fusion on is slower"
 
 
 def test_the_roofline_ticks_use_si_prefixes(bundle):

@@ -143,7 +143,7 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
     got = []
     early = EarlyParts(job, got.append)
     early(bundle_from_hlo(HLO, "p").to_dict())
-    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6}}, "step_median_s": 3e-6}
+    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6, "share": 0.5}}, "step_median_s": 3e-6}
     ran = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
                     pipe=early.wait(), preview=early.bundle)
     b = ran.bundle
@@ -181,7 +181,7 @@ def test_the_measured_bundle_keeps_what_the_preview_derived_unless_measuring_cha
     fp = lambda b: (b.module("hlo_before"), b.provenance, b.kernels)  # noqa: E731 - what it is made from
     index = shown.derived("an index", fp(shown), lambda: made.append(1) or {"made": len(made)})
     tree = layers_of_bundle(shown)  # holds the times: made again once they come
-    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6}}, "step_median_s": 3e-6}
+    timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6, "share": 0.5}}, "step_median_s": 3e-6}
     b = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
                   pipe=early.wait(), preview=shown).bundle
     assert b.derived("an index", fp(b), lambda: made.append(1) or {"made": len(made)}) is index

@@ -147,11 +147,11 @@ def test_gpu_attribution_per_kernel_and_per_step():
     assert set(f["kernel_details"]) == {"fusion_part1", "fusion_part2"}
 
 
-def test_a_kernels_share_agrees_with_its_median_time():
-    # Three steps; the fusion takes 40, 40 and then 400 ns (one slow step), tanh 20 ns in each.
-    # The table shows the median time, so the share beside it must be median over median busy:
-    # fusion 40 / 60 ns, tanh 20 / 60 ns -- not the mean's 480 / 540 ns, which would make a
-    # 40 ns kernel read as 89% next to a 20 ns one at 11%.
+def test_a_slow_step_moves_no_share():
+    # Three steps; the fusion takes 40, 40 and then 400 ns (one slow step), tanh 20 ns in each,
+    # 1000 ns after the step's start: spans 1020, 1020, 1020 ns, busy 60, 60, 420. Shares are
+    # taken over the middle step (numbers.middle(3) keeps one): 40 / 1020 and 20 / 1020 of the
+    # step -- not the slow step's 400 ns, which would make a 40 ns kernel read as 89%.
     ks = kernels(MODULE, "gpu")
     evs = []
     for base, f_dur in ((0, 40), (10_000, 40), (20_000, 400)):
@@ -159,4 +159,5 @@ def test_a_kernels_share_agrees_with_its_median_time():
     out = attribute(evs, ks, 3, "gpu")
     f, t = out["kernels"]["fusion"], out["kernels"]["t"]
     assert f["median_s"] == pytest.approx(40e-9) and t["median_s"] == pytest.approx(20e-9)
-    assert f["share"] == pytest.approx(40 / 60) and t["share"] == pytest.approx(20 / 60)
+    assert f["share"] == pytest.approx(40 / 1020) and t["share"] == pytest.approx(20 / 1020)
+    assert out["step_median_s"] == pytest.approx(1020e-9) and out["share_steps"] == 1

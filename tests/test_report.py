@@ -93,7 +93,7 @@ def test_report_holds_graphs_kernels_and_numbers(tb):
 def test_measured_report_has_timings_charts_and_fusion_comparison(measured):
     page = html_report(measured)
     t = measured.timings
-    assert "time / step" in page and "% of peak" in page and "Step time (median)" in page
+    assert "time / step" in page and "% of peak" in page and "Step (median)" in page
     for name in t["kernels"]:
         assert f"id='kernel-{name}'" in page
     assert "chart-Timeline" in page and "chart-Roofline" in page

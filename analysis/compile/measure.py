@@ -26,6 +26,7 @@ from analysis.compile.stages import FULL_OPTIMIZATION, Compiled, recompile
 from analysis.devices import table_peaks
 from analysis.errors import ExplorerError
 from analysis.kernels import Kernel
+from analysis.numbers import spread
 from analysis.profile import attribute, coverage_note, events_from_profile
 
 TRACE_EMBED_LIMIT = 5 * 1024 * 1024  # bytes of trace.json.gz embedded as base64 in the bundle
@@ -178,20 +179,15 @@ def run_measurement(compiled, args, kernels: list[Kernel], platform: str, module
         trace = _trace_payload(d) if keep_trace else {}
 
     measured = attribute(events, kernels, traced, platform, module_name, peaks)
-    step_med = statistics.median(wall)
-    busy = measured["device_busy_s"]
+    calls = spread(wall)
     out = {
         "iterations": n,
         "traced_steps": traced,
         "warmup_s": first,
-        "step_median_s": step_med,
-        "step_min_s": min(wall),
-        "step_mean_s": statistics.fmean(wall),
-        "step_std_s": statistics.pstdev(wall) if n > 1 else 0.0,
-        "traced_step_median_s": statistics.median(traced_wall),
+        "call_median_s": calls.median, "call_q1_s": calls.q1, "call_q3_s": calls.q3,
+        "call_min_s": calls.lo, "call_mean_s": statistics.fmean(wall),
+        "traced_call_median_s": statistics.median(traced_wall),
         **{k: v for k, v in measured.items() if k not in ("kernels",)},
-        # Against the traced calls' wall clock: the events and that clock come from the same calls.
-        "busy_fraction": (busy / statistics.median(traced_wall)) if traced_wall else 0.0,
         "coverage_note": None,
         "peaks": peaks,
         "events_seen": len(events),

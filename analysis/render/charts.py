@@ -14,6 +14,7 @@ from typing import Callable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analysis import numbers
 from analysis.bundle import Bundle
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.format import human_bytes, human_seconds
@@ -227,50 +228,46 @@ def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
 
 
 def fusion_table(bundle: Bundle) -> list[dict]:
-    """Rows "kernels / bytes / step time / device busy" x "fusion off / default / saved"."""
-    fc = bundle.fusion_comparison
-    if not fc:
-        return []
-    d, u = fc["default"], fc["unfused"]
+    """Fusion off against on, one row per number (``numbers.fusion_rows``: the same rows the CLI
+    and the report print)."""
+    return [{"": r["what"], "fusion off": r["off"], "fusion on": r["on"], "change": r["change"],
+             "verdict": r["verdict"]}
+            for r in numbers.fusion_rows(bundle.fusion_comparison, human_seconds, _count, human_bytes)]
 
-    def row(what, a, b, fmt):
-        saved = (a - b) if a is not None and b is not None else None
-        if saved is None:
-            said = "-"
-        elif saved >= 0:
-            said = fmt(saved) + (f" ({saved / a:.0%})" if a else "")
-        else:  # fusion made it bigger (split-K partial sums, a recomputed producer): said as such
-            said = f"none: {fmt(-saved)} more" + (f" (+{-saved / a:.0%})" if a else "")
-        return {"": what, "fusion off": fmt(a) if a is not None else "-", "default": fmt(b) if b is not None else "-",
-                "saved": said}
 
-    rows = [row("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}"),
-            row("bytes moved (estimate)", u["bytes"], d["bytes"], human_bytes)]
-    if fc.get("measured"):
-        rows.append(row("step (wall-clock median)", u["step_median_s"], d["step_median_s"], human_seconds))
-        rows.append(row("kernels busy per step", u["device_busy_s"], d["device_busy_s"], human_seconds))
-    return rows
+def _count(v) -> str:
+    return "–" if v is None else f"{v:d}"
 
 
 def fusion_figure(bundle: Bundle) -> go.Figure:
-    """Fusion off vs default, side by side: kernels, bytes and (when measured) time."""
+    """Fusion off vs on, side by side: kernels, bytes and (when measured) the untraced call with
+    its interquartile range as an error bar."""
     fc = bundle.fusion_comparison
     if not fc:
         return _empty("What fusion saved", "not compared: compile with fusion comparison on")
     d, u = fc["default"], fc["unfused"]
-    panels = [("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}"),
-              ("bytes moved (MiB)", u["bytes"] / 2 ** 20, d["bytes"] / 2 ** 20, lambda v: f"{v:.2f}")]
-    if fc.get("measured") and u.get("step_median_s") and d.get("step_median_s"):
-        panels.append(("step time (µs)", u["step_median_s"] * 1e6, d["step_median_s"] * 1e6, lambda v: f"{v:.0f}"))
+    panels = [("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}", None),
+              ("bytes moved (MiB)", u["bytes"] / 2 ** 20, d["bytes"] / 2 ** 20, lambda v: f"{v:.2f}", None)]
+    cu, cd = numbers.call(u), numbers.call(d)
+    if fc.get("measured") and cu and cd:
+        panels.append(("call, no profiler (µs)", cu.median * 1e6, cd.median * 1e6, lambda v: f"{v:.0f}",
+                       ((cu.q1 * 1e6, cu.q3 * 1e6), (cd.q1 * 1e6, cd.q3 * 1e6))))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels])
-    for i, (name, a, b, fmt) in enumerate(panels, start=1):
-        fig.add_bar(x=["fusion off", "default"], y=[a, b], marker_color=["#BBBBBB", ROUTE_COLORS["emitter"]],
+    for i, (name, a, b, fmt, iqr) in enumerate(panels, start=1):
+        err = None
+        if iqr:
+            err = dict(type="data", symmetric=False, array=[iqr[0][1] - a, iqr[1][1] - b],
+                       arrayminus=[a - iqr[0][0], b - iqr[1][0]], color="#333", thickness=2, width=10)
+        fig.add_bar(x=["fusion off", "fusion on"], y=[a, b], marker_color=["#BBBBBB", ROUTE_COLORS["emitter"]],
                     text=[fmt(a), fmt(b)], textposition="outside", showlegend=False, row=1, col=i,
-                    hovertemplate="%{x}: %{text}<extra>" + name + "</extra>")
-        fig.update_yaxes(range=[0, max(a, b) * 1.25 or 1], visible=False, row=1, col=i)
+                    error_y=err, hovertemplate="%{x}: %{text}<extra>" + name + "</extra>")
+        top = max(a, b, *(iqr[0][1], iqr[1][1]) if iqr else (0,))
+        fig.update_yaxes(range=[0, top * 1.3 or 1], visible=False, row=1, col=i)
     head = f"Fusion: {u['kernels']} → {d['kernels']} kernels, {human_bytes(u['bytes'])} → {human_bytes(d['bytes'])}"
     if len(panels) == 3:
-        head += f", {human_seconds(u['step_median_s'])} → {human_seconds(d['step_median_s'])}"
+        v = numbers.verdict(cu, cd)
+        head += f", {human_seconds(cu.median)} → {human_seconds(cd.median)}" + \
+            (" (within the spread)" if v == "within the spread" else "")
     fig.update_layout(title=head, height=340, font=FONT, margin=dict(l=10, r=10, t=80, b=30))
     return fig
 

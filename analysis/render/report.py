@@ -256,9 +256,11 @@ def _charts(b: Bundle) -> tuple[str, str]:
     if b.fusion_comparison:
         fc = b.fusion_comparison
         rows = fusion_table(b)
-        tbl = "<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>default</th><th>saved</th></tr></thead><tbody>"
+        tbl = ("<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>fusion on</th><th>change</th>"
+               "<th>verdict</th></tr></thead><tbody>")
         tbl += "".join(f"<tr><td>{_e(r[''])}</td><td class=num>{_e(r['fusion off'])}</td>"
-                       f"<td class=num>{_e(r['default'])}</td><td class=num>{_e(r['saved'])}</td></tr>" for r in rows)
+                       f"<td class=num>{_e(r['fusion on'])}</td><td class=num>{_e(r['change'])}</td>"
+                       f"<td>{_e(r['verdict'])}</td></tr>" for r in rows)
         tbl += "</tbody></table>"
         fig = figs.get("Fusion off")
         div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",

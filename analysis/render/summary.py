@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
+from analysis import numbers
 from analysis.bundle import Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.profile import over_peak_note
@@ -28,13 +29,20 @@ class Card:
 
 @dataclass(frozen=True)
 class Traffic:
-    """Estimated memory traffic: every op reading and writing memory (unfused) against every
-    kernel doing so (fused)."""
+    """Memory traffic, one headline (docs/numbers.md): the bytes the kernels read and write (from
+    their shapes) with fusion off against on. From the real fusion-off compile when there is one
+    (``measured_compile``), else estimated: every op of the program its own kernel."""
 
     unfused: int
     fused: int
     saved: int
     fraction: float
+    from_compile: bool = False
+    why_added: str = ""
+
+    @property
+    def source(self) -> str:
+        return "the fusion-off compile" if self.from_compile else "estimated, every op its own kernel"
 
     @property
     def added(self) -> bool:  # e.g. a split-K matmul writing partial sums
@@ -78,8 +86,9 @@ class Summary:
         tr = self.traffic
         if tr is not None:
             out.append(Card(f"Memory traffic {'added' if tr.added else 'saved'}", human_bytes(abs(tr.saved)),
-                            f"estimated: {human_bytes(tr.unfused)} unfused → {human_bytes(tr.fused)} fused "
-                            f"({abs(tr.fraction):.0%} {'more' if tr.added else 'less'})",
+                            f"{tr.source}: {human_bytes(tr.unfused)} fusion off → {human_bytes(tr.fused)} on "
+                            f"({abs(tr.fraction):.0%} {'more' if tr.added else 'less'})"
+                            + (f". {tr.why_added}" if tr.added and tr.why_added else ""),
                             delta=f"{-tr.fraction:+.0%} bytes" if tr.saved else None))
         else:
             out.append(Card("Memory traffic saved", "–", "no optimized module"))
@@ -89,15 +98,23 @@ class Summary:
         out.append(Card("Compile time", human_seconds(ct) if ct is not None else "–",
                         ", ".join(f"{k} {human_seconds(v)}" for k, v in self.phase_seconds.items())))
         t = self.timings or {}
-        if t.get("kernels"):
-            out.append(Card("Step time (median)", human_seconds(t.get("step_median_s")),
-                            f"kernels busy {human_seconds(t.get('device_busy_s'))} over {t.get('iterations')} calls"))
+        sp = numbers.step(t)
+        if t.get("kernels") and sp is not None:
+            bf, cl = numbers.busy_fraction(t), numbers.call(t)
+            out.append(Card("Step (median)", human_seconds(sp.median),
+                            f"first kernel to last, {t.get('traced_steps')} traced steps"
+                            + (f"; kernels busy {bf:.0%} of it" if bf is not None else "")
+                            + (f"; a call without the profiler {human_seconds(cl.median)}" if cl else "")))
         fc = self.fusion
         if fc:
             u, d = fc.get("unfused", {}), fc.get("default", {})
             note = f"{human_bytes(u.get('bytes'))} → {human_bytes(d.get('bytes'))}"
-            if fc.get("speedup"):
-                note += f", {fc['speedup']:.2f}× faster"
+            cu, cd = numbers.call(u), numbers.call(d)
+            if fc.get("measured") and cu and cd:
+                v = numbers.verdict(cu, cd)
+                note += (f", call {human_seconds(cu.median)} → {human_seconds(cd.median)}"
+                         + (f" ({cu.median / cd.median:.2f}× faster)" if v == "faster" else
+                            " (slower)" if v == "slower" else " (within the spread)"))
             out.append(Card("Fusion off → on", f"{u.get('kernels')} → {d.get('kernels')} kernels", note))
         return out
 
@@ -105,15 +122,71 @@ class Summary:
 def summarize(b: Bundle) -> Summary:
     m = b.metrics or {}
     env = b.environment or {}
-    traffic = None
-    if "bytes_saved" in m:
-        traffic = Traffic(m.get("unfused_bytes") or 0, m.get("fused_bytes") or 0, m["bytes_saved"],
-                          m.get("bytes_saved_fraction") or 0.0)
+    traffic = traffic_of(b)
     return Summary(title=b.title, device=device_label(env), backend=str(env.get("backend", "?")), jax=env.get("jax"),
                    ops_before=m.get("compute_ops_before"), kernels_after=m.get("kernels_after"),
                    control_ops=m.get("control_ops_after") or 0, coverage=m.get("fusion_coverage"), traffic=traffic,
                    by_route=dict(m.get("kernels_by_route") or {}), libraries=library_calls(m),
                    phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison)
+
+
+def traffic_of(b: Bundle) -> Traffic | None:
+    """The one memory-traffic headline of a bundle (``Traffic``)."""
+    m = b.metrics or {}
+    fc = b.fusion_comparison if isinstance(b.fusion_comparison, dict) else None
+    u, d = (fc.get("unfused") or {}, fc.get("default") or {}) if fc else ({}, {})
+    if isinstance(u.get("bytes"), int) and isinstance(d.get("bytes"), int):
+        unfused, fused, real = u["bytes"], d["bytes"], True
+    elif "bytes_saved" in m:
+        unfused, fused, real = m.get("unfused_bytes") or 0, m.get("fused_bytes") or 0, False
+    else:
+        return None
+    saved = unfused - fused
+    return Traffic(unfused, fused, saved, saved / unfused if unfused else 0.0, real,
+                   why_added(b) if saved < 0 else "")
+
+
+def why_added(b: Bundle, limit: int = 3) -> str:
+    """Where fused kernels move more bytes than unfused ones would: ops that ended in several
+    kernels -- a dot XLA split (split-K: partial sums one kernel writes and another adds up) or a
+    cheap producer XLA duplicated into several consumers (each re-reads its inputs) -- and kernels
+    that do no op of the program (copies and layout changes XLA added)."""
+    from analysis.kernels import launching
+
+    prov = b.provenance
+    if prov is None:
+        return ""
+    launch = {k.name: k for k in launching(b.kernels)}
+    pre = b.module("hlo_before")
+    opcode = {i.name: i.opcode for c in pre.computations for i in c.instructions} if pre is not None else {}
+    several = sorted(((op, [k for k in dict.fromkeys(ks) if k in launch]) for op, ks in prov.pre_to_kernels.items()),
+                     key=lambda x: -len(x[1]))
+    several = [(op, ks) for op, ks in several if len(ks) > 1]
+    def is_split(op, ks):  # a dot in one kernel and its partial sums reduced in another (split-K)
+        ops = [set(launch[k].fused_opcodes) | {launch[k].opcode} for k in ks]
+        return opcode.get(op) in ("dot", "convolution") and any(o & {"dot", "convolution", "custom-call"} for o in ops) \
+            and any("reduce" in o and not o & {"dot", "convolution"} for o in ops)
+
+    split = [(op, ks) for op, ks in several if is_split(op, ks)]
+    dup = [(op, ks) for op, ks in several if not is_split(op, ks)]
+    extra = [k for n, k in launch.items() if not prov.kernel_to_pre.get(n)]
+    parts = []
+
+    def names(items):
+        return ", ".join(f"{op} into {len(ks)} kernels" for op, ks in items[:limit]) + (", …" if len(items) > limit else "")
+
+    if split:
+        parts.append(f"XLA split {len(split)} dot{'s' if len(split) != 1 else ''} ({names(split)}): one kernel "
+                     "writes partial sums that another reads back to add up")
+    if dup:
+        parts.append(f"XLA duplicated {len(dup)} op{'s' if len(dup) != 1 else ''} into several kernels "
+                     f"({names(dup)}); each of those kernels reads the op's inputs again")
+    if extra:
+        nbytes = sum(k.bytes for k in extra)
+        shown = ", ".join(k.name for k in sorted(extra, key=lambda k: -k.bytes)[:limit])
+        parts.append(f"{len(extra)} kernel{'s' if len(extra) != 1 else ''} do no op of the program ({shown}"
+                     f"{', …' if len(extra) > limit else ''}: {human_bytes(nbytes)}), copies or layout changes XLA added")
+    return "; ".join(parts) + "." if parts else ""
 
 
 def state_note(b: Bundle) -> str | None:
@@ -148,8 +221,10 @@ def summary_text(b: Bundle) -> str:
     if s.coverage is not None:
         lines.append(f"  fusion coverage         : {s.coverage:.0%} of ops ended inside a multi-op fusion")
     if s.traffic is not None:
-        lines.append(f"  memory traffic (est.)   : {human_bytes(s.traffic.unfused)} unfused -> "
-                     f"{human_bytes(s.traffic.fused)} fused, {s.traffic.sentence()}")
+        lines.append(f"  memory traffic          : {human_bytes(s.traffic.unfused)} fusion off -> "
+                     f"{human_bytes(s.traffic.fused)} on, {s.traffic.sentence()} ({s.traffic.source})")
+        if s.traffic.added and s.traffic.why_added:
+            lines.append(f"  why more bytes          : {s.traffic.why_added}")
     if s.by_route:
         parts = [f"{ROUTE_LABELS[r]} {c}" for r, c in s.route_counts()]
         lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
@@ -159,15 +234,18 @@ def summary_text(b: Bundle) -> str:
         lines.append("  time per phase          : " + ", ".join(f"{k} {human_seconds(v)}" for k, v in s.phase_seconds.items()))
     t = s.timings
     if t and t.get("kernels"):
-        lines.append(f"  measured step (median)  : {human_seconds(t.get('step_median_s'))} wall-clock over "
-                     f"{t.get('iterations')} calls; kernels busy {human_seconds(t.get('device_busy_s'))} "
-                     f"({t.get('busy_fraction', 0):.0%}), {t.get('attributed_fraction', 0):.0%} of that attributed")
+        sp, cl, bf = numbers.step(t), numbers.call(t), numbers.busy_fraction(t)
+        lines.append(f"  step (median)           : {numbers.spread_text(sp, human_seconds)} first kernel to last, "
+                     f"{t.get('traced_steps')} traced steps; kernels busy "
+                     f"{f'{bf:.0%}' if bf is not None else '-'} of it, {t.get('attributed_fraction', 0):.0%} of that attributed")
+        lines.append(f"  call, no profiler       : {numbers.spread_text(cl, human_seconds)} wall clock over "
+                     f"{t.get('iterations')} calls, host dispatch included")
         peaks = t.get("peaks") or {}
         if peaks.get("memory_bytes_per_s"):
             fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}")
         lines.append("  top kernels             :")
-        lines.append(f"    {'kernel':34s} {'route':10s} {'median':>10s} {'calls':>6s} {'share':>6s}  {'GB/s':>8s} {'% peak':>7s}")
+        lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'GB/s':>8s} {'% peak':>7s}")
         rows = sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))
         for row in rows[:10]:
             gbps = row.get("gbps")
@@ -186,14 +264,10 @@ def summary_text(b: Bundle) -> str:
                 lines.append(f"  note                    : {note}")
     fc = s.fusion
     if fc:
-        d, u = fc.get("default", {}), fc.get("unfused", {})
-        lines.append(f"  fusion off ({', '.join(fc.get('disabled_passes', []))}):")
-        lines.append(f"    kernels               : {u.get('kernels')} unfused -> {d.get('kernels')} default "
-                     f"({fc.get('kernels_saved'):+d} saved)")
-        lines.append(f"    bytes (est.)          : {human_bytes(u.get('bytes'))} unfused -> {human_bytes(d.get('bytes'))} default")
-        if fc.get("measured") and u.get("step_median_s") and d.get("step_median_s"):
-            lines.append(f"    step (median)         : {human_seconds(u['step_median_s'])} unfused -> "
-                         f"{human_seconds(d['step_median_s'])} default ({fc.get('speedup') or 0:.2f}x)")
+        lines.append(f"  fusion off ({', '.join(str(p) for p in fc.get('disabled_passes', []))}) -> on:")
+        for r in numbers.fusion_rows(fc, human_seconds, lambda v: "-" if v is None else str(v), human_bytes):
+            lines.append(f"    {r['what'][:36]:36s}: {r['off']} -> {r['on']}"
+                         + (f", {r['change']}" if r["change"] else "") + (f"; {r['verdict']}" if r["verdict"] else ""))
     return "\n".join(lines)
 
 

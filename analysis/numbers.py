@@ -1,0 +1,188 @@
+"""The product's measured numbers, each defined once (docs/numbers.md says what each means and
+what it does not). Every view, the CLI and the report read a measured bundle through these
+helpers, never through its raw keys, so one number has one definition everywhere.
+
+- **step**: one execution of the compiled program as the profiler saw it, from its first
+  kernel's start to its last kernel's end (``timings["step_median_s"]``: the median over the
+  traced steps, with their quartiles). Every kernel number comes from the same traced steps,
+  so no kernel takes longer than the step and the kernels' shares of it add up to at most 100%.
+- **call**: the same program called without the profiler, wall clock around
+  ``block_until_ready``, host dispatch included (``timings["call_median_s"]``, quartiles over
+  every timed call). The profiler costs time per event, so a traced step can be longer than an
+  untraced call; the fusion verdict compares calls, which neither side's tracing biases.
+- **busy**: the time in a step during which at least one kernel ran (the union of the kernels'
+  intervals, never a sum over threads), median over steps.
+- **a kernel's time and share**: its time is the time it ran in a step (the union of its own
+  intervals), median over steps; its share is the part of the middle steps' time in which it ran,
+  time during which several kernels ran at once divided evenly between them
+  (``profile.attribute``).
+- **a verdict** ("faster", "slower") only where the two sides' interquartile ranges do not
+  overlap; otherwise "within the spread".
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A measured quantity: its median and the interquartile range over ``n`` samples."""
+
+    median: float
+    q1: float
+    q3: float
+    lo: float
+    hi: float
+    n: int
+
+    def parts_from(self, other: "Spread") -> bool:
+        """True when the two interquartile ranges do not overlap (a difference beyond noise)."""
+        return self.q3 < other.q1 or other.q3 < self.q1
+
+
+def spread(xs: Iterable[float]) -> Spread | None:
+    xs = sorted(float(x) for x in xs)
+    if not xs:
+        return None
+    if len(xs) == 1:
+        q1 = q3 = xs[0]
+    else:
+        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return Spread(statistics.median(xs), q1, q3, xs[0], xs[-1], len(xs))
+
+
+def middle(n: int) -> range:
+    """The indexes, in ascending order of a step's span, of the steps a kernel's share is taken
+    over: the middle half (a quarter trimmed at each end, at least one step kept), so one slow
+    or fast step moves no share, and the shares, being sums over the same steps, add up."""
+    trim = round(n / 4)
+    if n - 2 * trim < 1:
+        trim = (n - 1) // 2
+    return range(trim, n - trim)
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _from_keys(t: dict, prefix: str) -> Spread | None:
+    med = _num(t.get(f"{prefix}_median_s"))
+    if med is None:
+        return None
+    q1 = _num(t.get(f"{prefix}_q1_s"))
+    q3 = _num(t.get(f"{prefix}_q3_s"))
+    lo = _num(t.get(f"{prefix}_min_s"))
+    hi = _num(t.get(f"{prefix}_max_s"))
+    n = t.get("traced_steps" if prefix == "step" else "iterations")
+    return Spread(med, med if q1 is None else q1, med if q3 is None else q3,
+                  med if lo is None else lo, med if hi is None else hi, n if isinstance(n, int) else 1)
+
+
+def step(t: dict | None) -> Spread | None:
+    """The step of a measured bundle's ``timings`` (None when it was not measured)."""
+    return _from_keys(t, "step") if isinstance(t, dict) else None
+
+
+def call(t: dict | None) -> Spread | None:
+    """The untraced call of a measured bundle's ``timings``."""
+    return _from_keys(t, "call") if isinstance(t, dict) else None
+
+
+def busy_fraction(t: dict | None) -> float | None:
+    """Busy over the step: the part of the step in which some kernel ran (at most 1)."""
+    s = step(t)
+    b = _num((t or {}).get("device_busy_s"))
+    if s is None or b is None or s.median <= 0:
+        return None
+    return min(1.0, b / s.median)
+
+
+def verdict(before: Spread | None, after: Spread | None) -> str:
+    """"faster", "slower" (``after`` against ``before``) or "within the spread"; "" when a side
+    is missing."""
+    if before is None or after is None:
+        return ""
+    if not before.parts_from(after):
+        return "within the spread"
+    return "faster" if after.median < before.median else "slower"
+
+
+def spread_text(s: Spread | None, fmt) -> str:
+    """``3.63 ms (3.55–3.70)``: the median and its interquartile range."""
+    if s is None:
+        return "–"
+    if s.n < 2 or s.q1 == s.q3:
+        return fmt(s.median)
+    lo, hi = fmt(s.q1), fmt(s.q3)
+    if " " in lo and lo.rsplit(" ", 1)[1] == hi.rsplit(" ", 1)[-1]:
+        lo = lo.rsplit(" ", 1)[0]  # one unit for the range: "4.1–4.3 ms"
+    return f"{fmt(s.median)} ({lo}–{hi})"
+
+
+def upgrade_timings(t, version: int) -> None:
+    """Bundles before schema 5 called the untraced call's wall clock the "step": renamed to the
+    call, and the step taken from the one traced step the bundle kept (its timeline), if any."""
+    if version >= 5 or not isinstance(t, dict):
+        return
+    for old, new in (("step_median_s", "call_median_s"), ("step_min_s", "call_min_s"),
+                     ("step_mean_s", "call_mean_s"), ("traced_step_median_s", "traced_call_median_s")):
+        if old in t:
+            t[new] = t.pop(old)
+    t.pop("step_std_s", None)
+    events = (t.get("timeline") or {}).get("events") if isinstance(t.get("timeline"), dict) else None
+    ends = [e.get("start_s", 0) + e.get("duration_s", 0) for e in events or []
+            if isinstance(e, dict) and _num(e.get("start_s")) is not None and _num(e.get("duration_s")) is not None]
+    if ends:
+        t["step_median_s"] = max(ends) - min(e["start_s"] for e in events if isinstance(e, dict) and _num(e.get("start_s")) is not None)
+
+
+def change_text(before: float | None, after: float | None, fmt) -> str:
+    """``1.03 ms less (-26%)`` / ``0.4 ms more (+12%)`` from ``before`` to ``after``."""
+    if before is None or after is None:
+        return "–"
+    d = after - before
+    pct = f" ({d / before:+.0%})" if before else ""
+    if d == 0:
+        return "same"
+    return f"{fmt(abs(d))} {'less' if d < 0 else 'more'}{pct}"
+
+
+def fusion_rows(fc: dict | None, seconds, count=str, size=str) -> list[dict]:
+    """Fusion off against on, one row per number: ``{what, off, on, change, verdict}``. The
+    times carry their spread and a verdict only where the spreads part; the same rows make the
+    app's table, the CLI's lines and the report's (``seconds``/``size``: how to write a number)."""
+    if not isinstance(fc, dict):
+        return []
+    u, d = fc.get("unfused") or {}, fc.get("default") or {}
+    rows = [{"what": "kernels", "off": count(u.get("kernels")), "on": count(d.get("kernels")),
+             "change": change_text(u.get("kernels"), d.get("kernels"), count), "verdict": ""},
+            {"what": "bytes moved by kernels (from shapes)", "off": size(u.get("bytes")), "on": size(d.get("bytes")),
+             "change": change_text(u.get("bytes"), d.get("bytes"), size), "verdict": ""}]
+    if not fc.get("measured"):
+        return rows
+    for what, get in (("call, no profiler (median, IQR)", call), ("step, traced (median, IQR)", step)):
+        a, b = get(u), get(d)
+        if a is None or b is None:
+            continue
+        v = verdict(a, b)
+        rows.append({"what": what, "off": spread_text(a, seconds), "on": spread_text(b, seconds),
+                     "change": change_text(a.median, b.median, seconds),
+                     "verdict": {"faster": "fusion on is faster", "slower": "fusion on is slower"}.get(v, v)})
+    fu, fd = busy_fraction(u), busy_fraction(d)
+    if fu is not None and fd is not None:
+        rows.append({"what": "kernels busy, share of the step", "off": f"{fu:.0%}", "on": f"{fd:.0%}",
+                     "change": "", "verdict": ""})
+    return rows
+
+
+def part_of_step(t: dict | None, row: dict | None) -> float | None:
+    """A kernel's part of the step in seconds: its share times the step (what a layer, a group
+    of kernels, adds up; kernels running at once split the time they share)."""
+    s = step(t)
+    share = _num((row or {}).get("share"))
+    if s is None or share is None:
+        return None
+    return share * s.median

@@ -1,0 +1,264 @@
+"""The measured numbers' definitions (analysis/numbers.py, docs/numbers.md) on hand-written
+traces and bundles: the step holds its parts (no kernel longer than it, shares adding up to at
+most 100% even where kernels overlap on threads), verdicts only where the spreads part, and one
+bundle's numbers read the same in the app's cards, the CLI and the report. Pure: no JAX."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from analysis import numbers
+from analysis.bundle import Bundle
+from analysis.hlo import parse_module
+from analysis.kernels import kernels
+from analysis.profile import TraceEvent, attribute, attributed_time
+
+
+
+_FUSED_TEXT = """HloModule jit_f, is_scheduled=true
+%fa (x: f32[256]) -> f32[256] {
+  %x = f32[256]{0} parameter(0)
+  ROOT %n = f32[256]{0} negate(%x)
+}
+%fb (y: f32[256]) -> f32[256] {
+  %y = f32[256]{0} parameter(0)
+  ROOT %e = f32[256]{0} exponential(%y)
+}
+ENTRY %main (p: f32[256], q: f32[256]) -> (f32[256], f32[256]) {
+  %p = f32[256]{0} parameter(0)
+  %q = f32[256]{0} parameter(1)
+  %a = f32[256]{0} fusion(%p), kind=kLoop, calls=%fa
+  %b = f32[256]{0} fusion(%q), kind=kLoop, calls=%fb
+  ROOT %t = (f32[256]{0}, f32[256]{0}) tuple(%a, %b)
+}
+"""
+FUSED = parse_module(_FUSED_TEXT)
+
+LOOP = parse_module("""HloModule jit_loop, is_scheduled=true
+%fe (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  ROOT %y = f32[8]{0} exponential(%x)
+}
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8]{0} get-tuple-element(%p), index=1
+  %one = s32[] constant(1)
+  %i1 = s32[] add(%i, %one)
+  %e = f32[8]{0} fusion(%x), kind=kLoop, calls=%fe
+  ROOT %t = (s32[], f32[8]{0}) tuple(%i1, %e)
+}
+%cond (p: (s32[], f32[8])) -> pred[] {
+  %p = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(2)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+ENTRY %main (a: f32[8]) -> f32[8] {
+  %a = f32[8]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[8]{0}) tuple(%zero, %a)
+  %w = (s32[], f32[8]{0}) while(%init), condition=%cond, body=%body
+  ROOT %r = f32[8]{0} get-tuple-element(%w), index=1
+}
+""")
+
+
+def _ev(op, start, dur, run=1, line="tf_XLAPjRtCpuClient/1"):
+    return TraceEvent(name=op, hlo_op=op, hlo_module="jit_f", program_id=1, start_ns=start,
+                      duration_ns=dur, line=line, run_id=run)
+
+
+def test_kernels_overlapping_on_two_threads_split_the_time_they_share():
+    # a runs [0, 100), b [50, 150) on another executor thread: the step is 150 ns, busy the whole
+    # of it. Each kernel ran 100 ns (200 ns summed: more than the step), so each share is its
+    # time alone (50) plus half of the 50 they share: 75 / 150.
+    out = attribute([_ev("a", 0, 100), _ev("b", 50, 100, line="tf_XLAPjRtCpuClient/2")],
+                    kernels(FUSED, "cpu"), 1, "cpu")
+    a, b = out["kernels"]["a"], out["kernels"]["b"]
+    assert out["step_median_s"] == pytest.approx(150e-9) and out["device_busy_s"] == pytest.approx(150e-9)
+    assert a["median_s"] == pytest.approx(100e-9) and b["median_s"] == pytest.approx(100e-9)
+    assert a["share"] == pytest.approx(0.5) and b["share"] == pytest.approx(0.5)
+
+
+def test_a_loop_gets_only_the_time_none_of_its_kernels_ran():
+    # while [0, 100) runs its body fusion e twice, [10, 40) and [50, 80): e ran 60 ns of the
+    # 100 ns step, the loop's own bookkeeping the other 40.
+    ks = kernels(LOOP, "cpu")
+    assert {k.name for k in ks} >= {"w", "e"}
+    out = attribute([_ev("w", 0, 100), _ev("e", 10, 30), _ev("e", 50, 30)], ks, 1, "cpu")
+    w, e = out["kernels"]["w"], out["kernels"]["e"]
+    assert w["inclusive"] and not e["inclusive"]
+    assert e["calls"] == 2 and e["median_s"] == pytest.approx(60e-9)
+    assert e["share"] == pytest.approx(0.6) and w["share"] == pytest.approx(0.4)
+
+
+def test_the_innermost_loop_keeps_its_own_bookkeeping():
+    # an outer loop [0, 100) holding an inner one [20, 90) that runs a kernel [30, 50)
+    steps = [_ev("outer", 0, 100), _ev("inner", 20, 70), _ev("k", 30, 20)]
+    parts = attributed_time(steps, {"outer", "inner"})
+    assert parts == pytest.approx({"outer": 30.0, "inner": 50.0, "k": 20.0})
+
+
+def test_one_instructions_launches_at_once_count_once_in_its_time():
+    # fusion a launches on two streams at once, [0, 100) and [20, 60): it ran 100 ns, not 140
+    out = attribute([_ev("a", 0, 100, line="s1"), _ev("a", 20, 40, line="s2")], kernels(FUSED, "gpu"), 1, "gpu")
+    assert out["kernels"]["a"]["median_s"] == pytest.approx(100e-9)
+    assert out["kernels"]["a"]["share"] == pytest.approx(1.0)
+
+
+def test_random_traces_keep_every_part_inside_its_step():
+    rng = random.Random(7)
+    ks = kernels(FUSED, "cpu") + kernels(LOOP, "cpu")
+    names = ["a", "b", "e", "w", "not_a_kernel"]
+    for trial in range(200):
+        evs = []
+        n_steps = rng.randint(1, 10)
+        for s in range(n_steps):
+            base = s * 10_000
+            for _ in range(rng.randint(1, 12)):
+                evs.append(_ev(rng.choice(names), base + rng.uniform(0, 3000), rng.uniform(0, 2000), run=s,
+                               line=f"t{rng.randint(1, 3)}"))
+        out = attribute(evs, ks, n_steps, "cpu")
+        step = out["step_median_s"]
+        rows = out["kernels"].values()
+        assert sum(r["share"] for r in rows) <= 1 + 1e-9, trial
+        assert all(r["median_s"] <= step * (1 + 1e-9) for r in rows), trial
+        assert out["device_busy_s"] <= step * (1 + 1e-9), trial
+        assert out["step_q1_s"] <= step <= out["step_q3_s"], trial
+
+
+def test_spread_is_the_median_and_the_quartiles():
+    s = numbers.spread([5, 1, 4, 2, 3])
+    assert (s.median, s.q1, s.q3, s.lo, s.hi, s.n) == (3, 2, 4, 1, 5, 5)
+    one = numbers.spread([7])
+    assert (one.q1, one.q3) == (7, 7)
+    assert numbers.spread([]) is None
+
+
+def test_middle_steps_trim_a_quarter_at_each_end():
+    assert list(numbers.middle(1)) == [0]
+    assert list(numbers.middle(2)) == [0, 1]
+    assert list(numbers.middle(3)) == [1]
+    assert list(numbers.middle(10)) == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_verdict_only_where_the_spreads_part():
+    slow = numbers.spread([10, 11, 12, 13, 14])  # IQR 11-13
+    fast = numbers.spread([5, 6, 7, 8, 9])  # IQR 6-8
+    near = numbers.spread([8, 10, 12, 12, 15])  # IQR 10-12: overlaps slow's
+    assert numbers.verdict(slow, fast) == "faster"
+    assert numbers.verdict(fast, slow) == "slower"
+    assert numbers.verdict(slow, near) == "within the spread"
+    assert numbers.verdict(None, fast) == ""
+
+
+def _side(kernels, nbytes, call, step):
+    c, s = numbers.spread(call), numbers.spread(step)
+    return {"kernels": kernels, "bytes": nbytes, "flops": 0, "kernels_by_route": {}, "top_kernels": [],
+            "iterations": c.n, "traced_steps": s.n,
+            "call_median_s": c.median, "call_q1_s": c.q1, "call_q3_s": c.q3, "call_min_s": c.lo,
+            "step_median_s": s.median, "step_q1_s": s.q1, "step_q3_s": s.q3, "step_min_s": s.lo, "step_max_s": s.hi,
+            "device_busy_s": s.median * 0.9}
+
+
+def test_fusion_rows_give_a_verdict_only_where_the_spreads_part():
+    ms = 1e-3
+    # calls: 4.2 ms (IQR 4.1-4.3) off, 3.6 ms (3.5-3.7) on; steps overlap: 3.0 (2.8-3.4) against 3.2 (3.0-3.3)
+    fc = {"measured": True, "disabled_passes": ["fusion"],
+          "unfused": _side(67, 33_000_000, [x * ms for x in (4.0, 4.1, 4.2, 4.3, 4.4)],
+                           [x * ms for x in (2.7, 2.8, 3.0, 3.4, 3.5)]),
+          "default": _side(26, 12_000_000, [x * ms for x in (3.4, 3.5, 3.6, 3.7, 3.8)],
+                           [x * ms for x in (2.9, 3.0, 3.2, 3.3, 3.4)])}
+    rows = {r["what"]: r for r in numbers.fusion_rows(fc, lambda v: f"{v * 1e3:.1f} ms", str, str)}
+    call = rows["call, no profiler (median, IQR)"]
+    assert call["off"] == "4.2 ms (4.1–4.3 ms)" and call["on"] == "3.6 ms (3.5–3.7 ms)"
+    assert call["change"] == "0.6 ms less (-14%)" and call["verdict"] == "fusion on is faster"
+    step = rows["step, traced (median, IQR)"]
+    assert step["verdict"] == "within the spread" and step["change"] == "0.2 ms more (+7%)"
+    assert rows["kernels"]["change"] == "41 less (-61%)"
+    assert rows["kernels busy, share of the step"]["on"] == "90%"
+
+
+def test_bundles_before_schema_5_keep_their_call_and_get_a_step_from_the_timeline():
+    d = {"schema_version": 4, "timings": {
+        "step_median_s": 0.004, "step_min_s": 0.0039, "step_mean_s": 0.0041, "step_std_s": 1e-4,
+        "traced_step_median_s": 0.0045, "kernels": {},
+        "timeline": {"step": 0, "events": [{"name": "a", "start_s": 0.0, "duration_s": 0.001},
+                                           {"name": "b", "start_s": 0.002, "duration_s": 0.0015}]}}}
+    t = Bundle.from_dict(d).timings
+    assert t["call_median_s"] == 0.004 and t["call_min_s"] == 0.0039 and t["traced_call_median_s"] == 0.0045
+    assert t["step_median_s"] == pytest.approx(0.0035)
+    assert numbers.step(t).median == pytest.approx(0.0035) and numbers.call(t).median == 0.004
+
+
+def _measured_bundle():
+    """A bundle with hand-written timings: fusion a and b of FUSED, 1 ms step, shares 0.5 / 0.25."""
+    from analysis.bundle import bundle_from_hlo
+
+    b = bundle_from_hlo(_FUSED_TEXT)
+    row = {"route": "emitter", "library": None, "context": "", "inclusive": False, "calls": 1, "launches": 1,
+           "min_s": 0, "mean_s": 0, "std_s": 0, "total_s": 0, "per_call_s": None, "bytes": 2048, "flops": 0,
+           "gbps": None, "flops_per_s": None, "arithmetic_intensity": None, "pct_of_peak": None,
+           "peak_key": None, "kernel_details": None}
+    b.timings = {"platform": "cpu", "iterations": 50, "traced_steps": 10,
+                 "step_median_s": 1e-3, "step_q1_s": 0.9e-3, "step_q3_s": 1.1e-3, "step_min_s": 0.8e-3,
+                 "step_max_s": 1.3e-3, "share_steps": 6, "call_median_s": 1.25e-3, "call_q1_s": 1.2e-3,
+                 "call_q3_s": 1.3e-3, "call_min_s": 1.1e-3, "traced_call_median_s": 1.4e-3,
+                 "device_busy_s": 0.75e-3, "attributed_fraction": 1.0,
+                 "kernels": {"a": {**row, "name": "a", "median_s": 0.6e-3, "share": 0.5},
+                             "b": {**row, "name": "b", "median_s": 0.3e-3, "share": 0.25}}}
+    return b
+
+
+
+
+def test_one_bundle_reads_the_same_in_the_cards_the_cli_and_the_report():
+    from analysis.render.report import html_report
+    from analysis.render.summary import summarize, summary_text
+
+    b = _measured_bundle()
+    cards = {c.label: c for c in summarize(b).cards()}
+    assert cards["Step (median)"].value == "1.00 ms"
+    assert "kernels busy 75% of it" in cards["Step (median)"].note
+    assert "a call without the profiler 1.25 ms" in cards["Step (median)"].note
+    text = summary_text(b)
+    assert "1.00 ms (900.0 µs–1.10 ms) first kernel to last" in text and "busy 75% of it" in text
+    assert "1.25 ms (1.20–1.30 ms) wall clock" in text
+    assert "50.0%" in text and "25.0%" in text  # the shares of the table
+    html = html_report(b)
+    assert "1.00 ms" in html and "kernels busy 75% of it" in html
+
+
+def test_a_layers_time_is_its_kernels_part_of_the_step():
+    b = _measured_bundle()
+    assert numbers.part_of_step(b.timings, b.timings["kernels"]["a"]) == pytest.approx(0.5e-3)
+    assert numbers.part_of_step(None, b.timings["kernels"]["a"]) is None
+
+
+def test_a_fusion_says_what_it_holds_besides_the_programs_ops():
+    # the fusion does the program's negate and exponential; XLA added a bitcast and two broadcasts
+    from types import SimpleNamespace
+
+    from analysis.render.details import fused_added
+
+    m = parse_module("""HloModule jit_g, is_scheduled=true
+%f (x: f32[16]) -> f32[4,4] {
+  %x = f32[16]{0} parameter(0)
+  %c = f32[] constant(1)
+  %b1 = f32[16]{0} broadcast(%c), dimensions={}
+  %n = f32[16]{0} negate(%x)
+  %b2 = f32[16]{0} broadcast(%c), dimensions={}
+  %e = f32[16]{0} exponential(%n)
+  ROOT %r = f32[4,4]{1,0} bitcast(%e)
+}
+ENTRY %main (p: f32[16]) -> f32[4,4] {
+  %p = f32[16]{0} parameter(0)
+  ROOT %fusion = f32[4,4]{1,0} fusion(%p), kind=kLoop, calls=%f
+}
+""")
+    k = next(k for k in kernels(m, "cpu") if k.name == "fusion")
+    pre = [SimpleNamespace(opcode="negate"), SimpleNamespace(opcode="exponential"), None]
+    assert fused_added(k, pre) == "broadcast ×2, bitcast, constant"
