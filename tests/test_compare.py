@@ -12,6 +12,7 @@ import pytest
 from analysis import compare
 from analysis.kernels import Kernel
 from analysis.options import fusion_disabled_options
+from analysis.render.format import human_seconds
 
 PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "compare.py")
 
@@ -64,7 +65,7 @@ def test_default_vs_unfused_on_real_bundles(pair):
     rows = {r["metric"]: r for r in compare.summary_deltas(default, unfused)}
     assert rows["kernels"]["delta"] == unfused.metrics["kernels_after"] - default.metrics["kernels_after"] > 0
     assert rows["fusion coverage"]["b"] == 0.0 and rows["fusion coverage"]["a"] > 0.5
-    assert rows["measured step time"]["delta"] is None
+    assert rows["step (median, traced)"]["delta"] is None and rows["call (median, no profiler)"]["delta"] is None
     table = compare.kernel_table(default, unfused, matches)
     assert len(table) == len(matches) and table[0]["A kernel"]
 
@@ -100,6 +101,35 @@ def test_page_compares_default_and_fusion_disabled():
     assert not at.exception
     a, b = at.session_state["cmp_pair"]
     assert (a.title, b.title) == ("mlp", "softmax")
+
+
+def test_measure_both_shows_the_two_steps_side_by_side_with_a_verdict_the_numbers_allow():
+    from streamlit.testing.v1 import AppTest
+
+    from analysis import numbers
+
+    at = AppTest.from_file(PAGE, default_timeout=300)
+    at.session_state["cmp_backend"] = "cpu"
+    at.session_state["cmp_measure"] = True
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.timings and b.timings  # both sides measured, the same way
+    lines = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**Call") or
+             m.value.startswith("**Step")}
+    assert set(lines) == {"Call, no profiler", "Step, traced"}
+    for what, get in (("Call, no profiler", numbers.call), ("Step, traced", numbers.step)):
+        sa, sb = get(a.timings), get(b.timings)
+        line = lines[what]
+        assert numbers.spread_text(sa, human_seconds) in line and numbers.spread_text(sb, human_seconds) in line
+        # a verdict only where the interquartile ranges part, and then the one the medians say
+        if sa.q3 < sb.q1:
+            assert "B is slower" in line
+        elif sb.q3 < sa.q1:
+            assert "B is faster" in line
+        else:
+            assert "no verdict: the spreads overlap" in line
+    assert at.session_state["cmp_link"]["measure"] == "1"
 
 
 def test_switching_what_to_compare_keeps_the_model():
@@ -166,7 +196,7 @@ def test_page_compares_triton_with_cublas_on_the_h200_target():
     at.text_area(key="cmp_free_b").input("xla_gpu_enable_triton_gemm=true").run()
     at.button(key="cmp_go").click().run()
     errors = " ".join(e.value for e in at.error)
-    assert "Default, Fusion disabled, Triton GEMM off" in errors, errors
+    assert "Default, Fusion + Triton rewrites off, Triton GEMM off" in errors, errors
 
 
 def test_a_link_reopens_the_same_comparison(address_bar):

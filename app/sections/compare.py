@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
@@ -83,7 +84,7 @@ BACKEND_CHOICES = ["auto", "cpu", "gpu", runner.APP_GPU_TARGET]
 def _link_spec() -> dict:
     q = st.query_params.to_dict()
     mode = q.get("mode")
-    spec = {"mode": ("cmp_mode", MODES, None)}
+    spec = {"mode": ("cmp_mode", MODES, None), "measure": ("cmp_measure", {"1": True, "0": False}, None)}
     if mode == "options":
         pre = list(presets_for(q.get("backend", "auto")))
         lines = lambda v: "\n".join(permalink.decode_options(v))  # noqa: E731
@@ -129,7 +130,7 @@ with st.sidebar:
             st.markdown("**A**")
             oa = _options("cmp_preset_a", "cmp_free_a", pre, "Default")
             st.markdown("**B**")
-            ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion disabled")
+            ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion passes off")
             jobs = (gallery_job(model, backend=backend, compiler_options=oa),
                     gallery_job(model, backend=backend, compiler_options=ob))
             link = {"mode": "options", "model": model, "backend": backend, "a": ss.cmp_preset_a,
@@ -169,6 +170,14 @@ with st.sidebar:
         show_error(e)
         jobs = None
     if jobs is not None:
+        can_measure = not any(j.gpu_target for j in jobs)
+        measure_both = st.toggle("Measure both", key="cmp_measure", disabled=not can_measure,
+                                 help="Run both compiles and time every kernel, the same way on each side: the "
+                                      "steps and calls side by side, with a verdict only where their spreads part"
+                                 if can_measure else "A compile for the GPU target without its GPU cannot run")
+        if measure_both and can_measure:
+            jobs = tuple(replace(j, measure=True) for j in jobs)
+            link["measure"] = "1"
         run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")
         if run_it or ss.get("cmp_pair") is None:
             a = compile_with_status(jobs[0], "Compiling A…")
@@ -233,8 +242,20 @@ with sr:
         st.metric("Bytes moved A → B", f"{by['ratio']:.2f}×", delta=f"{human_bytes(by['a'])} → {human_bytes(by['b'])}",
                   delta_color="off")
 if A.timings is None or B.timings is None:
-    st.caption("Step times appear when both bundles were measured (main page: *Measure kernel timings*, then "
-               "download the bundle).")
+    st.caption("Step times appear when both sides are measured (*Measure both* in the sidebar, or two measured "
+               "bundles uploaded).")
+else:
+    from analysis import numbers
+
+    for what, get in (("Call, no profiler", numbers.call), ("Step, traced", numbers.step)):
+        sa, sb = get(A.timings), get(B.timings)
+        if sa is None or sb is None:
+            continue
+        v = numbers.verdict(sa, sb)
+        said = {"faster": "B is faster", "slower": "B is slower"}.get(v, "no verdict: the spreads overlap")
+        st.markdown(f"**{what}** (median, interquartile range): A {numbers.spread_text(sa, human_seconds)} · "
+                    f"B {numbers.spread_text(sb, human_seconds)} · "
+                    f"{numbers.change_text(sa.median, sb.median, human_seconds)} · **{said}**")
 
 # ----------------------------------------------------------------------------- kernels matched
 
