@@ -157,8 +157,19 @@ def _kernel(b: Bundle, k, post, pre_insts: dict, light: bool) -> dict | None:
         if fc is not None:
             fused_text = _cut("\n".join(i.text for i in fc.instructions), 4000)
     d.update(text=_cut(inst.text), shape=_shape(inst), facts=kernel_facts(b, k), ops=rows, n_ops=len(ops),
-             fused_text=fused_text)
+             fused_text=fused_text, fused_added=fused_added(k, [pre_insts.get(op) for op in ops]))
     return d
+
+
+def fused_added(k, pre_ops) -> str:
+    """What a fusion's computation holds besides the program's ops it does, by opcode ("bitcast
+    ×2, broadcast"): why its instruction count and its op count differ (docs/numbers.md)."""
+    from collections import Counter
+
+    have = Counter(o for o in k.fused_opcodes if o != "parameter")
+    have.subtract(Counter(i.opcode for i in pre_ops if i is not None))
+    extra = sorted(((op, n) for op, n in have.items() if n > 0), key=lambda x: (-x[1], x[0]))
+    return ", ".join(op + (f" ×{n}" if n > 1 else "") for op, n in extra[:6]) + (", …" if len(extra) > 6 else "")
 
 
 def _entry_param(module, name: str):

@@ -241,8 +241,10 @@ title = f"#### #{i} · <code>{safe.text(e.get('pass'))}</code> <span style='colo
 st.markdown(title, unsafe_allow_html=True)
 facts = [f"{e.get('instructions') or '–'} instructions", f"{e.get('kernels') if e.get('kernels') is not None else '–'} kernels"
          + (f" ({dk:+d})" if dk else "")]
-if e.get("next_pass"):
-    facts.append(f"next pass: `{e['next_pass']}`")
+if i + 1 < n:  # the next point of the chart; XLA's own "next pass" names only its sub-pipeline's next
+    facts.append(f"next pass that changed the module: #{i + 1} `{str(log[i + 1].get('pass') or '?').replace('`', '')[:80]}`")
+else:
+    facts.append("no pass changed the module after this one")
 if i == 0:
     facts.append("the module as the pipeline received it")
 st.markdown(" · ".join(facts))
