@@ -230,6 +230,7 @@ def test_one_bundle_reads_the_same_in_the_cards_the_cli_and_the_report():
     assert "50.0%" in text and "25.0%" in text  # the shares of the table
     html = html_report(b)
     assert "1.00 ms" in html and "kernels busy 75% of it" in html
+    assert "50.0%" in html and "25.0%" in html  # the same shares as the CLI's table
 
 
 def test_a_layers_time_is_its_kernels_part_of_the_step():
