@@ -166,6 +166,11 @@ def _cmd_analyze(args) -> int:
     if args.gpu_target and measure:
         raise ExplorerError("options", "--gpu-target compiles for a GPU that is not here: nothing can be "
                                        "measured (leave out --measure; --compare-fusion still compares kernels and bytes)")
+    trace = getattr(args, "trace", None)
+    if trace and measure:
+        raise ExplorerError("options", "--trace gives the timings of your own run; leave out --measure")
+    if trace and not os.path.exists(trace):
+        raise ExplorerError("trace", "no such file or folder", trace)
     if (measure or compare) and os.path.exists(args.model) and not args.model.endswith(".py"):
         raise ExplorerError("measure", "this input has no program to run (an HLO text, a bundle or a dump is only "
                                        "read); measure the model it came from", args.model)
@@ -174,6 +179,10 @@ def _cmd_analyze(args) -> int:
                       module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
                       trusted=args.trusted)
+    if trace:
+        from analysis.trace_import import apply_trace
+
+        apply_trace(bundle, trace)
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -332,6 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
     a.add_argument("--out", help="write the bundle JSON here instead of stdout")
     a.add_argument("--measure", action="store_true", help="run and time every kernel")
+    a.add_argument("--trace", metavar="TRACE", help="timings from your own jax.profiler trace of this compile "
+                                                    "(its folder, a zip of it, or the .xplane.pb)")
     a.add_argument("--iters", type=int, default=None, help="timed iterations (default: ~1-3 s worth)")
     a.add_argument("--compare-fusion", action="store_true",
                    help="also compile with fusion disabled and compare kernels, bytes (and, with "

@@ -103,6 +103,7 @@ class Summary:
             bf, cl = numbers.busy_fraction(t), numbers.call(t)
             out.append(Card("Step (median)", human_seconds(sp.median),
                             f"first kernel to last, {t.get('traced_steps')} traced steps"
+                            + (f" of {str(t.get('trace_device'))[:80]}" if t.get("source") == "trace" else "")
                             + (f"; kernels busy {bf:.0%} of it" if bf is not None else "")
                             + (f"; a call without the profiler {human_seconds(cl.median)}" if cl else "")))
         fc = self.fusion
@@ -238,8 +239,13 @@ def summary_text(b: Bundle) -> str:
         lines.append(f"  step (median)           : {numbers.spread_text(sp, human_seconds)} first kernel to last, "
                      f"{t.get('traced_steps')} traced steps; kernels busy "
                      f"{f'{bf:.0%}' if bf is not None else '-'} of it, {t.get('attributed_fraction', 0):.0%} of that attributed")
-        lines.append(f"  call, no profiler       : {numbers.spread_text(cl, human_seconds)} wall clock over "
-                     f"{t.get('iterations')} calls, host dispatch included")
+        if cl is not None:
+            lines.append(f"  call, no profiler       : {numbers.spread_text(cl, human_seconds)} wall clock over "
+                         f"{t.get('iterations')} calls, host dispatch included")
+        if t.get("source") == "trace":
+            lines.append(f"  timings from            : {str(t.get('trace_device'))[:120]}, your trace "
+                         f"{str(t.get('trace_file'))[:120]} ({t.get('matched_fraction', 0):.0%} of the instructions "
+                         "it ran are kernels of this compile)")
         peaks = t.get("peaks") or {}
         if peaks.get("memory_bytes_per_s"):
             fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
