@@ -25,9 +25,9 @@ ANALYSIS = os.path.join(ROOT, "analysis")
 
 
 def _modules() -> dict[str, str]:
-    """Every module under analysis/, app/ and sample_models/ by dotted name -> its path."""
+    """Every module under analysis/, app/, sample_models/ and xla_explorer/ by dotted name -> its path."""
     out = {}
-    for top in ("analysis", "app", "sample_models"):
+    for top in ("analysis", "app", "sample_models", "xla_explorer"):
         for dirpath, _dirs, files in os.walk(os.path.join(ROOT, top)):
             for f in files:
                 if f.endswith(".py"):
@@ -65,12 +65,20 @@ def _layer(name: str) -> str:
 
 
 def _ours(imported: set[str]) -> set[str]:
-    return {m for m in imported if m.split(".")[0] in ("analysis", "app", "sample_models")}
+    return {m for m in imported if m.split(".")[0] in ("analysis", "app", "sample_models", "xla_explorer")}
 
 
 def test_every_layer_exists():
     assert {_layer(n) for n in MODULES} >= {"hlo", "core", "compile", "service", "render", "cli", "app", "gallery",
                                             "lessons"}
+
+
+def test_the_notebook_front_end_and_the_app_never_import_each_other():
+    for name in MODULES:
+        layer = _layer(name)
+        if layer in ("xla_explorer", "app"):
+            other = "app" if layer == "xla_explorer" else "xla_explorer"
+            assert not {m for m in _ours(IMPORTS[name]) if m.split(".")[0] == other}, name
 
 
 def test_only_compile_and_the_worker_process_import_jax():

@@ -1,4 +1,4 @@
-"""Timings from the user's own jax.profiler trace (analysis/trace_import.py): a program compiled
+"""Timings from the user's own jax.profiler trace (analysis/compile/trace_import.py): a program compiled
 with an XLA dump and run three times under the profiler by the test, as a user would on their
 machine; ``xla-explorer analyze DUMP.zip --trace TRACE.zip`` puts the trace's times on the
 dump's kernels. Bad traces get one line."""
