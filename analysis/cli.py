@@ -180,7 +180,7 @@ def _cmd_analyze(args) -> int:
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
                       trusted=args.trusted)
     if trace:
-        from analysis.compile.trace_import import apply_trace
+        from analysis.trace_import import apply_trace
 
         apply_trace(bundle, trace)
     text = bundle.to_json(indent=1)

@@ -123,7 +123,26 @@ def compile_job(job: Job) -> None:
     ss.expand = {"scopes": [], "fusions": [], "collapsed": []}
 
 
-def load_upload(upload) -> None:
+def with_trace(found: list[Bundle], trace_upload) -> list[Bundle] | None:
+    """The uploaded compiles with the uploaded trace's timings on the one it ran (first in the
+    list), or None after saying why not."""
+    from analysis.trace_import import apply_trace, load_trace
+
+    too_big = guard.upload_error(trace_upload)
+    if too_big:
+        ss.error = too_big
+        return None
+    try:
+        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
+        ran = [b for b in found if (m := b.module("hlo_after")) is not None and m.name in tr.modules()]
+        apply_trace(ran[0] if ran else found[0], trace=tr)  # none ran: its error names what did
+    except ExplorerError as e:
+        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
+        return None
+    return ran + [b for b in found if b not in ran]
+
+
+def load_upload(upload, trace=None) -> None:
     too_big = guard.upload_error(upload)
     if too_big:
         ss.error = too_big
@@ -136,6 +155,8 @@ def load_upload(upload) -> None:
             found = bundles_from_dump_zip(data, upload.name)
         except ExplorerError as e:
             ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+            return
+        if trace is not None and (found := with_trace(found, trace)) is None:
             return
         ss.dump_bundles = found
         ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
@@ -160,6 +181,8 @@ def load_upload(upload) -> None:
         if not e.file:
             e.file = upload.name
         ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+        return
+    if trace is not None and with_trace([b], trace) is None:
         return
     ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
 
@@ -188,8 +211,12 @@ with st.sidebar:
     else:
         up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
                               type=["hlo", "txt", "json", "zip"], key="upload")
+        tr = st.file_uploader("Your profiler trace (optional): jax.profiler.trace's folder zipped, or its "
+                              ".trace.json.gz", type=["zip", "gz", "json"], key="upload_trace",
+                              help="The kernels' times from your own machine (a GPU, or a CPU) go onto the "
+                                   "graphs and the table, labelled with the device the trace names")
         if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
-            load_upload(up)
+            load_upload(up, tr)
         dumps = ss.get("dump_bundles") or []
         if len(dumps) > 1:
             names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]

@@ -150,6 +150,10 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
                          "costs time per kernel event, so a traced step can be longer than an untraced call")
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")
+        if t.get("source") == "trace":
+            st.caption(f"Timings from your trace ({str(t.get('trace_file'))[-120:]}), made on "
+                       f"{str(t.get('trace_device'))[:120]}, not on this server: {t.get('steps_seen')} executions, "
+                       f"{t.get('matched_fraction', 0):.0%} of the instructions it ran are kernels of this compile.")
         if t.get("coverage_note"):
             st.info(t["coverage_note"])
         if t.get("command_buffer_note"):

@@ -337,3 +337,34 @@ def test_an_error_is_shown_once_whole_and_as_text(server, browser):
     # the code is still there to be fixed
     assert _ace_frame(page) is not None
     page.screenshot(path=os.path.join(OUT, "error_as_text.png"))
+
+
+def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_path):
+    """The user's own run (an XLA dump and a jax.profiler trace, both zipped, made here by the
+    test as a user would on their machine) uploaded together: the kernels get the trace's times."""
+    from tests.test_trace_import import RUNS, _mlp, _users_run
+
+    import jax
+
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    dump_zip, trace_zip, _ = _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)),
+                                        jax.random.normal(k[1], (128, 256)), jax.random.normal(k[2], (256, 32)))
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    inputs = page.locator("input[type=file]")
+    inputs.nth(1).wait_for(state="attached", timeout=60_000)  # the two uploaders (their inputs are hidden)
+    for i, path in ((0, dump_zip), (1, trace_zip)):
+        with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url and r.request.method == "PUT",
+                                  timeout=60_000):
+            inputs.nth(i).set_input_files(path)
+        page.get_by_test_id("stSidebar").get_by_text(os.path.basename(path)).first.wait_for(timeout=60_000)
+        app_idle(page)
+    page.get_by_role("button", name="Open").click()
+    note = page.get_by_text("Timings from your trace")
+    note.wait_for(timeout=120_000)
+    text = note.inner_text()
+    assert "trace.json.gz" in text and "CPU" in text and f"{RUNS} executions" in text
+    assert page.get_by_text("step (median)").count() >= 1
+    page.screenshot(path=os.path.join(OUT, "trace_upload.png"))

@@ -1,10 +1,11 @@
-"""Timings from the user's own jax.profiler trace (analysis/compile/trace_import.py): a program compiled
+"""Timings from the user's own jax.profiler trace (analysis/trace_import.py): a program compiled
 with an XLA dump and run three times under the profiler by the test, as a user would on their
 machine; ``xla-explorer analyze DUMP.zip --trace TRACE.zip`` puts the trace's times on the
 dump's kernels. Bad traces get one line."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
@@ -85,19 +86,75 @@ def test_a_trace_of_another_program_is_refused_in_one_line(run, tmp_path, capsys
     assert len(err) == 1 and "trace error" in err[0] and "no event of module jit__mlp" in err[0], err
 
 
-@pytest.mark.parametrize("content, says", [
-    (None, "the zip holds no .xplane.pb"),
-    (b"\x00\x01 not a protobuf \xff" * 10, "not a readable profiler trace"),
+@pytest.mark.parametrize("member, content, says", [
+    ("plugins/profile/x/readme.txt", b"hello", "the zip holds no .trace.json.gz"),
+    ("plugins/profile/x/h.trace.json.gz", b"\x1f\x8b not gzip at all" * 10, "not a readable gzip file"),
+    ("plugins/profile/x/h.trace.json", b"{\"traceEvents\": [", "not a JSON trace"),
+    ("plugins/profile/x/h.trace.json", b"{\"events\": []}", "no traceEvents list"),
 ])
-def test_bad_traces_get_one_line(run, tmp_path, capsys, content, says):
+def test_bad_traces_get_one_line(run, tmp_path, capsys, member, content, says):
     dump_zip, _, _ = run
     bad = tmp_path / "bad.zip"
     with zipfile.ZipFile(bad, "w") as z:
-        z.writestr("plugins/profile/x/readme.txt" if content is None else "plugins/profile/x/h.xplane.pb",
-                   content or b"hello")
+        z.writestr(member, content)
     assert main(["analyze", dump_zip, "--trace", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+GPU_HLO = """HloModule jit_g, is_scheduled=true
+%fc (x: f32[256]) -> f32[256] {
+  %x = f32[256]{0} parameter(0)
+  %n = f32[256]{0} negate(%x)
+  ROOT %e = f32[256]{0} exponential(%n)
+}
+ENTRY %main (p: f32[256]) -> f32[256] {
+  %p = f32[256]{0} parameter(0)
+  %fusion = f32[256]{0} fusion(%p), kind=kLoop, calls=%fc
+  ROOT %t = f32[256]{0} tanh(%fusion)
+}
+"""
+
+
+def _chrome(process, threads):
+    """A Chrome JSON trace: one process, threads of (name, [(op, ts_us, dur_us, extra args)])."""
+    evs = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": process}}]
+    for tid, (tname, items) in enumerate(threads, start=1):
+        evs.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": tname}})
+        for op, ts, dur, extra in items:
+            evs.append({"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur, "name": op + "_kernel",
+                        "args": {"hlo_op": op, "hlo_module": "jit_g", "program_id": "3", **extra}})
+    return json.dumps({"traceEvents": evs}).encode()
+
+
+def test_a_gpu_shaped_trace_is_read_from_its_stream_lines():
+    # XLA:GPU's layout (docs/xla-findings.md): kernels on a /device:GPU:0 "Stream" line, no
+    # run_id, a nested hlo_op; the derived "XLA Ops" line repeats them and must not count.
+    # Two executions: fusion 40 us then tanh 20 us, 1000 us apart.
+    from analysis.bundle import bundle_from_hlo
+    from analysis.trace_import import apply_trace
+
+    stream = [("fusion", 0, 40, {"kernel_details": "regs:32 grid:4,1,1 block:128,1,1"}), ("outer::t", 50, 20, {}),
+              ("fusion", 1000, 40, {}), ("outer::t", 1050, 20, {})]
+    data = _chrome("/device:GPU:0", [("Stream #13(compute)", stream), ("XLA Ops", [("fusion", 0, 40, {})] * 2)])
+    b = apply_trace(bundle_from_hlo(GPU_HLO), data=data, name="gpu.trace.json")
+    t = b.timings
+    assert t["platform"] == "gpu" and "/device:GPU:0" in t["trace_device"]
+    assert t["steps_seen"] == 2
+    f, th = t["kernels"]["fusion"], t["kernels"]["t"]
+    assert f["median_s"] == pytest.approx(40e-6) and th["median_s"] == pytest.approx(20e-6)
+    assert t["step_median_s"] == pytest.approx(70e-6)  # first kernel's start to the last's end
+    assert f["share"] == pytest.approx(40 / 70) and th["share"] == pytest.approx(20 / 70)
+    assert f["kernel_details"]["fusion_kernel"]["regs"] == 32
+
+
+def test_a_tpu_trace_is_refused_in_one_line():
+    from analysis.bundle import bundle_from_hlo
+    from analysis.errors import ExplorerError
+    from analysis.trace_import import apply_trace
+
+    with pytest.raises(ExplorerError, match="a TPU trace"):
+        apply_trace(bundle_from_hlo(GPU_HLO), data=_chrome("/device:TPU:0", [("XLA Ops", [("t", 0, 5, {})])]))
 
 
 def test_measure_and_trace_exclude_each_other(run, capsys):

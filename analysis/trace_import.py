@@ -1,0 +1,240 @@
+"""Timings from a user's own ``jax.profiler`` trace, onto the compile it ran.
+
+A trace made on the user's machine (``jax.profiler.trace(DIR)`` writes
+``DIR/plugins/profile/<run>/<host>.trace.json.gz`` beside the ``.xplane.pb``; a folder, a zip of
+it, or the file) holds every kernel's start and end, named by the ``hlo_op`` argument after the
+optimized module's instructions, with ``hlo_module``, ``run_id``/``program_id`` and, on GPU,
+``kernel_details`` (docs/xla-findings.md). Given the compile it ran (an XLA dump, HLO text or a
+bundle), ``apply_trace`` attributes its events exactly as a measurement here does
+(``analysis.profile``: the same filter of planes and lines, the same step, shares and spreads,
+docs/numbers.md) and labels the timings with the device the trace names. This is how a machine
+without a GPU shows real GPU timings.
+
+The Chrome JSON is read, not the ``.xplane.pb``: it holds the same events and arguments, and it is
+plain JSON, so this module needs no JAX and the app's server can read an uploaded trace (bounded:
+``MAX_TRACE_BYTES`` of JSON, ``MAX_EVENTS`` events; untrusted input, checked as it is read).
+
+What was checked where: CPU traces made by the test suite (``tests/test_trace_import.py``);
+XLA:GPU traces only in the layout ``analysis.profile`` reads them (device planes, ``Stream``
+lines, nested ``hlo_op`` names, no ``run_id``): no trace from a real GPU has been read by this
+code. TPU traces are refused with a message: their layout was never seen.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zipfile
+from collections import Counter
+from typing import NamedTuple
+
+from analysis.errors import ExplorerError
+
+MAX_TRACE_BYTES = 256 * 2 ** 20  # of JSON, after gunzip
+MAX_EVENTS = 3_000_000
+
+
+class _Event(NamedTuple):
+    name: str
+    start_ns: float
+    duration_ns: float
+    stats: list
+
+
+class _Line(NamedTuple):
+    name: str
+    events: list
+
+
+class _Plane(NamedTuple):
+    name: str
+    lines: list
+
+
+class TraceProfile(NamedTuple):
+    """The planes -> lines -> events of a Chrome JSON trace, shaped like ``ProfileData`` (what
+    ``analysis.profile.events_from_profile`` reads): a plane per process, a line per thread."""
+
+    planes: list
+
+
+def _bounded_gunzip(raw: bytes, name: str) -> bytes:
+    with gzip.GzipFile(fileobj=io.BytesIO(raw)) as g:
+        try:
+            data = g.read(MAX_TRACE_BYTES + 1)
+        except (OSError, EOFError) as e:
+            raise ExplorerError("trace", f"not a readable gzip file: {e}", name) from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise ExplorerError("trace", f"the trace's JSON is over {MAX_TRACE_BYTES // 2 ** 20} MiB", name)
+    return data
+
+
+def _pick(names: list[str]) -> str | None:
+    traces = [n for n in names if n.endswith((".trace.json.gz", ".trace.json"))]
+    return max(traces) if traces else None  # run folders are named by date: the last is the newest
+
+
+def read_trace(path: str | None = None, data: bytes | None = None, name: str = "trace") -> tuple[bytes, str]:
+    """The JSON text of a trace: from ``path`` (a ``.trace.json.gz``, a folder holding one, the
+    newest taken, or a zip of such a folder) or from the bytes of an upload. Returns (JSON
+    bytes, the file's name)."""
+    if path is not None and os.path.isdir(path):
+        found = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+        pick = _pick(found)
+        if pick is None:
+            raise ExplorerError("trace", "no .trace.json.gz in this folder (jax.profiler.trace(DIR) writes "
+                                         "DIR/plugins/profile/<run>/<host>.trace.json.gz)", path)
+        path = pick
+    if path is not None:
+        try:
+            size = os.path.getsize(path)
+            if size > MAX_TRACE_BYTES:
+                raise ExplorerError("trace", f"over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", path)
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ExplorerError("trace", e.strerror or str(e), path) from None
+        name = os.path.basename(path)
+    assert data is not None
+    if data[:4] == b"PK\x03\x04":
+        try:
+            z = zipfile.ZipFile(io.BytesIO(data))
+        except zipfile.BadZipFile as e:
+            raise ExplorerError("trace", f"not a readable zip: {e}", name) from None
+        with z:
+            infos = {i.filename: i for i in z.infolist() if not i.is_dir()}
+            pick = _pick(list(infos))
+            if pick is None:
+                raise ExplorerError("trace", "the zip holds no .trace.json.gz (jax.profiler.trace(DIR) writes one "
+                                             "beside the .xplane.pb)", name)
+            if infos[pick].file_size > MAX_TRACE_BYTES:
+                raise ExplorerError("trace", f"{pick} is over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", name)
+            with z.open(infos[pick]) as f:
+                data, name = f.read(MAX_TRACE_BYTES + 1), pick
+    if data[:2] == b"\x1f\x8b":
+        data = _bounded_gunzip(data, name)
+    if len(data) > MAX_TRACE_BYTES:
+        raise ExplorerError("trace", f"over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", name)
+    return data, name
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def parse_trace(data: bytes, name: str = "trace") -> TraceProfile:
+    """A Chrome JSON trace -> ``TraceProfile``. Complete events (``"ph": "X"``) only; processes
+    and threads named by their metadata events. Anything malformed is skipped or refused in one
+    line, never trusted."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ExplorerError("trace", f"not a JSON trace: {str(e)[:120]}", name) from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
+    if not isinstance(events, list):
+        raise ExplorerError("trace", "no traceEvents list: not a Chrome/Perfetto trace", name)
+    if len(events) > MAX_EVENTS:
+        raise ExplorerError("trace", f"{len(events):,} events, over the {MAX_EVENTS:,} a trace may hold", name)
+    procs: dict = {}
+    threads: dict = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "M" and isinstance(e.get("args"), dict):
+            label = e["args"].get("name")
+            if not isinstance(label, str):
+                continue
+            if e.get("name") == "process_name":
+                procs[e.get("pid")] = label[:200]
+            elif e.get("name") == "thread_name":
+                threads[(e.get("pid"), e.get("tid"))] = label[:200]
+    lines: dict = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        ts, dur, args = _num(e.get("ts")), _num(e.get("dur")), e.get("args")
+        if ts is None or dur is None or dur < 0 or not isinstance(args, dict):
+            continue
+        stats = [(str(k)[:100], v if isinstance(v, (str, int, float)) else str(v)[:2000]) for k, v in args.items()]
+        key = (e.get("pid"), e.get("tid"))
+        lines.setdefault(key, []).append(_Event(str(e.get("name", ""))[:500], ts * 1e3, dur * 1e3, stats))
+    planes: dict = {}
+    for (pid, tid), evs in lines.items():
+        planes.setdefault(pid, []).append(_Line(threads.get((pid, tid), str(tid)), evs))
+    return TraceProfile([_Plane(procs.get(pid, str(pid)), ls) for pid, ls in planes.items()])
+
+
+def trace_device(pd) -> tuple[str, str]:
+    """(platform, the device in words) of a trace: ``gpu`` when it has ``/device:GPU:N`` planes,
+    ``cpu`` otherwise; TPU traces are refused (their layout was never seen here)."""
+    names = [p.name for p in pd.planes]
+    if any(str(n).startswith("/device:TPU") for n in names):
+        raise ExplorerError("trace", "a TPU trace: this version reads CPU and GPU traces only (a TPU trace's "
+                                     "layout was never seen here)")
+    gpus = sorted(n for n in names if str(n).startswith("/device:GPU:"))
+    if gpus:
+        return "gpu", f"the trace's GPU ({', '.join(gpus[:4])}{', …' if len(gpus) > 4 else ''})"
+    host = next((n for n in names if str(n).startswith("/host:")), "the host")
+    return "cpu", f"the trace's CPU ({host})"
+
+
+def _steps(events, module: str | None) -> int:
+    """Executions of the module in the trace: distinct ``run_id`` values where events carry
+    them (CPU), else the fewest launches of any of its instructions (each execution launches
+    every instruction at least once; a loop's body more often)."""
+    evs = [e for e in events if module is None or e.hlo_module == module]
+    if evs and all(e.run_id is not None for e in evs):
+        return len({e.run_id for e in evs})
+    counts = Counter(e.instruction for e in evs)
+    return min(counts.values()) if counts else 0
+
+
+class Trace(NamedTuple):
+    """A user's trace, read: its kernel events (``analysis.profile.TraceEvent``), the platform and
+    device it names and its file."""
+
+    events: list
+    platform: str
+    device: str
+    file: str
+
+    def modules(self) -> set[str]:
+        return {e.hlo_module for e in self.events}
+
+
+def load_trace(path: str | None = None, data: bytes | None = None, name: str = "trace") -> Trace:
+    """Read and check a trace once (a folder, a zip, a ``.trace.json.gz``, or an upload's bytes)."""
+    from analysis.profile import events_from_profile
+
+    text, member = read_trace(path, data, name)
+    pd = parse_trace(text, member)
+    platform, device = trace_device(pd)
+    return Trace(events_from_profile(pd, platform), platform, device, member)
+
+
+def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name: str = "trace",
+                trace: Trace | None = None):
+    """Fill ``bundle.timings`` from a trace (read here from ``path`` or ``data``, or ``trace``
+    read before; see the module docstring) and return the bundle. The timings say where they
+    came from (``source: "trace"``, ``trace_device``, ``trace_file``)."""
+    from analysis.profile import attribute, coverage_note
+
+    tr = trace or load_trace(path, data, name)
+    events, platform = tr.events, tr.platform
+    post = bundle.module("hlo_after")
+    if post is None:
+        raise ExplorerError("trace", "the compile has no optimized module to put the trace's times on")
+    if post.name not in tr.modules():
+        seen = sorted(tr.modules())
+        raise ExplorerError("trace", f"no event of module {post.name} in the trace (it ran: "
+                                     f"{', '.join(s[:60] for s in seen[:5]) or 'nothing XLA named'})", tr.file)
+    steps = _steps(events, post.name)
+    t = attribute(events, bundle.kernels, steps, platform, post.name)
+    ran = {e.instruction for e in events if e.hlo_module == post.name and e.program_id == t["program_id"]}
+    names = {k.name for k in bundle.kernels}
+    t.update({"platform": platform, "iterations": steps, "traced_steps": steps, "source": "trace",
+              "trace_device": tr.device, "trace_file": tr.file[-200:], "events_seen": len(events),
+              "matched_fraction": len(ran & names) / len(ran) if ran else 0.0, "peaks": None})
+    t["coverage_note"] = coverage_note(t, platform)
+    bundle.timings = t
+    return bundle
