@@ -253,7 +253,7 @@ with st.sidebar:
         else:
             measure = st.checkbox("Measure kernel timings", key="measure", value=True,
                                   help="Run the compiled program and time every kernel with the profiler")
-        compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
+        compare = st.checkbox("Compare with the fusion passes off", key="compare", value=False)
         pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
 
         def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
