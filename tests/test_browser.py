@@ -126,7 +126,7 @@ def _upload(page, path) -> None:
     of it is over (an Open button of an earlier upload would open that one), press Open."""
     with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url and r.request.method == "PUT",
                               timeout=60_000):
-        page.locator("input[type=file]").set_input_files(str(path))
+        page.locator("input[type=file]").first.set_input_files(str(path))  # the model's box, not the trace's
     page.get_by_test_id("stSidebar").get_by_text(os.path.basename(str(path))).first.wait_for(timeout=60_000)
     app_idle(page)
     page.get_by_role("button", name="Open").click()
