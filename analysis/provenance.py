@@ -19,6 +19,18 @@ NOT_COMPUTE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", 
                          "after-all", "add-dependency", "opt-barrier", "partition-id", "replica-id"})
 
 
+# Custom calls that only carry a sharding for the SPMD partitioner (GSPMD's and Shardy's): the
+# partitioner consumes them, so they are annotations of the program, not ops to find kernels of.
+SHARDING_MARKERS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+
+def is_sharding_marker(inst: Instruction) -> bool:
+    if inst.opcode != "custom-call":
+        return False
+    target = inst.attributes.get("custom_call_target", "").strip('"')
+    return target in SHARDING_MARKERS or target.startswith("xla.sdy.")
+
+
 Key = tuple  # (op_name, file, line, column)
 
 
@@ -111,7 +123,7 @@ def _walk(module: Module) -> list[tuple[Instruction, Key | None]]:
             inner = key if key is not None else caller
             todo.extend((None, c, inner) for c in reversed(inst.called_computations))
             continue
-        if inst.opcode not in NOT_COMPUTE:
+        if inst.opcode not in NOT_COMPUTE and not is_sharding_marker(inst):
             out.append((inst, key))
         if inst.opcode in ("while", "conditional", "async-start"):
             # a loop inside a nested jit names its body's ops relative to that jit, as its own
