@@ -30,6 +30,7 @@ from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
 from app import graph_payload, guard, queries, runner, views  # noqa: E402
 from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
+from app.devices_view import devices_control  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -213,6 +214,7 @@ with st.sidebar:
                           "off); install the `cuda` extra to compile anything."))
         else:
             st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+        devices = devices_control(GALLERY[job.name].source if job.kind == "gallery" else job.source)
         pre = presets_for(backend)
         preset = st.selectbox("Compiler options", list(pre), key="preset")
         free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
@@ -230,7 +232,7 @@ with st.sidebar:
         pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
 
         def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
-                        compare=compare) -> None:
+                        compare=compare, devices=devices) -> None:
             try:
                 opts = dict(pre[preset])
                 opts.update(_parse_free_options(free))
@@ -241,6 +243,7 @@ with st.sidebar:
                 job.compiler_options = opts
                 job.measure = measure
                 job.compare_fusion = compare
+                job.devices = devices
                 compile_job(job)
     st.text_input("Find and select an op", key="find",
                   placeholder="a name, an op_name path (attention/dot) or a line",

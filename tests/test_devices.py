@@ -118,6 +118,9 @@ def test_a_sharded_file_compiles_on_its_devices_with_its_inputs_shardings(sharde
     b = sharded_bundle
     assert b["options"]["devices"] == 4
     assert b["environment"]["device_count"] == 4
+    from analysis.bundle import device_label
+
+    assert device_label(b["environment"]) == "cpu × 4"
     assert b["options"]["mesh"] == {"axes": {"data": 4}, "device_ids": [0, 1, 2, 3]}
     inputs = b["source"]["inputs"]
     assert "sharding" not in inputs[0]  # the weight: left where JAX puts it (replicated by jit)

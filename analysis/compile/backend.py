@@ -75,6 +75,8 @@ def environment(device, gpu_target: str | None = None, devices: int = 1) -> dict
         "device_count": devices if gpu_target else len(jax.devices(device.platform)),
         "machine": _platform.machine(), "cpu_count": os.cpu_count(),
     }
+    if devices > 1:
+        env["devices"] = devices  # the devices the program runs on (the job's setting)
     if gpu_target:
         # compiled for a described device, not on one: no autotuning, nothing run
         env["deviceless"] = True
