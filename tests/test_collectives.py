@@ -93,3 +93,63 @@ def test_a_module_without_collectives_or_a_bad_attribute():
                        "  ROOT r = f32[4]{0} all-reduce(p), replica_groups=garbage, to_apply=add\n}\n")
     (c,) = collectives(bad)
     assert c.groups == () and c.sent_bytes == 0 and "replica groups" in c.words()
+
+
+# ----------------------------------------------------------------------------- shardings
+
+from analysis.sharding import parse_sharding  # noqa: E402
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{replicated}", "replicated on every device"),
+    ("{maximal device=3}", "on device 3"),
+    ("{manual}", "per device (manual: shard_map)"),
+    ("{devices=[8,1]<=[8]}", "rows split over 8 devices"),
+    ("{devices=[1,8]<=[8]}", "columns split over 8 devices"),
+    ("{devices=[2,4]<=[8]}", "rows split over 2 devices and columns split over 4 devices"),
+    ("{devices=[4,1,2]<=[8] last_tile_dim_replicate}", "rows split over 4 devices, 2 copies of each block"),
+    ("{devices=[1,1,8]<=[8] last_tile_dims={manual}}", "per device (manual: shard_map)"),
+    ("{devices=[8]0,1,2,3,4,5,6,7}", "elements split over 8 devices"),
+    ("{{replicated}, {devices=[8,1]<=[8]}}", "replicated on every device"),
+])
+def test_shardings_in_words(text, words):
+    assert parse_sharding(text).words() == words
+
+
+def test_which_block_each_device_holds():
+    # [8,4] rows split in 4, columns in 2, devices by the iota [4,2] transposed: 0,2,4,6,1,3,5,7
+    s = parse_sharding("{devices=[4,2]<=[2,4]T(1,0)}")
+    assert s.devices == (0, 4, 1, 5, 2, 6, 3, 7)
+    assert s.block_of(0, (8, 4)) == ((0, 2), (0, 2))
+    assert s.block_of(4, (8, 4)) == ((0, 2), (2, 4))
+    assert s.block_of(7, (8, 4)) == ((6, 8), (2, 4))
+    # rows in 2 blocks, each held by 2 devices (the last tile dimension replicates)
+    r = parse_sharding("{devices=[2,1,2]<=[4] last_tile_dim_replicate}")
+    assert [r.block_of(d, (6, 3)) for d in range(4)] == [((0, 3), (0, 3))] * 2 + [((3, 6), (0, 3))] * 2
+    assert parse_sharding("{maximal device=1}").block_of(0, (4,)) is None
+    assert parse_sharding("{replicated}").block_of(5, (4,)) == ((0, 4),)
+    assert parse_sharding("") is None and parse_sharding("{bogus}").kind == "unknown"
+
+
+# ----------------------------------------------------------------------------- on the graphs
+
+def test_the_graphs_say_what_each_collective_does_and_how_arrays_are_split():
+    from analysis.kernels import kernels
+    from analysis.render.module_graphs import post_graph, pre_graph
+
+    m = parse_module(HLO)
+    g = post_graph(m, kernels(m, "gpu"))
+    by_name = {n.id: n for n in g.nodes.values()}
+    assert by_name["k:ar"].route == "collective"
+    assert by_name["k:ar"].label.splitlines()[1:] == [
+        "all-reduce · sum over devices 0-7", "~7.0 KiB sent and received per device (ring estimate)"]
+    assert "all-reduce (async) · sum over 2 groups of 4 devices" in by_name["k:ars"].label
+    # the async pair is one kernel: the done draws no node of its own, its reader reads the start
+    assert "k:ard" not in by_name
+    assert any(e.src == "k:ars" for e in g.edges)
+    pre = parse_module("HloModule m\n\nENTRY e {\n"
+                       "  x = f32[16,4]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}\n"
+                       "  w = f32[4,4]{1,0} parameter(1), sharding={replicated}\n"
+                       "  ROOT d = f32[16,4]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    labels = sorted(e.label for e in pre_graph(pre).edges)
+    assert labels == ["f32[16,4]{1,0} · rows split over 8 devices", "f32[4,4]{1,0} · replicated on every device"]
