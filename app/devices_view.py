@@ -31,3 +31,76 @@ def devices_control(source: str) -> int | None:
         help=f"How many devices the program runs on (1 to {MAX_DEVICES}). On the CPU these are XLA's host "
              "devices (--xla_force_host_platform_device_count) in the job's own worker; for the GPU target, "
              "that many GPUs. A model file sets its default with a module-level DEVICES = N.")
+
+
+# ----------------------------------------------------------------------------- the Devices tab
+
+def render_devices_view(bundle, key_prefix: str = "dev") -> None:
+    """The mesh, what each device holds of every input and output (a grid of blocks per array,
+    the bytes per device), and the collectives with the traffic they cause (a ring estimate);
+    picking an array or a collective selects its kernel in the graphs."""
+    import pandas as pd
+
+    from analysis.collectives import NVLINK_H200_BYTES_PER_S
+    from analysis.device_layout import device_layout
+    from analysis.render.format import human_bytes, human_seconds
+    from app.picks import picked_row
+
+    ss = st.session_state
+    layout = device_layout(bundle)
+    if layout is None:
+        st.info("This program runs on one device. Pick a sharded gallery model (dp_train_step, tp_mlp, fsdp_train, "
+                "ring_shard_map, moe_all_to_all) or set Devices in the sidebar for a file that builds a mesh.")
+        return
+    axes = (layout.mesh or {}).get("axes") or {}
+    st.markdown(f"**{layout.devices} devices**" + (" · mesh " + " × ".join(f"`{a}` = {n}" for a, n in axes.items())
+                                                    if axes else ""))
+    picks: list[str] = []
+    rows = [{"array": a.name, "role": a.role, "shape": f"{a.dtype}[{','.join(map(str, a.shape))}]",
+             "sharding": a.words, "per device": human_bytes(a.device_bytes), "whole": human_bytes(a.total_bytes)}
+            for a in layout.arrays]
+    st.markdown("**Arrays** — pick one to select the kernel that reads it (an input) or writes it (an output)")
+    ev = st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", on_select="rerun",
+                      selection_mode="single-row", key=f"{key_prefix}_arrays")
+    p = picked_row(ev, [a.reader for a in layout.arrays])
+    if p:
+        picks.append(p)
+    split = [a for a in layout.arrays if a.grid and (len(a.grid) > 1 or len(a.grid[0]) > 1)]
+    if split:
+        st.markdown("**Which block each device holds** (rows × columns of the array's first two dimensions; "
+                    "each cell: the devices holding that block)")
+        cols = st.columns(min(3, len(split)))
+        for i, a in enumerate(split[:9]):
+            with cols[i % len(cols)]:
+                st.caption(f"{a.role} {a.name}: {a.words}")
+                grid = pd.DataFrame(a.grid, columns=[f"column block {j}" for j in range(len(a.grid[0]))],
+                                    index=[f"row block {r}" for r in range(len(a.grid))])
+                st.dataframe(grid, width="stretch", key=f"{key_prefix}_grid_{i}")
+    st.markdown("**Collectives** — pick one to select it in the graphs")
+    if not layout.collectives:
+        st.caption("XLA put no collective into this program: every device works on its own blocks.")
+    else:
+        crow = [{"kernel": c.name, "what": c.kind + (" (async)" if c.is_async else ""), "devices": c.words(),
+                 "buffer per device": human_bytes(c.buffer_bytes),
+                 "sent = received per device (est.)": human_bytes(c.sent_bytes),
+                 "at H200 NVLink (est.)": human_seconds(c.estimate_seconds())}
+                for c in layout.collectives]
+        ev = st.dataframe(pd.DataFrame(crow), hide_index=True, width="stretch", on_select="rerun",
+                          selection_mode="single-row", key=f"{key_prefix}_colls")
+        p = picked_row(ev, [c.name for c in layout.collectives])
+        if p:
+            picks.append(p)
+        total = layout.sent_bytes
+        st.caption(f"In all, each device sends and receives about {human_bytes(total)}: an estimate under the ring "
+                   "algorithms (all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n, a "
+                   f"collective-permute its whole operand). At an H200's NVLink ({NVLINK_H200_BYTES_PER_S / 1e9:.0f} GB/s "
+                   f"both ways, data sheet) that is about {human_seconds(total / (NVLINK_H200_BYTES_PER_S / 2))}, "
+                   "also an estimate. On the CPU these devices are threads of one process: no network is involved.")
+    # only a new pick moves the selection (a row left selected must not undo a click in the graph)
+    state_key = f"{key_prefix}_last_picks"
+    before = ss.get(state_key, [])
+    ss[state_key] = list(dict.fromkeys(picks))
+    new = next((p for p in picks if p not in before), None)
+    if new and new != (ss.get("sel") or {}).get("name"):
+        ss["sel"] = {"side": "post", "name": new}
+        st.rerun()

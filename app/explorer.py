@@ -45,7 +45,8 @@ ss.setdefault("last_click", {})
 ss.setdefault("session_id", guard.browser_session_id())  # per browser, not per tab
 
 GALLERY = gallery()
-TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source", "memory": "Memory"}
+TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source", "memory": "Memory",
+        "devices": "Devices"}
 
 if "link_applied" not in ss:
     # Opening a shared link: restore what it names (model or pasted code, backend, options,
@@ -479,7 +480,7 @@ with details_box:
 # hidden tab's content is still in the page, and the page's tab panels look through their whole
 # content for something focusable on every rerun; a big program's text views (tens of thousands
 # of elements) made that a large part of every click and of every layer opened (docs/performance.md).
-tab_k, tab_t, tab_s, tab_m = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
+tab_k, tab_t, tab_s, tab_m, tab_d = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
                               on_change="rerun")
 with tab_k:
     if tab_k.open:
@@ -511,6 +512,11 @@ with tab_m:  # the memory view: picking a buffer selects its kernel
         from app.memory_view import render_memory_view
 
         render_memory_view(b)
+with tab_d:  # many devices: what each holds, the collectives; picking one selects its kernel
+    if tab_d.open:
+        from app.devices_view import render_devices_view
+
+        render_devices_view(b)
 with tab_s:
     if tab_s.open:
         code = b.source.get("code")

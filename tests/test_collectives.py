@@ -153,3 +153,21 @@ def test_the_graphs_say_what_each_collective_does_and_how_arrays_are_split():
                        "  ROOT d = f32[16,4]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
     labels = sorted(e.label for e in pre_graph(pre).edges)
     assert labels == ["f32[16,4]{1,0} · rows split over 8 devices", "f32[4,4]{1,0} · replicated on every device"]
+
+
+def test_a_combined_collective_comes_from_every_op_it_combines():
+    from analysis.provenance import combined_op_names
+
+    assert combined_op_names("jit(f)/grad/(jvp()/reduce_sum:transpose(jvp())/dot_general)") == [
+        "jit(f)/grad/jvp()/reduce_sum", "jit(f)/grad/transpose(jvp())/dot_general"]
+    assert combined_op_names("jit(f)/transpose(jvp())/dot_general") == []
+
+
+def test_the_data_parallel_all_reduce_links_to_the_gradients_it_sums(gallery_bundle):
+    b = gallery_bundle("dp_train_step")
+    (ar,) = [k for k in b.kernels if k.route == "collective"]
+    ops = b.provenance.kernel_to_pre.get(ar.name) or []
+    pre = b.module("hlo_before")
+    grads = {i.name for c in pre.computations for i in c.instructions
+             if "transpose(jvp())" in i.metadata.op_name and i.opcode in ("dot", "reduce")}
+    assert grads and grads <= set(ops)  # every gradient's matmul and reduction it sums
