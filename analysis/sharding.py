@@ -97,7 +97,7 @@ def parse_sharding(text: str | None) -> Sharding | None:
         return Sharding("replicated")
     if body.startswith("manual"):
         return Sharding("manual")
-    m = re.match(r"maximal\s+device=(\d+)", body)
+    m = re.match(r"maximal\s+device=(-?\d+)", body)
     if m:
         return Sharding("maximal", device=int(m.group(1)))
     m = re.match(r"devices=\[([\d,\s]+)\]\s*(<=\s*\[[\d,\s]+\](?:\s*T\([\d,\s]+\))?|[\d,\s]+)", body)
