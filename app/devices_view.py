@@ -35,6 +35,20 @@ def devices_control(source: str) -> int | None:
 
 # ----------------------------------------------------------------------------- the Devices tab
 
+def measured_collectives(bundle) -> dict[str, float]:
+    """Each collective's measured time per step (seconds) where the compile was measured on the
+    CPU: its devices are threads of one process there, so this is no network's time."""
+    t = bundle.timings or {}
+    kernels = t.get("kernels") if isinstance(t, dict) else None
+    if t.get("platform") != "cpu" or not isinstance(kernels, dict):
+        return {}
+    out = {}
+    for name, row in kernels.items():
+        if isinstance(row, dict) and row.get("route") == "collective" and isinstance(row.get("median_s"), (int, float)):
+            out[name] = float(row["median_s"])
+    return out
+
+
 def render_devices_view(bundle, key_prefix: str = "dev") -> None:
     """The mesh, what each device holds of every input and output (a grid of blocks per array,
     the bytes per device), and the collectives with the traffic they cause (a ring estimate);
@@ -80,10 +94,13 @@ def render_devices_view(bundle, key_prefix: str = "dev") -> None:
     if not layout.collectives:
         st.caption("XLA put no collective into this program: every device works on its own blocks.")
     else:
+        timed = measured_collectives(bundle)
         crow = [{"kernel": c.name, "what": c.kind + (" (async)" if c.is_async else ""), "devices": c.words(),
                  "buffer per device": human_bytes(c.buffer_bytes),
                  "sent = received per device (est.)": human_bytes(c.sent_bytes),
-                 "at H200 NVLink (est.)": human_seconds(c.estimate_seconds())}
+                 "at H200 NVLink (est.)": human_seconds(c.estimate_seconds()),
+                 **({"measured here (CPU threads, no network)": human_seconds(timed[c.name]) if c.name in timed else ""}
+                    if timed else {})}
                 for c in layout.collectives]
         ev = st.dataframe(pd.DataFrame(crow), hide_index=True, width="stretch", on_select="rerun",
                           selection_mode="single-row", key=f"{key_prefix}_colls")
@@ -94,7 +111,8 @@ def render_devices_view(bundle, key_prefix: str = "dev") -> None:
         st.caption(f"In all, each device sends and receives about {human_bytes(total)}: an estimate under the ring "
                    "algorithms (all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n, a "
                    f"collective-permute its whole operand). At an H200's NVLink ({NVLINK_H200_BYTES_PER_S / 1e9:.0f} GB/s "
-                   f"both ways, data sheet) that is about {human_seconds(total / (NVLINK_H200_BYTES_PER_S / 2))}, "
+                   f"both ways, data sheet) that is about {human_seconds(total / (NVLINK_H200_BYTES_PER_S / 2))} "
+                   "of bandwidth alone (no latency counted), "
                    "also an estimate. On the CPU these devices are threads of one process: no network is involved.")
     # only a new pick moves the selection (a row left selected must not undo a click in the graph)
     state_key = f"{key_prefix}_last_picks"
