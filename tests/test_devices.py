@@ -111,6 +111,9 @@ def sharded_bundle(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "analysis.cli", "analyze", str(d / "dp4.py"), "--out", str(d / "b.json")],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
+    # the summary on stderr: the devices, the mesh, the one all-reduce's 2 x 3/4 x 256 bytes
+    assert "devices                 : 4 (mesh data=4)" in r.stderr
+    assert "collectives             : 1, ~384 B sent and received per device (ring estimate)" in r.stderr
     return json.loads((d / "b.json").read_text())
 
 
