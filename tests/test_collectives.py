@@ -139,6 +139,7 @@ def test_the_graphs_say_what_each_collective_does_and_how_arrays_are_split():
 
     m = parse_module(HLO)
     g = post_graph(m, kernels(m, "gpu"))
+    assert g.title.endswith("(one of 8 devices)")  # its shapes are each device's
     by_name = {n.id: n for n in g.nodes.values()}
     assert by_name["k:ar"].route == "collective"
     assert by_name["k:ar"].label.splitlines()[1:] == [

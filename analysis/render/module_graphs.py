@@ -132,9 +132,12 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
     def nops(k: Kernel) -> int | None:
         return op_count(provenance, k) if provenance is not None else None
 
-    g = GraphSpec(f"after optimization: {comp.name}")
+    from analysis.collectives import collectives, module_devices
+
+    n_dev = module_devices(module)
+    # after the SPMD partitioner every shape is one device's
+    g = GraphSpec(f"after optimization: {comp.name}" + (f" (one of {n_dev} devices)" if n_dev > 1 else ""))
     g.color_by = color_by
-    from analysis.collectives import collectives
 
     coll = {c.name: c for c in collectives(module)} if any(k.route == "collective" for k in kernels) else {}
     n_fused = sum(len(k.fused_ops) for k in kernels if k.computation == comp.name)
