@@ -14,7 +14,7 @@ wherever they are shown.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analysis.hlo.ir import Instruction, Module
 
@@ -34,6 +34,9 @@ class Collective:
     pairs: tuple[tuple[int, int], ...]  # collective-permute: (source, target) pairs
     buffer_bytes: int  # the buffer the algorithm works on, per device (see the module's docstring)
     is_async: bool = False
+    # an async pair: the kernels XLA scheduled between its start and its done (work that can
+    # overlap the communication), in schedule order
+    overlapped: tuple[str, ...] = ()
 
     @property
     def group_size(self) -> int:
@@ -250,9 +253,37 @@ def collective_of(inst: Instruction, devices: int = 1) -> Collective | None:
     return Collective(inst.name, kind, groups, pairs, buffer, is_async)
 
 
+def _between(inst: Instruction) -> tuple[str, ...]:
+    """The kernel-launching instructions scheduled between an async start and its done."""
+    from analysis.kernels import NO_KERNEL
+
+    comp = inst.computation
+    if comp is None:
+        return ()
+    order = comp.instructions
+    i = next((k for k, x in enumerate(order) if x is inst), None)
+    if i is None:
+        return ()
+    out = []
+    for x in order[i + 1:]:
+        if x.opcode.endswith("-done") and inst.name in x.operands:
+            return tuple(out)
+        if x.opcode not in NO_KERNEL and not x.opcode.endswith(("-done", "-update")):
+            out.append(x.name)
+    return ()  # no done found: nothing said
+
+
 def collectives(module: Module | None) -> list[Collective]:
-    """Every collective of the module, in text order (async pairs once, by their start)."""
+    """Every collective of the module, in text order (async pairs once, by their start, with
+    the kernels scheduled inside the pair)."""
     if module is None:
         return []
     n = module_devices(module)
-    return [c for inst in module.instructions() if (c := collective_of(inst, n)) is not None]
+    out = []
+    for inst in module.instructions():
+        c = collective_of(inst, n)
+        if c is not None and c.is_async:
+            c = replace(c, overlapped=_between(inst))
+        if c is not None:
+            out.append(c)
+    return out

@@ -99,6 +99,8 @@ def render_devices_view(bundle, key_prefix: str = "dev") -> None:
                  "buffer per device": human_bytes(c.buffer_bytes),
                  "sent = received per device (est.)": human_bytes(c.sent_bytes),
                  "at H200 NVLink (est.)": human_seconds(c.estimate_seconds()),
+                 "kernels inside (async)": (", ".join(c.overlapped[:4]) + (" ..." if len(c.overlapped) > 4 else "")
+                                            if c.overlapped else "none") if c.is_async else "",
                  **({"measured here (CPU threads, no network)": human_seconds(timed[c.name]) if c.name in timed else ""}
                     if timed else {})}
                 for c in layout.collectives]

@@ -55,6 +55,7 @@ ENTRY main {
   rs = f32[128]{0} reduce-scatter(p), channel_id=3, replica_groups={}, dimensions={0}, to_apply=add
   cp = f32[128]{0} collective-permute(q), channel_id=4, source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}
   ars = f32[1024]{0} all-reduce-start(ar), channel_id=5, replica_groups=[2,4]<=[8], to_apply=add
+  busy = f32[128]{0} negate(q)
   ard = f32[1024]{0} all-reduce-done(ars)
   ROOT t = (f32[1024]{0}, f32[128]{0}, f32[128]{0}, f32[1024]{0}) tuple(ag, rs, cp, ard)
 }
@@ -80,6 +81,7 @@ def test_each_collective_with_its_devices_and_the_ring_bytes():
     # the async all-reduce in two groups of 4: 2 x 3/4 x 4096 = 6144
     assert cs["ars"].is_async and cs["ars"].group_size == 4 and cs["ars"].sent_bytes == 6144
     assert cs["ars"].words() == "sum over 2 groups of 4 devices (0-3; 4-7)"
+    assert cs["ars"].overlapped == ("busy",) and cs["ar"].overlapped == ()  # scheduled inside the pair
     # at NVLink's 900 GB/s (450 each way): 7168 bytes in 7168 / 450e9 s
     assert cs["ar"].estimate_seconds() == pytest.approx(7168 / (NVLINK_H200_BYTES_PER_S / 2))
 
