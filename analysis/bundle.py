@@ -240,6 +240,10 @@ def device_label(environment: dict | None) -> str:
     """The device a bundle was compiled for, in words; says so when no such device was present."""
     env = environment or {}
     label = env.get("device_kind") or env.get("platform") or "?"
+    # the devices the program runs on (a job setting; a GPU target is described with that many)
+    n = env.get("devices") or (env.get("device_count") if env.get("deviceless") else 1)
+    if isinstance(n, int) and n > 1:
+        label += f" × {n}"
     if env.get("deviceless"):
         label += " (target; compiled without one, no autotuning)"
     return label

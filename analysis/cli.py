@@ -1,7 +1,7 @@
 """``xla-explorer``: the pipeline without a browser.
 
     xla-explorer list
-    xla-explorer analyze MODEL [--backend auto|cpu|gpu | --gpu-target h100|h200] [--option KEY=VALUE ...] [--out FILE]
+    xla-explorer analyze MODEL [--backend auto|cpu|gpu | --gpu-target h100|h200] [--devices N] [--option KEY=VALUE ...] [--out FILE]
                                [--measure [--iters N]] [--compare-fusion]
     xla-explorer report MODEL --html OUT.html [--svg-dir DIR] [--module NAME]
     xla-explorer passes MODEL
@@ -99,12 +99,20 @@ def run_untrusted(job, progress=None, trusted: bool = False):
 
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
-             compare: bool = False, iterations: int | None = None, trusted: bool = False):
+             compare: bool = False, iterations: int | None = None, trusted: bool = False,
+             devices: int | None = None):
     """A Bundle from whatever MODEL names: a bundle, an HLO text or a dump is read; a model file
-    is compiled (and measured) in the sandboxed worker; a gallery model here."""
+    is compiled (and measured) in the sandboxed worker; a gallery model here, or in a worker
+    started with its devices when it runs on more than one (``devices``, else its ``DEVICES``)."""
     from analysis.bundle import Bundle, bundle_from_hlo
+    from analysis.devices import check_devices
 
+    if devices is not None:
+        check_devices(devices, "--devices")
     if os.path.exists(model) and not model.endswith(".py"):
+        if devices is not None:
+            raise ExplorerError("options", "--devices is for a model that is compiled; this input is only read "
+                                           "(its device count is the one it was compiled for)", model)
         if model.endswith(".zip") or _is_zip(model):
             return load_dump(model, module, say)
         text = _read_text(model)
@@ -118,11 +126,23 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     if model.endswith(".py") or os.sep in model:
         return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
                                         gpu_target=gpu_target, measure=measure, compare_fusion=compare,
-                                        iterations=iterations), progress, trusted)
+                                        iterations=iterations, devices=devices), progress, trusted)
     from analysis.compile.fusion_off import compare_fusion
     from analysis.compile.measure import measure as run_measure
     from analysis.compile.stages import analyze_model
 
+    from analysis.devices import devices_in_source
+    from sample_models import gallery_entry
+
+    if (devices or devices_in_source(gallery_entry(model).source) or 1) > 1:
+        # this process has one device: the worker is started with the job's
+        from analysis.service.job import Job
+        from analysis.service.worker import run_job
+
+        return run_job(Job(kind="gallery", name=model, filename=str(gallery_entry(model).path), backend=backend,
+                           compiler_options=options or {}, gpu_target=gpu_target, measure=measure,
+                           compare_fusion=compare, iterations=iterations, devices=devices),
+                       progress=progress).bundle
     c = analyze_model(model, backend, options, progress, gpu_target=gpu_target)
     if measure:
         if progress:
@@ -178,7 +198,7 @@ def _cmd_analyze(args) -> int:
                       progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
                       module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
-                      trusted=args.trusted)
+                      trusted=args.trusted, devices=args.devices)
     if trace:
         from analysis.trace_import import apply_trace
 
@@ -205,7 +225,7 @@ def _cmd_report(args) -> int:
         if not os.path.isdir(folder) and not (target != args.html and os.path.isdir(os.path.dirname(folder))):
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
-    bundle = load_any(args.model, args.backend, options, module=args.module, say=say, gpu_target=args.gpu_target,
+    bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
                       trusted=args.trusted)
     text = html_report(bundle)
     try:
@@ -245,13 +265,14 @@ def _cmd_passes(args) -> int:
             raise ExplorerError("load", "no such file", model)
         if model.endswith(".py"):
             b = run_untrusted(_model_job(model, backend=args.backend, compiler_options=options or {},
-                                         dump_passes=True, gpu_target=args.gpu_target), trusted=args.trusted)
+                                         dump_passes=True, gpu_target=args.gpu_target, devices=args.devices),
+                              trusted=args.trusted)
         else:
             from analysis.service.job import Job
             from analysis.service.worker_main import execute
 
             b = execute(Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
-                            dump_passes=True, gpu_target=args.gpu_target))
+                            dump_passes=True, gpu_target=args.gpu_target, devices=args.devices))
         log = b.pass_log or []
     if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
         from analysis.hlo import HloParseError, parse_module
@@ -273,7 +294,7 @@ def _cmd_memory(args) -> int:
 
     options = _options(args)
     compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
-    bundle = load_any(args.model, args.backend, options, module=args.module,
+    bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
                       compare=compiles and not args.no_compare, trusted=args.trusted)
     print(memory_text(bundle, top=max(1, args.top)))
@@ -284,7 +305,7 @@ def _cmd_why(args) -> int:
     from analysis.render.decisions import why_text
 
     options = _options(args)
-    bundle = load_any(args.model, args.backend, options, module=args.module,
+    bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
                       trusted=args.trusted)  # a .py model file runs in the sandboxed worker (run_untrusted)
     print(why_text(bundle.fusion_decisions, args.op))
@@ -297,7 +318,7 @@ def _cmd_layers(args) -> int:
     from analysis.render.layers import layer_dict, layer_lines
 
     options = _options(args)
-    bundle = load_any(args.model, args.backend, options, module=args.module,
+    bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
                       measure=args.measure, trusted=args.trusted)
     root = layers_of_bundle(bundle)
@@ -331,6 +352,10 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
                            help="compile for this GPU without one (compile only, no autotuning; "
                                 "needs the cuda extra)")
+    compiling.add_argument("--devices", type=int, default=None, metavar="N",
+                           help="run the program on N devices (1-8): on the CPU, N host devices of the worker "
+                                "(--xla_force_host_platform_device_count); with --gpu-target, N of that GPU "
+                                "(default: the file's DEVICES = N, else 1)")
     compiling.add_argument("--trusted", action="store_true",
                            help="run a .py model file in this process instead of the sandboxed worker "
                                 "(only for your own code: it runs with your rights; a note says so)")

@@ -132,3 +132,47 @@ def target_config(name: str) -> str:
     if key not in GPU_TARGETS:
         raise ExplorerError("options", f"unknown GPU target {name!r} (have: {', '.join(GPU_TARGETS)})")
     return GPU_TARGETS[key][1]
+
+
+# ----------------------------------------------------------------------------- many devices
+
+# How many devices a job may ask for: on the CPU they are XLA's host devices
+# (``--xla_force_host_platform_device_count``), all in the one worker process; for a GPU target,
+# the target's devices in one node (an H200 node has eight).
+MAX_DEVICES = 8
+
+
+def check_devices(n, where: str = "devices") -> int:
+    """``n`` as a device count in 1..MAX_DEVICES, else an ExplorerError naming the limit."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ExplorerError("options", f"{where} must be a whole number from 1 to {MAX_DEVICES}, not {n!r}")
+    if not 1 <= n <= MAX_DEVICES:
+        raise ExplorerError("options", f"{where} = {n}: a job has 1 to {MAX_DEVICES} devices "
+                                       f"(this machine allows at most {MAX_DEVICES})")
+    return n
+
+
+def devices_in_source(source: str, filename: str = "<model>") -> int | None:
+    """The ``DEVICES = N`` a model file sets at module level (its default device count), read
+    from its text without running it; None where it sets none (or the text does not parse:
+    running it says where). A value that is not a whole number in range is an ExplorerError at
+    its line."""
+    import ast
+
+    try:
+        tree = ast.parse(source or "")
+    except (SyntaxError, ValueError):
+        return None
+    found = None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        if any(isinstance(t, ast.Name) and t.id == "DEVICES" for t in targets):
+            value = node.value
+            n = value.value if isinstance(value, ast.Constant) else None
+            try:
+                found = check_devices(n, "DEVICES")
+            except ExplorerError as e:
+                raise ExplorerError("load", e.message + " (written as a number, e.g. DEVICES = 8)",
+                                    filename, node.lineno) from None
+    return found

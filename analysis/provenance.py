@@ -19,6 +19,18 @@ NOT_COMPUTE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", 
                          "after-all", "add-dependency", "opt-barrier", "partition-id", "replica-id"})
 
 
+# Custom calls that only carry a sharding for the SPMD partitioner (GSPMD's and Shardy's): the
+# partitioner consumes them, so they are annotations of the program, not ops to find kernels of.
+SHARDING_MARKERS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+
+def is_sharding_marker(inst: Instruction) -> bool:
+    if inst.opcode != "custom-call":
+        return False
+    target = inst.attributes.get("custom_call_target", "").strip('"')
+    return target in SHARDING_MARKERS or target.startswith("xla.sdy.")
+
+
 Key = tuple  # (op_name, file, line, column)
 
 
@@ -111,7 +123,7 @@ def _walk(module: Module) -> list[tuple[Instruction, Key | None]]:
             inner = key if key is not None else caller
             todo.extend((None, c, inner) for c in reversed(inst.called_computations))
             continue
-        if inst.opcode not in NOT_COMPUTE:
+        if inst.opcode not in NOT_COMPUTE and not is_sharding_marker(inst):
             out.append((inst, key))
         if inst.opcode in ("while", "conditional", "async-start"):
             # a loop inside a nested jit names its body's ops relative to that jit, as its own
@@ -146,9 +158,20 @@ class Provenance:
                    dict(d.get("how", {})), list(d.get("unmapped", [])))
 
 
+def combined_op_names(op_name: str) -> list[str]:
+    """The op names of instructions XLA combined into one (its collective combiners name the
+    result ``prefix/(a:b:c)``): ``prefix/a``, ``prefix/b``, ``prefix/c``; none for another name."""
+    i = op_name.find("/(")
+    if i < 0 or not op_name.endswith(")"):
+        return []
+    prefix = op_name[:i + 1]
+    return [prefix + part for part in op_name[i + 2:-1].split(":") if part]
+
+
 def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Provenance:
     by_key: dict[tuple, list[str]] = {}
     by_opname: dict[str, list[str]] = {}
+    by_combined: dict[str, list[str]] = {}  # kernels of instructions XLA combined, by each op name they name
     for k in post_kernels:
         comp = post.by_name.get(k.computation)
         members = [comp.by_name[k.name]] if comp is not None and k.name in comp.by_name else []
@@ -166,6 +189,10 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
             lst = by_opname.setdefault(key[0], [])
             if k.name not in lst:
                 lst.append(k.name)
+            for name in combined_op_names(key[0]):
+                lst = by_combined.setdefault(name, [])
+                if k.name not in lst:
+                    lst.append(k.name)
 
     walked = _walk_compute(pre)
     ops = list({i.name: i for i, _ in walked}.values())
@@ -177,8 +204,11 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
             found, how = by_key[key], "metadata"
         elif key[0] in by_opname:
             found, how = by_opname[key[0]], "op_name"
+        elif key[0] in by_combined:
+            found, how = [], "op_name"
         else:
             continue
+        found = found + [kn for kn in by_combined.get(key[0], ()) if kn not in found]
         lst = prov.pre_to_kernels.setdefault(inst.name, [])
         for kn in found:
             if kn not in lst:

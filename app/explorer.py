@@ -30,6 +30,7 @@ from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
 from app import graph_payload, guard, queries, runner, views  # noqa: E402
 from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
+from app.devices_view import devices_control  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -44,7 +45,8 @@ ss.setdefault("last_click", {})
 ss.setdefault("session_id", guard.browser_session_id())  # per browser, not per tab
 
 GALLERY = gallery()
-TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source", "memory": "Memory"}
+TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source", "memory": "Memory",
+        "devices": "Devices"}
 
 if "link_applied" not in ss:
     # Opening a shared link: restore what it names (model or pasted code, backend, options,
@@ -240,6 +242,7 @@ with st.sidebar:
                           "off); install the `cuda` extra to compile anything."))
         else:
             st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+        devices = devices_control(GALLERY[job.name].source if job.kind == "gallery" else job.source)
         pre = presets_for(backend)
         preset = st.selectbox("Compiler options", list(pre), key="preset")
         free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
@@ -257,7 +260,7 @@ with st.sidebar:
         pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
 
         def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
-                        compare=compare) -> None:
+                        compare=compare, devices=devices) -> None:
             try:
                 opts = dict(pre[preset])
                 opts.update(_parse_free_options(free))
@@ -268,6 +271,7 @@ with st.sidebar:
                 job.compiler_options = opts
                 job.measure = measure
                 job.compare_fusion = compare
+                job.devices = devices
                 compile_job(job)
     st.text_input("Find and select an op", key="find",
                   placeholder="a name, an op_name path (attention/dot) or a line",
@@ -503,7 +507,7 @@ with details_box:
 # hidden tab's content is still in the page, and the page's tab panels look through their whole
 # content for something focusable on every rerun; a big program's text views (tens of thousands
 # of elements) made that a large part of every click and of every layer opened (docs/performance.md).
-tab_k, tab_t, tab_s, tab_m = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
+tab_k, tab_t, tab_s, tab_m, tab_d = st.tabs(list(TABS.values()), default=ss.get("view") or None, key="view_tab",
                               on_change="rerun")
 with tab_k:
     if tab_k.open:
@@ -535,6 +539,11 @@ with tab_m:  # the memory view: picking a buffer selects its kernel
         from app.memory_view import render_memory_view
 
         render_memory_view(b)
+with tab_d:  # many devices: what each holds, the collectives; picking one selects its kernel
+    if tab_d.open:
+        from app.devices_view import render_devices_view
+
+        render_devices_view(b)
 with tab_s:
     if tab_s.open:
         code = b.source.get("code")

@@ -10,7 +10,7 @@ from typing import Callable
 from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
 from analysis.options import presets
-from analysis.service.job import Job
+from analysis.service.job import Job, job_devices
 from analysis.service.queue import Outcome, compile_job
 # the pages ask these of the runner: whether JAX's CUDA plugin is installed, whether a GPU is here
 from analysis.service.sandbox import cuda_plugin_installed as cuda_plugin_present, gpu_present  # noqa: F401
@@ -63,6 +63,10 @@ def recorded_target_bundle(job: Job) -> Outcome:
     if path is None:
         raise ExplorerError("options", need + f" (for {job.name}: {', '.join(recorded) or 'none'})", job.filename)
     b = Bundle.load(str(path))
+    have = b.options.get("devices", 1)
+    if job_devices(job) != have:
+        raise ExplorerError("options", need + f" (for {job.name}: on {have} device{'s' if have > 1 else ''} only)",
+                            job.filename)
     if job.dump_passes and not b.pass_log:
         logged = [n for n in gallery() if (q := recorded_bundle_path(n, job.gpu_target))
                   and json.loads(q.read_text()).get("pass_log")]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from analysis.bundle import Bundle
 from analysis.kernels import Kernel
 from analysis.render.format import human_bytes, library_calls
+from sample_models.lessons_devices import LESSONS as DEVICE_LESSONS
 
 
 @dataclass
@@ -466,6 +467,7 @@ LESSONS = {
     "layout_transpose": _layout_transpose, "shape_sweep": _shape_sweep, "train_step": _train_step,
     "decoder_nnx": _decoder_nnx, "cnn_linen": _cnn_linen, "train_equinox": _train_equinox, "keras_mlp": _keras_mlp,
 }
+LESSONS.update(DEVICE_LESSONS)  # the sharded models' (sample_models/lessons_devices.py)
 
 
 def lesson(b: Bundle) -> Lesson | None:

@@ -33,8 +33,17 @@ def main() -> int:
 
     os.makedirs(OUT, exist_ok=True)
     todo = [(n, {}) for n in gallery()] + EXTRA
+    from analysis.devices import devices_in_source
+
     for name, options in todo:
-        b = analyze_model(name, "cpu", options or None).bundle
+        if (devices_in_source(gallery()[name].source) or 1) > 1:  # on its devices: in a worker started with them
+            from analysis.service.job import Job
+            from analysis.service.worker import run_job
+
+            b = run_job(Job(kind="gallery", name=name, filename=str(gallery()[name].path), backend="cpu",
+                            compiler_options=options)).bundle
+        else:
+            b = analyze_model(name, "cpu", options or None).bundle
         b.source["file"] = f"sample_models/{name}.py"  # not this checkout's absolute path
         b.save(os.path.join(OUT, fixture_name(name, options)))
         print(f"{fixture_name(name, options)}: {b.metrics.get('kernels_after')} kernels")

@@ -56,7 +56,7 @@ IMPORTS = {name: _imports(path) for name, path in MODULES.items()}
 def _layer(name: str) -> str:
     parts = name.split(".")
     if parts[0] == "sample_models":
-        return "lessons" if name == "sample_models.lessons" else "gallery"
+        return "lessons" if name in ("sample_models.lessons", "sample_models.lessons_devices") else "gallery"
     if parts[0] != "analysis":
         return parts[0]
     if len(parts) > 1 and parts[1] in ("hlo", "compile", "service", "render"):

@@ -386,5 +386,10 @@ def test_recorded_h200_compiles_agree_with_memory_analysis(name):
         pytest.skip("recorded before buffer assignments were kept")
     ag = agreement(b.memory, b.memory_analysis)
     assert all(ag[k]["diff"] == 0 for k in ("argument", "output", "temp", "alias")), ag
-    assert abs(ag["peak"]["xla"] - ag["peak"]["persistent_plus_temp_peak"]) <= 72, ag["peak"]
+    # a sharded program's async collectives hold their operands and results in start tuples
+    # (tables of 8 bytes a pointer), more small buffers XLA places differently: 8 bytes more each
+    post = b.module("hlo_after")
+    tables = sum(len(i.shape.tuple_shapes) + sum(len(t.tuple_shapes or ()) for t in i.shape.tuple_shapes)
+                 for i in post.instructions() if i.opcode.endswith("-start") and i.shape.is_tuple)
+    assert abs(ag["peak"]["xla"] - ag["peak"]["persistent_plus_temp_peak"]) <= 72 + 8 * tables, ag["peak"]
     assert b.memory["peak"]["temp_peak_bytes"] <= b.memory["totals"]["temp"]

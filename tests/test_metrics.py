@@ -129,11 +129,17 @@ def test_control_flow_is_not_counted_as_a_kernel():
 
 @pytest.mark.parametrize("name", GALLERY)
 def test_every_gallery_model_shows_fusion(gallery_bundle, name):
-    """A gallery model exists to show fusion: fewer kernels than ops, less traffic, some ops fused."""
-    m = gallery_bundle(name).metrics
+    """A gallery model exists to show fusion: fewer kernels than ops, less traffic, some ops fused;
+    a sharded one, the collectives XLA put in (its traffic before optimization is of the global
+    shapes, after it of one device's: not compared here)."""
+    b = gallery_bundle(name)
+    m = b.metrics
     assert 0 < m["kernels_after"] < m["compute_ops_before"]
-    assert m["bytes_saved"] > 0
     assert 0 < m["fusion_coverage"] <= 1.0
+    if b.options.get("devices", 1) > 1:
+        assert m["kernels_by_route"].get("collective", 0) > 0
+    else:
+        assert m["bytes_saved"] > 0
 
 
 def test_disabling_fusion_gives_more_kernels(gallery_bundle):

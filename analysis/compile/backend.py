@@ -47,28 +47,36 @@ def allow_gpu_target() -> None:
 def gpu_target_device(name: str):
     """A device of the named GPU target (``analysis.devices``) to compile for without a GPU.
     Needs the CUDA plugin (the ``cuda`` extra) and ``allow_gpu_target()`` when no GPU is here."""
+    return gpu_target_devices(name, 1)[0]
+
+
+def gpu_target_devices(name: str, n: int = 1) -> list:
+    """``n`` devices of the named GPU target in one node (``1x1xN``, as XLA names a topology),
+    to compile a program sharded over them without a GPU."""
     cfg = target_config(name)
     from jax.experimental import topologies
 
     try:
-        topo = topologies.get_topology_desc(platform="cuda", target_config=cfg, topology="1x1x1")
+        topo = topologies.get_topology_desc(platform="cuda", target_config=cfg, topology=f"1x1x{int(n)}")
     except Exception as e:  # noqa: BLE001 - no plugin, or a plugin that refused to load: one line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ExplorerError("options", f"cannot compile for GPU target {name!r} here: {first} "
                                        "(needs the cuda extra; with no GPU, set "
                                        "JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1)") from None
-    return topo.devices[0]
+    return list(topo.devices)
 
 
-def environment(device, gpu_target: str | None = None) -> dict:
+def environment(device, gpu_target: str | None = None, devices: int = 1) -> dict:
     env = {
         "jax": jax.__version__, "jaxlib": jaxlib.__version__,
         "python": _platform.python_version(), "backend": device.platform,
         "platform": platform_of(device.platform),
         "device_kind": getattr(device, "device_kind", device.platform),
-        "device_count": 1 if gpu_target else len(jax.devices(device.platform)),
+        "device_count": devices if gpu_target else len(jax.devices(device.platform)),
         "machine": _platform.machine(), "cpu_count": os.cpu_count(),
     }
+    if devices > 1:
+        env["devices"] = devices  # the devices the program runs on (the job's setting)
     if gpu_target:
         # compiled for a described device, not on one: no autotuning, nothing run
         env["deviceless"] = True

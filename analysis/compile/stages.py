@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import jax
-from jax.sharding import SingleDeviceSharding
 
 from analysis.bundle import Bundle, now
-from analysis.compile.backend import allow_gpu_target, environment, gpu_target_device, select_device
+from analysis.compile.backend import allow_gpu_target, environment, select_device
+from analysis.compile.placement import (check_device_count, mesh_of, placed_inputs, sharding_text, target_devices,
+                                       target_inputs)
+from analysis.devices import check_devices, devices_in_source
 from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
 from analysis.compile.user_errors import user_code
 from analysis.errors import ExplorerError
@@ -75,8 +77,10 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   progress: Callable[[str], None] | None = None, source_kind: str = "code",
                   gpu_target: str | None = None, dump_passes: bool = False,
                   on_texts: Callable[[dict], None] | None = None,
-                  on_decisions: Callable[[dict], None] | None = None) -> Compiled:
-    """Trace, lower, compile and analyze; raises ExplorerError. ``on_texts`` receives the HLO
+                  on_decisions: Callable[[dict], None] | None = None, devices: int | None = None) -> Compiled:
+    """Trace, lower, compile and analyze; raises ExplorerError. ``devices``: how many the
+    program runs on (None: the model file's ``DEVICES = N``, else 1); this process must have
+    them (a worker is started with them), a GPU target is described with them. ``on_texts`` receives the HLO
     before and after optimization as soon as XLA is done, before the analysis; before that,
     while XLA compiles, each text on its own as XLA dumps it, from another thread
     (``{"hlo_before": ...}`` with the ``jaxpr`` and ``stablehlo`` texts, then
@@ -92,6 +96,9 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     ``analysis.devices.GPU_TARGETS``) the program is compiled for that GPU without one being
     present: the inputs are only shapes, and nothing can be run."""
     compiler_options = dict(compiler_options or {})
+    if devices is None:
+        devices = devices_in_source(loaded.source, loaded.filename) or 1
+    devices = check_devices(devices)
     dump_dir = tempfile.mkdtemp(prefix="xla-dump-")  # the worker's private /tmp in the sandbox
     follower = LogFollower(os.path.join(dump_dir, LOG_FILE))  # the log parsed beside the compile
     # No cyclic collection from trace to bundle: every structure made is kept (the parses,
@@ -106,7 +113,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                          {"xla_dump_to": dump_dir, **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
                          on_texts, follower, on_decisions=on_decisions,
                          read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),
-                         around_xla=lambda: capture_decisions(dump_dir, follower))  # XLA's fusion log
+                         around_xla=lambda: capture_decisions(dump_dir, follower),  # XLA's fusion log
+                         devices=devices)
         return c
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
@@ -115,14 +123,14 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
              gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
              read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext,
-             on_decisions: Callable[[dict], None] | None = None) -> Compiled:
+             on_decisions: Callable[[dict], None] | None = None, devices: int = 1) -> Compiled:
     """Trace, lower, compile and analyze (``compile_model`` without its dump folder); ``read``
     takes the analyzed bundle before XLA's estimates are waited for (``read_dump``);
     ``around_xla()`` is the context XLA compiles in (``capture_decisions``)."""
     say = progress or (lambda phase: None)
     if gpu_target:
         allow_gpu_target()
-        device, backend = gpu_target_device(gpu_target), "gpu"
+        device, backend = target_devices(gpu_target, devices)[0], "gpu"
     else:
         device = select_device(backend)
     fn = loaded.filename
@@ -130,12 +138,10 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
 
     with user_code("inputs", fn):
         if gpu_target:
-            on = SingleDeviceSharding(device)
-            args = jax.tree_util.tree_map(
-                lambda x: jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x), sharding=on),
-                loaded.inputs)
+            args = target_inputs(loaded.inputs, target_devices(gpu_target, devices))
         else:
-            args = jax.device_put(loaded.inputs, device)
+            check_device_count(device.platform, devices, fn)
+            args = placed_inputs(loaded.inputs, device)
 
     say("trace")
     t0 = time.perf_counter()
@@ -156,7 +162,7 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # instructions, metadata and stack frames as ``lowered.as_text(dialect="hlo",
     # debug_info=True)``, which would hold the GIL to convert it again.
     dump_dir = dump_options.get("xla_dump_to")
-    env = environment(device, gpu_target)
+    env = environment(device, gpu_target, devices)
     # Each dump's text goes to ``on_texts`` as soon as it parses here: the HLO before
     # optimization as XLA starts, the optimized one as its code generation begins (at 192
     # layers half-way through a compile that keeps one core busy), so whoever reads them can
@@ -192,11 +198,12 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     t0 = time.perf_counter()
     bundle = Bundle(
         source={"kind": source_kind, "name": loaded.name, "file": fn, "code": loaded.source,
-                "description": loaded.description, "inputs": describe_inputs(loaded.inputs),
+                "description": loaded.description, "inputs": _with_shardings(describe_inputs(loaded.inputs), args),
                 **({"library": loaded.library, "parameters": loaded.parameters} if loaded.library else {}),
                 **({"state_changes": list(loaded.state.changed)} if loaded.state is not None and loaded.state.changed
                    else {})},
-        options={"backend": backend, "compiler_options": compiler_options},
+        options={"backend": backend, "compiler_options": compiler_options,
+                 **({"devices": devices, "mesh": mesh_of(args)} if devices > 1 else {})},
         environment=env,
         stages={"jaxpr": jaxpr, "stablehlo": stablehlo, "hlo_before": hlo_before, "hlo_after": hlo_after},
         created=now(),
@@ -371,7 +378,8 @@ def recompile(c: Compiled, extra_options: dict) -> Compiled:
     b = c.bundle
     options = {**(b.options.get("compiler_options") or {}), **extra_options}
     return compile_model(c.loaded, b.options.get("backend", "auto"), options,
-                         source_kind=b.source.get("kind", "code"), gpu_target=c.gpu_target)
+                         source_kind=b.source.get("kind", "code"), gpu_target=c.gpu_target,
+                         devices=b.options.get("devices", 1))
 
 
 class _ExecutableStats(threading.Thread):
@@ -418,9 +426,38 @@ def _memory_analysis(compiled) -> dict | None:
 
 
 def analyze_model(model: str, backend: str = "auto", compiler_options: dict | None = None,
-                  progress: Callable[[str], None] | None = None, gpu_target: str | None = None) -> Compiled:
-    """``model`` is a gallery name or a path to a ``.py`` model file."""
+                  progress: Callable[[str], None] | None = None, gpu_target: str | None = None,
+                  devices: int | None = None) -> Compiled:
+    """``model`` is a gallery name or a path to a ``.py`` model file; ``devices`` as for
+    ``compile_model`` (checked against this process's devices before the file runs)."""
     if gpu_target:
         allow_gpu_target()  # before the model's example inputs start JAX's backends
+    if devices is None:
+        devices = devices_in_source(model_source(model), model) or 1
+    check_device_count(select_device(backend).platform, check_devices(devices), model)
     loaded, kind = load_model(model)
-    return compile_model(loaded, backend, compiler_options, progress, source_kind=kind, gpu_target=gpu_target)
+    return compile_model(loaded, backend, compiler_options, progress, source_kind=kind, gpu_target=gpu_target,
+                         devices=devices)
+
+
+def model_source(model: str) -> str:
+    """The text of a gallery model or a model file (empty where there is none: loading says so)."""
+    from sample_models import gallery
+
+    entry = gallery().get(model)
+    if entry is not None:
+        return entry.source
+    try:
+        with open(model, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _with_shardings(described: list[dict], args) -> list[dict]:
+    """Each input's description with its sharding, where it is on a mesh."""
+    for d, x in zip(described, jax.tree_util.tree_leaves(args)):
+        text = sharding_text(x)
+        if text is not None:
+            d["sharding"] = text
+    return described

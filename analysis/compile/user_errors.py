@@ -45,11 +45,31 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
     first = next((m for m in msg if m.strip()), "")
     # JAX prefixes long explanations: the first meaningful line is the message, the whole text
     # its detail (the app shows both)
-    text = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    text = (f"{type(exc).__name__}: {first}" if first else type(exc).__name__) + _device_hint(first)
     if isinstance(exc, ModuleNotFoundError):
         phase = "import"
     detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
     return ExplorerError(phase, text, filename, line, None, excerpt, detail)
+
+
+# JAX's words when a mesh needs more devices than the process has (jax.make_mesh)
+_MESH_TOO_BIG = re.compile(r"Number of devices (\d+) must be >= the product of mesh_shape \(([\d, ]+)\)")
+
+
+def _device_hint(message: str) -> str:
+    """What to do when the user's mesh needs more devices than the job has, naming the limit."""
+    m = _MESH_TOO_BIG.search(message)
+    if not m:
+        return ""
+    from analysis.devices import MAX_DEVICES
+
+    need = 1
+    for n in re.findall(r"\d+", m.group(2)):
+        need *= int(n)
+    if need > MAX_DEVICES:
+        return f" (the job has {m.group(1)} devices; at most {MAX_DEVICES} are allowed here)"
+    return (f" (the job has {m.group(1)} devices: run it on {need} with DEVICES = {need} in the file, "
+            f"the Devices setting or --devices {need}; at most {MAX_DEVICES})")
 
 
 _TRACEBACK = "Traceback (most recent call last):"

@@ -14,6 +14,7 @@ import re
 from analysis.hlo import Computation, Instruction, Module
 from analysis.kernels import NO_KERNEL, Kernel, tile_text
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node
+from analysis.sharding import sharding_of
 
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
@@ -68,9 +69,11 @@ def _pretty_op(inst: Instruction) -> str:
 # ----------------------------------------------------------------------------- post graph
 
 
-def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None) -> str:
+def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None, collective=None) -> str:
     """``name``, what runs it, (measured time and share). ``n_ops``: how many ops of the program
-    the kernel does (``analysis.links.op_count``); without it, the fused instruction count."""
+    the kernel does (``analysis.links.op_count``); without it, the fused instruction count.
+    ``collective`` (``analysis.collectives.Collective``): its devices in words and the bytes each
+    device moves, an estimate under the ring algorithms."""
     head = k.name
     if k.route == "library":
         what = k.library or "library"
@@ -83,6 +86,11 @@ def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None
         body = (f"{k.fusion_kind} fusion · {n} ops" if k.opcode == "fusion" else k.opcode)
     elif k.route == "layout":
         body = "layout · " + (k.opcode if k.opcode != "fusion" else "copy/transpose fusion")
+    elif collective is not None:
+        from analysis.render.format import human_bytes
+
+        body = (f"{collective.kind}{' (async)' if collective.is_async else ''} · {collective.words()}\n"
+                f"~{human_bytes(collective.sent_bytes)} sent and received per device (ring estimate)")
     else:
         body = k.opcode
     label = f"{head}\n{body}"
@@ -124,8 +132,14 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
     def nops(k: Kernel) -> int | None:
         return op_count(provenance, k) if provenance is not None else None
 
-    g = GraphSpec(f"after optimization: {comp.name}")
+    from analysis.collectives import collectives, module_devices
+
+    n_dev = module_devices(module)
+    # after the SPMD partitioner every shape is one device's
+    g = GraphSpec(f"after optimization: {comp.name}" + (f" (one of {n_dev} devices)" if n_dev > 1 else ""))
     g.color_by = color_by
+
+    coll = {c.name: c for c in collectives(module)} if any(k.route == "collective" for k in kernels) else {}
     n_fused = sum(len(k.fused_ops) for k in kernels if k.computation == comp.name)
     big = n_fused + len(comp.instructions) > LARGE_GRAPH if collapse_all is None else collapse_all
     producers: dict[str, str] = {}  # instruction name -> node id that produces its value
@@ -146,7 +160,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             continue
         if k is None:
             # plumbing (bitcast, tuple, gte, *-done): pass through to keep the graph readable
-            if inst.opcode in ("get-tuple-element", "bitcast", "copy-done", "async-done") and inst.operands:
+            # (an async pair is one kernel: its start; the done passes its result on)
+            if (inst.opcode in ("get-tuple-element", "bitcast") or inst.opcode.endswith("-done")) and inst.operands:
                 src = producers.get(inst.operands[0], "")
                 producers[inst.name] = src
                 gte_source[inst.name] = inst.operands[0]
@@ -172,12 +187,12 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                 inst.name in expand or (not big and len(k.fused_ops) <= MAX_FUSED_EXPANDED)):
             # expanded fusion: a cluster with its fused instructions, the kernel node as its output
             cid = f"f:{inst.name}"
-            g.clusters[cid] = Cluster(cid, kernel_label(k, tid, nops(k)).replace("\n", " · "), route=k.route,
+            g.clusters[cid] = Cluster(cid, kernel_label(k, tid, nops(k), coll.get(k.name)).replace("\n", " · "), route=k.route,
                                       highlighted=inst.name in highlight, selected=sel,
-                                      tooltip=kernel_label(k, tid, nops(k)))
+                                      tooltip=kernel_label(k, tid, nops(k), coll.get(k.name)))
             fused_names = _draw_fused(g, module, inst, cid, highlight, selected)
             g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "kernel", k.route,
-                                tooltip=kernel_label(k, tid, nops(k)), cluster=cid,
+                                tooltip=kernel_label(k, tid, nops(k), coll.get(k.name)), cluster=cid,
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
                                 selected=sel, time_share=(tid or {}).get("share"))
             if fused_names:
@@ -188,8 +203,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
         else:
             if k.opcode == "fusion" and k.fused_ops:
                 g.collapsed.append(inst.name)
-            g.nodes[nid] = Node(nid, kernel_label(k, tid, nops(k)), "kernel", k.route,
-                                tooltip=kernel_label(k, tid, nops(k)) + f"\n{inst.shape_text}",
+            g.nodes[nid] = Node(nid, kernel_label(k, tid, nops(k), coll.get(k.name)), "kernel", k.route,
+                                tooltip=kernel_label(k, tid, nops(k), coll.get(k.name)) + f"\n{inst.shape_text}",
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
                                 selected=sel, time_share=(tid or {}).get("share"))
         producers[inst.name] = nid
@@ -263,7 +278,10 @@ def _param_node(g: GraphSpec, inst: Instruction, label: str) -> str:
 
 
 def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, producers: dict[str, str],
-               lhead: str | None = None) -> None:
+               lhead: str | None = None, sharded: bool = False) -> None:
+    """Edges from the producers of ``inst``'s operands, labelled with their shapes (``sharded``:
+    and, before optimization, the sharding a producer carries, in words: the global shape split
+    as the SPMD partitioner will split it)."""
     seen = set()
     for o in inst.operands:
         src = producers.get(o)
@@ -272,6 +290,10 @@ def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, pro
         seen.add((src, nid))
         srci = comp.by_name.get(o)
         label = short_shape(srci.shape_text) if srci is not None else ""
+        if sharded and srci is not None and "sharding" in srci.attributes:
+            sh = sharding_of(srci)
+            if sh is not None:
+                label += " · " + sh.words(srci.shape.rank if not srci.shape.is_tuple else None)
         mark = srci is not None and not layout_is_default(srci)
         g.edges.append(Edge(src, nid, label, mark, lhead))
 
@@ -326,7 +348,7 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
             continue
         if grp is not None:
             producers[inst.name] = _group_node(g, grp, inst.name in highlight)
-            _add_edges(g, inst.computation, inst, grp[0], producers)
+            _add_edges(g, inst.computation, inst, grp[0], producers, sharded=True)
             continue
         cid = _ensure_scope(g, scope) if scope else None
         if big and scope and not any(scope == s or scope.startswith(s + "/") for s in expand_scopes):
@@ -340,7 +362,7 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
             if inst.name in highlight:
                 n.highlighted = True
             producers[inst.name] = sid
-            _add_edges(g, inst.computation, inst, sid, producers)
+            _add_edges(g, inst.computation, inst, sid, producers, sharded=True)
             continue
         nid = f"op:{inst.name}"
         src = inst.metadata.source
@@ -349,7 +371,7 @@ def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str
                             tooltip=f"{inst.name}: {inst.metadata.op_name}{where}", cluster=cid,
                             highlighted=inst.name in highlight, selected=selected in (inst.name, nid))
         producers[inst.name] = nid
-        _add_edges(g, inst.computation, inst, nid, producers)
+        _add_edges(g, inst.computation, inst, nid, producers, sharded=True)
     # drop scope clusters left empty by collapsing
     used = {n.cluster for n in g.nodes.values() if n.cluster}
     for cid in list(g.clusters):

@@ -231,6 +231,7 @@ def summary_text(b: Bundle) -> str:
         lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
     if s.libraries:
         lines.append("  library calls           : " + ", ".join(f"{k} {v}" for k, v in s.libraries.items()))
+    lines.extend(_devices_lines(b))
     if s.phase_seconds:
         lines.append("  time per phase          : " + ", ".join(f"{k} {human_seconds(v)}" for k, v in s.phase_seconds.items()))
     t = s.timings
@@ -278,6 +279,20 @@ def summary_text(b: Bundle) -> str:
 
 
 # ----------------------------------------------------------------------------- HTML (the report)
+
+
+def _devices_lines(b: Bundle) -> list[str]:
+    """A sharded program's devices, mesh and collectives' traffic (``analysis.device_layout``)."""
+    from analysis.device_layout import device_layout
+
+    layout = device_layout(b)
+    if layout is None:
+        return []
+    axes = (layout.mesh or {}).get("axes") or {}
+    mesh = (" (mesh " + " x ".join(f"{a}={n}" for a, n in axes.items()) + ")") if axes else ""
+    return [f"  devices                 : {layout.devices}{mesh}",
+            f"  collectives             : {len(layout.collectives)}, ~{human_bytes(layout.sent_bytes)} sent and "
+            "received per device (ring estimate)"]
 
 
 def route_chips_html(counts: list[tuple[str, int]] | None = None, chip: str = "chip", swatch: str = "sw") -> str:

@@ -14,12 +14,11 @@ from dataclasses import asdict
 
 from analysis.bundle import SCHEMA_VERSION
 from analysis.errors import ExplorerError
-from analysis.service.job import Job
+from analysis.service.job import Job, job_devices, job_source
 from analysis.service.sandbox import gpu_device_nodes
 from analysis.service.settings import Limits
 from analysis.service.store import content_key
 from analysis.service.worker import run_probe
-from sample_models import gallery_entry
 
 
 
@@ -125,11 +124,6 @@ def device_kind_for(backend: str, probe: dict) -> str:
     return f"{b}:{info['device_kind']}x{info.get('count', 1)}" if info else f"{b}:absent"
 
 
-def job_source(job: Job) -> str:
-    """The code a job runs (a gallery entry's file text, read without importing it)."""
-    return gallery_entry(job.name).source if job.kind == "gallery" else job.source
-
-
 def cache_key(job: Job, device_kind: str) -> str:
     """Content hash of everything that decides a job's bundle."""
     d = asdict(job)
@@ -138,4 +132,7 @@ def cache_key(job: Job, device_kind: str) -> str:
     if d.get("gpu_target") is None:
         d.pop("gpu_target", None)  # keys made before GPU targets existed stay valid
     d["source"] = job_source(job)
+    d["devices"] = job_devices(job)  # as resolved: asked for, or the file's DEVICES
+    if d["devices"] == 1:
+        d.pop("devices")  # keys made before device counts existed stay valid
     return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)

@@ -58,6 +58,11 @@ class Job:
     # compiled, before it is measured (``{"preview": BUNDLE}``), so its graphs can be shown
     # while the timings are made; None: never. Not part of the cache key: the same bundle comes.
     preview_kernels: int | None = None
+    # How many devices the program runs on (1..``analysis.devices.MAX_DEVICES``): on the CPU the
+    # worker is started with that many host devices (``--xla_force_host_platform_device_count``),
+    # for a GPU target the target has that many. None: the model file's ``DEVICES = N``, else 1
+    # (``job_devices``). Part of the cache key, as resolved.
+    devices: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -65,6 +70,27 @@ class Job:
     @classmethod
     def from_dict(cls, d: dict) -> "Job":
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def job_source(job: Job) -> str:
+    """The code a job runs (a gallery entry's file text, read without importing it)."""
+    if job.kind == "gallery":
+        from sample_models import gallery_entry
+
+        return gallery_entry(job.name).source
+    return job.source
+
+
+def job_devices(job: Job) -> int:
+    """The devices a job runs on: the one it asks for, else its model file's ``DEVICES = N``
+    (read from the text, never run), else 1. An ExplorerError for a count out of range."""
+    from analysis.devices import check_devices, devices_in_source
+
+    if job.devices is not None:
+        return check_devices(job.devices)
+    if job.kind == "probe":
+        return 1
+    return devices_in_source(job_source(job), job.filename) or 1
 
 
 def is_measure(job: Job) -> bool:

@@ -16,12 +16,12 @@ from typing import Callable
 
 from analysis.bundle import Bundle
 from analysis.fusion_decisions_codec import fusion_decisions_json
-from analysis.compile import backend, fusion_off, load, measure, stages, sweep
+from analysis.compile import backend, fusion_off, load, measure, placement, stages, sweep
 from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
-from analysis.service.job import MEASURED_FIELDS, Job, is_measure
+from analysis.service.job import MEASURED_FIELDS, Job, is_measure, job_devices
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
@@ -44,16 +44,20 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
                                        "measured (there is nothing to run it on)")
     if job.gpu_target:
         backend.allow_gpu_target()
+    devices = job_devices(job)
+    if devices > 1:  # before the file builds its mesh (which would fail less clearly)
+        placement.check_device_count(backend.select_device(job.backend).platform, devices, job.filename)
     if job.kind == "gallery":
         loaded = load.load_gallery(job.name)
     else:
         say("load")
         loaded = load.load_source(job.source, job.filename, job.name)
     with load.as_main(loaded.module):  # the user's code runs as under ``python FILE`` throughout
-        return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions)
+        return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions, devices)
 
 
-def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions) -> Bundle:
+def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
+                         devices: int = 1) -> Bundle:
     say = progress or (lambda p: None)
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
@@ -63,7 +67,7 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     with tuning.building():  # an entry point of analysis.tuning
         c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                                  gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
-                                 on_decisions=decisions)
+                                 on_decisions=decisions, devices=devices)
         previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
         if previewed:
             preview(c.bundle)

@@ -31,7 +31,7 @@ from typing import Callable
 from analysis import tuning
 from analysis.errors import ExplorerError
 from analysis.service import cgroup, seccomp
-from analysis.service.job import PHASES
+from analysis.service.job import PHASES, Job, job_devices
 from analysis.service.sandbox import (PASSED_ENV, bwrap_argv, cuda_plugin_installed, gpu_device_nodes,
                                       sandbox_env, sandbox_status, use_seccomp)
 from analysis.service.settings import REPO_ROOT, Limits
@@ -51,12 +51,19 @@ LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
 EAGER_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
-def worker_xla_flags(gpu: bool) -> str | None:
-    """The XLA_FLAGS a worker runs with (None: none)."""
+# A job's devices on the CPU: XLA's host platform split into that many devices, read once when
+# JAX starts its backends, so it is set in the worker's environment before it imports JAX.
+# (After the operator's own flags: the job's count wins over one set there.)
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def worker_xla_flags(gpu: bool, devices: int = 1) -> str | None:
+    """The XLA_FLAGS a worker runs with (None: none) for a job on ``devices`` devices."""
     own = os.environ.get("XLA_FLAGS", "").strip()
+    count = f"{DEVICE_COUNT_FLAG}={devices}" if devices > 1 else ""
     if gpu:
-        return own or None
-    return f"{EAGER_XLA_FLAGS} {own}".strip()
+        return f"{own} {count}".strip() or None
+    return f"{EAGER_XLA_FLAGS} {own} {count}".strip()
 
 
 @dataclass
@@ -103,7 +110,8 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     use_bwrap, reason = sandbox_status(limits)
     if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
-    kind = WorkerKind.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")))
+    kind = WorkerKind.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")),
+                         devices=job_devices(Job.from_dict(job)))
     w = spare.take(kind) or WorkerProcess(kind)
     res = None
     try:
@@ -126,22 +134,23 @@ class WorkerKind:
     use_bwrap: bool
     gpu: bool
     cuda: bool
+    devices: int = 1  # the host devices it starts with (``worker_xla_flags``)
 
     @classmethod
-    def of(cls, limits: Limits, use_bwrap: bool, gpu_target: bool = False) -> WorkerKind:
+    def of(cls, limits: Limits, use_bwrap: bool, gpu_target: bool = False, devices: int = 1) -> WorkerKind:
         """The kind of worker for jobs under ``limits`` on this machine (``gpu_target``: a
-        compile for a GPU target described without the GPU)."""
+        compile for a GPU target described without the GPU) on ``devices`` devices."""
         gpu = bool(gpu_device_nodes())
         # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
         # here, or a compile for a GPU target without one) memory is bounded by the data segment;
         # an address-space limit makes them crash (a segfault in the worker).
-        return cls(limits, use_bwrap, gpu, gpu or gpu_target or cuda_plugin_installed())
+        return cls(limits, use_bwrap, gpu, gpu or gpu_target or cuda_plugin_installed(), devices)
 
     def key(self) -> tuple:
         lim = self.limits
         # (the wall clock and the output cap are the parent's, from the job's own limits)
         return (lim.cpu_s, lim.memory_mb, lim.nproc, lim.file_mb, lim.tmp_mb, lim.scratch_mb, lim.sandbox,
-                self.use_bwrap, self.gpu, self.cuda, sys.executable,
+                self.use_bwrap, self.gpu, self.cuda, self.devices, sys.executable,
                 tuple(os.environ.get(k, "") for k in PASSED_ENV))
 
 
@@ -179,7 +188,7 @@ class WorkerProcess:
                        XLA_PYTHON_CLIENT_PREALLOCATE="false", **{JOB_TOKEN_ENV: token}, **extra)
             cwd = scratch
         env.pop("XLA_FLAGS", None)
-        flags = worker_xla_flags(gpu)
+        flags = worker_xla_flags(gpu, kind.devices)
         if flags:
             env["XLA_FLAGS"] = flags
         argv = job_limits.join_argv() + argv
