@@ -70,6 +70,7 @@ class Summary:
     phase_seconds: dict = field(default_factory=dict)
     timings: dict | None = None
     fusion: dict | None = None
+    devices: int = 1
 
     def route_counts(self) -> list[tuple[str, int]]:
         return [(r, self.by_route[r]) for r in ROUTES if self.by_route.get(r)]
@@ -90,6 +91,10 @@ class Summary:
                             f"({abs(tr.fraction):.0%} {'more' if tr.added else 'less'})"
                             + (f". {tr.why_added}" if tr.added and tr.why_added else ""),
                             delta=f"{-tr.fraction:+.0%} bytes" if tr.saved else None))
+        elif self.devices > 1:
+            out.append(Card("Memory traffic saved", "–", f"not estimated on {self.devices} devices: before optimization "
+                            "the shapes are the whole arrays, after it one device's part (compare fusion off to "
+                            "see it on one device)"))
         else:
             out.append(Card("Memory traffic saved", "–", "no optimized module"))
         out.append(Card("Library calls", str(self.by_route.get("library", 0)),
@@ -128,7 +133,8 @@ def summarize(b: Bundle) -> Summary:
                    ops_before=m.get("compute_ops_before"), kernels_after=m.get("kernels_after"),
                    control_ops=m.get("control_ops_after") or 0, coverage=m.get("fusion_coverage"), traffic=traffic,
                    by_route=dict(m.get("kernels_by_route") or {}), libraries=library_calls(m),
-                   phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison)
+                   phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison,
+                   devices=devices_of(b))
 
 
 def traffic_of(b: Bundle) -> Traffic | None:
@@ -137,7 +143,9 @@ def traffic_of(b: Bundle) -> Traffic | None:
     fc = b.fusion_comparison if isinstance(b.fusion_comparison, dict) else None
     u, d = (fc.get("unfused") or {}, fc.get("default") or {}) if fc else ({}, {})
     if isinstance(u.get("bytes"), int) and isinstance(d.get("bytes"), int):
-        unfused, fused, real = u["bytes"], d["bytes"], True
+        unfused, fused, real = u["bytes"], d["bytes"], True  # two compiles of one device's program
+    elif devices_of(b) > 1:
+        return None  # the estimate would weigh global shapes (before) against one device's (after)
     elif "bytes_saved" in m:
         unfused, fused, real = m.get("unfused_bytes") or 0, m.get("fused_bytes") or 0, False
     else:
@@ -145,6 +153,11 @@ def traffic_of(b: Bundle) -> Traffic | None:
     saved = unfused - fused
     return Traffic(unfused, fused, saved, saved / unfused if unfused else 0.0, real,
                    why_added(b) if saved < 0 else "")
+
+
+def devices_of(b: Bundle) -> int:
+    n = (b.options or {}).get("devices", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
 
 
 def why_added(b: Bundle, limit: int = 3) -> str:
