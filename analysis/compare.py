@@ -125,12 +125,34 @@ def _call(b) -> float | None:
     return s.median if s else None
 
 
+def _devices(b) -> int | None:
+    n = (b.options or {}).get("devices", 1)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 1
+
+
+def _collectives(b) -> int | None:
+    from analysis.collectives import collectives
+
+    post = b.module("hlo_after")
+    return len(collectives(post)) if post is not None else None
+
+
+def _collective_bytes(b) -> int | None:
+    from analysis.collectives import collectives
+
+    post = b.module("hlo_after")
+    return sum(c.sent_bytes for c in collectives(post)) if post is not None else None
+
+
 SUMMARY_ROWS = (
     ("ops before optimization", lambda b: b.metrics.get("compute_ops_before"), "count"),
     ("kernels", lambda b: b.metrics.get("kernels_after"), "count"),
     ("multi-op fusions", lambda b: b.metrics.get("multi_op_fusions"), "count"),
     ("library calls", lambda b: (b.metrics.get("kernels_by_route") or {}).get("library"), "count"),
-    ("bytes moved by kernels", lambda b: b.metrics.get("fused_bytes"), "bytes"),
+    ("devices", _devices, "count"),
+    ("bytes moved by kernels (per device)", lambda b: b.metrics.get("fused_bytes"), "bytes"),
+    ("collectives", _collectives, "count"),
+    ("collective traffic per device (ring estimate)", _collective_bytes, "bytes"),
     ("fusion coverage", lambda b: b.metrics.get("fusion_coverage"), "fraction"),
     ("compile time", lambda b: (b.phase_seconds or {}).get("compile"), "seconds"),
     ("step (median, traced)", _step, "seconds"),

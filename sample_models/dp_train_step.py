@@ -4,7 +4,9 @@ Every device holds the whole MLP and one eighth of the batch (the batch's rows s
 mesh axis "data"). Each computes the gradient of its own rows; before the update the devices
 must agree, so XLA's SPMD partitioner inserts an all-reduce that sums the gradients over all
 eight. Look for the collective kernel, the bytes it moves (the size of the gradients, not the
-batch), and that the update after it runs on every device alike.
+batch), and that the update after it runs on every device alike. The mesh spans the devices
+the program is given (8 by default): with Devices = 1 it is the same step on one device, with no
+collective at all (Compare shows the two side by side).
 """
 
 import jax
@@ -13,7 +15,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 DEVICES = 8
 
-mesh = jax.make_mesh((DEVICES,), ("data",), axis_types=(AxisType.Auto,))
+mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Auto,))
 
 
 def loss(params, x, y):
@@ -34,7 +36,7 @@ def example_inputs():
     d_in, hidden, d_out, batch = 64, 128, 16, 256
     params = {"w1": jax.random.normal(k[0], (d_in, hidden)) * 0.05, "b1": jnp.zeros((hidden,)),
               "w2": jax.random.normal(k[1], (hidden, d_out)) * 0.05}
-    rows = NamedSharding(mesh, P("data", None))  # each device: batch / 8 rows
+    rows = NamedSharding(mesh, P("data", None))  # each device: batch / devices rows
     x = jax.device_put(jax.random.normal(k[2], (batch, d_in)), rows)
     y = jax.device_put(jax.random.normal(k[3], (batch, d_out)), rows)
     return (params, x, y)

@@ -225,3 +225,22 @@ def test_a_link_reopens_the_same_comparison(address_bar):
     a, b = at.session_state["cmp_pair"]
     assert b.options["compiler_options"]["xla_disable_hlo_passes"].startswith("fusion")
     assert at.text_area(key="cmp_free_b").value == "xla_disable_hlo_passes=fusion"
+
+
+def test_one_model_on_one_device_and_on_eight_compared(gallery_bundle):
+    """The data-parallel step alone and on 8 devices: the summary says the devices, the
+    collectives XLA added (the gradients' all-reduce) and their traffic per device."""
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
+    from sample_models import gallery
+
+    entry = gallery()["dp_train_step"]
+    one = run_job(Job(kind="gallery", name="dp_train_step", filename=str(entry.path), backend="cpu", devices=1)).bundle
+    eight = gallery_bundle("dp_train_step")
+    rows = {r["metric"]: r for r in compare.summary_deltas(one, eight)}
+    assert (rows["devices"]["a"], rows["devices"]["b"]) == (1, 8)
+    assert rows["collectives"]["a"] == 0 and rows["collectives"]["b"] >= 1
+    assert rows["collective traffic per device (ring estimate)"]["a"] == 0
+    assert rows["collective traffic per device (ring estimate)"]["b"] > 0
+    # one device's part of the batch: each device's kernels move less than the one device does alone
+    assert rows["bytes moved by kernels (per device)"]["b"] < rows["bytes moved by kernels (per device)"]["a"]

@@ -233,7 +233,7 @@ with sl:
                  hide_index=True, width="stretch", key="cmp_summary")
 with sr:
     kk = next(r for r in rows if r["metric"] == "kernels")
-    by = next(r for r in rows if r["metric"] == "bytes moved by kernels")
+    by = next(r for r in rows if r["metric"] == "bytes moved by kernels (per device)")
     if kk["a"] is not None and kk["b"] is not None:
         same = kk["delta"] == 0  # no arrow for "same": Streamlit draws any text delta as a rise
         st.metric("Kernels A → B", f"{kk['a']} → {kk['b']}", delta=None if same else (_change(kk) or None),
