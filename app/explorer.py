@@ -431,6 +431,9 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
+        if isinstance(picked.get("row"), int) and not isinstance(picked.get("row"), bool):
+            ss.fd_focus = picked["row"]  # "why not fused": its row of the decisions table, shown below
+            st.rerun(scope="app")
         if "want" not in picked and "need" not in picked:  # asking for a view or the data is no selection
             new = dict(picked.get("sel") or {})
             if new != ss.sel:
