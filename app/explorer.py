@@ -73,9 +73,15 @@ if "link_applied" not in ss:
         ss.backend = state["backend"]
     if state.get("options"):
         ss.free_options = format_options(state["options"])
+    if state.get("measure") is not None:
+        ss.measure = state["measure"]
+    if state.get("compare") is not None:
+        ss.compare = state["compare"]
     if ss.link_job is not None:
         ss.link_job.backend = state.get("backend") or "auto"
         ss.link_job.compiler_options = dict(state.get("options") or {})
+        ss.link_job.measure = state.get("measure") is not False
+        ss.link_job.compare_fusion = bool(state.get("compare"))
     ss.link_sel = permalink.selection(state)
     ss.view = TABS.get(state.get("view") or "", None)
 
@@ -116,6 +122,7 @@ def compile_job(job: Job) -> None:
         return
     ss.pending = outcome.pending
     ss.bundle = outcome.bundle
+    ss.shown_flags = {"measure": bool(job.measure), "compare": bool(job.compare_fusion)}  # for its link
     ss.recorded = outcome.recorded
     ss.error = None
     ss.error_at = None
@@ -224,7 +231,8 @@ with st.sidebar:
                         help="Needs the device: a compile without one cannot be run")
             measure = False
         else:
-            measure = st.checkbox("Measure kernel timings", key="measure", value=True,
+            ss.setdefault("measure", True)  # on unless a link said measure=0
+            measure = st.checkbox("Measure kernel timings", key="measure",
                                   help="Run the compiled program and time every kernel with the profiler")
         compare = st.checkbox("Compare with fusion disabled", key="compare", value=False)
         pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
@@ -278,7 +286,7 @@ if ss.bundle is None and ss.error is None:
     first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
                                       backend="cpu")
     with status_slot:
-        compile_job(replace(first, measure=True))
+        compile_job(first if ss.get("link_job") else replace(first, measure=True))
     if ss.bundle is not None and ss.get("link_sel"):
         ss.sel = ss.link_sel
     ss.link_sel = None
@@ -539,7 +547,8 @@ st.markdown("#### Share and export")
 link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"),
               "options": b.options.get("compiler_options") or {},
               "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
-              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
+              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line"),
+              "present": present, **(ss.get("shown_flags") or {})}
 kind = b.source.get("kind")
 if kind == "gallery":
     link_state["model"] = b.source.get("name")
@@ -559,12 +568,16 @@ from analysis.render import report  # noqa: E402
 
 linkable = bool(link_state.get("model") or link_state.get("code"))
 if linkable:
-    st.query_params.from_dict(permalink.state_to_params(link_state) | ({"present": "1"} if present else {}))
+    st.query_params.from_dict(permalink.state_to_params(link_state))
 share1, share2 = st.columns([3, 2])
 with share1:
     if linkable:
-        base = (st.context.url or "").split("?")[0]
-        st.caption("Link to this view (model, options, selection and tab) — copy with the button on the right:")
+        public, public_problem = permalink.public_url()
+        if public_problem:
+            st.caption(public_problem)
+        base = permalink.link_base(st.context.url, public)
+        st.caption("Link to this view (model, options, measuring, presentation, selection and tab) — "
+                   "copy with the button on the right:")
         st.code(base + permalink.query_string(link_state), language=None, wrap_lines=True)
     else:
         st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")
