@@ -365,7 +365,7 @@ desc = b.source.get("description")
 if b.source.get("kind") == "code" and desc:  # pasted code: its docstring's first line is its title
     title = desc.partition("\n")[0].strip().rstrip(".:") or title
 # the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
-top_title.markdown(f"### {html.escape(title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+top_title.markdown(f"### {html.escape(title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;font-weight:normal'>"
                    + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
                                  + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
                    unsafe_allow_html=True)

@@ -1,0 +1,65 @@
+"""Presentation mode on every page, at a projector's 1280x720 in a real browser: the smallest
+text on screen is 14 px or more and nothing is cut or wrapped (tests/presentation.py reads both
+from the page and its frames), and the graphs' keys work wherever the focus is."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.polling import app_idle, wait_until
+from tests.presentation import scan
+from tests.test_browser import _retry, browser, server  # noqa: F401 - fixtures
+from tests.test_browser_graph import _frame
+
+pytestmark = pytest.mark.browser
+
+VIEWPORT = {"width": 1280, "height": 720}
+
+
+def _readable(page) -> None:
+    got = _retry(page, lambda: scan(page))
+    assert got["small"] == [], got["small"]  # every label on screen is 14 px or more
+    assert got["cut"] == [], got["cut"]  # nothing cut short or broken over lines
+
+
+def test_explorer_with_the_source_beside_the_graphs(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=softmax&backend=cpu&present=1")
+    f = _frame(page)
+    app_idle(page)
+    f.locator("#srcB").click()
+    f.wait_for_function("() => document.getElementById('source').classList.contains('shown')")
+    _readable(page)
+    # the source is 14 px or more and wraps its long lines instead of cutting them
+    assert f.evaluate("() => parseFloat(getComputedStyle(document.getElementById('source')).fontSize)") >= 14
+    assert f.evaluate("() => getComputedStyle(document.querySelector('#source div.ln')).whiteSpace") == "pre-wrap"
+    # "◀ Kernel ▶" stays on one line
+    top = "(id) => document.getElementById(id).getBoundingClientRect().top"
+    assert f.evaluate(top, "prevK") == f.evaluate(top, "nextK")
+
+
+def test_the_kernel_keys_work_with_the_focus_on_the_page(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=softmax&backend=cpu")
+    _frame(page)
+    app_idle(page)
+    page.locator("h3").first.click()  # the focus on the page, outside the graphs' frame
+    page.keyboard.press("]")
+    lit = "() => document.querySelectorAll('#view-post g.node.me').length"
+    wait_until(lambda: _retry(page, lambda: _frame(page).evaluate(lit)), timeout_s=20,
+               what="the biggest kernel selected by ] pressed on the page")
+    name = "() => document.getElementById('details').dataset.name"
+    first = _retry(page, lambda: _frame(page).evaluate(name))
+    assert first
+    app_idle(page)
+    # typing "]" in a text field of the page types it, and steps nothing
+    find = page.get_by_label("Find and select an op", exact=True).and_(page.locator("input"))
+    find.click()
+    page.keyboard.press("]")
+    assert find.input_value() == "]"
+    assert _retry(page, lambda: _frame(page).evaluate(name)) == first
+    # [ from the page again: the previous kernel (the list wraps round: the smallest)
+    page.locator("h3").first.click()
+    page.keyboard.press("[")
+    wait_until(lambda: _retry(page, lambda: _frame(page).evaluate(name)) != first, timeout_s=20,
+               what="[ pressed on the page to step back")
