@@ -518,7 +518,7 @@ with tab_m:  # the memory view: picking a buffer selects its kernel
     if tab_m.open:
         from app.memory_view import render_memory_view
 
-        render_memory_view(b)
+        render_memory_view(b, present=present)
 with tab_s:
     if tab_s.open:
         code = b.source.get("code")

@@ -5,7 +5,7 @@ the same origin). Used by the presentation-mode browser tests of every page."""
 from __future__ import annotations
 
 # One pass over the page: every visible piece of text inside the window (HTML text by its
-# font size, SVG text by its drawn height, which is what a zoomed graph makes of its font),
+# font size, SVG text by its font size times the zoom it is drawn at: a graph's or a chart's),
 # and the elements whose text does not fit: cut (wider than their box, with the overflow
 # hidden or an ellipsis) or a button's label broken over two lines.
 SCAN = """(limit) => {
@@ -34,8 +34,11 @@ SCAN = """(limit) => {
       const range = doc.createRange(); range.selectNodeContents(n);
       const r = range.getBoundingClientRect();
       if (!onScreen(r, off, clip)) continue;
-      const svg = el instanceof win.SVGElement;
-      const px = svg ? r.height : parseFloat(cs.fontSize);
+      let px = parseFloat(cs.fontSize);
+      if (el instanceof win.SVGElement && el.getScreenCTM) {  // its font size as drawn: times the zoom
+        const m = el.getScreenCTM();
+        if (m) px *= Math.sqrt(m.a * m.a + m.b * m.b);
+      }
       if (px < limit - 0.25) small.push([Math.round(px * 10) / 10, text.slice(0, 40), el.tagName]);
     }
     doc.querySelectorAll("*").forEach((el) => {

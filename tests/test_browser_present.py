@@ -17,6 +17,7 @@ VIEWPORT = {"width": 1280, "height": 720}
 
 
 def _readable(page) -> None:
+    assert page.get_by_test_id("stException").count() == 0  # the page ran (a traceback is big text too)
     got = _retry(page, lambda: scan(page))
     assert got["small"] == [], got["small"]  # every label on screen is 14 px or more
     assert got["cut"] == [], got["cut"]  # nothing cut short or broken over lines

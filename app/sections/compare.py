@@ -29,8 +29,8 @@ from app import runner, views  # noqa: E402
 from app.kernels_view import numbers_shown  # noqa: E402
 from app import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
-    backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
-    show_error,
+    backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
+    link_warning, presentation, presets_for, show_error, table as show_table,
 )
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -41,6 +41,8 @@ GALLERY = gallery()
 NAMES = list(GALLERY)
 ss.setdefault("cmp_sel", {})
 ss.setdefault("cmp_clicks", {})
+present = presentation("cmp")
+code_slot = st.container()  # pasted code is edited here, in the page (the sidebar is too narrow for code)
 
 
 def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
@@ -115,7 +117,7 @@ with st.sidebar:
     st.markdown("## Compare")
     link_warning("compare")
     mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends", "Two models",
-                                        "Two bundles (upload)"], key="cmp_mode",
+                                        "Your code, two option sets", "Two bundles (upload)"], key="cmp_mode",
                     help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
                          "same ops")
     jobs = link = None
@@ -141,6 +143,19 @@ with st.sidebar:
                          if ln.strip() and not ln.strip().startswith("#")]
                 if extra:  # parsed already (by _options) without error
                     link[side] = permalink.encode_options(parse_options(extra))
+        elif mode == "Your code, two option sets":  # pasted code, as the Explorer takes it (no link: the code is not stored)
+            with code_slot:
+                with st.expander("Your code", expanded=not present):
+                    source = code_source("cmp_code")
+            backend = backend_choice("cmp_backend_code", with_target=True)
+            pre = presets_for(backend)
+            st.markdown("**A**")
+            oa = _options("cmp_preset_ca", "cmp_free_ca", pre, "Default")
+            st.markdown("**B**")
+            ob = _options("cmp_preset_cb", "cmp_free_cb", pre, "Fusion disabled")
+            jobs = (code_job(source, backend=backend, compiler_options=oa),
+                    code_job(source, backend=backend, compiler_options=ob))
+            link = {}
         elif mode == "One model, two backends":
             model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, _last_model()),
                                  key="cmp_model_be")
@@ -219,9 +234,9 @@ def _change(r) -> str:
 
 sl, sr = st.columns([3, 2])
 with sl:
-    st.dataframe(pd.DataFrame([{"": r["metric"], "A": _fmt(r["a"], r["kind"]), "B": _fmt(r["b"], r["kind"]),
-                                "B vs A": _change(r)} for r in shown]),
-                 hide_index=True, width="stretch", key="cmp_summary")
+    show_table(pd.DataFrame([{"": r["metric"], "A": _fmt(r["a"], r["kind"]), "B": _fmt(r["b"], r["kind"]),
+                              "B vs A": _change(r)} for r in shown]), present,
+               hide_index=True, width="stretch", key="cmp_summary")
 with sr:
     kk = next(r for r in rows if r["metric"] == "kernels")
     by = next(r for r in rows if r["metric"] == "bytes moved by kernels")
@@ -252,10 +267,10 @@ if not any(table[c].notna().any() for c in ("A time", "B time")):
     table = table.drop(columns=["A time", "B time"])
 shown = numbers_shown(table, {"A ops": lambda v: f"{v:g}", "B ops": lambda v: f"{v:g}", "A bytes": human_bytes,
                               "B bytes": human_bytes, "A time": human_seconds, "B time": human_seconds})
-ev = st.dataframe(shown, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
-                  on_select="rerun", selection_mode="single-row", key="cmp_table",
-                  column_config={"A kernel": st.column_config.TextColumn(width="medium"),
-                                 "B kernel": st.column_config.TextColumn(width="medium")})
+ev = show_table(shown, present, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
+                on_select="rerun", selection_mode="single-row", key="cmp_table",
+                column_config={"A kernel": st.column_config.TextColumn(width="medium"),
+                               "B kernel": st.column_config.TextColumn(width="medium")})
 try:
     picked = ev.selection.rows if ev is not None else []
 except AttributeError:
@@ -304,7 +319,7 @@ v = views.pair_widget(specs, related={"a": rel_ab, "b": rel_ba},
                       fused={"a": {k.name: list(k.fused_ops) for k in A.kernels if k.fused_ops},
                              "b": {k.name: list(k.fused_ops) for k in B.kernels if k.fused_ops}},
                       selected={"side": side, "name": name} if name else {}, key="cmp_graphs",
-                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."})
+                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."}, present=present)
 if isinstance(v, dict) and ss.cmp_clicks.get("pair") != v.get("n"):
     # the browser already lit it up; the server follows for the text above and the link
     ss.cmp_clicks["pair"] = v.get("n")
