@@ -64,3 +64,78 @@ def test_the_kernel_keys_work_with_the_focus_on_the_page(server, browser):  # no
     page.keyboard.press("[")
     wait_until(lambda: _retry(page, lambda: _frame(page).evaluate(name)) != first, timeout_s=20,
                what="[ pressed on the page to step back")
+
+
+def _page_readable(page, scrolls: int = 2) -> None:
+    """The page's first screen and the screens below it (a wheel's worth at a time)."""
+    _readable(page)
+    for _ in range(scrolls):
+        page.mouse.wheel(0, 600)
+        page.wait_for_timeout(300)  # the scroll's repaint (no state to poll: the page holds still)
+        _readable(page)
+
+
+def test_compare_in_presentation(server, browser):  # noqa: F811
+    from tests.test_browser import _graph_frames
+
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/Compare?present=1")
+    _graph_frames(page, n=2)
+    app_idle(page)
+    assert not page.get_by_test_id("stSidebar").is_visible()
+    page.get_by_test_id("stTable").first.wait_for()  # tables as HTML text, not a canvas
+    _page_readable(page)
+
+
+def test_pass_pipeline_in_presentation(server, browser):  # noqa: F811
+    from tests.test_browser import _graph_frames
+
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/Pass_pipeline?present=1")
+    _graph_frames(page, n=1)
+    app_idle(page)
+    assert not page.get_by_test_id("stSidebar").is_visible()
+    _page_readable(page)
+
+
+def test_shape_sweep_in_presentation(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/Shape_sweep?present=1&lengths=100,200,300&buckets=256,512")
+    page.get_by_text("Shape specialization").first.wait_for(timeout=300_000)
+    app_idle(page)
+    _page_readable(page)
+
+
+def test_memory_in_presentation(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=softmax_layernorm&backend=cpu&present=1&view=memory")
+    _frame(page)
+    app_idle(page)
+    chart = page.get_by_text("Live memory over the schedule").first
+    chart.wait_for(timeout=60_000)
+    # temporaries and what lives throughout in panels of their own
+    page.get_by_text("temporaries (what fusion changes)").first.wait_for()
+    page.get_by_text("parameters, constants and outputs (live throughout)").first.wait_for()
+    chart.scroll_into_view_if_needed()
+    _page_readable(page)
+
+
+def test_the_editor_font_shows_underscores(server, browser):  # noqa: F811
+    from tests.test_browser import _ace_frame
+
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server)
+    _frame(page)
+    app_idle(page)
+    page.get_by_text("Paste code").click()
+    ace = _ace_frame(page)
+    ace.wait_for_selector(".ace_line")
+    # Debian's DejaVu Sans Mono (there on every Debian machine), and a line box tall enough for
+    # the underscore, which sits below the baseline (a 16 px line at 14 px clipped it)
+    got = wait_until(lambda: ace.evaluate(
+        "() => { const e = document.querySelector('.ace_editor'), l = document.querySelector('.ace_line');"
+        " const cs = getComputedStyle(e); return cs.fontFamily.startsWith('\"DejaVu Sans Mono\"')"
+        " && [parseFloat(cs.fontSize), l.getBoundingClientRect().height]; }"), timeout_s=20,
+        what="the editor's font")
+    size, line = got
+    assert line >= 1.4 * size

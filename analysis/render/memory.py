@@ -130,11 +130,13 @@ def peak_figure(mem: dict, n: int = 15, selected: str | None = None, font_size: 
                     line=dict(color=["#FF7F0E" if selected and r.get("kernel") == selected else "rgba(0,0,0,0)"
                                      for r in rows], width=3)),
         customdata=[r.get("kernel") or "" for r in rows],
-        text=[human_bytes(r["size"]) for r in rows], textposition="auto", textfont=dict(size=font_size - 1),
+        # beside the bar, at the chart's size ("auto" shrank a label to fit inside its bar)
+        text=[human_bytes(r["size"]) for r in rows], textposition="outside", cliponaxis=False,
+        textfont=dict(size=font_size - 1),
         hovertemplate="%{y}<br>%{text}<br>kernel: %{customdata}<extra></extra>"))
     fig.update_layout(title="Buffers live at the peak", font=dict(size=font_size),
                       height=max(240, 40 + (2 * font_size) * len(rows)),
-                      margin=dict(l=10, r=20, t=50, b=30), xaxis_title=unit, yaxis=dict(automargin=True))
+                      margin=dict(l=10, r=90, t=50, b=30), xaxis_title=unit, yaxis=dict(automargin=True))
     fig.update_xaxes(tickfont=dict(size=font_size - 1), title_font=dict(size=font_size))
     fig.update_yaxes(tickfont=dict(size=font_size - 1))
     return fig
