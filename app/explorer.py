@@ -436,9 +436,15 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # docs/performance.md)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
         graph_payload.add_variant(b, ss.payload, asked["want"])
-    picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
+    picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source,
+                                   tell_drawn=bool(ss.get("rest_deferred")))
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
+        if picked.get("drawn"):  # the graphs are up: now the rest of the page (no selection in it)
+            if ss.get("rest_deferred"):
+                ss.rest_deferred = False
+                st.rerun(scope="app")
+            return
         if isinstance(picked.get("row"), int) and not isinstance(picked.get("row"), bool):
             ss.fd_focus = picked["row"]  # "why not fused": its row of the decisions table, shown below
             st.rerun(scope="app")
@@ -449,7 +455,17 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
                 st.rerun(scope="app")
 
 
+# A session's first run ends with the graphs: the page below them (tabs, tables, charts) kept
+# the browser from drawing them for seconds. The frame says when they are drawn and the page
+# runs again, whole; any other rerun brings it too (docs/performance.md). Not without a browser
+# (a run with no request headers: a test's AppTest), which has no frame to say so.
+first_run = "rest_deferred" not in ss
+if first_run:
+    ss.rest_deferred = bool(st.context.headers)
 graphs_fragment(b, present, source_kind == "Paste code" and not present)
+if first_run and ss.rest_deferred:
+    st.stop()
+ss.rest_deferred = False
 
 # ----------------------------------------------------------------------------- below the graphs
 

@@ -155,9 +155,10 @@ MIN_SCALE = {"normal": 0.85, "present": 14 / 12}
 
 
 def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,
-                    show_source: bool = False) -> dict | None:
+                    show_source: bool = False, tell_drawn: bool = False) -> dict | None:
     """The explorer's two graphs, details and source as one component; returns what the user
-    selected there ({"sel": {...}, "n": counter}) or None. In presentation mode the summary
+    selected there ({"sel": {...}, "n": counter}) or None; with ``tell_drawn``, the frame says
+    when it has drawn a payload ({"drawn": true, "n": counter}). In presentation mode the summary
     cards (``analysis.render.summary``) are drawn large in the details panel while nothing is
     selected, so the graphs get the screen's height."""
     cards = [{"label": c.label, "value": c.value, "delta": c.delta or ""} for c in summarize(b).cards()[:5]] \
@@ -180,6 +181,7 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
     else:
         data = packed_args({k: v for k, v in payload.items() if k != "details_log"}, rev)
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,
+                      tell_drawn=tell_drawn,
                       min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
                       height=600 if present else 560, key=key, default=None)
 
