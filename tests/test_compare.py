@@ -195,3 +195,23 @@ def test_a_link_reopens_the_same_comparison(address_bar):
     a, b = at.session_state["cmp_pair"]
     assert b.options["compiler_options"]["xla_disable_hlo_passes"].startswith("fusion")
     assert at.text_area(key="cmp_free_b").value == "xla_disable_hlo_passes=fusion"
+
+
+def test_page_compares_pasted_code_with_two_option_sets():
+    """Pasted code, two option sets (the defaults: Default and Fusion disabled): the two
+    compiles of the code written here, the fusion-off side with a kernel per op."""
+    from streamlit.testing.v1 import AppTest
+
+    code = ("import jax.numpy as jnp\n\n\ndef model(x):\n    return jnp.tanh(x) * 3 + 1\n\n\n"
+            "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_mode"] = "Your code, two option sets"
+    at.session_state["cmp_code"] = code
+    at.session_state["cmp_backend_code"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.source["code"] == code and b.source["code"] == code
+    assert b.options["compiler_options"] and not a.options.get("compiler_options")
+    # tanh, multiply, add: one loop fusion with fusion on, three kernels with it off
+    assert a.metrics["kernels_after"] < b.metrics["kernels_after"]
