@@ -38,8 +38,18 @@ def render(bundle, ss, key_prefix: str = "fd") -> None:
     if not fd:
         return
     recs = fd.get("records", [])
-    with st.expander(f"Fusion decisions ({len(recs)}): why XLA fused ops, or did not", expanded=False):
+    focus = ss.get(f"{key_prefix}_focus")  # a row the graphs' "why" panel linked to
+    if not (isinstance(focus, int) and 0 <= focus < len(recs)):
+        focus = None
+    with st.expander(f"Fusion decisions ({len(recs)}): why XLA fused ops, or did not", expanded=focus is not None):
         st.caption(summary_line(fd))
+        if focus is not None:
+            import pandas as pd
+
+            box = st.container(key=f"{key_prefix}_focus_box")  # the graphs' frame scrolls the page to it
+            box.markdown(f"**Row #{focus}**, from the graphs:")
+            box.dataframe(pd.DataFrame(decision_rows({"records": [recs[focus]]})[0]).assign(**{"#": focus}),
+                         hide_index=True, width="stretch", key=f"{key_prefix}_focus_row")
         c1, c2 = st.columns([1, 3])
         decision = c1.selectbox("Decision", [ALL, *DECISIONS], key=f"{key_prefix}_decision")
         reasons = sorted(fd.get("reasons", {}), key=lambda r: -fd["reasons"][r])

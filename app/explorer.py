@@ -75,9 +75,15 @@ if "link_applied" not in ss:
         ss.backend = state["backend"]
     if state.get("options"):
         ss.free_options = format_options(state["options"])
+    if state.get("measure") is not None:
+        ss.measure = state["measure"]
+    if state.get("compare") is not None:
+        ss.compare = state["compare"]
     if ss.link_job is not None:
         ss.link_job.backend = state.get("backend") or "auto"
         ss.link_job.compiler_options = dict(state.get("options") or {})
+        ss.link_job.measure = state.get("measure") is not False
+        ss.link_job.compare_fusion = bool(state.get("compare"))
     ss.link_sel = permalink.selection(state)
     ss.view = TABS.get(state.get("view") or "", None)
 
@@ -118,6 +124,7 @@ def compile_job(job: Job) -> None:
         return
     ss.pending = outcome.pending
     ss.bundle = outcome.bundle
+    ss.shown_flags = {"measure": bool(job.measure), "compare": bool(job.compare_fusion)}  # for its link
     ss.recorded = outcome.recorded
     ss.error = None
     ss.error_at = None
@@ -254,7 +261,8 @@ with st.sidebar:
                         help="Needs the device: a compile without one cannot be run")
             measure = False
         else:
-            measure = st.checkbox("Measure kernel timings", key="measure", value=True,
+            ss.setdefault("measure", True)  # on unless a link said measure=0
+            measure = st.checkbox("Measure kernel timings", key="measure",
                                   help="Run the compiled program and time every kernel with the profiler")
         compare = st.checkbox("Compare with the fusion passes off", key="compare", value=False)
         pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
@@ -309,7 +317,7 @@ if ss.bundle is None and ss.error is None:
     first = ss.get("link_job") or Job(kind="gallery", name=DEFAULT_MODEL, filename=str(GALLERY[DEFAULT_MODEL].path),
                                       backend="cpu")
     with status_slot:
-        compile_job(replace(first, measure=True))
+        compile_job(first if ss.get("link_job") else replace(first, measure=True))
     if ss.bundle is not None and ss.get("link_sel"):
         ss.sel = ss.link_sel
     ss.link_sel = None
@@ -388,7 +396,7 @@ desc = b.source.get("description")
 if b.source.get("kind") == "code" and desc:  # pasted code: its docstring's first line is its title
     title = desc.partition("\n")[0].strip().rstrip(".:") or title
 # the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
-top_title.markdown(f"### {html.escape(title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+top_title.markdown(f"### {html.escape(title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;font-weight:normal'>"
                    + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
                                  + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
                    unsafe_allow_html=True)
@@ -459,9 +467,18 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # docs/performance.md)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
         graph_payload.add_variant(b, ss.payload, asked["want"])
-    picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source)
+    picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source,
+                                   tell_drawn=bool(ss.get("rest_deferred")))
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
+        if picked.get("drawn"):  # the graphs are up: now the rest of the page (no selection in it)
+            if ss.get("rest_deferred"):
+                ss.rest_deferred = False
+                st.rerun(scope="app")
+            return
+        if isinstance(picked.get("row"), int) and not isinstance(picked.get("row"), bool):
+            ss.fd_focus = picked["row"]  # "why not fused": its row of the decisions table, shown below
+            st.rerun(scope="app")
         if "want" not in picked and "need" not in picked:  # asking for a view or the data is no selection
             new = dict(picked.get("sel") or {})
             if new != ss.sel:
@@ -469,7 +486,17 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
                 st.rerun(scope="app")
 
 
+# A session's first run ends with the graphs: the page below them (tabs, tables, charts) kept
+# the browser from drawing them for seconds. The frame says when they are drawn and the page
+# runs again, whole; any other rerun brings it too (docs/performance.md). Not without a browser
+# (a run with no request headers: a test's AppTest), which has no frame to say so.
+first_run = "rest_deferred" not in ss
+if first_run:
+    ss.rest_deferred = bool(st.context.headers)
 graphs_fragment(b, present, source_kind == "Paste code" and not present)
+if first_run and ss.rest_deferred:
+    st.stop()
+ss.rest_deferred = False
 
 # ----------------------------------------------------------------------------- below the graphs
 
@@ -538,7 +565,7 @@ with tab_m:  # the memory view: picking a buffer selects its kernel
     if tab_m.open:
         from app.memory_view import render_memory_view
 
-        render_memory_view(b)
+        render_memory_view(b, present=present)
 with tab_d:  # many devices: what each holds, the collectives; picking one selects its kernel
     if tab_d.open:
         from app.devices_view import render_devices_view
@@ -572,7 +599,8 @@ st.markdown("#### Share and export")
 link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"),
               "options": b.options.get("compiler_options") or {},
               "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
-              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line")}
+              "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line"),
+              "present": present, **(ss.get("shown_flags") or {})}
 kind = b.source.get("kind")
 if kind == "gallery":
     link_state["model"] = b.source.get("name")
@@ -592,12 +620,16 @@ from analysis.render import report  # noqa: E402
 
 linkable = bool(link_state.get("model") or link_state.get("code"))
 if linkable:
-    st.query_params.from_dict(permalink.state_to_params(link_state) | ({"present": "1"} if present else {}))
+    st.query_params.from_dict(permalink.state_to_params(link_state))
 share1, share2 = st.columns([3, 2])
 with share1:
     if linkable:
-        base = (st.context.url or "").split("?")[0]
-        st.caption("Link to this view (model, options, selection and tab) — copy with the button on the right:")
+        public, public_problem = permalink.public_url()
+        if public_problem:
+            st.caption(public_problem)
+        base = permalink.link_base(st.context.url, public)
+        st.caption("Link to this view (model, options, measuring, presentation, selection and tab) — "
+                   "copy with the button on the right:")
         st.code(base + permalink.query_string(link_state), language=None, wrap_lines=True)
     else:
         st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")

@@ -216,7 +216,10 @@ def _payload_core(b: Bundle) -> dict:
                              "layers": {k: v for k, v in layers.items() if k != "op_box"},
                              "light": pack_light(light)}, default=str)
         links = layers = light = None
+    from analysis.render.decisions import edge_why
+
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
+               "why": edge_why(b.fusion_decisions),  # each boundary's decision, for the "why" panel
                # big programs open collapsed to their layers (the layers view scales; every op does not)
                "open_variant": "layers" if big else "default", "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),

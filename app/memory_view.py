@@ -13,11 +13,16 @@ from app.picks import picked_point, picked_row
 COLUMNS = ["buffer", "size", "kind", "shape", "kernel", "line", "op", "shares with"]
 
 
-def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
-    """Draw the memory view; a newly picked buffer selects its kernel and reruns the page."""
+def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = False) -> None:
+    """Draw the memory view; a newly picked buffer selects its kernel and reruns the page. In
+    presentation mode its charts' text is 16 px and its tables are plain HTML tables (no row
+    picking there: the graphs still select)."""
     import pandas as pd
     import streamlit as st
 
+    from app.page_helpers import table
+
+    font = 16 if present else 13
     ss = st.session_state
     mem = bundle.memory
     if not rm.usable(mem):
@@ -27,7 +32,9 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
     c = st.columns(4)
     c[0].metric("peak live memory", human_bytes(h["peak"]),
                 help="the most bytes live at one step of the schedule (parameters, outputs, constants, temporaries)")
-    c[1].metric("peak at step", f"{h['peak_step']}", help=f"instruction {h['peak_instruction']}")
+    c[1].metric("temporaries at the peak", human_bytes(h["temp_at_peak"]),
+                help=f"of the peak at step {h['peak_step']} ({h['peak_instruction']}): the part fusion can change; "
+                     "the rest is parameters, constants and outputs")
     c[2].metric("temporary allocation", human_bytes(h["temp"]),
                 help=f"{human_bytes(h['temp_peak'])} of it live at most at one step")
     c[3].metric("arguments + outputs", human_bytes((h["argument"] or 0) + (h["output"] or 0)))
@@ -36,7 +43,7 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
         st.caption(note)
     if mem.get("live_ranges") == "schedule":
         st.caption("Live ranges read off the module's schedule (the dump had no live-range file).")
-    st.plotly_chart(rm.curve_figure(mem), width="stretch", key=f"{key_prefix}_curve")
+    st.plotly_chart(rm.curve_figure(mem, font_size=font), width="stretch", key=f"{key_prefix}_curve")
 
     selected = ss.get("sel", {}).get("name") if ss.get("sel", {}).get("side") == "post" else None
     rows = rm.peak_rows(mem)
@@ -45,12 +52,12 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
     picks: list[str] = []
     if rows:
         shown = pd.DataFrame([{k: r[k] for k in COLUMNS} for r in rows])
-        ev = st.dataframe(shown, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                          key=f"{key_prefix}_table", height=min(420, 38 + 35 * len(rows)))
+        ev = table(shown, present, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                   key=f"{key_prefix}_table", height=min(420, 38 + 35 * len(rows)))
         p = picked_row(ev, [r["kernel"] or None for r in rows])
         if p:
             picks.append(p)
-        ev = st.plotly_chart(rm.peak_figure(mem, selected=selected), width="stretch", key=f"{key_prefix}_bars",
+        ev = st.plotly_chart(rm.peak_figure(mem, selected=selected, font_size=font), width="stretch", key=f"{key_prefix}_bars",
                              on_select="rerun", selection_mode="points")
         p = picked_point(ev)
         if p:
@@ -60,15 +67,16 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem") -> None:
     if cmp:
         st.markdown("**Fusion off vs on**")
         left, right = st.columns([2, 3])
-        left.dataframe(pd.DataFrame(rm.comparison_rows(cmp)), hide_index=True, width="stretch")
+        with left:
+            table(pd.DataFrame(rm.comparison_rows(cmp)), present, hide_index=True, width="stretch")
         left.markdown(rm.comparison_sentence(cmp))
-        right.plotly_chart(rm.comparison_figure(cmp), width="stretch", key=f"{key_prefix}_cmp")
+        right.plotly_chart(rm.comparison_figure(cmp, font_size=font), width="stretch", key=f"{key_prefix}_cmp")
         only = cmp.get("only_unfused") or []
         if only:
-            st.dataframe(pd.DataFrame([{"array": v["name"], "size": human_bytes(v["size"]),
-                                        "shape": v["shape"].split("{")[0], "op": v.get("op_name") or ""}
-                                       for v in only]), hide_index=True, width="stretch",
-                         key=f"{key_prefix}_only")
+            table(pd.DataFrame([{"array": v["name"], "size": human_bytes(v["size"]),
+                                 "shape": v["shape"].split("{")[0], "op": v.get("op_name") or ""}
+                                for v in only]), present, hide_index=True, width="stretch",
+                  key=f"{key_prefix}_only")
     else:
         st.caption("Compile with *compare fusion* on to see the same program's memory with fusion off.")
 

@@ -159,3 +159,81 @@ def platform_for(backend: str) -> str:
     if backend == runner.APP_GPU_TARGET:
         return "gpu"
     return "gpu" if backend == "gpu" or (backend == "auto" and runner.gpu_present()) else "cpu"
+
+
+# ----------------------------------------------------------------------------- presentation and sources
+
+# Presentation mode on a page of app/sections/: what views.PRESENT_CSS does for the Explorer (no
+# sidebar, the width of the screen), and the page's own text at 16 px or more
+PAGE_PRESENT_CSS = """
+<style>
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 1rem !important; }
+[data-testid="stTable"] table, [data-testid="stTable"] th, [data-testid="stTable"] td { font-size: 1rem !important; }
+[data-testid="stWidgetLabel"] p, [data-testid="stExpander"] summary p { font-size: 1rem !important; }
+[data-testid="stTooltipHoverTarget"] { font-size: 1rem; }
+[data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p { font-size: 2.3rem; }
+</style>
+"""
+PRESENT_WORDS = ("1", "true", "yes", "on")
+
+
+def presentation(page: str) -> bool:
+    """The page's "Presentation" toggle, in its top right corner (on when a link says
+    ``present=1``, or when the session presented on the page before); on, it hides the sidebar
+    and puts the page's text at 16 px or more. The choice carries over to the other pages
+    (``presenting``: not a widget's key, so it outlives the page it was set on)."""
+    from app import views
+
+    ss = st.session_state
+    key = f"present_{page}"
+    if key not in ss:
+        asked = str(st.query_params.get("present", "")).lower() in PRESENT_WORDS
+        ss[key] = bool(ss.get("presenting")) or asked
+    _, right = st.columns([6, 1.6])
+    on = right.toggle("Presentation", key=key, help="For a projector: no sidebar, the page's text 16 px or more "
+                                                    "(the sidebar's choices stay as they are)")
+    ss.presenting = on
+    if on:
+        st.markdown(views.PRESENT_CSS + PAGE_PRESENT_CSS, unsafe_allow_html=True)
+    return on
+
+
+def table(df, present: bool, **kw):
+    """A table: Streamlit's dataframe (sorting, picking a row), or in presentation mode a plain
+    HTML table (its text is the page's, 16 px; the dataframe's canvas draws at its own small
+    size). Returns what ``st.dataframe`` returns, None in presentation."""
+    if present:
+        styler = df if not hasattr(df, "style") else df.style  # a frame, or already a Styler (numbers_shown)
+        st.table(styler.hide(axis="index") if kw.get("hide_index") else styler)
+        return None
+    return st.dataframe(df, **kw)
+
+
+def code_source(key: str, label: str = "Your code") -> str:
+    """Pasted code for a page, as the Explorer takes it: an editor holding the code last pasted
+    in this session (the Explorer's, when there is one), to define ``model(...)`` and
+    ``example_inputs()``. The text is only ever sent to the worker (a sandboxed process)."""
+    from sample_models import DEFAULT_MODEL, gallery
+
+    ss = st.session_state
+    if key not in ss:
+        ss[key] = ss.get("code") or gallery()[DEFAULT_MODEL].source
+    return st.text_area(label, key=key, height=260,
+                        help="Define model(...) and example_inputs() returning its arguments; it runs in a "
+                             "sandboxed worker, exactly as `python FILE` would")
+
+
+def code_job(source: str, **kw) -> Job:
+    return Job(kind="code", source=source, filename="<pasted code>", name="pasted", **kw)
+
+
+def projector_fonts(fig, size: int = 16) -> None:
+    """A plotly figure's text for presentation mode: ``size`` px everywhere, the ticks 2 px less
+    (set on each part: Streamlit's chart theme sets the ticks and the legend on its own, and the
+    most specific setting wins)."""
+    fig.update_layout(font=dict(size=size), legend=dict(font=dict(size=size)),
+                      hoverlabel=dict(font=dict(size=size)))
+    fig.update_xaxes(tickfont=dict(size=size - 2), title_font=dict(size=size))
+    fig.update_yaxes(tickfont=dict(size=size - 2), title_font=dict(size=size))
+    fig.update_annotations(font_size=size - 1)

@@ -18,11 +18,19 @@ The state is a plain dict (keys absent or None when unset):
 | ``node`` | the selected instruction's name | ``node=fusion.3`` |
 | ``side`` | where ``node`` is: ``pre`` or ``post`` | ``side=post`` |
 | ``line`` | a selected source line (instead of a node) | ``line=14`` |
+| ``present`` | presentation mode (True when on) | ``present=1`` |
+| ``measure`` | kernel timings measured (the default; False only when off) | ``measure=0`` |
+| ``compare`` | compiled again with fusion disabled, side by side (True when on) | ``compare=1`` |
 
 ``model`` and ``code`` exclude each other. ``params_to_state`` also accepts the values as
 lists (what ``st.query_params.to_dict()`` or ``urllib.parse.parse_qs`` give) and ignores
 parameters it does not know. ``state["errors"]`` is a list of one-line messages (empty when
 the link was fine); a bad value is dropped and the rest of the link still applies.
+
+A link's address is the configured public address of the app (``public_url``: the setting
+``XLA_EXPLORER_PUBLIC_URL``, or ``public_url`` in the ``[app]`` table of the settings file),
+else the address the browser asked for (``link_base``): a server behind a proxy or on a
+classroom machine then hands out a link students can open, not ``localhost``.
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ from urllib.parse import urlencode
 BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
 VIEWS = ("kernels", "text", "source", "memory")  # the tabs under the graphs: Kernels & timings, Text views, Source, Memory
 SIDES = ("pre", "post")
-STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line")
+STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare")
+FLAGS = ("present", "measure", "compare")  # on/off settings: present=1, measure=0, compare=1
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 MAX_PARAM = 2000  # characters per parameter value
 _CODE_ID = re.compile(r"[a-z2-7]{8,52}")  # base32 prefix of a SHA-256 (Store.put_code)
@@ -111,6 +121,12 @@ def state_to_params(state: dict) -> dict[str, str]:
         p["side"] = str(state.get("side") or "post")
     elif state.get("line") is not None:
         p["line"] = str(int(state["line"]))
+    if state.get("present"):
+        p["present"] = "1"
+    if state.get("measure") is False:  # measuring is the default: only "off" is written
+        p["measure"] = "0"
+    if state.get("compare"):
+        p["compare"] = "1"
     return p
 
 
@@ -210,6 +226,16 @@ def params_to_state(params, gallery_names=None) -> dict:
             state["node"], state["side"] = node, s
     elif side and side.lower() not in SIDES:
         errors.append(f"link: unknown side {side[:20]!r} (pre or post)")
+    for key in FLAGS:
+        value = get(key)
+        if not value:
+            continue
+        if value.lower() in _TRUE:
+            state[key] = True
+        elif value.lower() in _FALSE:
+            state[key] = False
+        else:
+            errors.append(f"link: {key} must be 1 or 0, not {value[:20]!r}")
     if line:
         if node:
             errors.append("link: give either node= or line=, not both (using node=)")
@@ -245,3 +271,42 @@ def resolve_code(state: dict, store) -> str | None:
         state.setdefault("errors", []).append(f"link: no code with id {cid!r} on this server (it may have "
                                               "been made on another one)")
     return source
+
+
+MAX_PUBLIC_URL = 300
+_PUBLIC_URL = re.compile(r"https?://[A-Za-z0-9.\-]+(?::\d{1,5})?(?:/[A-Za-z0-9._~\-/]*)?")
+
+
+def public_url(environ=None, settings_path: str | None = None) -> tuple[str | None, str | None]:
+    """The configured public address of the app and a one-line problem with it: ``(url, None)``,
+    ``(None, None)`` when none is configured, ``(None, message)`` when the one configured is not
+    an ``http(s)://host[:port][/path]`` address (then links use the request's address)."""
+    import os
+
+    from analysis.errors import ExplorerError
+    from analysis.service.settings import settings_file, settings_table
+
+    environ = os.environ if environ is None else environ
+    value = environ.get("XLA_EXPLORER_PUBLIC_URL")
+    where = "XLA_EXPLORER_PUBLIC_URL"
+    if not value:
+        path = settings_path or settings_file(environ)
+        try:
+            value = settings_table("app", path).get("public_url")
+        except ExplorerError as e:
+            return None, f"settings: {e.one_line()}"
+        where = f"public_url in {path}"
+    if not value:
+        return None, None
+    if not isinstance(value, str) or len(value) > MAX_PUBLIC_URL or not _PUBLIC_URL.fullmatch(value.strip()):
+        return None, f"settings: {where} is not an http(s)://host[:port][/path] address; links use the request's address"
+    return value.strip().rstrip("/"), None
+
+
+def link_base(request_url: str | None, configured: str | None, page_path: str = "") -> str:
+    """The address a link starts with (no query): the configured public address with the
+    page's path below the app (``page_path``, e.g. ``compare``) when there is one, else the
+    request's address without its query."""
+    if configured:
+        return configured + "/" + page_path.strip("/")
+    return (request_url or "").split("?")[0].split("#")[0]

@@ -100,6 +100,9 @@ header[data-testid="stHeader"] { display: none !important; }
 [data-testid="stMetricValue"] { font-size: 2.3rem; }
 [data-testid="stMetricLabel"] p { font-size: 1.05rem; }
 .xe-routes { font-size: 1.05rem; }
+.xe-chip { font-size: 1rem; }
+[data-testid="stMarkdownContainer"] code { font-size: 0.95em; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 1rem !important; }
 </style>
 """
 
@@ -108,7 +111,7 @@ header[data-testid="stHeader"] { display: none !important; }
 
 
 def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None = None,
-                 view_key: str | None = None) -> dict | None:
+                 view_key: str | None = None, present: bool = False) -> dict | None:
     """Draw one GraphSpec (Compare, Pass pipeline); returns {"id": clicked node id, "n": click
     counter} or None. Zoom and pan are kept across reruns while ``view_key`` (default: the
     graph's title) stays the same."""
@@ -119,11 +122,12 @@ def graph_widget(spec: GraphSpec, key: str, height: int = 640, focus: str | None
         show_error(e)
         return None
     return _COMPONENT(single=True, svg=svg, title=spec.title, height=height, focus=focus,
-                      view_key=view_key or spec.title, legend=route_legend(spec), key=key, default=None)
+                      view_key=view_key or spec.title, legend=route_legend(spec), present=present,
+                      min_scale=MIN_SCALE["present" if present else "normal"], key=key, default=None)
 
 
 def pair_widget(specs: dict, related: dict, fused: dict, selected: dict, key: str, height: int = 620,
-                missing: dict | None = None) -> dict | None:
+                missing: dict | None = None, present: bool = False) -> dict | None:
     """Two optimized graphs side by side (Compare), linked in the browser: ``specs`` and
     ``fused`` by side ("a", "b"; a spec may be None), ``related[side][kernel]`` = the other
     side's kernels doing its ops. Returns {"sel": {"side", "name"}, "n": click counter} or None.
@@ -141,7 +145,8 @@ def pair_widget(specs: dict, related: dict, fused: dict, selected: dict, key: st
         pair[side] = {"svg": svg, "title": spec.title, "legend": route_legend(spec)}
     data_key = hashlib.sha1(json.dumps(pair, sort_keys=True).encode()).hexdigest()[:16]
     return _COMPONENT(pair=pair, related=related, fused=fused, selected=selected or {}, data_key=data_key,
-                      min_scale=MIN_SCALE["normal"], max_scale=1.6, height=height, key=key, default=None)
+                      min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6, height=height,
+                      present=present, key=key, default=None)
 
 
 # Pixels per point at which the graphs open, at least: labels are FONT (14) and EDGE_FONT (12)
@@ -150,9 +155,10 @@ MIN_SCALE = {"normal": 0.85, "present": 14 / 12}
 
 
 def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,
-                    show_source: bool = False) -> dict | None:
+                    show_source: bool = False, tell_drawn: bool = False) -> dict | None:
     """The explorer's two graphs, details and source as one component; returns what the user
-    selected there ({"sel": {...}, "n": counter}) or None. In presentation mode the summary
+    selected there ({"sel": {...}, "n": counter}) or None; with ``tell_drawn``, the frame says
+    when it has drawn a payload ({"drawn": true, "n": counter}). In presentation mode the summary
     cards (``analysis.render.summary``) are drawn large in the details panel while nothing is
     selected, so the graphs get the screen's height."""
     cards = [{"label": c.label, "value": c.value, "delta": c.delta or ""} for c in summarize(b).cards()[:5]] \
@@ -175,6 +181,7 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
     else:
         data = packed_args({k: v for k, v in payload.items() if k != "details_log"}, rev)
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,
+                      tell_drawn=tell_drawn,
                       min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
                       height=600 if present else 560, key=key, default=None)
 

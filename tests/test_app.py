@@ -177,6 +177,18 @@ def test_opening_a_link_restores_model_options_and_selection():
     assert at2.session_state["sel"] == {"side": "post", "name": k}
 
 
+def test_a_link_carries_presentation_measuring_and_the_fusion_off_compile():
+    at = _run_with_link({"model": "softmax", "backend": "cpu", "present": "1", "measure": "0", "compare": "1"})
+    b = at.session_state["bundle"]
+    assert b.timings is None and b.fusion_comparison is not None  # not measured, compared with fusion off
+    assert at.session_state["present"] is True and at.session_state["measure"] is False
+    assert at.session_state["compare"] is True
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert (params["present"], params["measure"], params["compare"]) == ("1", "0", "1")
+    codes = "\n".join(c.value for c in at.code)
+    assert "present=1" in codes and "measure=0" in codes and "compare=1" in codes
+
+
 def test_a_bad_link_warns_and_the_app_still_works():
     at = _run_with_link({"model": "no_such_model", "line": "abc"})
     warnings = " ".join(w.value for w in at.warning)

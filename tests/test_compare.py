@@ -244,3 +244,40 @@ def test_one_model_on_one_device_and_on_eight_compared(gallery_bundle):
     assert rows["collective traffic per device (ring estimate)"]["b"] > 0
     # one device's part of the batch: each device's kernels move less than the one device does alone
     assert rows["bytes moved by kernels (per device)"]["b"] < rows["bytes moved by kernels (per device)"]["a"]
+
+
+def test_page_compares_pasted_code_with_two_option_sets():
+    """Pasted code, two option sets (the defaults: Default and Fusion disabled): the two
+    compiles of the code written here, the fusion-off side with a kernel per op."""
+    from streamlit.testing.v1 import AppTest
+
+    code = ("import jax.numpy as jnp\n\n\ndef model(x):\n    return jnp.tanh(x) * 3 + 1\n\n\n"
+            "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_mode"] = "Your code, two option sets"
+    at.session_state["cmp_code"] = code
+    at.session_state["cmp_backend_code"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.source["code"] == code and b.source["code"] == code
+    assert b.options["compiler_options"] and not a.options.get("compiler_options")
+    # tanh, multiply, add: one loop fusion with fusion on, three kernels with it off
+    assert a.metrics["kernels_after"] < b.metrics["kernels_after"]
+
+
+def test_page_compares_one_device_with_eight():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=300)
+    at.session_state["cmp_mode"] = "One model, two device counts"
+    at.session_state["cmp_model_dv"] = "dp_train_step"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.options.get("devices", 1), b.options.get("devices")) == (1, 8)
+    summary = next(d.value for d in at.dataframe if "B vs A" in d.value.columns)
+    rows = {r[""]: r for r in summary.to_dict("records")}
+    assert rows["devices"]["A"] == "1" and rows["devices"]["B"] == "8"
+    assert rows["collectives"]["A"] == "0" and rows["collectives"]["B"] != "0"
+    assert at.session_state["cmp_link"] == {"mode": "devices", "model": "dp_train_step", "a": "1", "b": "8"}

@@ -171,3 +171,26 @@ def test_a_link_reopens_the_same_pass(address_bar):
     at.run()
     assert any("model=nope" in w.value for w in at.warning)
     assert at.session_state["pp_bundle"].title == "mlp"
+
+
+CODE = ("import jax.numpy as jnp\n\n\ndef model(x):\n    return jnp.tanh(x) * 3 + 1\n\n\n"
+        "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
+
+
+def test_page_takes_pasted_code():
+    """Pasted code, as the Explorer takes it: compiled with a snapshot after every pass; the
+    tanh, multiply and add written here are one loop fusion by the last snapshot."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["pp_source"] = "Paste code"
+    at.session_state["pp_code"] = CODE
+    at.session_state["pp_backend_code"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    at.button(key="pp_compile_code").click().run()
+    assert not at.exception, at.exception
+    b = at.session_state["pp_bundle"]
+    assert b.source["code"] == CODE and b.pass_log
+    assert b.pass_log[-1]["kernels"] < b.pass_log[0]["kernels"]
+

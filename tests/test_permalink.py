@@ -6,7 +6,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from app.permalink import (params_to_state, query_string, resolve_code, selection, state_to_params)
+from app.permalink import (link_base, params_to_state, public_url, query_string, resolve_code, selection,
+                           state_to_params)
 
 NAMES = {"mlp", "transformer_block"}
 
@@ -20,6 +21,7 @@ def _clean(state: dict) -> dict:
     {"model": "transformer_block", "backend": "gpu", "view": "kernels", "node": "fusion.3", "side": "post"},
     {"code": "abcdefgh234", "backend": "cpu", "line": 14, "view": "source"},
     {"model": "mlp", "backend": "cpu", "view": "memory", "node": "ynn_fusion.5", "side": "post"},
+    {"model": "mlp", "present": True, "measure": False, "compare": True},
     {"model": "mlp", "node": "dot.1", "side": "pre", "view": "text",
      "options": {"xla_disable_hlo_passes": "fusion,dot-library-rewriter", "xla_cpu_enable_fast_math": True,
                  "xla_gpu_autotune_level": 0, "xla_dump_hlo_pass_re": "a;b\\c"}},
@@ -108,3 +110,40 @@ def test_code_ids_from_the_store(tmp_path):
     state = params_to_state({"code": cid}, NAMES)
     assert resolve_code(state, Store(str(bad_store))) is None and "cannot read code" in state["errors"][0]
     store.close()
+
+
+def test_the_settings_that_change_what_is_shown_travel_in_the_link():
+    p = state_to_params({"model": "mlp", "present": True, "measure": False, "compare": True})
+    assert (p["present"], p["measure"], p["compare"]) == ("1", "0", "1")
+    # the defaults (not presenting, measuring, no fusion-off compile) are left out
+    assert state_to_params({"model": "mlp", "present": False, "measure": True, "compare": False}) == {"model": "mlp"}
+    st = params_to_state({"model": "mlp", "present": "yes", "measure": "off", "compare": "TRUE"}, NAMES)
+    assert (st["present"], st["measure"], st["compare"], st["errors"]) == (True, False, True, [])
+
+
+def test_a_bad_flag_is_one_line_and_the_rest_applies():
+    st = params_to_state({"model": "mlp", "measure": "maybe", "present": "1"}, NAMES)
+    assert st["measure"] is None and st["present"] is True and st["model"] == "mlp"
+    assert st["errors"] == ["link: measure must be 1 or 0, not 'maybe'"]
+
+
+def test_the_public_address_comes_from_the_setting_else_the_request(tmp_path):
+    none = str(tmp_path / "absent.toml")
+    assert public_url({}, none) == (None, None)
+    assert public_url({"XLA_EXPLORER_PUBLIC_URL": "https://xe.school.edu/"}, none) == ("https://xe.school.edu", None)
+    toml = tmp_path / "s.toml"
+    toml.write_text('[app]\npublic_url = "http://10.0.0.5:8501"\n')
+    assert public_url({}, str(toml)) == ("http://10.0.0.5:8501", None)
+    # the environment wins over the file
+    assert public_url({"XLA_EXPLORER_PUBLIC_URL": "https://a.org"}, str(toml))[0] == "https://a.org"
+    for bad in ("javascript:alert(1)", "https://a.org/?x=1", "ftp://a.org", "https://" + "a" * 400):
+        url, problem = public_url({"XLA_EXPLORER_PUBLIC_URL": bad}, none)
+        assert url is None and problem.startswith("settings: XLA_EXPLORER_PUBLIC_URL is not an http(s)")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[app\n")
+    url, problem = public_url({}, str(broken))
+    assert url is None and problem.startswith("settings: ") and "\n" not in problem
+    assert link_base("http://localhost:8501/?model=mlp", "https://xe.school.edu") == "https://xe.school.edu/"
+    assert link_base("http://localhost:8501/compare?a=1", "https://xe.school.edu", "compare") == "https://xe.school.edu/compare"
+    assert link_base("http://host.lan:8501/?model=mlp#x", None) == "http://host.lan:8501/"
+    assert link_base(None, None) == ""

@@ -52,6 +52,36 @@ def rows(fd: dict | None, decision: str | None = None, reason: str | None = None
     return out, matched
 
 
+MAX_WHY_EDGES = 20000  # crossing edges sent to the graphs' "why not fused" panel (a bound on the payload)
+
+
+def edge_why(fd: dict | None, limit: int = MAX_WHY_EDGES) -> dict:
+    """What the graphs' "why (not) fused" panel needs for each pre-optimization edge that
+    crosses a kernel boundary and has a decision: the same pick as ``edge_notes`` (a refusal
+    first, the last of them), as ``[producer, consumer, row, decision, pass, reason_index]``,
+    with the distinct reasons once each as ``[XLA's words, gloss]``. ``row`` is the record's
+    ``#`` in the decisions table (``rows``). Plain strings: the frame shows them as text."""
+    if not fd:
+        return {"edges": [], "reasons": []}
+    recs = fd.get("records", [])
+    reasons: dict[str, int] = {}
+    edges = []
+    for e in fd.get("edges", []):
+        idx = [i for i in e.get("records", []) if isinstance(i, int) and 0 <= i < len(recs)]
+        if not idx:
+            continue
+        refused = [i for i in idx if recs[i].get("decision") == NOT_FUSED]
+        i = (refused or idx)[-1]
+        r = recs[i]
+        words = r.get("reason") or ""
+        if words not in reasons:
+            reasons[words] = len(reasons)
+        edges.append([e["producer"], e["consumer"], i, r.get("decision", ""), r.get("pass_name", ""), reasons[words]])
+        if len(edges) >= limit:
+            break
+    return {"edges": edges, "reasons": [[w, gloss(w)] for w in reasons]}
+
+
 def why_text(fd: dict | None, op: str | None = None, limit: int = 200) -> str:
     """The CLI's ``why``: every decision touching ``op`` (all decisions without one), then the
     edges across kernel boundaries with their reason."""

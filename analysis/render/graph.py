@@ -30,6 +30,7 @@ MAX_LABELLED_EDGES = 160  # above this many edges, shapes move from edge labels 
 FONT = 14  # nodes and cluster titles
 SMALL_FONT = 13  # fused instructions inside a fusion, plumbing
 EDGE_FONT = 12  # shapes on edges
+MARK_FONT = 18  # the ✕ / ? at the head of an edge across a kernel boundary: bigger than a label
 REFUSED_MARK = "#c0392b"  # an edge XLA refused to fuse across
 TITLE_WIDTH = 34  # cluster titles wrap at this many characters (the full text is the tooltip)
 
@@ -148,7 +149,10 @@ class GraphSpec:
             if e.note:  # crosses a kernel boundary: XLA's reason in the tooltip, a marker at the head
                 attrs.append(f'tooltip="{_esc(e.note)}", edgetooltip="{_esc(e.note)}"')
                 refused = "not fused" in e.note
-                attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontcolor="{REFUSED_MARK if refused else "#888888"}"'
+                # the mark is as big as a node's label (a class reads it from the back row) and the
+                # frame opens XLA's reason, explained, when it is clicked (app/graph_component)
+                attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontsize={MARK_FONT}, labeldistance=1.6, '
+                             f'labelfontname="DejaVu Sans Bold", labelfontcolor="{REFUSED_MARK if refused else "#888888"}"'
                              + (f', color="{REFUSED_MARK}", penwidth=1.4' if refused and not e.layout_mark else ""))
             out.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}"' + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
         out.append("}")

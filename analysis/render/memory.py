@@ -13,7 +13,6 @@ from analysis.render.format import human_bytes
 KIND_COLORS = {"parameter": "#4C78A8", "output": "#54A24B", "constant": "#9D9D9D", "temp": "#E45756"}
 KIND_LABELS = {"parameter": "parameters", "output": "outputs", "constant": "constants", "temp": "temporaries"}
 PEAK_COLOR = "#D62728"
-FONT = dict(size=13)
 
 
 def usable(mem: dict | None) -> bool:
@@ -54,7 +53,7 @@ def headline(mem: dict) -> dict:
     """The numbers a summary strip shows."""
     p, t = mem.get("peak") or {}, mem.get("totals") or {}
     return {"peak": p.get("bytes"), "peak_step": p.get("step"), "peak_instruction": p.get("instruction"),
-            "temp_peak": p.get("temp_peak_bytes"), "temp": t.get("temp"), "argument": t.get("argument"),
+            "temp_peak": p.get("temp_peak_bytes"), "temp_at_peak": p.get("temp_bytes"), "temp": t.get("temp"), "argument": t.get("argument"),
             "output": t.get("output"), "allocations": len(mem.get("allocations") or []),
             "values": len(mem.get("values") or [])}
 
@@ -64,39 +63,59 @@ def _unit(top: int) -> tuple[str, int]:
     return next(((u, f) for u, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)) if top >= f), ("B", 1))
 
 
-def curve_figure(mem: dict, selected_step: int | None = None):
-    """Live bytes at each step of the schedule, stacked by kind, the peak marked."""
+PERSISTENT = ("parameter", "constant", "output")  # live for (nearly) the whole program: fusion does not change them
+
+
+def curve_figure(mem: dict, selected_step: int | None = None, font_size: int = 13):
+    """Live bytes at each step of the schedule, in two panels on one step axis: the
+    temporaries on top (what fusion changes), each on its own scale, and below them what lives
+    for the whole program (parameters, constants, outputs, stacked); the peak marked on both.
+    Apart, the parameters (often most of the peak) no longer flatten the temporaries' curve."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     curve = core.live_curve(mem)
-    unit, scale = _unit(max((r["total"] for r in curve), default=0))
     steps = [r["step"] for r in curve]
     names = [r["instruction"] for r in curve]
-    fig = go.Figure()
-    for kind in ("parameter", "constant", "output", "temp"):
-        ys = [r[kind] / scale for r in curve]
-        if not any(ys):
-            continue
-        fig.add_trace(go.Scatter(
-            x=steps, y=ys, name=KIND_LABELS[kind], stackgroup="live", mode="lines",
-            line=dict(width=0.5, color=KIND_COLORS[kind]), customdata=names,
-            hovertemplate="step %{x}: %{customdata}<br>" + KIND_LABELS[kind] + " %{y:.3~f} " + unit
-            + "<extra></extra>"))
+    t_unit, t_scale = _unit(max((r["temp"] for r in curve), default=0))
+    p_unit, p_scale = _unit(max((sum(r[k] for k in PERSISTENT) for r in curve), default=0))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.6, 0.4],
+                        subplot_titles=("temporaries (what fusion changes)",
+                                        "parameters, constants and outputs (live throughout)"))
+    panels = (("temp",), PERSISTENT)
+    for row, (kinds, unit, scale) in enumerate(((panels[0], t_unit, t_scale), (panels[1], p_unit, p_scale)), start=1):
+        for kind in kinds:
+            ys = [r[kind] / scale for r in curve]
+            if not any(ys):
+                continue
+            fig.add_trace(go.Scatter(
+                x=steps, y=ys, name=KIND_LABELS[kind], stackgroup=f"live{row}", mode="lines",
+                line=dict(width=0.5, color=KIND_COLORS[kind]), customdata=names,
+                hovertemplate="step %{x}: %{customdata}<br>" + KIND_LABELS[kind] + " %{y:.3~f} " + unit
+                + "<extra></extra>"), row=row, col=1)
+        fig.update_yaxes(title_text=unit, rangemode="tozero", row=row, col=1)
     p = mem.get("peak")
     if p:
-        fig.add_vline(x=p["step"], line=dict(color=PEAK_COLOR, dash="dash", width=1.5))
-        fig.add_annotation(x=p["step"], y=p["bytes"] / scale, text=f"peak {human_bytes(p['bytes'])} at {p['instruction']}",
-                           showarrow=True, arrowhead=2, ax=40, ay=-30, font=dict(color=PEAK_COLOR, size=13),
+        for row in (1, 2):
+            fig.add_vline(x=p["step"], line=dict(color=PEAK_COLOR, dash="dash", width=1.5), row=row, col=1)
+        fig.add_annotation(x=p["step"], y=(p.get("temp_bytes") or 0) / t_scale, xref="x", yref="y",
+                           text=f"peak {human_bytes(p['bytes'])} at {p['instruction']} "
+                                f"({human_bytes(p.get('temp_bytes'))} of it temporaries)",
+                           showarrow=True, arrowhead=2, ax=40, ay=-30, font=dict(color=PEAK_COLOR, size=font_size),
                            bgcolor="rgba(255,255,255,0.85)")
     if selected_step is not None and (not p or selected_step != p["step"]):
         fig.add_vline(x=selected_step, line=dict(color="#FF7F0E", width=1.5))
-    fig.update_layout(title="Live memory over the schedule", font=FONT, height=340, margin=dict(l=60, r=20, t=50, b=40),
-                      xaxis_title="step of the schedule (instruction order)", yaxis_title=f"live memory ({unit})",
-                      legend=dict(orientation="h", y=-0.22), hovermode="x unified")
+    fig.update_layout(title="Live memory over the schedule", font=dict(size=font_size), height=420,
+                      margin=dict(l=60, r=20, t=60, b=40), legend=dict(orientation="h", y=-0.16, font=dict(size=font_size)),
+                      hovermode="x unified")
+    fig.update_annotations(font_size=font_size)  # the panels' titles too
+    fig.update_xaxes(title_text="step of the schedule (instruction order)", row=2, col=1)
+    fig.update_xaxes(tickfont=dict(size=font_size - 1), title_font=dict(size=font_size))
+    fig.update_yaxes(tickfont=dict(size=font_size - 1), title_font=dict(size=font_size))
     return fig
 
 
-def peak_figure(mem: dict, n: int = 15, selected: str | None = None):
+def peak_figure(mem: dict, n: int = 15, selected: str | None = None, font_size: int = 13):
     """The buffers live at the peak as bars, biggest on top, coloured by kind; a bar's
     ``customdata`` is the kernel that writes it (empty for parameters)."""
     import plotly.graph_objects as go
@@ -111,10 +130,15 @@ def peak_figure(mem: dict, n: int = 15, selected: str | None = None):
                     line=dict(color=["#FF7F0E" if selected and r.get("kernel") == selected else "rgba(0,0,0,0)"
                                      for r in rows], width=3)),
         customdata=[r.get("kernel") or "" for r in rows],
-        text=[human_bytes(r["size"]) for r in rows], textposition="auto", textfont=dict(size=12),
+        # beside the bar, at the chart's size ("auto" shrank a label to fit inside its bar)
+        text=[human_bytes(r["size"]) for r in rows], textposition="outside", cliponaxis=False,
+        textfont=dict(size=font_size - 1),
         hovertemplate="%{y}<br>%{text}<br>kernel: %{customdata}<extra></extra>"))
-    fig.update_layout(title="Buffers live at the peak", font=FONT, height=max(240, 40 + 26 * len(rows)),
-                      margin=dict(l=10, r=20, t=50, b=30), xaxis_title=unit, yaxis=dict(automargin=True))
+    fig.update_layout(title="Buffers live at the peak", font=dict(size=font_size),
+                      height=max(240, 40 + (2 * font_size) * len(rows)),
+                      margin=dict(l=10, r=90, t=50, b=30), xaxis_title=unit, yaxis=dict(automargin=True))
+    fig.update_xaxes(tickfont=dict(size=font_size - 1), title_font=dict(size=font_size))
+    fig.update_yaxes(tickfont=dict(size=font_size - 1))
     return fig
 
 
@@ -136,7 +160,7 @@ def comparison_sentence(cmp: dict) -> str:
     return f"These {n} arrays, {human_bytes(size)}, were never written with fusion on."
 
 
-def comparison_figure(cmp: dict):
+def comparison_figure(cmp: dict, font_size: int = 13):
     import plotly.graph_objects as go
 
     d, u = cmp.get("default") or {}, cmp.get("unfused") or {}
@@ -145,8 +169,10 @@ def comparison_figure(cmp: dict):
         go.Bar(name="fusion off", x=cats, y=[u.get("peak_bytes"), u.get("temp_bytes")], marker_color="#9D9D9D"),
         go.Bar(name="default", x=cats, y=[d.get("peak_bytes"), d.get("temp_bytes")], marker_color="#4C78A8"),
     ])
-    fig.update_layout(barmode="group", title="Memory with fusion off and on", font=FONT, height=300,
-                      margin=dict(l=60, r=20, t=50, b=30), yaxis_title="bytes")
+    fig.update_layout(barmode="group", title="Memory with fusion off and on", font=dict(size=font_size), height=300,
+                      margin=dict(l=60, r=20, t=50, b=30), yaxis_title="bytes", legend=dict(font=dict(size=font_size)))
+    fig.update_xaxes(tickfont=dict(size=font_size - 1))
+    fig.update_yaxes(tickfont=dict(size=font_size - 1), title_font=dict(size=font_size))
     return fig
 
 

@@ -30,8 +30,8 @@ from app import runner, views  # noqa: E402
 from app.kernels_view import numbers_shown  # noqa: E402
 from app import permalink  # noqa: E402
 from app.page_helpers import (  # noqa: E402
-    backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning, presets_for,
-    show_error,
+    backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
+    link_warning, presentation, presets_for, show_error, table as show_table,
 )
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -42,6 +42,8 @@ GALLERY = gallery()
 NAMES = list(GALLERY)
 ss.setdefault("cmp_sel", {})
 ss.setdefault("cmp_clicks", {})
+present = presentation("cmp")
+code_slot = st.container()  # pasted code is edited here, in the page (the sidebar is too narrow for code)
 
 
 def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
@@ -77,7 +79,8 @@ def _load_upload(up) -> Bundle | None:
 # ----------------------------------------------------------------------------- links
 
 # A link names the mode and that mode's choices: ?mode=backends&model=mlp&a=cpu&b=h200
-MODES = {"options": "One model, two option sets", "backends": "One model, two backends", "models": "Two models"}
+MODES = {"options": "One model, two option sets", "backends": "One model, two backends",
+         "devices": "One model, two device counts", "models": "Two models"}
 BACKEND_CHOICES = ["auto", "cpu", "gpu", runner.APP_GPU_TARGET]
 
 
@@ -94,6 +97,10 @@ def _link_spec() -> dict:
     elif mode == "backends":
         spec.update(model=("cmp_model_be", NAMES, None), a=("cmp_backend_a", BACKEND_CHOICES, None),
                     b=("cmp_backend_b", BACKEND_CHOICES, None))
+    elif mode == "devices":
+        counts = {str(n): n for n in range(1, 9)}
+        spec.update(model=("cmp_model_dv", NAMES, None), a=("cmp_devices_a", counts, None),
+                    b=("cmp_devices_b", counts, None))
     elif mode == "models":
         spec.update(a=("cmp_model_a", NAMES, None), b=("cmp_model_b", NAMES, None),
                     backend=("cmp_backend2", BACKEND_CHOICES, None))
@@ -115,8 +122,9 @@ def _last_model() -> str:
 with st.sidebar:
     st.markdown("## Compare")
     link_warning("compare")
-    mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends", "Two models",
-                                        "Two bundles (upload)"], key="cmp_mode",
+    mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends",
+                                        "One model, two device counts", "Two models",
+                                        "Your code, two option sets", "Two bundles (upload)"], key="cmp_mode",
                     help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
                          "same ops")
     jobs = link = None
@@ -142,6 +150,19 @@ with st.sidebar:
                          if ln.strip() and not ln.strip().startswith("#")]
                 if extra:  # parsed already (by _options) without error
                     link[side] = permalink.encode_options(parse_options(extra))
+        elif mode == "Your code, two option sets":  # pasted code, as the Explorer takes it (no link: the code is not stored)
+            with code_slot:
+                with st.expander("Your code", expanded=not present):
+                    source = code_source("cmp_code")
+            backend = backend_choice("cmp_backend_code", with_target=True)
+            pre = presets_for(backend)
+            st.markdown("**A**")
+            oa = _options("cmp_preset_ca", "cmp_free_ca", pre, "Default")
+            st.markdown("**B**")
+            ob = _options("cmp_preset_cb", "cmp_free_cb", pre, "Fusion passes off")
+            jobs = (code_job(source, backend=backend, compiler_options=oa),
+                    code_job(source, backend=backend, compiler_options=ob))
+            link = {}
         elif mode == "One model, two backends":
             model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_be", NAMES, _last_model()),
                                  key="cmp_model_be")
@@ -150,6 +171,20 @@ with st.sidebar:
             bb = backend_choice("cmp_backend_b", "Backend B", with_target=True, default=runner.APP_GPU_TARGET)
             jobs = (gallery_job(model, backend=ba), gallery_job(model, backend=bb))
             link = {"mode": "backends", "model": model, "a": ba, "b": bb}
+        elif mode == "One model, two device counts":
+            from analysis.devices import MAX_DEVICES, devices_in_source
+
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_dv", NAMES, _last_model()),
+                                 key="cmp_model_dv")
+            ss.cmp_last_model = model
+            counts = list(range(1, MAX_DEVICES + 1))
+            own = devices_in_source(GALLERY[model].source) or 1
+            da = st.selectbox("Devices A", counts, index=default_index("cmp_devices_a", counts, 1), key="cmp_devices_a")
+            db = st.selectbox("Devices B", counts, index=default_index("cmp_devices_b", counts, own if own > 1 else 8),
+                              key="cmp_devices_b", help="A model's mesh spans the devices it is given when it is "
+                                                        "built from jax.device_count(), as dp_train_step's is")
+            jobs = (gallery_job(model, backend="cpu", devices=da), gallery_job(model, backend="cpu", devices=db))
+            link = {"mode": "devices", "model": model, "a": str(da), "b": str(db)}
         elif mode == "Two models":
             ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, _last_model()),
                               key="cmp_model_a")
@@ -177,7 +212,8 @@ with st.sidebar:
                                  if can_measure else "A compile for the GPU target without its GPU cannot run")
         if measure_both and can_measure:
             jobs = tuple(replace(j, measure=True) for j in jobs)
-            link["measure"] = "1"
+            if link:  # pasted code has no link (the code is not stored)
+                link["measure"] = "1"
         run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")
         if run_it or ss.get("cmp_pair") is None:
             a = compile_with_status(jobs[0], "Compiling A…")
@@ -228,9 +264,9 @@ def _change(r) -> str:
 
 sl, sr = st.columns([3, 2])
 with sl:
-    st.dataframe(pd.DataFrame([{"": r["metric"], "A": _fmt(r["a"], r["kind"]), "B": _fmt(r["b"], r["kind"]),
-                                "B vs A": _change(r)} for r in shown]),
-                 hide_index=True, width="stretch", key="cmp_summary")
+    show_table(pd.DataFrame([{"": r["metric"], "A": _fmt(r["a"], r["kind"]), "B": _fmt(r["b"], r["kind"]),
+                              "B vs A": _change(r)} for r in shown]), present,
+               hide_index=True, width="stretch", key="cmp_summary")
 with sr:
     kk = next(r for r in rows if r["metric"] == "kernels")
     by = next(r for r in rows if r["metric"] == "bytes moved by kernels (per device)")
@@ -273,10 +309,10 @@ if not any(table[c].notna().any() for c in ("A time", "B time")):
     table = table.drop(columns=["A time", "B time"])
 shown = numbers_shown(table, {"A ops": lambda v: f"{v:g}", "B ops": lambda v: f"{v:g}", "A bytes": human_bytes,
                               "B bytes": human_bytes, "A time": human_seconds, "B time": human_seconds})
-ev = st.dataframe(shown, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
-                  on_select="rerun", selection_mode="single-row", key="cmp_table",
-                  column_config={"A kernel": st.column_config.TextColumn(width="medium"),
-                                 "B kernel": st.column_config.TextColumn(width="medium")})
+ev = show_table(shown, present, width="stretch", hide_index=True, height=min(360, 38 + 35 * len(table)),
+                on_select="rerun", selection_mode="single-row", key="cmp_table",
+                column_config={"A kernel": st.column_config.TextColumn(width="medium"),
+                               "B kernel": st.column_config.TextColumn(width="medium")})
 try:
     picked = ev.selection.rows if ev is not None else []
 except AttributeError:
@@ -325,7 +361,7 @@ v = views.pair_widget(specs, related={"a": rel_ab, "b": rel_ba},
                       fused={"a": {k.name: list(k.fused_ops) for k in A.kernels if k.fused_ops},
                              "b": {k.name: list(k.fused_ops) for k in B.kernels if k.fused_ops}},
                       selected={"side": side, "name": name} if name else {}, key="cmp_graphs",
-                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."})
+                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."}, present=present)
 if isinstance(v, dict) and ss.cmp_clicks.get("pair") != v.get("n"):
     # the browser already lit it up; the server follows for the text above and the link
     ss.cmp_clicks["pair"] = v.get("n")

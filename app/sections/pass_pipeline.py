@@ -31,7 +31,8 @@ from app import views  # noqa: E402
 from app import runner  # noqa: E402
 from app import safe  # noqa: E402
 from app.page_helpers import (  # noqa: E402
-    backend_choice, compile_with_status, default_index, gallery_job, link_to_widgets, link_warning,
+    backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
+    link_warning, presentation, projector_fonts, show_error,
 )
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
@@ -39,6 +40,8 @@ st.set_page_config(page_title="Pass pipeline · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
 ss = st.session_state
 GALLERY = gallery()
+present = presentation("pp")
+code_slot = st.container()  # pasted code is edited here, in the page
 
 
 def _h(text: str) -> str:
@@ -95,6 +98,41 @@ def _first_fusion(log: list) -> int:
     return 0
 
 
+def _open_upload(up):
+    """A bundle with a pass log from an upload (the first module of a dump with snapshots, or a
+    bundle's JSON); None after a one-line error naming the file."""
+    from analysis.bundle import Bundle
+    from analysis.errors import ExplorerError
+    from app.guard import upload_error
+
+    too_big = upload_error(up)
+    if too_big:
+        show_error(too_big)
+        return None
+    data = up.getvalue()
+    try:
+        if up.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+            from analysis.dump import bundles_from_dump_zip
+
+            found = [b for b in bundles_from_dump_zip(data, up.name) if b.pass_log]
+            if not found:
+                show_error(f"load error at {up.name}: no module in this dump has per-pass snapshots "
+                           "(dump with xla_dump_hlo_pass_re=.*)")
+                return None
+            return found[0]
+        b = Bundle.from_json(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        show_error(f"load error at {up.name}: not a UTF-8 text file")
+        return None
+    except ExplorerError as e:
+        show_error(ExplorerError(e.phase, e.message, up.name, e.line, e.column))
+        return None
+    if not b.pass_log:
+        show_error(f"load error at {up.name}: this bundle has no pass log (compile it here, or upload a dump)")
+        return None
+    return b
+
+
 # ----------------------------------------------------------------------------- sidebar
 
 # A link names the gallery model, the backend and the pass shown: ?model=softmax&backend=h200&step=3
@@ -107,7 +145,7 @@ with st.sidebar:
     link_warning("passes")
     cur = ss.get("bundle")
     have_current = cur is not None and bool(getattr(cur, "pass_log", None))
-    sources = ["Gallery model"] + (["Current bundle"] if have_current else [])
+    sources = ["Gallery model", "Paste code", "Upload a dump (.zip) or bundle"] + (["Current bundle"] if have_current else [])
     src = st.radio("Model", sources, key="pp_source")
     if src == "Gallery model":
         names = list(GALLERY)
@@ -127,6 +165,23 @@ with st.sidebar:
                     ss.pp_step = min(linked, len(b.pass_log) - 1)
         elif ss.get("pp_for") != want:
             st.caption("Press the button to compile this choice.")
+    elif src == "Paste code":  # as the Explorer takes it; compiled with a snapshot after every pass
+        with code_slot:
+            with st.expander("Your code", expanded=not present):
+                source = code_source("pp_code")
+        backend = backend_choice("pp_backend_code", with_target=True)
+        if st.button("Compile and record passes", type="primary", key="pp_compile_code", width="stretch"):
+            b = compile_with_status(code_job(source, backend=backend, dump_passes=True),
+                                    "Compiling with a snapshot after every pass…")
+            if b is not None:
+                ss.pp_bundle, ss.pp_for, ss.pp_step = b, ("code", _h(source), backend), _first_fusion(b.pass_log or [])
+    elif src == "Upload a dump (.zip) or bundle":
+        up = st.file_uploader("A zipped --xla_dump_to folder (with xla_dump_hlo_pass_re=.*) or a bundle (.json) with "
+                              "a pass log", type=["zip", "json"], key="pp_upload")
+        if up is not None and st.button("Open", type="primary", key="pp_open", width="stretch"):
+            got = _open_upload(up)
+            if got is not None:
+                ss.pp_bundle, ss.pp_for, ss.pp_step = got, ("upload", up.name), _first_fusion(got.pass_log or [])
     else:
         st.caption(f"The bundle open on the main page: **{cur.title}** ({len(cur.pass_log)} snapshots).")
         if ss.get("pp_bundle") is not cur:
@@ -148,7 +203,7 @@ if not log:
 # ----------------------------------------------------------------------------- header and chart
 
 env = b.environment
-st.markdown(f"### Pass pipeline: {safe.text(b.title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+st.markdown(f"### Pass pipeline: {safe.text(b.title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;font-weight:normal'>"
             f"{safe.text(device_label(env))} · {len(log)} snapshots</span>",
             unsafe_allow_html=True)
 
@@ -192,11 +247,13 @@ for i in range(1, n):
         fig.add_annotation(x=i, y=ks[i], text=f"{r['pass']}<br>{ks[i - 1]}→{ks[i]} kernels", showarrow=True,
                            arrowhead=2, ax=40, ay=-45, font=dict(size=12, color="#B35806"), bgcolor="white")
 fig.add_vline(x=ss.pp_step, line=dict(color="#D62728", width=2))
+if present:  # readable from the back row: the chart's text 16 px, its ticks 14
+    projector_fonts(fig)
 fig.update_layout(height=320, margin=dict(l=10, r=10, t=10, b=10), hovermode="x unified",
                   legend=dict(orientation="h", y=1.12, x=0), yaxis_title="count")
 if n <= 40:  # name the passes on the axis while they fit
     fig.update_xaxes(tickvals=list(range(n)), ticktext=[f"{j} {r.get('pass', '')[:22]}" for j, r in enumerate(log)],
-                     tickangle=-35, tickfont=dict(size=11))
+                     tickangle=-35, tickfont=dict(size=14 if present else 11))
 else:
     fig.update_xaxes(title_text="pass (in the order XLA ran them)")
 st.plotly_chart(fig, width="stretch", key="pp_chart")
@@ -236,7 +293,7 @@ with st.expander(f"All {n} snapshots", expanded=False):
 # ----------------------------------------------------------------------------- the selected pass
 
 dk = (ks[i] - ks[i - 1]) if prev is not None and ks[i] is not None and ks[i - 1] is not None else None
-title = f"#### #{i} · <code>{safe.text(e.get('pass'))}</code> <span style='color:#666;font-size:0.85rem'>pipeline " \
+title = f"#### #{i} · <code>{safe.text(e.get('pass'))}</code> <span style='color:#666;font-size:{1 if present else 0.85}rem'>pipeline " \
         f"{safe.text(e.get('pipeline'))} · snapshot {safe.text(e.get('index'))}</span>"
 st.markdown(title, unsafe_allow_html=True)
 facts = [f"{e.get('instructions') or '–'} instructions", f"{e.get('kernels') if e.get('kernels') is not None else '–'} kernels"
@@ -288,7 +345,8 @@ with tab_g:
         spec.title = f"after {e.get('pass')} ({'kernels and fusions' if has_fusion else 'ops'})"
         gl, gr = st.columns([3, 1])
         with gl:
-            clicked = views.graph_widget(spec, f"pp_graph_{i}", height=560, focus=views.focus_id(spec, {}, ""))
+            clicked = views.graph_widget(spec, f"pp_graph_{i}", height=560, focus=views.focus_id(spec, {}, ""),
+                                         present=present)
         with gr:
             st.markdown("<span style='background:#FFF1D6;border:2px solid #FF7F0E;padding:0 6px'>highlighted</span>"
                         " = new after this pass", unsafe_allow_html=True)

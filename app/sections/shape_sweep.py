@@ -27,12 +27,13 @@ from analysis.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_leng
 from analysis.service.job import Job  # noqa: E402
 from app import safe, views  # noqa: E402
 from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,  # noqa: E402
-                              show_error)
+                              presentation, projector_fonts, show_error, table)
 from sample_models import gallery  # noqa: E402
 
 st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
 ss = st.session_state
+present = presentation("sw")
 ENTRY = gallery()["shape_sweep"]
 PLAIN, BUCKET = "#D62728", "#2CA02C"
 
@@ -89,7 +90,7 @@ if not sw:
 
 plain, bucketed, s = sw["plain"], sw["bucketed"], sw["summary"]
 # the title and device come from a worker's bundle: escaped (app.safe), never HTML
-st.markdown(f"### Shape specialization: {safe.text(b.title)} <span style='font-size:0.8rem;color:#666;"
+st.markdown(f"### Shape specialization: {safe.text(b.title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;"
             f"font-weight:normal'>{safe.text(device_label(b.environment))} · {len(plain)} lengths · "
             f"buckets {safe.text(', '.join(map(str, sw['buckets'])))}</span>", unsafe_allow_html=True)
 st.markdown("XLA compiles for **exact shapes**: each new input length is traced, lowered and compiled again. "
@@ -151,6 +152,8 @@ fig.update_layout(height=360, barmode="group", margin=dict(l=10, r=10, t=40, b=1
 for col in (1, 2, 3):
     fig.update_xaxes(title_text="input length", row=1, col=col)
 fig.update_yaxes(rangemode="tozero", row=1, col=3)
+if present:  # readable from the back row: the chart's text 16 px, its ticks 14
+    projector_fonts(fig)
 st.plotly_chart(fig, width="stretch", key="sw_chart")
 st.caption(f"Cached call: the median of {sw.get('repeats', MIN_REPEATS)} calls per length; the bar spans the "
            "middle half of them (first to third quartile).")
@@ -172,7 +175,7 @@ with st.expander("Every call", expanded=False):
                          "middle half (ms)": (f"{r['cached_q1_s'] * 1e3:.4f}–{r['cached_q3_s'] * 1e3:.4f}"
                                               if r.get("cached_q1_s") is not None else "–"),
                          "executables": r["executables"]})
-    st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
+    table(pd.DataFrame(rows), present, width="stretch", hide_index=True)
 st.caption(f"The sweep took {human_seconds(sw.get('seconds'))} in the worker. The bundle is the ordinary compile at "
            f"length {plain[0]['length']}; open it on the main page to see its graphs.")
 if st.button("Open this compile on the main page", key="sw_open"):
