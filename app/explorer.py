@@ -79,7 +79,10 @@ if "link_applied" not in ss:
         ss.measure = state["measure"]
     if state.get("compare") is not None:
         ss.compare = state["compare"]
+    if state.get("devices") is not None:
+        ss.devices = state["devices"]
     if ss.link_job is not None:
+        ss.link_job.devices = state.get("devices")
         ss.link_job.backend = state.get("backend") or "auto"
         ss.link_job.compiler_options = dict(state.get("options") or {})
         ss.link_job.measure = state.get("measure") is not False
@@ -600,7 +603,8 @@ link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backe
               "options": b.options.get("compiler_options") or {},
               "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
               "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line"),
-              "present": present, **(ss.get("shown_flags") or {})}
+              "present": present, **(ss.get("shown_flags") or {}),
+              "devices": b.options.get("devices") if ss.get("devices") is not None else None}
 kind = b.source.get("kind")
 if kind == "gallery":
     link_state["model"] = b.source.get("name")

@@ -21,6 +21,7 @@ The state is a plain dict (keys absent or None when unset):
 | ``present`` | presentation mode (True when on) | ``present=1`` |
 | ``measure`` | kernel timings measured (the default; False only when off) | ``measure=0`` |
 | ``compare`` | compiled again with fusion disabled, side by side (True when on) | ``compare=1`` |
+| ``devices`` | the devices the program runs on (1..8), when chosen rather than the file's own | ``devices=8`` |
 
 ``model`` and ``code`` exclude each other. ``params_to_state`` also accepts the values as
 lists (what ``st.query_params.to_dict()`` or ``urllib.parse.parse_qs`` give) and ignores
@@ -41,7 +42,8 @@ from urllib.parse import urlencode
 BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
 VIEWS = ("kernels", "text", "source", "memory")  # the tabs under the graphs: Kernels & timings, Text views, Source, Memory
 SIDES = ("pre", "post")
-STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare")
+STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare",
+              "devices")
 FLAGS = ("present", "measure", "compare")  # on/off settings: present=1, measure=0, compare=1
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -127,6 +129,8 @@ def state_to_params(state: dict) -> dict[str, str]:
         p["measure"] = "0"
     if state.get("compare"):
         p["compare"] = "1"
+    if isinstance(state.get("devices"), int):
+        p["devices"] = str(state["devices"])
     return p
 
 
@@ -226,6 +230,12 @@ def params_to_state(params, gallery_names=None) -> dict:
             state["node"], state["side"] = node, s
     elif side and side.lower() not in SIDES:
         errors.append(f"link: unknown side {side[:20]!r} (pre or post)")
+    devices = get("devices")
+    if devices:
+        if devices.isdigit() and 1 <= int(devices) <= 8:
+            state["devices"] = int(devices)
+        else:
+            errors.append(f"link: devices must be a number from 1 to 8, not {devices[:20]!r}")
     for key in FLAGS:
         value = get(key)
         if not value:

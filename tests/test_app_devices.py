@@ -39,3 +39,17 @@ def test_a_sharded_model_on_its_devices_and_a_count_it_cannot_use(at):
     errors = [e.value for e in at.error]
     assert any("Number of devices 2" in e and "DEVICES = 8" in e and "at most 8" in e for e in errors), errors
     assert at.session_state["bundle"] is b
+
+
+def test_a_link_carries_the_device_count(address_bar):
+    """dp_train_step's mesh spans the devices it is given: a link asking for 2 compiles it on 2,
+    and the page's own link says so again."""
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.query_params["model"] = "dp_train_step"
+    at.query_params["devices"] = "2"
+    at.run()
+    assert not at.exception, at.exception
+    b = at.session_state["bundle"]
+    assert b.source["name"] == "dp_train_step" and b.options["devices"] == 2
+    assert at.selectbox(key="devices").value == 2
+    assert address_bar(at).get("devices") == "2"

@@ -58,6 +58,9 @@ def test_gallery_names_default_to_the_gallery():
     ({"model": "mlp", "code": "abcdefgh"}, "either model= or code="),
     ({"node": "x", "line": "3"}, "either node= or line="),
     ({"model": "m" * 5000}, "too long"),
+    ({"devices": "9"}, "devices must be a number from 1 to 8"),
+    ({"devices": "-1"}, "devices must be a number from 1 to 8"),
+    ({"devices": "eight"}, "devices must be a number from 1 to 8"),
 ])
 def test_bad_params_are_error_values(params, expect):
     state = params_to_state(params, NAMES)
