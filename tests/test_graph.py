@@ -223,3 +223,35 @@ def test_a_big_payload_goes_deflated_and_comes_back_whole():
     assert set(out) == {"z", "data_key", "rev"} and out["data_key"] == "k2" and out["rev"] == 7
     assert len(out["z"]) < PACK_OVER // 10  # a run of one character deflates to almost nothing
     assert json.loads(zlib.decompress(base64.b64decode(out["z"])).decode()) == big
+
+
+def test_an_async_collective_is_drawn_around_the_compute_it_overlaps():
+    # all-reduce-start, then a fusion XLA scheduled before the done: both in one box
+    from analysis.kernels import kernels as find_kernels
+    from analysis.render.module_graphs import post_graph
+
+    m = parse_module("""HloModule jit_ov, is_scheduled=true, num_partitions=2
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%fe (x: f32[64]) -> f32[64] {
+  %x = f32[64]{0} parameter(0)
+  ROOT %e = f32[64]{0} exponential(%x)
+}
+ENTRY %main (p: f32[64], q: f32[64]) -> (f32[64], f32[64]) {
+  %p = f32[64]{0} parameter(0)
+  %q = f32[64]{0} parameter(1)
+  %ars = f32[64]{0} all-reduce-start(%p), replica_groups={{0,1}}, to_apply=%add
+  %exp_fusion = f32[64]{0} fusion(%q), kind=kLoop, calls=%fe
+  %ard = f32[64]{0} all-reduce-done(%ars)
+  ROOT %t = (f32[64]{0}, f32[64]{0}) tuple(%ard, %exp_fusion)
+}
+""")
+    g = post_graph(m, find_kernels(m, "gpu"))
+    assert "a:ars" in g.clusters and "overlaps 1 kernel" in g.clusters["a:ars"].label
+    assert g.nodes["k:ars"].cluster == "a:ars"
+    assert g.nodes["k:exp_fusion"].cluster == "a:ars" or g.clusters[g.nodes["k:exp_fusion"].cluster].parent == "a:ars"
+    assert 'subgraph "cluster_a:ars"' in g.to_dot()
+    assert 'id="a:ars"' in render_svg(g.to_dot())  # Graphviz draws the box

@@ -209,6 +209,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                                 selected=sel, time_share=(tid or {}).get("share"))
         producers[inst.name] = nid
         _add_edges(g, comp, inst, nid, producers)
+    _draw_overlap(g, coll)
     if groups:
         g.edges = _dedupe_edges(g.edges)
         _drop_unread_params(g)
@@ -227,6 +228,30 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                 n.time_share = temp_bytes.get(n.id.split(":", 1)[-1], 0) / top
                 n.tooltip += f"\nwrites {temp_bytes.get(n.id.split(':', 1)[-1], 0):,} B of temporaries"
     return g
+
+
+def _draw_overlap(g: GraphSpec, coll: dict) -> None:
+    """An async collective and the kernels XLA scheduled between its start and its done, drawn
+    in one box: that compute runs while the data moves (the overlap is the lesson)."""
+    for c in coll.values():
+        between = [f"k:{n}" for n in c.overlapped or ()]
+        nid = f"k:{c.name}"
+        if not c.is_async or not between or nid not in g.nodes:
+            continue
+        inside = [x for x in between if x in g.nodes]
+        if not inside:
+            continue
+        cid = f"a:{c.name}"
+        g.clusters[cid] = Cluster(cid, f"{c.kind} overlaps {len(inside)} kernel{'s' if len(inside) != 1 else ''}",
+                                  route="collective",
+                                  tooltip=f"{c.name} ({c.kind}, async): XLA scheduled {len(inside)} kernels between its "
+                                          "start and its done, so they compute while the data moves")
+        for x in [nid] + inside:
+            node = g.nodes[x]
+            if node.cluster is None:
+                node.cluster = cid
+            elif node.cluster in g.clusters and g.clusters[node.cluster].parent is None:
+                g.clusters[node.cluster].parent = cid  # an expanded fusion goes in whole
 
 
 def teaching_fusion(kernels: list[Kernel], computation: str | None = None, limit: int = 40) -> str | None:
