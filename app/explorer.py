@@ -108,6 +108,11 @@ def compile_job(job: Job) -> None:
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
             outcome = None
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+            from app.page_helpers import unexpected
+
+            ss.error, ss.error_at, outcome = unexpected(e, "compile"), None, None
+            status.update(label="Failed", state="error", expanded=False)
         else:
             status.update(label="Compiled" if outcome.pending is None else "Compiled; measuring…",
                           state="complete", expanded=False)
@@ -124,6 +129,17 @@ def compile_job(job: Job) -> None:
 
 
 def load_upload(upload) -> None:
+    """An uploaded HLO text, bundle or dump zip opened as the page's bundle; any error is one
+    line (``ss.error``), the page's bundle kept."""
+    try:
+        _load_upload(upload)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        from app.page_helpers import unexpected
+
+        ss.error = unexpected(e, "load", upload.name)
+
+
+def _load_upload(upload) -> None:
     too_big = guard.upload_error(upload)
     if too_big:
         ss.error = too_big
@@ -299,6 +315,10 @@ def adopt_measured() -> None:
         ss.bundle = p.result(0).bundle
     except ExplorerError as e:
         ss.pending_error = e.one_line()
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        from app.page_helpers import unexpected
+
+        ss.pending_error = unexpected(e, "measure")
 
 
 @st.fragment(run_every=1.0)

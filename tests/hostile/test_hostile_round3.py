@@ -1,0 +1,123 @@
+"""Round 3 of the hostile corpus (issue 38): tiny inputs that cost the server gigabytes, minutes
+or everyone's timings. One case per finding, each ending with the stated outcome; the worker's
+cases run in the real bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from analysis.bundle import Bundle
+from analysis.errors import ExplorerError
+from analysis.service.job import Job
+from analysis.service.settings import REPO_ROOT, Limits
+from tests.hostile.conftest import needs_bwrap
+
+CLI = [sys.executable, "-m", "analysis.cli"]
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def one_line_error(p) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr[-800:])
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("xla-explorer:")]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr[-800:]
+    return lines[0]
+
+
+TAIL = """
+def model(x):
+    return x * 2
+
+def example_inputs():
+    import jax.numpy as jnp
+    return (jnp.ones(3),)
+"""
+
+# A worker's protocol stream is an object in the user's process: the user's code can write a
+# message to it (as tests/hostile/test_hostile_worker.py's flood does).
+WRITE_MESSAGE = """
+import gc, io
+for _o in gc.get_objects():
+    if isinstance(_o, io.TextIOWrapper) and not _o.closed and _o.writable() and _o.fileno() > 2:
+        _o.write({line!r} + "\\n")
+        _o.flush()
+"""
+
+
+# ----------------------------------------------------------------------------- 1: the decisions bomb
+
+
+def decisions_bomb(n: int) -> dict:
+    """Fusion-decision records by column that claim ``n`` rows and hold no column."""
+    return {"records": {"count": n, "columns": {}}, "edges": []}
+
+
+@pytest.mark.parametrize("n", [10**6, 10**12])
+def test_a_decisions_bomb_in_a_bundle_is_refused_before_anything_is_made(n):
+    text = json.dumps({"schema_version": 3, "fusion_decisions": decisions_bomb(n)})
+    assert len(text) < 120  # the whole attack
+    before = rss_mb()
+    with pytest.raises(ExplorerError) as info:
+        Bundle.from_json(text)
+    assert "claims" in info.value.message and "no columns" in info.value.message
+    assert "\n" not in info.value.one_line()
+    # 10^6 rows made anyway were +32 MB (10^7: +320 MB); refused, nothing is made for them
+    assert rss_mb() - before < 16
+
+
+def test_a_count_over_the_bound_is_refused_even_when_backed(monkeypatch):
+    rows = 6
+    fd = {"records": {"count": rows, "columns": {"decision": ["fused"] * rows}}, "edges": []}
+    text = json.dumps({"schema_version": 3, "fusion_decisions": fd})
+    assert len(Bundle.from_json(text).fusion_decisions["records"]) == rows  # within the default bound
+    monkeypatch.setenv("XLA_EXPLORER_MAX_RECORDS", "5")
+    with pytest.raises(ExplorerError, match="count \\(6\\) is over the limit of 5 records"):
+        Bundle.from_json(text)
+    # a count that the columns do not back (5 values for 4 rows) stays refused as well
+    monkeypatch.delenv("XLA_EXPLORER_MAX_RECORDS")
+    fd["records"] = {"count": 4, "columns": {"decision": ["fused"] * 5}}
+    with pytest.raises(ExplorerError, match="has 5 values for 4 rows"):
+        Bundle.from_json(json.dumps({"schema_version": 3, "fusion_decisions": fd}))
+
+
+def test_a_decisions_bomb_uploaded_to_the_cli_is_one_line(tmp_path):
+    f = tmp_path / "bomb.json"
+    f.write_text(json.dumps({"schema_version": 3, "fusion_decisions": decisions_bomb(10**12)}))
+    p = subprocess.run(CLI + ["analyze", str(f)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    line = one_line_error(p)
+    assert "malformed bundle" in line and "no columns" in line and "MemoryError" not in p.stderr
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+def test_a_decisions_bomb_sent_early_by_pasted_code_is_dropped_and_costs_nothing():
+    from analysis.service.worker import run_job
+
+    line = json.dumps({"decisions": decisions_bomb(10**8)})
+    source = WRITE_MESSAGE.format(line=line) + TAIL
+    before = rss_mb()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ran = run_job(Job(source=source, name="bomb"), limits=Limits(timeout_s=120, memory_mb=2600))
+    assert ran.bundle.kernels  # the job itself still ends with its bundle
+    dropped = [str(w.message) for w in said if "fusion decisions were dropped" in str(w.message)]
+    assert dropped and "no columns" in dropped[0], [str(w.message) for w in said]
+    assert rss_mb() - before < 200  # 10^8 rows made were +3.2 GB
+
+
+def test_an_unexpected_error_on_a_page_is_one_line():
+    from app.page_helpers import unexpected
+
+    line = unexpected(MemoryError(), "load", "bomb.json")
+    assert line == "load error at bomb.json: out of memory (the input needs more than this server has)"
+    line = unexpected(TypeError("unsupported operand\ntype(s)"), "compile")
+    assert line == "compile error: internal error: TypeError: unsupported operand type(s)"
