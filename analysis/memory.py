@@ -29,8 +29,10 @@ from analysis.profile import union_length
 KINDS = ("parameter", "output", "temp", "constant", "thread-local")
 HEAP_KINDS = ("parameter", "output", "constant", "temp")  # what the live curve adds up
 
-_ALLOC = re.compile(r"^allocation (\d+): size (\d+)(.*?):?\s*$")
-_VALUE = re.compile(r"^value: <(\d+) (\S+?)(\{[^}]*\})?( \(phi\))?(?: @(\d+))?> "
+# Each line matched from its start, with no lazy part followed by a scan: a dump is a user's upload
+# (a lazy "(.*?):?\s*$", or a lazy name before "{...}", took time quadratic in one long line).
+_ALLOC = re.compile(r"^allocation (\d+): size (\d+)(.*)$")
+_VALUE = re.compile(r"^value: <(\d+) ([^\s{>]+)(\{[^}]*\})?( \(phi\))?(?: @(\d+))?> "
                     r"\(size=(\d+),offset=(\d+)\): (.*)$")
 _PARAM = re.compile(r"parameter (\d+)")
 _SHAPE = re.compile(r"shape (?:is )?\|([^|]*)\|")
@@ -91,7 +93,8 @@ def parse_buffer_assignment(text: str, file: str | None = None) -> list[Allocati
         line = raw.strip()
         m = _ALLOC.match(line)
         if m:
-            attrs = m.group(3)
+            attrs = m.group(3).rstrip()
+            attrs = attrs[:-1] if attrs.endswith(":") else attrs
             p, s, c = _PARAM.search(attrs), _SHAPE.search(attrs), _COLOR.search(attrs)
             out.append(Allocation(int(m.group(1)), int(m.group(2)), _kind(attrs),
                                   int(p.group(1)) if p else None, "maybe-live-out" in attrs,

@@ -121,3 +121,61 @@ def test_an_unexpected_error_on_a_page_is_one_line():
     assert line == "load error at bomb.json: out of memory (the input needs more than this server has)"
     line = unexpected(TypeError("unsupported operand\ntype(s)"), "compile")
     assert line == "compile error: internal error: TypeError: unsupported operand type(s)"
+
+
+# ----------------------------------------------------------------------------- 2: dump ReDoS
+# Each parser of a dump's text is fed an adversarial input of growing size. The largest would
+# take minutes (or hours) were the parser quadratic in it: measured before the fix, each case's
+# cost went x4 per doubling (24,000 open steps: 58 s). pytest-timeout bounds each case.
+
+REDOS_TIMEOUT = 60
+
+
+@pytest.mark.timeout(REDOS_TIMEOUT)
+@pytest.mark.parametrize("lines", [1_000, 20_000, 400_000])
+def test_fusion_steps_left_open_cost_linear_time(lines):
+    from analysis.fusion_dump import parse_fusion_dump
+
+    # quadratic: 8,000 lines took 6.7 s, so 400,000 would take about 4.6 hours
+    decisions, module = parse_fusion_dump("fusion_steps {\n" * lines)
+    assert decisions == [] and module is None
+    # a closed step after the open ones still reads
+    text = "fusion_steps {\n" * lines + 'fusion_steps {\n  fusion {\n    producer_name: "a"\n' \
+        '    consumer_name: "b"\n    fusion_name: "f"\n  }\n}\n'
+    decisions, _ = parse_fusion_dump(text)
+    assert [(d.producer, d.consumer, d.fusion) for d in decisions] == [("a", "b", "f")]
+
+
+@pytest.mark.timeout(REDOS_TIMEOUT)
+def test_a_dump_zip_of_open_fusion_steps_is_read_in_moments():
+    import io
+    import zipfile
+
+    from analysis.dump import bundles_from_dump_zip
+
+    hlo = "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[4] {\n  ROOT %p = f32[4]{0} parameter(0)\n}\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("module_0001.m.before_optimizations.txt", hlo)
+        zf.writestr("module_0001.m.priority_fusion_dump.txt", "fusion_steps {\n" * 400_000)
+    data = buf.getvalue()
+    assert len(data) < 20_000  # the upload is a few KB
+    found = bundles_from_dump_zip(data, "steps.zip")
+    assert found and found[0].stages.get("hlo_before") == hlo
+
+
+@pytest.mark.timeout(REDOS_TIMEOUT)
+@pytest.mark.parametrize("n", [1_000, 20_000, 400_000])
+def test_buffer_assignment_lines_cost_linear_time(n):
+    from analysis.memory import parse_buffer_assignment
+
+    # quadratic: a run of 8,000 spaces took 0.4 s (400,000: about 17 minutes); a value's name
+    # of 8,000 "a{" 0.14 s (400,000: about 6 hours)
+    text = "allocation 0: size 16" + " " * n + "x, parameter 0:\n"
+    [a] = parse_buffer_assignment(text)
+    assert (a.index, a.size, a.parameter) == (0, 16, 0)
+    with pytest.raises(ExplorerError, match="cannot read this buffer-assignment value"):
+        parse_buffer_assignment("allocation 0: size 16:\n value: <1 " + "a{" * n + "\n")
+    text = "allocation 0: size 16:\n value: <1 add.1{} @0> (size=16,offset=0): f32[4]{0}\n"
+    [a] = parse_buffer_assignment(text)
+    assert [(v.instruction, v.index, v.size) for v in a.values] == [("add.1", "{}", 16)]
