@@ -40,6 +40,7 @@ from analysis.hlo import HloParseError
 from analysis.service.job import Job, is_measure
 from analysis.service.cache_keys import (LateKey, cache_key, device_kind_for, device_probe, forget_probes, known_probe,
                                          probe_meta_key)
+from analysis.service import peaks
 from analysis.service.settings import Limits
 from analysis.service.store import default_store
 from analysis.service.worker import Ran, run_job
@@ -450,15 +451,18 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         raise engine_error
     peaks_key = None
     if store is not None and is_measure(job) and job.peaks is None:
-        # A CPU calibration made by an earlier job on this machine, so the worker need not redo it.
-        peaks_key = "peaks:" + probe_meta_key()
+        # A CPU calibration made by an earlier job on this machine, so the worker need not redo it
+        # (only one made without user code, checked: analysis.service.peaks).
+        peaks_key = peaks.key(probe_meta_key())
         try:
-            known = store.get_meta(peaks_key)
+            known = peaks.checked(store.get_meta(peaks_key))
         except ExplorerError as e:
             known = None
             warnings.warn(e.one_line())
         if known is not None:
             job, peaks_key = replace(job, peaks=known), None
+        elif not peaks.may_share(job):
+            peaks_key = None  # this job's worker runs the user's code: its calibration stays its own
     # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
     # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
     phases: _queue.SimpleQueue = _queue.SimpleQueue()
@@ -489,9 +493,8 @@ def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:
     """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs."""
     ran = h.result(0)
     bundle = ran.bundle
-    measured_peaks = (bundle.timings or {}).get("peaks")
-    if peaks_key and isinstance(measured_peaks, dict) \
-            and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):
+    measured_peaks = peaks.checked((bundle.timings or {}).get("peaks"))
+    if peaks_key and measured_peaks is not None:
         try:
             store.put_meta(peaks_key, measured_peaks)
         except ExplorerError as e:

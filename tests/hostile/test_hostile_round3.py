@@ -179,3 +179,63 @@ def test_buffer_assignment_lines_cost_linear_time(n):
     text = "allocation 0: size 16:\n value: <1 add.1{} @0> (size=16,offset=0): f32[4]{0}\n"
     [a] = parse_buffer_assignment(text)
     assert [(v.instruction, v.index, v.size) for v in a.values] == [("add.1", "{}", 16)]
+
+
+# ----------------------------------------------------------------------------- 3: poisoned peaks
+
+# The user's code runs in its worker before the measurement: it chooses the "calibration".
+SLOW_PEAKS = """
+import analysis.compile.measure as _m
+_real = _m.calibrate_peaks
+def _fake(device=None):
+    p = _real(device)
+    p["memory_bytes_per_s"] = 1.0
+    return p
+_m.calibrate_peaks = _fake
+"""
+TEXT_PEAKS = """
+import analysis.compile.measure as _m
+_m.calibrate_peaks = lambda device=None: {"source": "calibrated", "memory_bytes_per_s": "fast",
+                                          "flops_per_s": {"matmul": "fast"}}
+"""
+
+
+def test_peaks_outside_a_physical_range_are_not_a_calibration():
+    from analysis.service import peaks
+
+    good = {"source": "calibrated", "memory_bytes_per_s": 2.0e10, "flops_per_s": {"matmul": 1.0e11},
+            "machine": "host|cpu|cpu|16|0.10.2", "device_kind": "cpu", "note": "calibrated"}
+    assert peaks.checked(good) == good
+    for bad in ({"memory_bytes_per_s": 1.0}, {"memory_bytes_per_s": "fast"}, {"memory_bytes_per_s": True},
+                {"memory_bytes_per_s": float("inf")}, {"flops_per_s": {"matmul": "x"}},
+                {"flops_per_s": {"matmul": 1e30}}, {"flops_per_s": {}}, {"machine": ""},
+                {"source": "table"}):
+        assert peaks.checked({**good, **bad}) is None, bad
+    assert peaks.checked({**good, "extra": "x" * 10**6}) == good  # only a calibration's own fields
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+@pytest.mark.parametrize("attack", [SLOW_PEAKS, TEXT_PEAKS], ids=["1 B/s", "text"])
+def test_a_users_calibration_is_never_shared(tmp_path, attack):
+    from analysis.service import peaks
+    from analysis.service.cache_keys import probe_meta_key
+    from analysis.service.queue import JobQueue, compile_job
+    from analysis.service.store import Store
+
+    store = Store(str(tmp_path / "store.sqlite"))
+    q = JobQueue(Limits(timeout_s=120, measure_timeout_s=120, workers=1), store)
+    try:
+        try:
+            compile_job(Job(source=attack + TAIL, name="evil", measure=True, iterations=3), session="evil", queue=q)
+        except ExplorerError:
+            pass  # (text peaks break the attacker's own measurement: theirs to break)
+        assert store.get_meta(peaks.key(probe_meta_key())) is None
+        # a later student's measurement calibrates afresh, and its numbers are physical
+        b = compile_job(Job(source=TAIL, name="victim", measure=True, iterations=3), session="victim",
+                        queue=q).bundle
+        assert peaks.checked(b.timings["peaks"]) is not None
+        pcts = [r["pct_of_peak"] for r in b.timings["kernels"].values() if r.get("pct_of_peak") is not None]
+        assert pcts and max(pcts) < 10_000, pcts  # the attack's 1 B/s showed 1.3e13 "of peak"
+    finally:
+        q.shutdown()
