@@ -239,3 +239,90 @@ def test_a_users_calibration_is_never_shared(tmp_path, attack):
         assert pcts and max(pcts) < 10_000, pcts  # the attack's 1 B/s showed 1.3e13 "of peak"
     finally:
         q.shutdown()
+
+
+# ----------------------------------------------------------------------------- 4: fairness
+
+
+def test_the_session_id_reads_the_servers_real_xsrf_cookie():
+    # The cookie as the app's server sets it (Streamlit's server writes Tornado's version-2
+    # format: a 4-byte mask, the 16-byte token XORed with it): every tab of a browser gets the
+    # same token under a new mask.
+    from streamlit.web.server.starlette.starlette_app_utils import (decode_xsrf_token_string,
+                                                                      generate_xsrf_token_string)
+
+    from app.guard import _xsrf_token, browser_session_id
+
+    token = os.urandom(16)
+    tabs = [generate_xsrf_token_string(token) for _ in range(4)]
+    assert len({t.split("|")[1] for t in tabs}) > 1  # new masks (else the test shows nothing)
+    assert [_xsrf_token(t) for t in tabs] == [decode_xsrf_token_string(t)[0] for t in tabs] == [token] * 4
+    headers, ip = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/140"}, "10.0.0.7"
+    ids = {browser_session_id({"_streamlit_xsrf": t}, headers, ip) for t in tabs}
+    assert len(ids) == 1
+    other = browser_session_id({"_streamlit_xsrf": generate_xsrf_token_string(os.urandom(16))}, headers, ip)
+    assert other not in ids
+    # a fresh cookie jar is a new session of the same client (address and user agent)
+    assert other.split("/")[0] == next(iter(ids)).split("/")[0]
+    elsewhere = browser_session_id({"_streamlit_xsrf": tabs[0]}, headers, "10.0.0.8")
+    assert elsewhere.split("/")[0] != other.split("/")[0]
+    for bad in ("2|zz|00|1", "2|0a0b|1b2b3b4b|1", "2|0a0b0c0d||1"):  # not hex; a 2-byte mask; no token
+        assert _xsrf_token(bad) is None
+
+
+class Gate:
+    """A runner whose jobs run until the test lets each go; it records the order they started."""
+
+    def __init__(self):
+        import threading
+        self.started: list[str] = []
+        self.go: dict[str, "threading.Event"] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, job, progress=None, limits=None, cancel=None):
+        import threading
+        with self._lock:
+            self.started.append(job.name)
+            ev = self.go.setdefault(job.name, threading.Event())
+        ev.wait(60)
+        from analysis.bundle import bundle_from_hlo
+        from analysis.service.worker import Ran
+        return Ran(bundle_from_hlo("HloModule t\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"), False)
+
+    def release(self, name):
+        import threading
+        with self._lock:
+            self.go.setdefault(name, threading.Event()).set()
+
+
+def test_fresh_cookie_jars_of_one_client_are_bounded_and_served_in_turn():
+    from analysis.service.queue import JobQueue
+    from tests.polling import wait_until
+
+    gate = Gate()
+    q = JobQueue(Limits(workers=1, session_jobs=3, client_jobs=4), store=None, runner=gate)
+    try:
+        # one attacker: fresh cookie jars (sessions) behind one address and user agent, each
+        # with a measuring job
+        hs = [q.submit(Job(name=f"jar{k}", measure=True), session=f"c-evil/b-{k}") for k in range(4)]
+        with pytest.raises(ExplorerError, match="this browser's address already has 4 jobs"):
+            q.submit(Job(name="jar4", measure=True), session="c-evil/b-4")
+        wait_until(lambda: gate.started == ["jar0"], 30, "the first jar's job to start")
+        # the attacker's own session, refilled; then a student's gallery link (a measuring job)
+        victim = q.submit(Job(name="victim", measure=True), session="c-student/b-1")
+        assert victim.position() == 1  # next after the running one, not after three more
+        gate.release("jar0")
+        wait_until(lambda: len(gate.started) == 2, 30, "the next job to start")
+        assert gate.started == ["jar0", "victim"]
+        # the compile lane takes turns the same way: a session's three jobs, then another's one
+        c = [q.submit(Job(name=f"many{k}"), session="c-x/b-many") for k in range(3)]
+        one = q.submit(Job(name="one"), session="c-y/b-one")
+        wait_until(lambda: "many0" in gate.started, 30, "the first compile job")
+        assert one.position() == 0 and c[2].position() == 2  # (a compile job: 0 is next)
+        gate.release("many0")
+        wait_until(lambda: "one" in gate.started, 30, "the other session's compile job")
+        assert gate.started.index("one") == gate.started.index("many0") + 1
+    finally:
+        for name in ["victim", "one"] + [f"jar{k}" for k in range(5)] + [f"many{k}" for k in range(3)]:
+            gate.release(name)
+        q.shutdown(wait=False)
