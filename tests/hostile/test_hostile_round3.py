@@ -326,3 +326,40 @@ def test_fresh_cookie_jars_of_one_client_are_bounded_and_served_in_turn():
         for name in ["victim", "one"] + [f"jar{k}" for k in range(5)] + [f"many{k}" for k in range(3)]:
             gate.release(name)
         q.shutdown(wait=False)
+
+
+# ----------------------------------------------------------------------------- seccomp
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+def test_keyrings_io_uring_bpf_and_ptrace_are_refused_in_the_sandbox():
+    import platform
+
+    from analysis.service import seccomp
+    from analysis.service.worker import run_job
+
+    if not seccomp.supported():
+        pytest.skip(f"no seccomp filter for {platform.machine()}")
+    nr = seccomp._ARCHES[platform.machine()][1]
+    calls = {  # each call with arguments that would do something real were it allowed
+        "add_key": "libc.syscall(N['add_key'], b'user', b'job-a-secret', b'hunter2', 7, -3)",  # the user keyring
+        "keyctl": "libc.syscall(N['keyctl'], 0, -3, 0)",  # KEYCTL_GET_KEYRING_ID of the user keyring
+        "request_key": "libc.syscall(N['request_key'], b'user', b'job-a-secret', None, 0)",
+        "io_uring_setup": "libc.syscall(N['io_uring_setup'], 8, ctypes.byref(ctypes.create_string_buffer(120)))",
+        "bpf": "libc.syscall(N['bpf'], 0, ctypes.byref(ctypes.create_string_buffer(64)), 64)",  # BPF_MAP_CREATE
+        "ptrace": "libc.syscall(N['ptrace'], 0, 0, 0, 0)",  # PTRACE_TRACEME
+    }
+    lines = ["import ctypes, os", "libc = ctypes.CDLL(None, use_errno=True)", f"N = {nr!r}", "out = {}"]
+    for name, call in calls.items():
+        lines += [f"r = {call}", f"out[{name!r}] = (r, ctypes.get_errno())"]
+    lines += ["raise SystemExit('RESULTS=' + repr(out))"]
+    with pytest.raises(ExplorerError) as info:
+        run_job(Job(source="\n".join(lines) + "\n" + TAIL, name="syscalls"), limits=Limits(timeout_s=120))
+    import ast
+    got = ast.literal_eval(info.value.message.split("RESULTS=", 1)[1].strip())
+    import errno
+    want = {n: (-1, errno.ENOSYS if n.startswith("io_uring") else errno.EPERM) for n in calls}
+    assert got == want
+    # and a normal job still runs under the filter
+    assert run_job(Job(source=TAIL, name="plain"), limits=Limits(timeout_s=120)).bundle.kernels
