@@ -222,10 +222,10 @@ class RayRunner:
 
         from analysis.service.worker import EarlyParts, Ran, interpret
 
-        early = EarlyParts(job, preview, ahead)
+        limits = limits or Limits.from_env()
+        early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)
         ray = _ray()
         say = progress or (lambda p: None)
-        limits = limits or Limits.from_env()
         cancel = cancel or threading.Event()
         gen = self._task.options(num_returns="streaming", **self.options_for(job)).remote(asdict(job), asdict(limits))
         deadline = time.monotonic() + limits.timeout_s + 60  # the worker's own limit, and Ray's slack
@@ -281,7 +281,7 @@ class RayRunner:
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
         ran = interpret(final.get("message"), bool(final.get("isolated")), job, pipe=early.wait(),
-                        preview=early.bundle, sent=early.sent, decided=early.decided)
+                        preview=early.bundle, sent=early.sent, decided=early.decided, text_mb=limits.upload_mb)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

@@ -363,3 +363,44 @@ def test_keyrings_io_uring_bpf_and_ptrace_are_refused_in_the_sandbox():
     assert got == want
     # and a normal job still runs under the filter
     assert run_job(Job(source=TAIL, name="plain"), limits=Limits(timeout_s=120)).bundle.kernels
+
+
+# ----------------------------------------------------------------------------- a worker's texts
+
+
+BIG_HLO = """
+_hlo = "HloModule big\\n\\nENTRY %e (p: f32[4]) -> f32[4] {\\n" + "".join(
+    f"  %n{i} = f32[4]{{0}} negate(f32[4]{{0}} %p)\\n" for i in range(80_000)) + "  ROOT %p = f32[4]{0} parameter(0)\\n}\\n"
+"""
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+def test_a_workers_texts_obey_the_upload_limit():
+    from analysis.service.worker import run_job
+
+    # 3.4 MB of HLO sent early (as a compile's texts are), then in the final bundle; the limit 2 MB
+    ns: dict = {}
+    exec(BIG_HLO, ns)
+    assert len(ns["_hlo"]) > 3 * 2**20
+    send = BIG_HLO + WRITE_MESSAGE.format(line="X").replace("'X' + ", "_json.dumps({'texts': {'hlo_before': _hlo}}) + ")
+    limits = Limits(timeout_s=120, upload_mb=2)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        ran = run_job(Job(source="import json as _json\n" + send + TAIL, name="texts"), limits=limits)
+    dropped = [str(w.message) for w in said if "early texts were dropped" in str(w.message)]
+    assert dropped and "hlo_before text is 3." in dropped[0] and "upload limit (2 MB" in dropped[0], dropped
+    assert "HloModule big" not in ran.bundle.stages.get("hlo_before", "")  # the job's own texts, not the flood
+    # the final bundle's texts are bounded the same way
+    rewrite = BIG_HLO + """
+import analysis.bundle as _b
+_orig = _b.Bundle.to_dict
+def _big(self, *args, **kw):
+    d = _orig(self, *args, **kw)
+    d.setdefault("stages", {})["hlo_before"] = _hlo
+    return d
+_b.Bundle.to_dict = _big
+"""
+    with pytest.raises(ExplorerError) as info:
+        run_job(Job(source=rewrite + TAIL, name="texts"), limits=limits)
+    assert info.value.phase == "limit" and "upload limit (2 MB" in info.value.message
