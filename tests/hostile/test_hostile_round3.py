@@ -438,3 +438,38 @@ def test_the_live_curve_of_an_allocation_of_many_values_costs_n_log_n(n):
     assert [p["total"] for p in curve[:3]] == [4, 8, 12] and curve[-1]["total"] == 4 * n
     rows = peak_buffers(mem, n - 1)
     assert len(rows) == n and sum(r["bytes"] for r in rows) == 4 * n
+
+
+# ----------------------------------------------------------------------------- compare: pairing
+
+
+def _kernel(name, ops):
+    from analysis.kernels import Kernel
+    return Kernel(name=name, opcode="fusion", route="emitter", computation="main", shape="f32[4]",
+                  op_names=tuple(ops))
+
+
+def test_kernels_are_paired_by_their_most_similar_ops():
+    from analysis.compare import pair_kernels
+
+    a = [_kernel("fa", ["x", "y"]), _kernel("ga", ["q"])]
+    b = [_kernel("fb", ["x"]), _kernel("hb", ["x", "y", "z"]), _kernel("gb", ["r"])]
+    got = {(m.a, m.b, m.how, m.score) for m in pair_kernels(a, b)}
+    # {x,y} vs {x,y,z}: 2/3; vs {x}: 1/2
+    assert got == {("fa", "hb", "ops", 0.667), ("ga", None, "only a", 0.0), (None, "fb", "only b", 0.0),
+                   (None, "gb", "only b", 0.0)}
+
+
+@pytest.mark.timeout(REDOS_TIMEOUT)
+def test_pairing_two_big_bundles_kernels_is_not_k_squared():
+    from analysis.compare import pair_kernels
+
+    # 20,000 kernels a side, each with an op of its own and one op every kernel carries: every
+    # pair compared was K^2 (3,000 a side: 32 s and +360 MB; 20,000 would take over 20 minutes)
+    k = 20_000
+    a = [_kernel(f"a{i}", [f"op{i}", "shared"]) for i in range(k)]
+    b = [_kernel(f"b{i}", [f"op{(i * 7) % k}", "shared"]) for i in range(k)]
+    got = pair_kernels(a, b)
+    assert len(got) == k
+    inverse = pow(7, -1, k)  # b_j carries op (7j mod k): a_i's twin is b_(i / 7 mod k)
+    assert all(m.how == "ops" and m.score == 1.0 and m.b == f"b{int(m.a[1:]) * inverse % k}" for m in got)
