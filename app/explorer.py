@@ -149,7 +149,7 @@ def _load_upload(upload) -> None:
         from analysis.dump import bundles_from_dump_zip
 
         try:
-            found = bundles_from_dump_zip(data, upload.name)
+            found = bundles_from_dump_zip(data, upload.name, parsed_mb=guard.upload_limit_mb())
         except ExplorerError as e:
             ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
             return
