@@ -544,3 +544,50 @@ def test_compares_uploads_are_held_to_the_upload_limit(monkeypatch):
     monkeypatch.setenv("XLA_EXPLORER_UPLOAD_MB", "32")
     assert ns["_load_upload"](Upload()) is None
     assert len(shown) == 1 and "35.0 MB, larger than the upload limit (32 MB" in shown[0]
+
+
+# ----------------------------------------------------------------------------- bundle.memory
+
+
+def _mlp_bundle() -> dict:
+    with open(os.path.join(REPO_ROOT, "tests", "fixtures", "cpu", "mlp.bundle.json")) as f:
+        return json.load(f)
+
+
+def test_a_bundles_memory_is_checked_and_its_totals_derived():
+    d = _mlp_bundle()
+    mem = d["memory"]
+    assert mem and mem["values"] and mem["peak"]
+    real = Bundle.from_dict(json.loads(json.dumps(d))).memory["totals"]
+    # the totals are the allocations' sizes added up, whatever the file says
+    d["memory"]["totals"] = {"temp": 10**15}
+    assert Bundle.from_dict(d).memory["totals"] == real
+    assert real["all"] == sum(a["size"] for a in mem["allocations"])
+
+
+@pytest.mark.parametrize("change, where", [
+    (lambda m: m.update(values="many"), "memory.values"),
+    (lambda m: m["values"][0].update(size="big"), "memory.values[0]"),
+    (lambda m: m["values"][0].update(offset=-8), "memory.values[0]"),
+    (lambda m: m["values"][0].update(kind="evil"), "memory.values[0]"),
+    (lambda m: m["values"][0].update(start=0, end=10**9), "memory.values[0]"),
+    (lambda m: m["values"][0].update(source="x.py"), "memory.values[0].source"),
+    (lambda m: m["allocations"][0].update(kind=7), "memory.allocations[0]"),
+    (lambda m: m.update(schedule=[{"a": 1}]), "memory.schedule"),
+    (lambda m: m.update(peak={"bytes": "x", "step": 0, "instruction": "a"}), "memory.peak"),
+    (lambda m: m.update(peak={"bytes": 1, "step": 10**6, "instruction": "a"}), "memory.peak"),
+    (lambda m: m.update(schedule=["a"] * 3_000_000), "memory.schedule"),
+])
+def test_a_forged_memory_is_one_line(change, where):
+    d = _mlp_bundle()
+    change(d["memory"])
+    with pytest.raises(ExplorerError) as info:
+        Bundle.from_dict(d)
+    assert info.value.message.startswith(f"malformed bundle: {where} ") and "\n" not in info.value.one_line()
+
+
+def test_a_forged_memory_analysis_does_not_break_the_agreement():
+    d = _mlp_bundle()
+    d["memory_analysis"] = {"temp_size_in_bytes": "lots", "argument_size_in_bytes": 4}
+    ag = Bundle.from_dict(d).memory["agreement"]
+    assert "temp" not in ag and ag["argument"]["xla"] == 4
