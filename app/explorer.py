@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 
-import html
 import os
 import sys
 from dataclasses import replace
@@ -28,8 +27,8 @@ from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
 from analysis.hlo import HloParseError  # noqa: E402
 from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
-from app import graph_payload, guard, queries, runner, views  # noqa: E402
-from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
+from app import graph_payload, guard, queries, runner, safe, views  # noqa: E402
+from app.page_helpers import as_text, presets_for, show_error, show_note, unexpected  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -109,8 +108,6 @@ def compile_job(job: Job) -> None:
             status.update(label="Failed", state="error", expanded=False)
             outcome = None
         except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-            from app.page_helpers import unexpected
-
             ss.error, ss.error_at, outcome = unexpected(e, "compile"), None, None
             status.update(label="Failed", state="error", expanded=False)
         else:
@@ -134,8 +131,6 @@ def load_upload(upload) -> None:
     try:
         _load_upload(upload)
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-        from app.page_helpers import unexpected
-
         ss.error = unexpected(e, "load", upload.name)
 
 
@@ -299,7 +294,7 @@ if ss.bundle is None and ss.error is None:
         ss.sel = ss.link_sel
     ss.link_sel = None
 for msg in ss.get("link_errors") or []:
-    st.warning(msg)
+    st.warning(as_text(msg))  # (a link's parameters in it: shown as text)
 
 
 
@@ -316,8 +311,6 @@ def adopt_measured() -> None:
     except ExplorerError as e:
         ss.pending_error = e.one_line()
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-        from app.page_helpers import unexpected
-
         ss.pending_error = unexpected(e, "measure")
 
 
@@ -377,9 +370,10 @@ desc = b.source.get("description")
 if b.source.get("kind") == "code" and desc:  # pasted code: its docstring's first line is its title
     title = desc.partition("\n")[0].strip().rstrip(".:") or title
 # the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
-top_title.markdown(f"### {html.escape(title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
-                   + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
-                                 + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
+# (safe.text: HTML escaped and Markdown's characters too, so no image or link in it is fetched)
+top_title.markdown(f"### {safe.text(title)} <span style='font-size:0.8rem;color:#666;font-weight:normal'>"
+                   + safe.text(f"{device_label(env)} · {env.get('backend', '')}"
+                               + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
                    unsafe_allow_html=True)
 notices = st.container()  # one fixed place for notices, so the graphs below never move in the page
 with notices:
@@ -468,8 +462,13 @@ if desc:
 
     les_title, _, what_to_look_for = desc.partition("\n")
     les = gallery_lesson(b)
-    with st.expander(f"Lesson: {les_title}", expanded=False):
-        st.markdown(what_to_look_for.strip())
+    entry = GALLERY.get(b.source.get("name")) if b.source.get("kind") == "gallery" else None
+    shown_title = entry.title if entry is not None else safe.text(les_title.strip(), 120)
+    with st.expander(f"Lesson: {shown_title}", expanded=False):
+        if entry is not None:  # the gallery's own lesson, from its file here (Markdown of ours)
+            st.markdown(entry.lesson)
+        else:  # a docstring of pasted code, or a bundle's: the user's text, shown as text
+            show_note(what_to_look_for.strip() or les_title.strip())
         if les is not None:
             st.markdown("**On this compile:** " + les.markdown())
         if b.source.get("kind") == "gallery" and b.platform == "cpu":

@@ -79,7 +79,7 @@ def link_to_widgets(page: str, spec: dict) -> None:
 def link_warning(page: str) -> None:
     msg = st.session_state.pop(f"_link_warn_{page}", None)
     if msg:
-        st.warning(msg)
+        st.warning(as_text(msg))  # the link's own values are in it: shown as text, nothing fetched
 
 
 def default_index(key: str, options: list, default) -> int:

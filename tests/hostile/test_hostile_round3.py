@@ -591,3 +591,58 @@ def test_a_forged_memory_analysis_does_not_break_the_agreement():
     d["memory_analysis"] = {"temp_size_in_bytes": "lots", "argument_size_in_bytes": 4}
     ag = Bundle.from_dict(d).memory["agreement"]
     assert "temp" not in ag and ag["argument"]["xla"] == 4
+
+
+# ----------------------------------------------------------------------------- Markdown images
+
+IMAGE = "![x](http://127.0.0.1:9/beacon.png)"
+
+
+def _shown_markdown(at) -> list[str]:
+    """Every text the page handed to Markdown: its markdown, captions, alerts, expander labels."""
+    out = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    out += [e.value for kind in (at.warning, at.info, at.error) for e in kind]
+    out += [getattr(e, "label", "") for e in at.expander]
+    return out
+
+
+def _fetches_nothing(texts: list[str]) -> None:
+    for t in texts:
+        # a fenced text block shows its content as written; anywhere else an image is fetched
+        assert t.startswith("```text\n") or "![" not in t, t
+
+
+@pytest.mark.sandbox
+@needs_bwrap
+def test_images_in_pasted_codes_docstring_are_never_fetched():
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.service.queue import reset_default_queue
+
+    reset_default_queue()
+    app = os.path.join(REPO_ROOT, "app", "main.py")
+    at = AppTest.from_file(app, default_timeout=240)
+    at.run()
+    code = f'"""Evil {IMAGE} title.\n\nThe lesson {IMAGE} here."""\n' + TAIL
+    at.radio(key="source_kind").set_value("Paste code").run()
+    at.session_state["code"] = code
+    at.run()
+    at.button(key="compile").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["bundle"].source.get("description", "").startswith("Evil")
+    texts = _shown_markdown(at)
+    assert any("beacon" in t for t in texts)  # the docstring is shown (as text)
+    _fetches_nothing(texts)
+
+
+def test_images_in_a_links_parameters_are_never_fetched():
+    from streamlit.testing.v1 import AppTest
+
+    page = os.path.join(REPO_ROOT, "app", "sections", "compare.py")
+    at = AppTest.from_file(page, default_timeout=240)
+    at.query_params["mode"] = IMAGE
+    at.run()
+    assert not at.exception, at.exception
+    texts = _shown_markdown(at)
+    assert any("beacon" in t for t in texts), texts  # the warning names the value (as text)
+    _fetches_nothing(texts)
