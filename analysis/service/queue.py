@@ -387,6 +387,9 @@ class JobQueue:
                 h._finish(ran, error)
                 h.preview = None  # the final bundle replaces it
                 self._cv.notify_all()
+            # an idle thread holds nothing of its last job: its bundle (through ``ran``, and the
+            # handle through ``r`` and ``more``'s preview callback) stayed alive after the tab closed
+            h = r = ran = error = more = None
 
     def shutdown(self, wait: bool = True) -> None:
         with self._cv:

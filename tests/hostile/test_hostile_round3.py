@@ -646,3 +646,37 @@ def test_images_in_a_links_parameters_are_never_fetched():
     texts = _shown_markdown(at)
     assert any("beacon" in t for t in texts), texts  # the warning names the value (as text)
     _fetches_nothing(texts)
+
+
+# ----------------------------------------------------------------------------- an idle server
+
+
+def test_an_idle_queue_holds_no_bundle_of_a_finished_job():
+    import gc
+    import weakref
+
+    from analysis.bundle import bundle_from_hlo
+    from analysis.service.queue import JobQueue
+    from analysis.service.worker import Ran
+    from tests.polling import wait_until
+
+    made: list = []
+
+    def runner(job, progress=None, limits=None, cancel=None, preview=None):
+        b = bundle_from_hlo("HloModule t\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n")
+        made.append(weakref.ref(b))
+        return Ran(b, False)
+
+    q = JobQueue(Limits(workers=1), store=None, runner=runner)
+    try:
+        h = q.submit(Job(name="one", preview_kernels=1), session="c-a/b-a")
+        assert h.result(30).bundle.stages
+        del h  # the page is gone (a closed tab): nothing of the job is the caller's any more
+
+        def freed():
+            gc.collect()
+            return made[0]() is None
+
+        wait_until(freed, 10, "the finished job's bundle to be freed")
+    finally:
+        q.shutdown()
