@@ -200,3 +200,47 @@ def check_memory(kw: dict) -> None:
     ma = kw.get("memory_analysis")
     ma = {k: v for k, v in ma.items() if type(v) in (int, float)} if isinstance(ma, dict) else None
     mem["agreement"] = memory.agreement(mem, ma)
+
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_SIDE_FIELDS = {"kernels": _INT, "bytes": _NUM, "flops": _OPT_NUM, "step_median_s": _OPT_NUM,
+                "device_busy_s": _OPT_NUM, "iterations": _OPT_INT}
+
+
+def check_fusion_comparison(kw: dict) -> None:
+    """``fusion_comparison`` as the summary, the charts and the report read it: two sides
+    (``default``, ``unfused``) with whole kernel counts and byte and time numbers, its text fields
+    text; what it saved (``kernels_saved``, ``bytes_saved``, ``time_saved_s``, ``speedup``,
+    ``busy_speedup``) derived again from the two sides (one definition, whatever the file said)."""
+    fc = kw.get("fusion_comparison")
+    if not isinstance(fc, dict):
+        return
+    for side in ("default", "unfused"):
+        s = fc.get(side)
+        if not _typed(s, _SIDE_FIELDS) or any(isinstance(v, _NUM) and v < 0 for v in s.values() if not isinstance(v, bool)):
+            raise _bad(f"fusion_comparison.{side}", "needs whole kernels, bytes and times that are numbers (not negative)")
+        rows = s.get("top_kernels", [])
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("route", ""), str)
+                and isinstance(r.get("median_s"), _NUM) and isinstance(r.get("calls", 1), _NUM) for r in rows):
+            raise _bad(f"fusion_comparison.{side}.top_kernels", "must be rows of a name, a route and a median_s")
+        if not isinstance(s.get("kernels_by_route", {}), dict):
+            raise _bad(f"fusion_comparison.{side}.kernels_by_route", "must be an object")
+    passes = fc.get("disabled_passes", [])
+    if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
+        raise _bad("fusion_comparison.disabled_passes", "must be a list of pass names")
+    for k in ("platform", "note", "unfused_hlo_after"):
+        if not isinstance(fc.get(k), _OPT_STR):
+            raise _bad(f"fusion_comparison.{k}", "must be text")
+    if not isinstance(fc.get("memory"), (dict, type(None))) or not isinstance(fc.get("compiler_options", {}), dict):
+        raise _bad("fusion_comparison", "has a memory or compiler_options that is not an object")
+    d, u = fc["default"], fc["unfused"]
+    fc["measured"] = fc.get("measured") is True
+    fc["kernels_saved"] = u["kernels"] - d["kernels"]
+    fc["bytes_saved"] = u["bytes"] - d["bytes"]
+    du, dd = u.get("step_median_s"), d.get("step_median_s")
+    fc["time_saved_s"] = du - dd if fc["measured"] and du is not None and dd is not None else None
+    fc["speedup"] = du / dd if fc["measured"] and du and dd else None
+    bu, bd = u.get("device_busy_s"), d.get("device_busy_s")
+    fc["busy_speedup"] = bu / bd if fc["measured"] and bu and bd else None

@@ -680,3 +680,43 @@ def test_an_idle_queue_holds_no_bundle_of_a_finished_job():
         wait_until(freed, 10, "the finished job's bundle to be freed")
     finally:
         q.shutdown()
+
+
+# ----------------------------------------------------------------------------- fusion comparison
+
+
+def _compared() -> dict:
+    d = _mlp_bundle()
+    side = {"kernels": 4, "bytes": 2_000_000, "flops": 10, "step_median_s": 0.002, "device_busy_s": 0.001,
+            "iterations": 10, "top_kernels": [{"name": "f", "route": "emitter", "median_s": 0.001, "calls": 1}]}
+    d["fusion_comparison"] = {"platform": "cpu", "disabled_passes": ["fusion"], "measured": True,
+                              "default": side, "unfused": {**side, "kernels": 14, "bytes": 5_000_000,
+                                                           "step_median_s": 0.005}}
+    return d
+
+
+def test_what_fusion_saved_is_derived_from_the_two_sides():
+    d = _compared()
+    d["fusion_comparison"].update(kernels_saved=999, speedup=1e9, bytes_saved="lots")
+    fc = Bundle.from_dict(d).fusion_comparison
+    # 14 - 4 kernels, 5 MB - 2 MB, 5 ms / 2 ms
+    assert (fc["kernels_saved"], fc["bytes_saved"], fc["speedup"]) == (10, 3_000_000, 2.5)
+
+
+@pytest.mark.parametrize("change", [
+    lambda fc: fc.pop("unfused"),
+    lambda fc: fc["default"].pop("kernels"),
+    lambda fc: fc["unfused"].update(bytes=None),
+    lambda fc: fc["default"].update(step_median_s="fast"),
+    lambda fc: fc["unfused"].update(top_kernels=[{"route": "emitter"}]),
+    lambda fc: fc.update(disabled_passes="fusion"),
+], ids=["no side", "no kernels", "no bytes", "text time", "nameless row", "passes not a list"])
+def test_a_fusion_comparison_that_lacks_fields_is_one_line(tmp_path, change):
+    d = _compared()
+    change(d["fusion_comparison"])
+    with pytest.raises(ExplorerError, match="malformed bundle: fusion_comparison"):
+        Bundle.from_dict(json.loads(json.dumps(d)))
+    f = tmp_path / "fc.json"
+    f.write_text(json.dumps(d))
+    p = subprocess.run(CLI + ["analyze", str(f)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert "fusion_comparison" in one_line_error(p)  # was: internal error: TypeError
