@@ -720,3 +720,35 @@ def test_a_fusion_comparison_that_lacks_fields_is_one_line(tmp_path, change):
     f.write_text(json.dumps(d))
     p = subprocess.run(CLI + ["analyze", str(f)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert "fusion_comparison" in one_line_error(p)  # was: internal error: TypeError
+
+
+# ----------------------------------------------------------------------------- deep scopes
+
+
+@pytest.mark.parametrize("command", ["layers", "report"])
+def test_scopes_3000_deep_are_walked_without_recursion(tmp_path, command):
+    depth = 3000
+    scope = "/".join(f"s{i}" for i in range(depth))
+    hlo = ("HloModule deep\n\nENTRY %e (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n"
+           f'  ROOT %n = f32[4]{{0}} negate(f32[4]{{0}} %p), metadata={{op_name="jit(f)/{scope}/neg"}}\n}}\n')
+    f = tmp_path / "deep.hlo"
+    f.write_text(hlo)
+    args = [command, str(f)] + (["--html", str(tmp_path / "r.html")] if command == "report" else [])
+    p = subprocess.run(CLI + args, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert p.returncode == 0 and "RecursionError" not in p.stderr, p.stderr[-800:]
+    if command == "layers":
+        assert "s0" in p.stdout  # the tree's top layer
+
+
+def test_a_deep_layer_tree_rolls_its_totals_up():
+    from analysis.layers import Layer, _roll_up
+
+    root = node = Layer(())
+    for i in range(5000):  # a chain: each layer's bytes 1, the deepest layer's time 2 s
+        child = Layer(node.path + (f"s{i}",))
+        child.bytes = 1
+        node.children[f"s{i}"] = child
+        node = child
+    node.time_s = 2.0
+    assert _roll_up(root) == (5000, 2.0)
+    assert [layer.bytes for layer in list(root.walk())[:3]] == [5000, 5000, 4999]
