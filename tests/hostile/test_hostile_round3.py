@@ -752,3 +752,38 @@ def test_a_deep_layer_tree_rolls_its_totals_up():
     node.time_s = 2.0
     assert _roll_up(root) == (5000, 2.0)
     assert [layer.bytes for layer in list(root.walk())[:3]] == [5000, 5000, 4999]
+
+
+# ----------------------------------------------------------------------------- a locked store
+
+
+@pytest.mark.timeout(60)
+def test_a_locked_store_makes_a_page_wait_once_not_per_call(tmp_path):
+    from analysis.service.store import Store, StoreBusy
+    from tests.hostile.test_hostile_inputs import _hold_lock
+
+    path = str(tmp_path / "store.sqlite")
+    Store(path).put_code("x = 1")
+    holder = _hold_lock(path)
+    try:
+        s = Store(path, busy_s=2.0)
+        # a page's calls while another process holds the lock: the first waits busy_s, the
+        # others answer "store busy" at once. Each waiting its own 2 s, these 40 were 80 s, past
+        # this test's time limit.
+        for k in range(40):
+            with pytest.raises(StoreBusy) as info:
+                [s.put_code, s.get_code, s.get_meta][k % 3]("y = 2" if k % 3 == 0 else "peaks:x")
+            assert info.value.one_line().count("\n") == 0 and "store busy" in info.value.message
+    finally:
+        holder.kill()
+        holder.wait()
+    # the lock gone, the store answers again
+    from tests.polling import wait_until
+
+    def answers():
+        try:
+            return s.get_code(s.put_code("z = 3")) == "z = 3"
+        except StoreBusy:
+            return False
+
+    wait_until(answers, 30, "the store to answer again")
