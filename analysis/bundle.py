@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from analysis import columns
 from analysis import tuning
-from analysis.bundle_checks import MAX_DEPTH, check_decisions, check_depth, check_field_types, check_parts
+from analysis.bundle_checks import MAX_DEPTH, check_decisions, check_depth, check_field_types, check_fusion_comparison, check_memory, check_parts
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.fusion_decisions_codec import derive_decision_kernels, fusion_decisions_json, read_records
 from analysis.hlo import HloParseError, Module, parse_module
@@ -181,6 +181,8 @@ class Bundle:
         check_parts(kw)
         read_records(kw.get("fusion_decisions"))
         check_decisions(kw.get("fusion_decisions"))
+        check_memory(kw)
+        check_fusion_comparison(kw)
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):

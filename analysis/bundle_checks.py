@@ -117,3 +117,130 @@ def check_decisions(fd) -> None:
                 or not isinstance(e.get("records", []), list) \
                 or not all(type(i) is int for i in e.get("records", [])):
             raise _bad(f"fusion_decisions.edges[{n}]", "needs producer and consumer names and a list of record numbers")
+
+
+# The most schedule steps and buffer values a bundle's memory may hold (a 192-layer program's
+# schedule is under 100,000 steps); the views make a row per step, so the bound is the memory
+# they may take (a forged 3-million-step schedule was +800 MB).
+MAX_STEPS = 500_000
+MAX_VALUES = 2_000_000
+
+_INT = (int,)
+_OPT_INT = (int, type(None))
+_OPT_STR = (str, type(None))
+# what the views and the live curve read of each value and allocation, and its type
+_VALUE_FIELDS = {"name": (str,), "kind": (str,), "allocation": _INT, "offset": _INT, "size": _INT,
+                 "start": _OPT_INT, "end": _OPT_INT, "shape": _OPT_STR, "instruction": _OPT_STR,
+                 "kernel": _OPT_STR, "opcode": _OPT_STR, "op_name": _OPT_STR, "id": _OPT_INT}
+_ALLOC_FIELDS = {"index": _INT, "size": _INT, "kind": (str,)}
+_PEAK_FIELDS = {"bytes": _INT, "step": _INT, "instruction": (str,), "temp_bytes": _OPT_INT, "temp_peak_bytes": _OPT_INT}
+KINDS = ("parameter", "output", "temp", "constant", "thread-local")  # an allocation's (analysis.memory)
+
+
+def _typed(row, spec: dict) -> bool:
+    return isinstance(row, dict) and all(
+        isinstance(row.get(k), t) and not isinstance(row.get(k), bool) for k, t in spec.items()
+        if k in row or type(None) not in t)
+
+
+def check_memory(kw: dict) -> None:
+    """``memory`` as the views read it: a schedule of names, allocations and values of the right
+    types, within ``MAX_STEPS`` and ``MAX_VALUES``, sizes and offsets not negative, a value's
+    steps in the schedule, the peak at a step of it; its totals and agreement with
+    ``memory_analysis`` derived again here (one definition of each number, whatever the file
+    said). An
+    ``{"error"}`` memory is a message and its files."""
+    mem = kw.get("memory")
+    if not isinstance(mem, dict):
+        return
+    if "error" in mem:
+        if not isinstance(mem["error"], str):
+            raise _bad("memory.error", "must be text")
+        kw["memory"] = {"error": mem["error"][:500], "files": [f for f in mem.get("files") or [] if isinstance(f, str)]
+                        if isinstance(mem.get("files"), list) else []}
+        return
+    sched, allocs, values = mem.get("schedule", []), mem.get("allocations", []), mem.get("values", [])
+    for name, v in (("schedule", sched), ("allocations", allocs), ("values", values)):
+        if not isinstance(v, list):
+            raise _bad(f"memory.{name}", "must be a list")
+    if len(sched) > MAX_STEPS:
+        raise _bad("memory.schedule", f"has {len(sched):,} steps (at most {MAX_STEPS:,})")
+    if len(values) > MAX_VALUES:
+        raise _bad("memory.values", f"has {len(values):,} values (at most {MAX_VALUES:,})")
+    if not all(isinstance(s, str) for s in sched):
+        raise _bad("memory.schedule", "must be a list of instruction names")
+    if not isinstance(mem.get("end", 0), int) or not isinstance(mem.get("live_ranges"), _OPT_STR):
+        raise _bad("memory", "needs an integer end and a text live_ranges")
+    for n, a in enumerate(allocs):
+        if not _typed(a, _ALLOC_FIELDS) or a["size"] < 0 or a["kind"] not in KINDS:
+            raise _bad(f"memory.allocations[{n}]", f"needs an index, a size and a kind ({', '.join(KINDS)})")
+    steps = len(sched)
+    for n, v in enumerate(values):
+        if not _typed(v, _VALUE_FIELDS) or v["offset"] < 0 or v["size"] < 0 or v["kind"] not in KINDS:
+            raise _bad(f"memory.values[{n}]", "needs a name, a kind, an allocation, an offset and a size")
+        if (v.get("start") is None) != (v.get("end") is None) or v.get("start") is not None and not (
+                0 <= v["start"] <= v["end"] < max(steps, mem.get("end", 0) + 1)):
+            raise _bad(f"memory.values[{n}]", "has steps outside the schedule")
+        src = v.get("source")
+        if src is not None and not (isinstance(src, list) and len(src) == 2 and isinstance(src[0], str)
+                                    and isinstance(src[1], int)):
+            raise _bad(f"memory.values[{n}].source", "must be [file, line]")
+        v.setdefault("phi", False)
+        v["phi"] = v["phi"] is True
+    p = mem.get("peak")
+    if p is not None and not (_typed(p, _PEAK_FIELDS) and 0 <= p["step"] < max(steps, 1) and p["bytes"] >= 0
+                              and isinstance(p.get("by_kind", {}), dict)
+                              and all(isinstance(x, int) for x in (p.get("by_kind") or {}).values())):
+        raise _bad("memory.peak", "needs bytes, a step of the schedule and an instruction")
+    from analysis import memory  # (the numbers' one definition)
+
+    # the totals and the agreement with memory_analysis are cheap: derived again, never read
+    # (the peak needs the live curve: checked above instead, and views draw the curve itself)
+    mem["totals"] = memory.totals(mem)
+    ma = kw.get("memory_analysis")
+    ma = {k: v for k, v in ma.items() if type(v) in (int, float)} if isinstance(ma, dict) else None
+    mem["agreement"] = memory.agreement(mem, ma)
+
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_SIDE_FIELDS = {"kernels": _INT, "bytes": _NUM, "flops": _OPT_NUM, "step_median_s": _OPT_NUM,
+                "device_busy_s": _OPT_NUM, "iterations": _OPT_INT}
+
+
+def check_fusion_comparison(kw: dict) -> None:
+    """``fusion_comparison`` as the summary, the charts and the report read it: two sides
+    (``default``, ``unfused``) with whole kernel counts and byte and time numbers, its text fields
+    text; what it saved (``kernels_saved``, ``bytes_saved``, ``time_saved_s``, ``speedup``,
+    ``busy_speedup``) derived again from the two sides (one definition, whatever the file said)."""
+    fc = kw.get("fusion_comparison")
+    if not isinstance(fc, dict):
+        return
+    for side in ("default", "unfused"):
+        s = fc.get(side)
+        if not _typed(s, _SIDE_FIELDS) or any(isinstance(v, _NUM) and v < 0 for v in s.values() if not isinstance(v, bool)):
+            raise _bad(f"fusion_comparison.{side}", "needs whole kernels, bytes and times that are numbers (not negative)")
+        rows = s.get("top_kernels", [])
+        if not isinstance(rows, list) or not all(
+                isinstance(r, dict) and isinstance(r.get("name"), str) and isinstance(r.get("route", ""), str)
+                and isinstance(r.get("median_s"), _NUM) and isinstance(r.get("calls", 1), _NUM) for r in rows):
+            raise _bad(f"fusion_comparison.{side}.top_kernels", "must be rows of a name, a route and a median_s")
+        if not isinstance(s.get("kernels_by_route", {}), dict):
+            raise _bad(f"fusion_comparison.{side}.kernels_by_route", "must be an object")
+    passes = fc.get("disabled_passes", [])
+    if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
+        raise _bad("fusion_comparison.disabled_passes", "must be a list of pass names")
+    for k in ("platform", "note", "unfused_hlo_after"):
+        if not isinstance(fc.get(k), _OPT_STR):
+            raise _bad(f"fusion_comparison.{k}", "must be text")
+    if not isinstance(fc.get("memory"), (dict, type(None))) or not isinstance(fc.get("compiler_options", {}), dict):
+        raise _bad("fusion_comparison", "has a memory or compiler_options that is not an object")
+    d, u = fc["default"], fc["unfused"]
+    fc["measured"] = fc.get("measured") is True
+    fc["kernels_saved"] = u["kernels"] - d["kernels"]
+    fc["bytes_saved"] = u["bytes"] - d["bytes"]
+    du, dd = u.get("step_median_s"), d.get("step_median_s")
+    fc["time_saved_s"] = du - dd if fc["measured"] and du is not None and dd is not None else None
+    fc["speedup"] = du / dd if fc["measured"] and du and dd else None
+    bu, bd = u.get("device_busy_s"), d.get("device_busy_s")
+    fc["busy_speedup"] = bu / bd if fc["measured"] and bu and bd else None

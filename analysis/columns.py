@@ -27,11 +27,25 @@ JSON document that any JSON reader opens, and this needs no more than a table pe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from operator import itemgetter
 
 MAX_VALUE = 4096  # characters of text in one table value (names, reasons, short lists of names)
+
+# The most rows a columns object may claim (``XLA_EXPLORER_MAX_RECORDS``; docs/worker.md). A
+# 192-layer program's fusion decisions are under 100,000 records; a row costs its columns about
+# 30 bytes each, so the default bounds one table near a few hundred MB however big the claim.
+MAX_ROWS = 2_000_000
+MAX_ROWS_ENV = "XLA_EXPLORER_MAX_RECORDS"
+
+
+def max_rows() -> int:
+    """The bound on a columns object's rows: ``MAX_ROWS``, or the positive whole number in
+    ``$XLA_EXPLORER_MAX_RECORDS`` (anything else there is ignored)."""
+    v = os.environ.get(MAX_ROWS_ENV, "")
+    return int(v) if v.isdigit() and int(v) > 0 else MAX_ROWS
 
 
 class ColumnsError(ValueError):
@@ -176,6 +190,13 @@ def table(d, where: str = "columns") -> "Table":
         raise ColumnsError(f"{where}.count must be a count")
     if type(columns) is not dict:
         raise ColumnsError(f"{where}.columns must be an object")
+    # The count is a claim: it is checked against a bound, and against the columns that back
+    # it (each has a value or a code per row), before anything is made for its rows. Rows with
+    # no field at all are backed by nothing, so there are none.
+    if n and not columns:
+        raise ColumnsError(f"{where} claims {n:,} rows and has no columns")
+    if n > max_rows():
+        raise ColumnsError(f"{where}.count ({n:,}) is over the limit of {max_rows():,} records")
     cols: dict[str, tuple] = {}
     for name, col in columns.items():
         at = f"{where}.columns[{str(name)[:60]!r}]"

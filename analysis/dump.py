@@ -35,6 +35,10 @@ FUSION_DUMP_SUFFIX = "priority_fusion_dump.txt"  # what XLA:GPU names its fusion
 
 MAX_MEMBERS = 20_000  # entries in the zip
 MAX_TOTAL_BYTES = 200 * 2 ** 20  # uncompressed bytes read, all members together
+# uncompressed bytes of the texts parsed into bundles (HLO, buffer assignments, fusion dumps), all
+# modules together: what one upload of HLO text may be (the app passes its upload limit). A zip
+# deflates HLO twelvefold, so a 4 MB zip held 50 MB of HLO to parse (+580 MB for the server).
+MAX_PARSED_MB = 32
 MAX_PASS_TEXT_BYTES = 20 * 2 ** 20  # per module: keep snapshot texts in pass_log up to this total
 MAX_MODULES = 64  # bundles returned (the most interesting)
 
@@ -71,10 +75,28 @@ def _platform_of(tag: str | None) -> str | None:
 class _Reader:
     """Reads members of a zip in memory, counting every byte against one budget."""
 
-    def __init__(self, zf: zipfile.ZipFile, zip_name: str, budget: int):
+    def __init__(self, zf: zipfile.ZipFile, zip_name: str, budget: int, parsed_mb: int = MAX_PARSED_MB):
         self.zf, self.zip_name, self.left = zf, zip_name, budget
+        self.parsed_mb, self.parse_left = parsed_mb, parsed_mb << 20
 
-    def read(self, info: zipfile.ZipInfo) -> str:
+    def read(self, info: zipfile.ZipInfo, parsed: bool = True) -> str:
+        """A member's text; ``parsed``: it is to be parsed, so it counts against the parse budget too."""
+        if parsed:
+            if info.file_size > self.parse_left:
+                raise self._too_much_to_parse()
+            text = self._read(info)
+            self.parse_left -= len(text)
+            if self.parse_left < 0:
+                raise self._too_much_to_parse()
+            return text
+        return self._read(info)
+
+    def _too_much_to_parse(self) -> ExplorerError:
+        return ExplorerError("load", f"the dump's HLO and buffer texts are more than {self.parsed_mb} MB uncompressed, "
+                                     f"larger than the upload limit ({self.parsed_mb} MB; setting upload_mb): "
+                                     "zip only the module you want", self.zip_name)
+
+    def _read(self, info: zipfile.ZipInfo) -> str:
         # Declared sizes can lie: read in chunks and stop at the budget whatever the header says.
         if info.file_size > self.left:
             raise self._too_big()
@@ -120,8 +142,10 @@ def _open_zip(data: bytes, name: str) -> zipfile.ZipFile:
                             name) from None
 
 
-def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = None) -> list[_Module]:
-    """The modules of a zipped dump, with their texts read (pass texts only if they fit)."""
+def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = None,
+         parsed_mb: int = MAX_PARSED_MB) -> list[_Module]:
+    """The modules of a zipped dump, with their texts read (pass texts only if they fit; the
+    texts to parse at most ``parsed_mb`` MB together)."""
     zf = _open_zip(data, name)
     with zf:
         try:
@@ -132,7 +156,7 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             raise ExplorerError("load", "the zip is empty", name)
         if len(infos) > MAX_MEMBERS:
             raise ExplorerError("load", f"the zip holds {len(infos):,} entries (at most {MAX_MEMBERS:,})", name)
-        reader = _Reader(zf, name, MAX_TOTAL_BYTES)
+        reader = _Reader(zf, name, MAX_TOTAL_BYTES, parsed_mb)
         modules: dict[tuple[str, str], _Module] = {}
         pass_infos: dict[tuple[str, str], list[tuple[dict, zipfile.ZipInfo]]] = {}
         for info in infos:
@@ -177,7 +201,7 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             keep = keep_pass_texts if keep_pass_texts is not None else total <= MAX_PASS_TEXT_BYTES
             for entry, info in items:
                 if keep:
-                    entry["text"] = reader.read(info)
+                    entry["text"] = reader.read(info, parsed=False)  # shown as text, never parsed
                 mod.passes.append(entry)
             if not keep:
                 for entry in mod.passes:
@@ -197,13 +221,14 @@ def _interest(b: Bundle) -> tuple:
     return (-(m.get("kernels_after") or 0), -(m.get("compute_ops_before") or 0), -size)
 
 
-def bundles_from_dump_zip(data: bytes, name: str = "dump.zip") -> list[Bundle]:
+def bundles_from_dump_zip(data: bytes, name: str = "dump.zip", parsed_mb: int = MAX_PARSED_MB) -> list[Bundle]:
     """One Bundle per module of a zipped XLA dump, the most interesting (most kernels) first.
 
     Each has ``stages`` ``hlo_before``/``hlo_after`` (what the dump holds), ``source.kind`` =
     ``"dump"`` and ``pass_log`` (``[]`` without per-pass snapshots; see docs/bundle.md). A
-    module whose HLO does not parse is skipped; if none parses, the first error is raised."""
-    modules = scan(data, name)
+    module whose HLO does not parse is skipped; if none parses, the first error is raised. The
+    texts parsed are at most ``parsed_mb`` MB together (the app's upload limit)."""
+    modules = scan(data, name, parsed_mb=parsed_mb)
     out: list[Bundle] = []
     first_error: ExplorerError | None = None
     for mod in modules:

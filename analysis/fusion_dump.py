@@ -7,8 +7,28 @@ import re
 
 from analysis.fusion_log import FUSED, NOT_FUSED, Decision
 
-_STEP = re.compile(r"^fusion_steps \{\n(.*?)^\}", re.M | re.S)
-_FIELD = re.compile(r'^\s*(\w+): (?:"((?:[^"\\]|\\.)*)"|(\S+))', re.M)
+# Read line by line, each pattern matched at the start of one line: a dump is a user's upload, and
+# a pattern over the whole text (a step from its "fusion_steps {" to the next "}") took time
+# quadratic in the lines of a step left open (24,000 lines: a minute with the GIL held).
+_STEP_OPEN = "fusion_steps {"
+_KIND = re.compile(r"\s*(\w+) \{")
+_FIELD = re.compile(r'\s*(\w+): (?:"((?:[^"\\]|\\.)*)"|(\S+))')
+_BEFORE = re.compile(r'hlo_module_before_fusion: "((?:[^"\\]|\\.)*)"')
+
+
+def _steps(lines):
+    """The body lines of each step (a line ``fusion_steps {`` to the next line that starts with
+    ``}``; a step left open at the end is no step), in order."""
+    body: list[str] | None = None
+    for line in lines:
+        if line.rstrip() == _STEP_OPEN:
+            body = []  # (a step opened inside an open one starts again)
+        elif body is not None:
+            if line.startswith("}"):
+                yield body
+                body = None
+            else:
+                body.append(line)
 
 
 def parse_fusion_dump(text: str) -> tuple[list[Decision], str | None]:
@@ -16,14 +36,17 @@ def parse_fusion_dump(text: str) -> tuple[list[Decision], str | None]:
     (``None`` when absent). ``fusion`` steps become "fused" (the new fusion's name), ``producer_ineligible``
     steps "not fused" with the reason, consumers left empty (the users come from the module)."""
     out: list[Decision] = []
-    for n, m in enumerate(_STEP.finditer(text), 1):
-        body = m.group(1)
-        kind = re.match(r"\s*(\w+) \{", body)
+    lines = text.splitlines()
+    for n, body in enumerate(_steps(lines), 1):
+        first_line = next((ln for ln in body if ln.strip()), "")
+        kind = _KIND.match(first_line)
         if not kind:
             continue
         fields: dict[str, list[str]] = {}
-        for f in _FIELD.finditer(body):
-            fields.setdefault(f.group(1), []).append(f.group(2) if f.group(2) is not None else f.group(3))
+        for ln in body:
+            f = _FIELD.match(ln)
+            if f:
+                fields.setdefault(f.group(1), []).append(f.group(2) if f.group(2) is not None else f.group(3))
         first = lambda k: (fields.get(k) or [""])[0]  # noqa: E731
         if kind.group(1) == "fusion":
             d = Decision("priority-fusion", FUSED, first("producer_name"), first("consumer_name"),
@@ -32,8 +55,10 @@ def parse_fusion_dump(text: str) -> tuple[list[Decision], str | None]:
         elif kind.group(1) == "producer_ineligible":
             out.append(Decision("priority-fusion", NOT_FUSED, first("producer_name"), "",
                                 first("reason"), line=n, source="dump"))
-    before = re.search(r'^hlo_module_before_fusion: "((?:[^"\\]|\\.)*)"', text, re.M)
     module_text = None
-    if before:
-        module_text = before.group(1).encode("utf-8").decode("unicode_escape")
+    for ln in lines:
+        before = _BEFORE.match(ln) if ln.startswith("hlo_module_before_fusion:") else None
+        if before:
+            module_text = before.group(1).encode("utf-8").decode("unicode_escape")
+            break
     return out, module_text

@@ -124,10 +124,14 @@ class Layer:
         return self.path[-1] if self.path else "(model)"
 
     def walk(self):
-        """This layer and every layer below it, depth first."""
-        yield self
-        for c in self.children.values():
-            yield from c.walk()
+        """This layer and every layer below it, depth first (without recursion: the tree is as
+        deep as the program's scopes, and a nested generator per level ended 3,000 scopes in a
+        RecursionError)."""
+        todo = [self]
+        while todo:
+            layer = todo.pop()
+            yield layer
+            todo.extend(reversed(layer.children.values()))
 
     def all_ops(self) -> list[str]:
         return [op for layer in self.walk() for op in layer.ops]
@@ -345,12 +349,13 @@ def _common(a: tuple, b: tuple) -> tuple:
 
 
 def _roll_up(layer: Layer) -> tuple[int, float | None]:
-    """Totals of a subtree into each layer: bytes and time include the layers below."""
-    total_b, total_t = layer.bytes, layer.time_s
-    for c in layer.children.values():
-        b, t = _roll_up(c)
-        total_b += b
-        if t is not None:
-            total_t = (total_t or 0.0) + t
-    layer.bytes, layer.time_s = total_b, total_t
-    return total_b, total_t
+    """Totals of a subtree into each layer: bytes and time include the layers below (the layers
+    below first: ``walk``'s order reversed, without recursion)."""
+    for node in reversed(list(layer.walk())):
+        total_b, total_t = node.bytes, node.time_s
+        for c in node.children.values():  # (already totals)
+            total_b += c.bytes
+            if c.time_s is not None:
+                total_t = (total_t or 0.0) + c.time_s
+        node.bytes, node.time_s = total_b, total_t
+    return layer.bytes, layer.time_s

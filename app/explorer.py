@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 
-import html
 import os
 import sys
 from dataclasses import replace
@@ -23,14 +22,14 @@ if ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from analysis import tuning  # noqa: E402
-from analysis.bundle import Bundle, bundle_from_hlo, device_label, reanalyze  # noqa: E402
-from analysis.errors import ExplorerError, from_parse_error  # noqa: E402
-from analysis.hlo import HloParseError  # noqa: E402
+from analysis.bundle import Bundle, device_label  # noqa: E402
+from analysis.errors import ExplorerError  # noqa: E402
 from analysis.options import format_options, parse_options  # noqa: E402
 from analysis.service.job import Job  # noqa: E402
-from app import graph_payload, guard, queries, runner, views  # noqa: E402
-from app.page_helpers import presets_for, show_error, show_note  # noqa: E402
+from app import graph_payload, guard, queries, runner, safe, views  # noqa: E402
+from app.page_helpers import as_text, presets_for, show_error, show_note, unexpected  # noqa: E402
 from app.devices_view import devices_control  # noqa: E402
+from app.uploads import load_upload  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -119,6 +118,9 @@ def compile_job(job: Job) -> None:
             ss.error_at = (e.file, e.line, e.column, e.message)
             status.update(label="Failed", state="error", expanded=False)
             outcome = None
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+            ss.error, ss.error_at, outcome = unexpected(e, "compile"), None, None
+            status.update(label="Failed", state="error", expanded=False)
         else:
             status.update(label="Compiled" if outcome.pending is None else "Compiled; measuring…",
                           state="complete", expanded=False)
@@ -133,70 +135,6 @@ def compile_job(job: Job) -> None:
     ss.error_at = None
     ss.sel = {}
     ss.expand = {"scopes": [], "fusions": [], "collapsed": []}
-
-
-def with_trace(found: list[Bundle], trace_upload) -> list[Bundle] | None:
-    """The uploaded compiles with the uploaded trace's timings on the one it ran (first in the
-    list), or None after saying why not."""
-    from analysis.trace_import import apply_trace, load_trace
-
-    too_big = guard.upload_error(trace_upload)
-    if too_big:
-        ss.error = too_big
-        return None
-    try:
-        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
-        ran = [b for b in found if (m := b.module("hlo_after")) is not None and m.name in tr.modules()]
-        apply_trace(ran[0] if ran else found[0], trace=tr)  # none ran: its error names what did
-    except ExplorerError as e:
-        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
-        return None
-    return ran + [b for b in found if b not in ran]
-
-
-def load_upload(upload, trace=None) -> None:
-    too_big = guard.upload_error(upload)
-    if too_big:
-        ss.error = too_big
-        return
-    data = upload.getvalue()
-    if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
-        from analysis.dump import bundles_from_dump_zip
-
-        try:
-            found = bundles_from_dump_zip(data, upload.name)
-        except ExplorerError as e:
-            ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
-            return
-        if trace is not None and (found := with_trace(found, trace)) is None:
-            return
-        ss.dump_bundles = found
-        ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
-        return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        ss.error = f"load error at {upload.name}: not a UTF-8 text file"
-        return
-    try:
-        if text.lstrip().startswith("{"):
-            b = Bundle.from_json(text)
-            # what the viewer derives it derives itself: an uploaded file's kernels, provenance and
-            # metrics are recomputed from its HLO texts (which are parsed, so checked)
-            try:
-                reanalyze(b)
-            except HloParseError as e:
-                raise from_parse_error(e, upload.name) from None
-        else:
-            b = bundle_from_hlo(text, os.path.splitext(upload.name)[0], upload.name)
-    except ExplorerError as e:
-        if not e.file:
-            e.file = upload.name
-        ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
-        return
-    if trace is not None and with_trace([b], trace) is None:
-        return
-    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
 
 
 # ----------------------------------------------------------------------------- sidebar
@@ -325,7 +263,7 @@ if ss.bundle is None and ss.error is None:
         ss.sel = ss.link_sel
     ss.link_sel = None
 for msg in ss.get("link_errors") or []:
-    st.warning(msg)
+    st.warning(as_text(msg))  # (a link's parameters in it: shown as text)
 
 
 
@@ -341,6 +279,8 @@ def adopt_measured() -> None:
         ss.bundle = p.result(0).bundle
     except ExplorerError as e:
         ss.pending_error = e.one_line()
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        ss.pending_error = unexpected(e, "measure")
 
 
 @st.fragment(run_every=1.0)
@@ -399,9 +339,10 @@ desc = b.source.get("description")
 if b.source.get("kind") == "code" and desc:  # pasted code: its docstring's first line is its title
     title = desc.partition("\n")[0].strip().rstrip(".:") or title
 # the title and environment come from a bundle (a worker's or an upload's): escaped, never HTML
-top_title.markdown(f"### {html.escape(title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;font-weight:normal'>"
-                   + html.escape(f"{device_label(env)} · {env.get('backend', '')}"
-                                 + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
+# (safe.text: HTML escaped and Markdown's characters too, so no image or link in it is fetched)
+top_title.markdown(f"### {safe.text(title)} <span style='font-size:{0.95 if present else 0.8}rem;color:#666;font-weight:normal'>"
+                   + safe.text(f"{device_label(env)} · {env.get('backend', '')}"
+                               + (f" · jax {env['jax']}" if env.get("jax") else "")) + "</span>",
                    unsafe_allow_html=True)
 notices = st.container()  # one fixed place for notices, so the graphs below never move in the page
 with notices:
@@ -509,8 +450,13 @@ if desc:
 
     les_title, _, what_to_look_for = desc.partition("\n")
     les = gallery_lesson(b)
-    with st.expander(f"Lesson: {les_title}", expanded=False):
-        st.markdown(what_to_look_for.strip())
+    entry = GALLERY.get(b.source.get("name")) if b.source.get("kind") == "gallery" else None
+    shown_title = entry.title if entry is not None else safe.text(les_title.strip(), 120)
+    with st.expander(f"Lesson: {shown_title}", expanded=False):
+        if entry is not None:  # the gallery's own lesson, from its file here (Markdown of ours)
+            st.markdown(entry.lesson)
+        else:  # a docstring of pasted code, or a bundle's: the user's text, shown as text
+            show_note(what_to_look_for.strip() or les_title.strip())
         if les is not None:
             st.markdown("**On this compile:** " + les.markdown())
         if b.source.get("kind") == "gallery" and b.platform == "cpu":

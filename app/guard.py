@@ -4,7 +4,8 @@
   bound to the browser, not to the tab: derived from the token of Streamlit's XSRF cookie, which
   a browser keeps for the site across tabs and reloads, so opening a new tab does not reset the
   limit. Without the cookie (a test harness, XSRF protection turned off) it falls back to a
-  random id per Streamlit session.
+  random id per Streamlit session. Clearing cookies makes a new session, so the id also names
+  the client (address and user agent), which the queue bounds on its own (``client_jobs``).
 - ``upload_error(upload)``: the one-line error for an upload larger than the ``upload_mb``
   setting (default 32 MB), before any of it is parsed.
 - ``start_memory_janitor()``: gives a closed tab's memory back to the machine. Every
@@ -43,32 +44,48 @@ XSRF_COOKIE = "_streamlit_xsrf"
 
 
 def _xsrf_token(cookie: str) -> bytes | None:
-    """The unmasked token of a Tornado XSRF cookie (``2|mask|masked|time``), None if not one."""
+    """The unmasked token of a Tornado-style XSRF cookie, None if not one. Version 2 (what
+    Tornado and Streamlit's servers set) is ``2|mask|masked|time``: a 4-byte mask in hex, the
+    token (16 random bytes) XORed with the mask repeated (``websocket_mask``), in hex; a new mask
+    each time the cookie is set, the token the same for the browser. Version 1 is the token in hex."""
     parts = cookie.split("|")
     if len(parts) == 4 and parts[0] == "2":
         try:
             mask, masked = binascii.a2b_hex(parts[1]), binascii.a2b_hex(parts[2])
         except (binascii.Error, ValueError):
             return None
-        if len(mask) == len(masked) and mask:
-            return bytes(a ^ b for a, b in zip(mask, masked))
+        if len(mask) == 4 and masked:
+            return bytes(b ^ mask[i % 4] for i, b in enumerate(masked))
         return None
     return cookie.encode() if cookie else None
 
 
-def browser_session_id(cookies=None) -> str:
-    """A short id for this browser (see the module docstring); ``cookies`` defaults to the
-    request's (``st.context.cookies``)."""
+def _client_key(headers, ip) -> str:
+    """The browser's address and user agent, hashed: what a fresh cookie jar does not change."""
+    ua = ""
+    try:
+        ua = str((headers or {}).get("User-Agent") or "")[:512]
+    except Exception:  # noqa: BLE001 - headers of an unknown kind: no user agent
+        pass
+    return "c-" + hashlib.sha256(f"xla-explorer-client:{ip or ''}|{ua}".encode()).hexdigest()[:12]
+
+
+def browser_session_id(cookies=None, headers=None, ip=None) -> str:
+    """A short id for this browser (see the module docstring): ``CLIENT/BROWSER``, the job
+    queue's per-client bound counted by the part before the ``/`` (its address and user agent),
+    its per-session budget by the whole. ``cookies``, ``headers`` and ``ip`` default to the
+    request's (``st.context``)."""
     if cookies is None:
         try:
             import streamlit as st
             cookies = dict(st.context.cookies)
+            headers, ip = dict(st.context.headers), st.context.ip_address
         except Exception:  # noqa: BLE001 - no request context (a script run outside a server)
             cookies = {}
     token = _xsrf_token(str(cookies.get(XSRF_COOKIE) or ""))
-    if token:
-        return "b-" + hashlib.sha256(b"xla-explorer-session:" + token).hexdigest()[:16]
-    return "t-" + os.urandom(6).hex()
+    browser = ("b-" + hashlib.sha256(b"xla-explorer-session:" + token).hexdigest()[:16]) if token \
+        else "t-" + os.urandom(6).hex()
+    return f"{_client_key(headers, ip)}/{browser}"
 
 
 def upload_limit_mb() -> int:

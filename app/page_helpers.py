@@ -4,6 +4,7 @@ nothing here imports JAX."""
 
 from __future__ import annotations
 
+import logging
 import re
 
 import streamlit as st
@@ -21,6 +22,19 @@ def as_text(text: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
+
+
+def unexpected(e: BaseException, phase: str, file: str | None = None) -> str:
+    """The one line a page shows for an error that is not an ``ExplorerError`` (a bug, or a
+    resource an input exhausted: MemoryError): its kind and where it happened (``phase``, the
+    user's ``file``); the traceback goes
+    to the server's log, never to the page."""
+    logging.getLogger("xla_explorer").error("unexpected error (%s)", phase, exc_info=e)
+    where = f"{phase} error" + (f" at {' '.join(str(file).split())[:100]}" if file else "")
+    if isinstance(e, MemoryError):
+        return f"{where}: out of memory (the input needs more than this server has)"
+    msg = " ".join(str(e).split())[:200]
+    return f"{where}: internal error: {type(e).__name__}{': ' + msg if msg else ''}"
 
 
 def show_error(error: "ExplorerError | str") -> None:
@@ -65,7 +79,7 @@ def link_to_widgets(page: str, spec: dict) -> None:
 def link_warning(page: str) -> None:
     msg = st.session_state.pop(f"_link_warn_{page}", None)
     if msg:
-        st.warning(msg)
+        st.warning(as_text(msg))  # the link's own values are in it: shown as text, nothing fetched
 
 
 def default_index(key: str, options: list, default) -> int:
@@ -111,6 +125,9 @@ def compile_with_status(job: Job, label: str = "Compiling…"):
             b = runner.compile_bundle(job, session=session_id(), progress=progress).bundle
         except ExplorerError as e:
             failed = e
+            status.update(label="Failed", state="error", expanded=False)
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+            failed = unexpected(e, "compile")
             status.update(label="Failed", state="error", expanded=False)
         else:
             status.update(label="Done", state="complete", expanded=False)

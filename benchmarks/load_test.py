@@ -9,7 +9,8 @@ latency per kind and checks that every job ended with a bundle or an ExplorerErr
 
 With ``--hostile N`` it runs the same normal mix twice, alone and then beside N hostile sessions
 (a memory bomb of forked children, a stdout flood, a /tmp filler, a measuring job that never
-ends), and prints the normal jobs' p95 both ways: the class keeps being served while some
+ends, a decisions bomb sent early, flooding tabs: one client's fresh cookie jars each holding a
+measuring job, and a dump ReDoS: an uploaded zip of open fusion steps parsed by the server), and prints the normal jobs' p95 both ways: the class keeps being served while some
 students attack the machine.
 
 With ``--engine ray`` it runs the same mix on the local queue and on a local two-node Ray
@@ -67,9 +68,39 @@ for i in range(0, len(b), 4096):
 }
 
 
-def hostile_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
-    kind = rng.choice(sorted(HOSTILE))
-    return "hostile", Job(source=HOSTILE[kind], name=f"h{session}_{i}", measure=kind == "endless measure")
+# pasted code that sends the parent fusion decisions claiming 10^9 records (an early message)
+HOSTILE["decisions bomb"] = """
+import gc, io, json
+for _o in gc.get_objects():
+    if isinstance(_o, io.TextIOWrapper) and not _o.closed and _o.writable() and _o.fileno() > 2:
+        _o.write(json.dumps({"decisions": {"records": {"count": 10**9, "columns": {}}, "edges": []}}) + "\\n")
+        _o.flush()
+""" + PASTED.format(k=7)
+# a tab of a fresh cookie jar (one client, a new session each job) holding a measuring job
+HOSTILE["flooding tab"] = "import time\ndef model(x):\n    return x\ndef example_inputs():\n    time.sleep(25)\n" \
+                          "    import jax.numpy as jnp\n    return (jnp.ones(4),)\n"
+# an uploaded dump zip of fusion steps left open: parsed in the server's own process
+DUMP_REDOS = "dump ReDoS"
+
+
+def _redos_zip() -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("module_0001.m.before_optimizations.txt",
+                    "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[4] {\n  ROOT %p = f32[4]{0} parameter(0)\n}\n")
+        zf.writestr("module_0001.m.priority_fusion_dump.txt", "fusion_steps {\n" * 24_000)
+    return buf.getvalue()
+
+
+def hostile_job(rng: random.Random, session: int, i: int) -> tuple[str, Job | None]:
+    kind = rng.choice(sorted(HOSTILE) + [DUMP_REDOS])
+    if kind == DUMP_REDOS:
+        return "hostile", None
+    return "hostile", Job(source=HOSTILE[kind], name=f"h{session}_{i}",
+                          measure=kind in ("endless measure", "flooding tab"))
 
 
 def make_job(rng: random.Random, session: int, i: int) -> tuple[str, Job]:
@@ -94,10 +125,19 @@ def run_mix(args, limits, hostile: int, runner=None) -> tuple[list, float]:
         rng = random.Random(args.seed * 1000 + n)
         for i in range(args.jobs):
             kind, job = (hostile_job if bad else make_job)(rng, n, i)
+            # a student's session is its own client; every hostile job comes from one client
+            # (one address and browser) in a fresh cookie jar: a new session each time
+            sid = f"c-hostile/b-{n}-{i}" if bad else f"c-s{n}/b-s{n}"
             t0 = time.monotonic()
             try:
-                got = compile_job(job, session=f"{'h' if bad else 's'}ession-{n}", queue=queue)
-                outcome = "bundle-" + ("hit" if got.cached else "miss")
+                if job is None:  # the dump ReDoS: an upload the server parses itself
+                    from analysis.dump import bundles_from_dump_zip
+
+                    bundles_from_dump_zip(_redos_zip(), "redos.zip")
+                    outcome = "bundle-upload"
+                else:
+                    got = compile_job(job, session=sid, queue=queue)
+                    outcome = "bundle-" + ("hit" if got.cached else "miss")
             except ExplorerError as e:
                 outcome = f"error:{e.phase}"
             except Exception as e:  # noqa: BLE001 - the point is to find these

@@ -345,13 +345,18 @@ def test_limits_from_env_and_settings_file(tmp_path):
 @pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
 def test_cpu_calibration_is_made_once_per_machine(tmp_path):
     """The sandboxed worker cannot keep the peaks calibration itself; the parent stores the first
-    one and hands it to later measuring jobs, which then report the very same peaks."""
+    one made without user code (a gallery model's job) and hands it to later measuring jobs,
+    which then report the very same peaks. A user's job's calibration is never stored."""
     store = Store(str(tmp_path / "store.sqlite"))
     q = JobQueue(Limits(timeout_s=120, workers=1), store)
-    first = compile_job(Job(source=SRC, name="p1", measure=True, iterations=3), session="t", queue=q).bundle
+    own = compile_job(Job(source=SRC, name="p0", measure=True, iterations=3), session="t", queue=q).bundle
+    assert own.timings["peaks"]["source"] == "calibrated"
+    assert store.get_meta("peaks:trusted:" + keys.probe_meta_key()) is None
+    first = compile_job(Job(kind="gallery", name="mlp", backend="cpu", measure=True, iterations=3),
+                        session="t", queue=q).bundle
     peaks = first.timings["peaks"]
     assert peaks["source"] == "calibrated" and peaks["machine"]
-    assert store.get_meta("peaks:" + keys.probe_meta_key()) == peaks
+    assert store.get_meta("peaks:trusted:" + keys.probe_meta_key()) == peaks
     job = Job(source=SRC, name="p2", measure=True, iterations=4)
     second = compile_job(job, session="t", queue=q).bundle
     assert job.peaks is None  # the caller's job is not changed; the worker got a copy with the peaks

@@ -18,6 +18,9 @@ from analysis.sharding import sharding_of
 
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
+# the most nested scope groups drawn (a group per scope: 3,000 of them ended the report in a
+# RecursionError, and are past what Graphviz lays out); an op deeper is drawn in the deepest
+MAX_SCOPE_DEPTH = 48
 HIDDEN = ("",)  # what ``groups`` gives for an instruction not to draw at all (see pre_graph)
 
 
@@ -51,7 +54,7 @@ def scope_of(op_name: str) -> str:
     parts = op_name.split("/")
     if len(parts) <= 1:
         return ""
-    parts = parts[1:-1]  # drop the outer jit(...) and the op itself
+    parts = parts[1:-1][:MAX_SCOPE_DEPTH]  # drop the outer jit(...) and the op itself; deeper scopes: the deepest kept
     clean = []
     for p in parts:
         m = re.fullmatch(r"(?:jit|pjit|transpose|jvp|vmap)\((.*)\)", p)

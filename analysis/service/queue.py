@@ -17,8 +17,9 @@ next to a measuring job and its ``timings.jobs_beside`` says how many did; with 
 measuring job waits for the running compile jobs and no new one starts until it has finished. ``submit`` returns a ``JobHandle`` with ``status``,
 ``position()`` (jobs ahead of it in its lane), ``phase`` (the worker's last progress message),
 ``result(timeout)`` and ``cancel()``. Each session may have ``Limits.session_jobs`` jobs queued
-or running; one more is refused with a ``limit`` error. Two identical requests in flight share
-one worker.
+or running, each client (the part of a session id before its ``/``) ``Limits.client_jobs``; one
+more is refused with a ``limit`` error. Each lane takes turns between clients, then sessions
+(round robin). Two identical requests in flight share one worker.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from analysis.hlo import HloParseError
 from analysis.service.job import Job, is_measure
 from analysis.service.cache_keys import (LateKey, cache_key, device_kind_for, device_probe, forget_probes, known_probe,
                                          probe_meta_key)
+from analysis.service import peaks
 from analysis.service.settings import Limits
 from analysis.service.store import default_store
 from analysis.service.worker import Ran, run_job
@@ -87,6 +89,12 @@ class Pending:
 
 
 # ----------------------------------------------------------------------------- the queue
+
+
+def client_of(session: str) -> str | None:
+    """The client a session id names (``CLIENT/BROWSER``: ``app.guard.browser_session_id``), or
+    None for an id without one (the CLI, a test, a benchmark)."""
+    return session.split("/", 1)[0] if "/" in session else None
 
 
 class JobHandle:
@@ -183,6 +191,8 @@ class JobQueue:
         self._lanes: dict[bool, collections.deque] = {False: collections.deque(), True: collections.deque()}
         self._running: list[JobHandle] = []
         self._inflight: dict[str, JobHandle] = {}
+        self._last_start: dict[tuple, int] = {}  # client or session -> when it last started a job
+        self._seq = 0
         self._threads: list[threading.Thread] = []
         self._closed = False
         # "beside": one more thread, for the measuring lane, so compile jobs keep all the workers
@@ -214,6 +224,11 @@ class JobQueue:
             if mine >= self.limits.session_jobs:
                 raise ExplorerError("limit", f"this session already has {mine} jobs queued or running "
                                              f"(limit {self.limits.session_jobs}); wait for one to finish")
+            client = client_of(session)
+            theirs = sum(1 for h in self._all() if client is not None and client_of(h.session) == client)
+            if theirs >= self.limits.client_jobs:
+                raise ExplorerError("limit", f"this browser's address already has {theirs} jobs queued or running "
+                                             f"(limit {self.limits.client_jobs}); wait for one to finish")
             h = JobHandle(self, job, session, key)
             h.late_key = late_key
             h.ahead = ahead
@@ -234,9 +249,8 @@ class JobQueue:
                 return None
             if h.status == RUNNING:
                 return 0
-            lane = self._lanes[h.measure]
             try:
-                i = lane.index(h)
+                i = self._order(self._lanes[h.measure]).index(h)
             except ValueError:
                 return None
             # A measurement job also waits for the running measurement job (and, measured alone,
@@ -269,6 +283,43 @@ class JobQueue:
 
     # -- running ----------------------------------------------------------------------------
 
+    # -- round robin between clients and sessions ------------------------------------------
+    # Each lane starts next a job of the client (address and user agent: ``client_of``) that
+    # started one least recently (never: first), of that client's sessions the one that started
+    # one least recently, in the order submitted within a session: one client's many jobs (fresh
+    # cookie jars, each a session with a measuring job) delay another's by one job, not by all.
+
+    @staticmethod
+    def _turn(last: dict, h: JobHandle) -> tuple:
+        return last.get(("client", client_of(h.session) or h.session), -1), last.get(("session", h.session), -1)
+
+    def _started(self, last: dict, h: JobHandle, seq: int) -> None:
+        last[("client", client_of(h.session) or h.session)] = last[("session", h.session)] = seq
+
+    def _order(self, lane) -> list[JobHandle]:
+        """Under the lock: ``lane`` in the order its jobs would start."""
+        last = dict(self._last_start)
+        seq, order, left = self._seq, [], list(lane)
+        while left:
+            h = min(left, key=lambda j: self._turn(last, j))  # (min: the first of equal ones)
+            left.remove(h)
+            order.append(h)
+            seq += 1
+            self._started(last, h, seq)
+        return order
+
+    def _take(self, lane) -> JobHandle:
+        """Under the lock: the job of ``lane`` to start now (round robin), out of the lane."""
+        h = min(lane, key=lambda j: self._turn(self._last_start, j))
+        lane.remove(h)
+        self._seq += 1
+        self._started(self._last_start, h, self._seq)
+        if len(self._last_start) > 4096:  # sessions come and go: keep those with jobs
+            live = {j.session for j in self._all()} | {h.session}
+            keep = {("session", s) for s in live} | {("client", client_of(s) or s) for s in live}
+            self._last_start = {k: v for k, v in self._last_start.items() if k in keep}
+        return h
+
     def _next(self) -> JobHandle | None:
         """Under the lock: the job this thread may start now, if any."""
         n_measuring = sum(1 for r in self._running if r.measure)
@@ -277,17 +328,17 @@ class JobQueue:
             # Measuring jobs (one at a time on one machine) beside the compile jobs, which never wait for them.
             compiling = sum(1 for r in self._running if not r.measure)
             if self._lanes[True] and n_measuring < self.measure_slots:
-                return self._lanes[True].popleft()
+                return self._take(self._lanes[True])
             if self._lanes[False] and compiling < self.workers:
-                return self._lanes[False].popleft()
+                return self._take(self._lanes[False])
             return None
         if measuring:
             return None
         if self._lanes[True]:
             # "alone": a measurement job waits for the running compile jobs, and blocks new ones.
-            return self._lanes[True].popleft() if not self._running else None
+            return self._take(self._lanes[True]) if not self._running else None
         if self._lanes[False] and len(self._running) < self.workers:
-            return self._lanes[False].popleft()
+            return self._take(self._lanes[False])
         return None
 
     def _limits_for(self, h: JobHandle) -> Limits:
@@ -336,6 +387,9 @@ class JobQueue:
                 h._finish(ran, error)
                 h.preview = None  # the final bundle replaces it
                 self._cv.notify_all()
+            # an idle thread holds nothing of its last job: its bundle (through ``ran``, and the
+            # handle through ``r`` and ``more``'s preview callback) stayed alive after the tab closed
+            h = r = ran = error = more = None
 
     def shutdown(self, wait: bool = True) -> None:
         with self._cv:
@@ -450,15 +504,18 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         raise engine_error
     peaks_key = None
     if store is not None and is_measure(job) and job.peaks is None:
-        # A CPU calibration made by an earlier job on this machine, so the worker need not redo it.
-        peaks_key = "peaks:" + probe_meta_key()
+        # A CPU calibration made by an earlier job on this machine, so the worker need not redo it
+        # (only one made without user code, checked: analysis.service.peaks).
+        peaks_key = peaks.key(probe_meta_key())
         try:
-            known = store.get_meta(peaks_key)
+            known = peaks.checked(store.get_meta(peaks_key))
         except ExplorerError as e:
             known = None
             warnings.warn(e.one_line())
         if known is not None:
             job, peaks_key = replace(job, peaks=known), None
+        elif not peaks.may_share(job):
+            peaks_key = None  # this job's worker runs the user's code: its calibration stays its own
     # The worker's phases arrive on a queue thread; they are handed to ``progress`` here, in the
     # caller's thread (a UI can only draw from its own thread), with the queue position as it moves.
     phases: _queue.SimpleQueue = _queue.SimpleQueue()
@@ -489,9 +546,8 @@ def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:
     """A finished job's Outcome; a CPU calibration it made is remembered for the next jobs."""
     ran = h.result(0)
     bundle = ran.bundle
-    measured_peaks = (bundle.timings or {}).get("peaks")
-    if peaks_key and isinstance(measured_peaks, dict) \
-            and measured_peaks.get("source") == "calibrated" and measured_peaks.get("machine"):
+    measured_peaks = peaks.checked((bundle.timings or {}).get("peaks"))
+    if peaks_key and measured_peaks is not None:
         try:
             store.put_meta(peaks_key, measured_peaks)
         except ExplorerError as e:

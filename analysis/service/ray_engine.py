@@ -24,6 +24,7 @@ Ray is optional (``pip install -e '.[ray]'``); nothing here is imported unless t
 from __future__ import annotations
 
 import os
+import queue
 import socket
 import threading
 import time
@@ -47,6 +48,36 @@ def _ray():
     return ray
 
 
+# ``ray.init`` without an address starts the local cluster's processes (GCS, raylet) as children
+# of the calling thread, with a parent-death signal: Linux sends it when that *thread* ends, so a
+# cluster started from a short-lived thread was killed a second after it started (and the app
+# with it). Every ``ray.init`` therefore runs on one thread that lives as long as the process.
+_host_jobs: "queue.SimpleQueue | None" = None
+
+
+def _on_host(fn: Callable[[], None]) -> threading.Event:
+    """Run ``fn`` on the process's long-lived Ray thread (started on first use); the event is
+    set once it has returned."""
+    global _host_jobs
+    if _host_jobs is None:
+        _host_jobs = queue.SimpleQueue()
+        threading.Thread(target=_host_loop, args=(_host_jobs,), name="xla-explorer-ray-host", daemon=True).start()
+    done = threading.Event()
+    _host_jobs.put((fn, done))
+    return done
+
+
+def _host_loop(jobs: "queue.SimpleQueue") -> None:
+    while True:
+        fn, done = jobs.get()
+        try:
+            fn()
+        except BaseException:  # noqa: BLE001 - fn reports its own failure; the thread must stay
+            pass
+        finally:
+            done.set()
+
+
 def connect(settings: EngineSettings) -> str:
     """Join (or, without an address, start) the Ray cluster; returns where it is. Raises a
     one-line ``engine`` error when it cannot be reached within ``CONNECT_S``."""
@@ -68,9 +99,7 @@ def connect(settings: EngineSettings) -> str:
             except Exception as e:  # noqa: BLE001 - every way Ray fails to connect is one line
                 out["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
 
-        t = threading.Thread(target=init, name="xla-explorer-ray-connect", daemon=True)
-        t.start()
-        t.join(CONNECT_S)
+        _on_host(init).wait(CONNECT_S)
         if not out.get("ok"):
             why = out.get("error") or f"no answer within {CONNECT_S:g} s"
             raise ExplorerError("engine", f"cannot reach the Ray cluster at {address or 'a new local cluster'}: {why}")
@@ -193,10 +222,10 @@ class RayRunner:
 
         from analysis.service.worker import EarlyParts, Ran, interpret
 
-        early = EarlyParts(job, preview, ahead)
+        limits = limits or Limits.from_env()
+        early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)
         ray = _ray()
         say = progress or (lambda p: None)
-        limits = limits or Limits.from_env()
         cancel = cancel or threading.Event()
         gen = self._task.options(num_returns="streaming", **self.options_for(job)).remote(asdict(job), asdict(limits))
         deadline = time.monotonic() + limits.timeout_s + 60  # the worker's own limit, and Ray's slack
@@ -252,7 +281,7 @@ class RayRunner:
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
         ran = interpret(final.get("message"), bool(final.get("isolated")), job, pipe=early.wait(),
-                        preview=early.bundle, sent=early.sent, decided=early.decided)
+                        preview=early.bundle, sent=early.sent, decided=early.decided, text_mb=limits.upload_mb)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,
                                             "node": str(node.get("hostname", ""))[:100]}

@@ -1,4 +1,5 @@
-"""A seccomp filter that forbids new user namespaces inside the sandbox.
+"""A seccomp filter that forbids new user namespaces inside the sandbox, and the kernel's
+shared state and extra attack surface a worker never needs (keyrings, io_uring, BPF, ptrace).
 
 A user namespace is extra kernel attack surface and a way around the worker's dropped
 privileges; the worker needs none. Where bubblewrap makes the sandbox with a user namespace of
@@ -13,6 +14,11 @@ The filter is classic BPF, small enough to read whole:
 - ``unshare`` and ``clone`` with ``CLONE_NEWUSER`` in their flags fail with ``EPERM``;
 - ``clone3`` fails with ``ENOSYS`` (its flags are in memory, where a filter cannot look; the C
   library then falls back to ``clone``, which is checked);
+- the kernel keyrings (``add_key``, ``keyctl``, ``request_key``) fail with ``EPERM``: a uid's
+  keyrings outlive its processes, so one job of a worker uid could read the keys another job
+  of that uid left (the sandbox makes no new keyring);
+- ``bpf`` and ``ptrace`` fail with ``EPERM``; ``io_uring_setup``, ``_enter`` and ``_register``
+  with ``ENOSYS`` (as on a kernel without io_uring, so a library falls back to plain calls);
 - everything else is allowed.
 """
 
@@ -28,9 +34,15 @@ CLONE_NEWUSER = 0x10000000
 
 # architecture -> (AUDIT_ARCH value, {syscall name: number})
 _ARCHES = {
-    "x86_64": (0xC000003E, {"clone": 56, "unshare": 272, "clone3": 435}),
-    "aarch64": (0xC00000B7, {"clone": 220, "unshare": 97, "clone3": 435}),
+    "x86_64": (0xC000003E, {"clone": 56, "unshare": 272, "clone3": 435, "ptrace": 101, "add_key": 248,
+                            "request_key": 249, "keyctl": 250, "bpf": 321, "io_uring_setup": 425,
+                            "io_uring_enter": 426, "io_uring_register": 427}),
+    "aarch64": (0xC00000B7, {"clone": 220, "unshare": 97, "clone3": 435, "ptrace": 117, "add_key": 217,
+                             "request_key": 218, "keyctl": 219, "bpf": 280, "io_uring_setup": 425,
+                             "io_uring_enter": 426, "io_uring_register": 427}),
 }
+REFUSED = ("add_key", "keyctl", "request_key", "bpf", "ptrace")  # EPERM
+NOT_HERE = ("clone3", "io_uring_setup", "io_uring_enter", "io_uring_register")  # ENOSYS
 
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW = 0x7FFF0000
@@ -45,23 +57,39 @@ def program() -> bytes:
     """The filter as bytes of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
     arch, nr = _ARCHES[platform.machine()]
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
-    ins = [
-        (_LD_W_ABS, 0, 0, 4),                 # 0: A = arch
-        (_JEQ, 1, 0, arch),                   # 1: native arch -> 3
-        (_RET, 0, 0, eperm),                  # 2: foreign arch: refuse
-        (_LD_W_ABS, 0, 0, 0),                 # 3: A = syscall number
-        (_JGE, 0, 1, 0x40000000),             # 4: x32 numbers ->
-        (_RET, 0, 0, eperm),                  # 5:   refuse
-        (_JEQ, 0, 1, nr["clone3"]),           # 6: clone3 ->
-        (_RET, 0, 0, enosys),                 # 7:   ENOSYS (falls back to clone)
-        (_JEQ, 2, 0, nr["unshare"]),          # 8: unshare -> 11
-        (_JEQ, 1, 0, nr["clone"]),            # 9: clone -> 11
-        (_RET, 0, 0, _ALLOW),                 # 10: anything else
-        (_LD_W_ABS, 0, 0, 16),                # 11: A = low word of args[0] (the flags)
-        (_JSET, 0, 1, CLONE_NEWUSER),         # 12: CLONE_NEWUSER ->
-        (_RET, 0, 0, eperm),                  # 13:   refuse
-        (_RET, 0, 0, _ALLOW),                 # 14: other flags: allow
+    refused, not_here = [nr[n] for n in REFUSED], [nr[n] for n in NOT_HERE]
+    # the checks of the syscall number; "-> NAME" jumps to the instruction of that label below
+    checks = [(n, "eperm") for n in refused] + [(n, "enosys") for n in not_here] \
+        + [(nr["unshare"], "flags"), (nr["clone"], "flags")]
+    head = [
+        (_LD_W_ABS, 0, 0, 4),                 # A = arch
+        (_JEQ, 1, 0, arch),                   # native arch -> skip the next
+        (_RET, 0, 0, eperm),                  # foreign arch: refuse
+        (_LD_W_ABS, 0, 0, 0),                 # A = syscall number
+        (_JGE, 0, 1, 0x40000000),             # x32 numbers ->
+        (_RET, 0, 0, eperm),                  #   refuse
     ]
+    tail = {  # label -> its instructions, in this order after the checks (a check that does not
+        #      match goes on to the next, the last one to "allow")
+        "allow": [(_RET, 0, 0, _ALLOW)],      # anything else: the checks fall through to here
+        "eperm": [(_RET, 0, 0, eperm)],
+        "enosys": [(_RET, 0, 0, enosys)],
+        "flags": [(_LD_W_ABS, 0, 0, 16),      # A = low word of args[0] (clone's, unshare's flags)
+                  (_JSET, 0, 1, CLONE_NEWUSER),  # CLONE_NEWUSER ->
+                  (_RET, 0, 0, eperm),        #   refuse
+                  (_RET, 0, 0, _ALLOW)],      # other flags: allow
+    }
+    at, where = len(head) + len(checks), {}
+    for label, block in tail.items():
+        where[label] = at
+        at += len(block)
+    ins = list(head)
+    for i, (number, label) in enumerate(checks):
+        here = len(head) + i
+        ins.append((_JEQ, where[label] - here - 1, 0, number))  # (offsets count from the next one)
+    for block in tail.values():
+        ins.extend(block)
+    assert all(0 <= jt < 256 for _, jt, _, _ in ins)
     endian = "<" if struct.pack("=H", 1) == b"\x01\x00" else ">"
     return b"".join(struct.pack(endian + "HBBI", *i) for i in ins)
 

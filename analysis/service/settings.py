@@ -73,6 +73,10 @@ class Limits:
     #                       program's twice over with its preview: docs/performance.md)
     workers: int = 2  # compile-only jobs running at once
     session_jobs: int = 3  # queued or running jobs per session
+    # queued or running jobs per client (its address and user agent, app.guard): fresh cookie jars
+    # are fresh sessions, not a fresh client. A class behind one address with one browser build
+    # shares it, so it is several sessions' worth.
+    client_jobs: int = 12
     sandbox: str = "auto"  # auto: bwrap if it works, else limits only (with a warning);
     #                        require: refuse to run untrusted code without bwrap; off: never bwrap
     tmp_mb: int = 512  # size of the worker's private /tmp (a tmpfs: host memory)

@@ -76,6 +76,9 @@ class Store:
             except ExplorerError:
                 busy_s = Limits.store_busy_s
         self.busy_s = float(busy_s)  # how long a call waits for another process's write
+        # until when a call does not wait again once one has waited busy_s in vain: a page makes
+        # several store calls, and each waiting its own busy_s left it blank for most of a minute
+        self._busy_until = 0.0
 
     # -- waiting for a busy store -------------------------------------------------------------
 
@@ -106,7 +109,8 @@ class Store:
                     raise
                 now = time.monotonic()
                 if deadline is None:
-                    deadline = now + self.busy_s
+                    # (a call found busy within the last busy_s: one try, no wait)
+                    deadline = now + (0.0 if now < self._busy_until else self.busy_s)
                     cb = getattr(self._local, "on_wait", None)
                     if cb is not None:
                         try:
@@ -114,6 +118,7 @@ class Store:
                         except Exception:  # noqa: BLE001 - a UI callback must not break the store
                             pass
                 if now >= deadline:
+                    self._busy_until = now + self.busy_s  # (each call found busy extends it)
                     raise self._busy_error(what) from None
                 time.sleep(0.05)
 
@@ -172,7 +177,7 @@ class Store:
         # Switching needs a moment with no other reader, and SQLite answers "database is locked"
         # at once rather than waiting (the busy timeout does not cover it), so retry briefly.
         last: Exception | None = None
-        tries = max(100, int(self.busy_s / 0.04))
+        tries = max(100, int(self.busy_s / 0.04)) if time.monotonic() >= self._busy_until else 1
         for attempt in range(tries):
             try:
                 mode = c.execute("PRAGMA journal_mode").fetchone()[0]
@@ -186,6 +191,7 @@ class Store:
             except sqlite3.DatabaseError as e:
                 raise self._error("cannot switch the store to WAL mode", e) from None
         if last is not None and _is_busy(last):
+            self._busy_until = time.monotonic() + self.busy_s
             raise self._busy_error("switching it to WAL mode")
         raise self._error("cannot switch the store to WAL mode", last)
 

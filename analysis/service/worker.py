@@ -41,13 +41,13 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     limits = limits or Limits.from_env()
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
-    early = EarlyParts(job, preview, ahead)
+    early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)
     res = worker_process.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
                              early.decisions)
     if res.message is None:
         raise describe_failure(res, limits, job.filename, job.source)
     return interpret(res.message, res.isolated, job, pipe=early.wait(), preview=early.bundle, sent=early.sent,
-                     decided=early.decided)
+                     decided=early.decided, text_mb=limits.upload_mb)
 
 
 class EarlyParts:
@@ -67,8 +67,9 @@ class EarlyParts:
     TEXTS = ("jaxpr", "stablehlo")  # kept as sent
 
     def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None,
-                 ahead: Callable[[Bundle], None] | None = None):
+                 ahead: Callable[[Bundle], None] | None = None, text_mb: int = Limits.upload_mb):
         self.job, self.deliver, self.ahead = job, deliver, ahead
+        self.text_mb = text_mb  # the most of one text the worker may send (the upload limit)
         self.bundle: Bundle | None = None
         self.pipe = Pipeline()
         self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
@@ -85,6 +86,11 @@ class EarlyParts:
         if self._told >= worker_process.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
             return
         self._told += 1
+        big = oversized(d, self.text_mb)
+        if big:  # what an upload may not be, a worker may not send (its final answer is refused too)
+            warnings.warn(f"a worker's early texts were dropped: {big}")
+            self._told = worker_process.EARLY_MESSAGES["texts"]
+            return
         # the jaxpr and StableHLO come with the first: kept as texts (the bundle's, checked with it)
         self.sent = {**self.sent, **{k: v for k, v in d.items() if k in self.TEXTS + self.STAGES
                                      and isinstance(v, str) and v}}
@@ -165,6 +171,10 @@ class EarlyParts:
     def __call__(self, d) -> None:
         if self.deliver is None or self.bundle is not None:
             return
+        big = oversized(d.get("stages") if isinstance(d, dict) else None, self.text_mb)
+        if big:
+            warnings.warn(f"a worker's preview was dropped: {big}")
+            return
         try:
             b = untrusted_bundle(d, self.job, self.wait(), self.sent, self.decided)
         except ExplorerError as e:
@@ -174,8 +184,19 @@ class EarlyParts:
         self.deliver(b)
 
 
+def oversized(texts, limit_mb: int) -> str | None:
+    """What is wrong with ``texts`` (stage -> text, as a worker sends them) when one of them is
+    larger than ``limit_mb`` (the upload limit: a worker's HLO costs the parent what an uploaded
+    one does), else None."""
+    for k, v in (texts.items() if isinstance(texts, dict) else ()):
+        if isinstance(v, str) and len(v) > limit_mb << 20:
+            return (f"its {str(k)[:20]} text is {len(v) / 2**20:.1f} MB, larger than the upload limit "
+                    f"({limit_mb} MB; setting upload_mb)")
+    return None
+
+
 def interpret(msg, isolated: bool, job: Job, pipe: Pipeline | None = None, preview: Bundle | None = None,
-              sent: dict | None = None, decided: dict | None = None) -> Ran:
+              sent: dict | None = None, decided: dict | None = None, text_mb: int = Limits.upload_mb) -> Ran:
     """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
     ExplorerError; the same for a worker here and one on a Ray node
     (``analysis.service.ray_engine``). ``pipe``: the job's pipeline, fed what the worker sent
@@ -191,6 +212,9 @@ def interpret(msg, isolated: bool, job: Job, pipe: Pipeline | None = None, previ
         except (TypeError, AttributeError):
             raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
     if "bundle" in msg:
+        big = oversized(msg["bundle"].get("stages") if isinstance(msg["bundle"], dict) else None, text_mb)
+        if big:
+            raise ExplorerError("limit", f"the worker's bundle was refused: {big}", job.filename)
         return Ran(untrusted_bundle(msg["bundle"], job, pipe, sent, decided), isolated)
     if "measured" in msg:
         return Ran(measured_bundle(msg["measured"], job, preview), isolated)

@@ -65,6 +65,12 @@ def _describe(b: Bundle) -> str:
 
 
 def _load_upload(up) -> Bundle | None:
+    from app.guard import upload_error
+
+    too_big = upload_error(up)  # before any of it is read (as the Explorer's uploads)
+    if too_big:
+        show_error(too_big)
+        return None
     data = up.getvalue()
     try:
         text = data.decode("utf-8")

@@ -1,0 +1,91 @@
+"""The Explorer's uploads: an HLO text, a bundle or a zipped XLA dump, and the user's own
+profiler trace of it, opened as the page's bundle (``st.session_state.bundle``). Everything
+uploaded is untrusted: sizes are checked first (``app.guard``), a bundle is re-derived from its
+HLO texts, and any error is one line in ``st.session_state.error``; the page's bundle is kept."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from analysis.bundle import Bundle, bundle_from_hlo, reanalyze
+from analysis.errors import ExplorerError, from_parse_error
+from analysis.hlo import HloParseError
+from app import guard
+from app.page_helpers import unexpected
+
+ss = st.session_state
+
+
+def with_trace(found: list[Bundle], trace_upload) -> list[Bundle] | None:
+    """The uploaded compiles with the uploaded trace's timings on the one it ran (first in the
+    list), or None after saying why not."""
+    from analysis.trace_import import apply_trace, load_trace
+
+    too_big = guard.upload_error(trace_upload)
+    if too_big:
+        ss.error = too_big
+        return None
+    try:
+        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
+        ran = [b for b in found if (m := b.module("hlo_after")) is not None and m.name in tr.modules()]
+        apply_trace(ran[0] if ran else found[0], trace=tr)  # none ran: its error names what did
+    except ExplorerError as e:
+        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
+        return None
+    return ran + [b for b in found if b not in ran]
+
+
+def load_upload(upload, trace=None) -> None:
+    """An uploaded HLO text, bundle or dump zip (and the user's trace of it, when given) opened as
+    the page's bundle; any error is one line (``ss.error``), the page's bundle kept."""
+    try:
+        _load_upload(upload, trace)
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        ss.error = unexpected(e, "load", upload.name)
+
+
+def _load_upload(upload, trace=None) -> None:
+    too_big = guard.upload_error(upload)
+    if too_big:
+        ss.error = too_big
+        return
+    data = upload.getvalue()
+    if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+        from analysis.dump import bundles_from_dump_zip
+
+        try:
+            found = bundles_from_dump_zip(data, upload.name, parsed_mb=guard.upload_limit_mb())
+        except ExplorerError as e:
+            ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+            return
+        if trace is not None and (found := with_trace(found, trace)) is None:
+            return
+        ss.dump_bundles = found
+        ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        ss.error = f"load error at {upload.name}: not a UTF-8 text file"
+        return
+    try:
+        if text.lstrip().startswith("{"):
+            b = Bundle.from_json(text)
+            # what the viewer derives it derives itself: an uploaded file's kernels, provenance and
+            # metrics are recomputed from its HLO texts (which are parsed, so checked)
+            try:
+                reanalyze(b)
+            except HloParseError as e:
+                raise from_parse_error(e, upload.name) from None
+        else:
+            b = bundle_from_hlo(text, os.path.splitext(upload.name)[0], upload.name)
+    except ExplorerError as e:
+        if not e.file:
+            e.file = upload.name
+        ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
+        return
+    if trace is not None and with_trace([b], trace) is None:
+        return
+    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
