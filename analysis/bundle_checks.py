@@ -137,6 +137,11 @@ _PEAK_FIELDS = {"bytes": _INT, "step": _INT, "instruction": (str,), "temp_bytes"
 KINDS = ("parameter", "output", "temp", "constant", "thread-local")  # an allocation's (analysis.memory)
 
 
+def _whole(v):
+    """A whole number written as a float (``134664.0``) as the int it is; anything else as it was."""
+    return int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63 else v
+
+
 def _typed(row, spec: dict) -> bool:
     return isinstance(row, dict) and all(
         isinstance(row.get(k), t) and not isinstance(row.get(k), bool) for k, t in spec.items()
@@ -188,6 +193,15 @@ def check_memory(kw: dict) -> None:
         v.setdefault("phi", False)
         v["phi"] = v["phi"] is True
     p = mem.get("peak")
+    if isinstance(p, dict):  # bundles before the live curve counted in integers wrote whole floats (134664.0)
+        for k in ("bytes", "temp_bytes", "temp_peak_bytes"):
+            p[k] = _whole(p.get(k))
+        if isinstance(p.get("by_kind"), dict):
+            p["by_kind"] = {k: _whole(v) for k, v in p["by_kind"].items()}
+        if p.get("temp_bytes") is None:
+            p.pop("temp_bytes")
+        if p.get("temp_peak_bytes") is None:
+            p.pop("temp_peak_bytes")
     if p is not None and not (_typed(p, _PEAK_FIELDS) and 0 <= p["step"] < max(steps, 1) and p["bytes"] >= 0
                               and isinstance(p.get("by_kind", {}), dict)
                               and all(isinstance(x, int) for x in (p.get("by_kind") or {}).values())):

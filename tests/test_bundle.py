@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -226,3 +227,24 @@ def test_decision_kernels_are_derived_from_the_ops_not_stored():
     d["fusion_decisions"]["records"] = [{**rec, "producer_pre": ["e"], "consumer_pre": ["a", "d1"],
                                          "producer_kernels": ["made-up"]}]
     assert Bundle.from_dict(d).fusion_decisions["records"][0]["producer_kernels"] == ["loop_fusion"]
+
+
+def test_a_memory_peak_written_as_whole_floats_loads_as_integers():
+    """Bundles written before the live curve counted in integers hold ``134664.0``: still whole
+    numbers of bytes. A fraction of a byte is not."""
+    import copy
+    import glob
+
+    path = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                         "sample_models", "recorded", "h200", "mlp.bundle.json")))[0]
+    d = json.loads(open(path).read())
+    p = d["memory"]["peak"]
+    whole = copy.deepcopy(d)
+    whole["memory"]["peak"] = {**p, "bytes": float(p["bytes"]), "by_kind": {k: float(v) for k, v in p["by_kind"].items()}}
+    b = Bundle.from_dict(whole)
+    assert b.memory["peak"]["bytes"] == p["bytes"] and isinstance(b.memory["peak"]["bytes"], int)
+    assert all(isinstance(v, int) for v in b.memory["peak"]["by_kind"].values())
+    half = copy.deepcopy(d)
+    half["memory"]["peak"] = {**p, "bytes": p["bytes"] + 0.5}
+    with pytest.raises(ExplorerError, match="memory.peak"):
+        Bundle.from_dict(half)
