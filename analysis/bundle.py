@@ -24,7 +24,7 @@ from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
 from analysis.kernels import Kernel, detect_platform, kernels as find_kernels
 from analysis.metrics import compute_metrics
-from analysis.numbers import upgrade_timings
+from analysis.numbers import upgrade_fusion_comparison, upgrade_timings
 from analysis.provenance import Provenance, map_provenance
 
 if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run time)
@@ -178,6 +178,7 @@ class Bundle:
             raise ExplorerError("load", f"malformed bundle: {e}") from None
         kw["schema_version"] = SCHEMA_VERSION
         upgrade_timings(kw.get("timings"), version)
+        upgrade_fusion_comparison(kw.get("fusion_comparison"), version)
         check_parts(kw)
         read_records(kw.get("fusion_decisions"))
         check_decisions(kw.get("fusion_decisions"))

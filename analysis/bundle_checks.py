@@ -219,14 +219,17 @@ def check_memory(kw: dict) -> None:
 _NUM = (int, float)
 _OPT_NUM = (int, float, type(None))
 _SIDE_FIELDS = {"kernels": _INT, "bytes": _NUM, "flops": _OPT_NUM, "step_median_s": _OPT_NUM,
-                "device_busy_s": _OPT_NUM, "iterations": _OPT_INT}
+                "step_q1_s": _OPT_NUM, "step_q3_s": _OPT_NUM, "step_min_s": _OPT_NUM, "step_max_s": _OPT_NUM,
+                "call_median_s": _OPT_NUM, "call_q1_s": _OPT_NUM, "call_q3_s": _OPT_NUM, "call_min_s": _OPT_NUM,
+                "device_busy_s": _OPT_NUM, "traced_steps": _OPT_INT, "iterations": _OPT_INT}
 
 
 def check_fusion_comparison(kw: dict) -> None:
     """``fusion_comparison`` as the summary, the charts and the report read it: two sides
     (``default``, ``unfused``) with whole kernel counts and byte and time numbers, its text fields
     text; what it saved (``kernels_saved``, ``bytes_saved``, ``time_saved_s``, ``speedup``,
-    ``busy_speedup``) derived again from the two sides (one definition, whatever the file said)."""
+    ``step_speedup``) derived again from the two sides (``numbers.fusion_savings``, whatever the
+    file said)."""
     fc = kw.get("fusion_comparison")
     if not isinstance(fc, dict):
         return
@@ -249,12 +252,7 @@ def check_fusion_comparison(kw: dict) -> None:
             raise _bad(f"fusion_comparison.{k}", "must be text")
     if not isinstance(fc.get("memory"), (dict, type(None))) or not isinstance(fc.get("compiler_options", {}), dict):
         raise _bad("fusion_comparison", "has a memory or compiler_options that is not an object")
-    d, u = fc["default"], fc["unfused"]
+    from analysis.numbers import fusion_savings
+
     fc["measured"] = fc.get("measured") is True
-    fc["kernels_saved"] = u["kernels"] - d["kernels"]
-    fc["bytes_saved"] = u["bytes"] - d["bytes"]
-    du, dd = u.get("step_median_s"), d.get("step_median_s")
-    fc["time_saved_s"] = du - dd if fc["measured"] and du is not None and dd is not None else None
-    fc["speedup"] = du / dd if fc["measured"] and du and dd else None
-    bu, bd = u.get("device_busy_s"), d.get("device_busy_s")
-    fc["busy_speedup"] = bu / bd if fc["measured"] and bu and bd else None
+    fc.update(fusion_savings(fc))

@@ -186,3 +186,32 @@ def part_of_step(t: dict | None, row: dict | None) -> float | None:
     if s is None or share is None:
         return None
     return share * s.median
+
+
+def fusion_savings(fc: dict) -> dict:
+    """What fusion saved, from a fusion comparison's two sides (the one derivation: the compile
+    writes it, a loaded bundle's is made again): kernels and bytes saved, and with measured sides
+    the call's time saved and speed-up (the headline, docs/numbers.md) and the step's speed-up."""
+    d, u = fc.get("default") or {}, fc.get("unfused") or {}
+    measured = fc.get("measured") is True
+
+    def ratio(key):
+        a, b = _num(u.get(key)), _num(d.get(key))
+        return a / b if measured and a and b else None
+
+    cu, cd = _num(u.get("call_median_s")), _num(d.get("call_median_s"))
+    return {"kernels_saved": u["kernels"] - d["kernels"], "bytes_saved": u["bytes"] - d["bytes"],
+            "time_saved_s": cu - cd if measured and cu is not None and cd is not None else None,
+            "speedup": ratio("call_median_s"), "step_speedup": ratio("step_median_s")}
+
+
+def upgrade_fusion_comparison(fc, version: int) -> None:
+    """Before schema 5 a side's ``step_median_s`` was its untraced call (and ``busy_speedup`` was
+    kept): renamed as ``upgrade_timings`` does for the timings."""
+    if version >= 5 or not isinstance(fc, dict):
+        return
+    fc.pop("busy_speedup", None)
+    for side in ("default", "unfused"):
+        s = fc.get(side)
+        if isinstance(s, dict) and "step_median_s" in s:
+            s["call_median_s"] = s.pop("step_median_s")

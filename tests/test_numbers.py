@@ -263,3 +263,17 @@ ENTRY %main (p: f32[16]) -> f32[4,4] {
     k = next(k for k in kernels(m, "cpu") if k.name == "fusion")
     pre = [SimpleNamespace(opcode="negate"), SimpleNamespace(opcode="exponential"), None]
     assert fused_added(k, pre) == "broadcast ×2, bitcast, constant"
+
+
+def test_a_schema_4_fusion_comparison_keeps_its_call_times():
+    side = {"kernels": 4, "bytes": 1000, "flops": 0, "kernels_by_route": {}, "top_kernels": [], "iterations": 3,
+            "step_median_s": 0.002, "device_busy_s": 0.001}
+    fc = {"platform": "cpu", "disabled_passes": ["fusion"], "note": "", "measured": True,
+          "default": {**side, "step_median_s": 0.001}, "unfused": {**side, "kernels": 9},
+          "busy_speedup": 1.0, "speedup": 99.0}
+    b = Bundle.from_dict({"schema_version": 4, "fusion_comparison": fc})
+    got = b.fusion_comparison
+    # what the old bundle called the step was the untraced call; what it saved is derived again
+    assert got["unfused"]["call_median_s"] == 0.002 and got["default"]["call_median_s"] == 0.001
+    assert got["speedup"] == pytest.approx(2.0) and got["time_saved_s"] == pytest.approx(0.001)
+    assert "busy_speedup" not in got and got["kernels_saved"] == 5

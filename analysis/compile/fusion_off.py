@@ -8,6 +8,7 @@ from analysis.compare import FusionComparison, fusion_side
 from analysis.memory import compare_memory
 from analysis.compile.measure import measure
 from analysis.compile.stages import Compiled, recompile
+from analysis.numbers import fusion_savings
 from analysis.options import FUSION_PASSES
 
 FUSION_NOTES = {
@@ -48,16 +49,9 @@ def compare_fusion(c: Compiled, measure_it: bool = True, iterations: int | None 
         "measured": bool(measure_it),
         "default": d,
         "unfused": u,
-        "kernels_saved": u["kernels"] - d["kernels"],
-        "bytes_saved": u["bytes"] - d["bytes"],
         # the headline compares untraced calls: the profiler's cost per event would favour the side
         # with fewer kernels (docs/numbers.md)
-        "time_saved_s": (u["call_median_s"] - d["call_median_s"])
-        if measure_it and u["call_median_s"] is not None and d["call_median_s"] is not None else None,
-        "speedup": (u["call_median_s"] / d["call_median_s"])
-        if measure_it and u["call_median_s"] and d["call_median_s"] else None,
-        "step_speedup": (u["step_median_s"] / d["step_median_s"])
-        if measure_it and u["step_median_s"] and d["step_median_s"] else None,
+        **fusion_savings({"default": d, "unfused": u, "measured": bool(measure_it)}),
         "unfused_hlo_after": ub.stages.get("hlo_after"),
         "memory": compare_memory(bundle.memory, ub.memory),  # peaks, temporaries only the unfused compile writes
     })
