@@ -57,6 +57,18 @@ def _options(preset_key: str, free_key: str, pre: dict, default: str) -> dict:
     return opts
 
 
+def _two_option_sets(backend_key: str, prefix: str) -> tuple[str, dict, dict]:
+    """The backend and the two option sets A and B (Default against the fusion passes off, to
+    start with); ``prefix`` keeps each mode's widgets apart (``cmp_preset_<prefix>a``, ...)."""
+    backend = backend_choice(backend_key, with_target=True)
+    pre = presets_for(backend)
+    st.markdown("**A**")
+    oa = _options(f"cmp_preset_{prefix}a", f"cmp_free_{prefix}a", pre, "Default")
+    st.markdown("**B**")
+    ob = _options(f"cmp_preset_{prefix}b", f"cmp_free_{prefix}b", pre, "Fusion passes off")
+    return backend, oa, ob
+
+
 def _describe(b: Bundle) -> str:
     env = b.environment
     opts = (b.options or {}).get("compiler_options") or {}
@@ -139,12 +151,7 @@ with st.sidebar:
             model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model", NAMES, _last_model()),
                                  key="cmp_model")
             ss.cmp_last_model = model
-            backend = backend_choice("cmp_backend", with_target=True)
-            pre = presets_for(backend)
-            st.markdown("**A**")
-            oa = _options("cmp_preset_a", "cmp_free_a", pre, "Default")
-            st.markdown("**B**")
-            ob = _options("cmp_preset_b", "cmp_free_b", pre, "Fusion passes off")
+            backend, oa, ob = _two_option_sets("cmp_backend", "")
             jobs = (gallery_job(model, backend=backend, compiler_options=oa),
                     gallery_job(model, backend=backend, compiler_options=ob))
             link = {"mode": "options", "model": model, "backend": backend, "a": ss.cmp_preset_a,
@@ -160,12 +167,7 @@ with st.sidebar:
             with code_slot:
                 with st.expander("Your code", expanded=not present):
                     source = code_source("cmp_code")
-            backend = backend_choice("cmp_backend_code", with_target=True)
-            pre = presets_for(backend)
-            st.markdown("**A**")
-            oa = _options("cmp_preset_ca", "cmp_free_ca", pre, "Default")
-            st.markdown("**B**")
-            ob = _options("cmp_preset_cb", "cmp_free_cb", pre, "Fusion passes off")
+            backend, oa, ob = _two_option_sets("cmp_backend_code", "c")
             jobs = (code_job(source, backend=backend, compiler_options=oa),
                     code_job(source, backend=backend, compiler_options=ob))
             link = {}
