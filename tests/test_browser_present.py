@@ -71,7 +71,8 @@ def _page_readable(page, scrolls: int = 2) -> None:
     _readable(page)
     for _ in range(scrolls):
         page.mouse.wheel(0, 600)
-        page.wait_for_timeout(300)  # the scroll's repaint (no state to poll: the page holds still)
+        # the scroll's repaint: two animation frames after the wheel, the page has drawn it
+        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
         _readable(page)
 
 
