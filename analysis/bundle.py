@@ -79,6 +79,13 @@ class Bundle:
 
     # -- parsed views (not serialized) ------------------------------------------------------
 
+    @property
+    def devices(self) -> int:
+        """The devices the program runs on (the job's setting, ``options["devices"]``; 1 when unset
+        or not a positive whole number)."""
+        n = (self.options or {}).get("devices", 1)
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
     def module(self, stage: str) -> Module | None:
         text = self.stages.get(stage)
         hit = self.cache.parses.get(stage)

@@ -143,11 +143,6 @@ def _call(b) -> float | None:
     return s.median if s else None
 
 
-def _devices(b) -> int | None:
-    n = (b.options or {}).get("devices", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) else 1
-
-
 def _collectives(b) -> int | None:
     from analysis.collectives import collectives
 
@@ -167,7 +162,7 @@ SUMMARY_ROWS = (
     ("kernels", lambda b: b.metrics.get("kernels_after"), "count"),
     ("multi-op fusions", lambda b: b.metrics.get("multi_op_fusions"), "count"),
     ("library calls", lambda b: (b.metrics.get("kernels_by_route") or {}).get("library"), "count"),
-    ("devices", _devices, "count"),
+    ("devices", lambda b: b.devices, "count"),
     ("bytes moved by kernels (per device)", lambda b: b.metrics.get("fused_bytes"), "bytes"),
     ("collectives", _collectives, "count"),
     ("collective traffic per device (ring estimate)", _collective_bytes, "bytes"),

@@ -83,8 +83,8 @@ def _basics(b: Bundle) -> str:
     m = b.metrics
     unfused, fused = m.get("unfused_bytes"), m.get("fused_bytes")
     rose = unfused is not None and fused is not None and fused > unfused
-    devices = (b.options or {}).get("devices", 1)
-    if isinstance(devices, int) and devices > 1:  # before: whole arrays; after: one device's part
+    devices = b.devices
+    if devices > 1:  # before: whole arrays; after: one device's part
         return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
                 f"kernels** per device, on {devices} devices; {m.get('fusion_coverage', 0):.0%} of the ops ended "
                 "inside a multi-op fusion.")

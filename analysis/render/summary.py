@@ -134,7 +134,7 @@ def summarize(b: Bundle) -> Summary:
                    control_ops=m.get("control_ops_after") or 0, coverage=m.get("fusion_coverage"), traffic=traffic,
                    by_route=dict(m.get("kernels_by_route") or {}), libraries=library_calls(m),
                    phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison,
-                   devices=devices_of(b))
+                   devices=b.devices)
 
 
 def traffic_of(b: Bundle) -> Traffic | None:
@@ -144,7 +144,7 @@ def traffic_of(b: Bundle) -> Traffic | None:
     u, d = (fc.get("unfused") or {}, fc.get("default") or {}) if fc else ({}, {})
     if isinstance(u.get("bytes"), int) and isinstance(d.get("bytes"), int):
         unfused, fused, real = u["bytes"], d["bytes"], True  # two compiles of one device's program
-    elif devices_of(b) > 1:
+    elif b.devices > 1:
         return None  # the estimate would weigh global shapes (before) against one device's (after)
     elif "bytes_saved" in m:
         unfused, fused, real = m.get("unfused_bytes") or 0, m.get("fused_bytes") or 0, False
@@ -153,11 +153,6 @@ def traffic_of(b: Bundle) -> Traffic | None:
     saved = unfused - fused
     return Traffic(unfused, fused, saved, saved / unfused if unfused else 0.0, real,
                    why_added(b) if saved < 0 else "")
-
-
-def devices_of(b: Bundle) -> int:
-    n = (b.options or {}).get("devices", 1)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
 
 
 def why_added(b: Bundle, limit: int = 3) -> str:
