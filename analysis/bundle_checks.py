@@ -17,7 +17,7 @@ FIELD_TYPES = {
     "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
     "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
     "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
-    "memory": (dict, _NONE), "created": (str,),
+    "memory": (dict, _NONE), "code": (dict, _NONE), "created": (str,),
 }
 
 
