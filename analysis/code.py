@@ -216,104 +216,22 @@ def empty_facts() -> dict:
             "registers": None, "spills": None, "shared_bytes": None, "stage": None}
 
 
-_DEFINE = re.compile(r"^define\b[^@]*@([\w.$\"-]+)\s*\((.*)\)[^{]*\{\s*$")
-_PARAM = re.compile(r"ptr\b([^,%]*)%([\w.$-]+)")
-_ASSIGN = re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$")
-_VALUE = re.compile(r"%([\w.$-]+)")
-_LOAD = re.compile(r"^load\s+(?:atomic\s+)?(?:volatile\s+)?(.+?),\s*ptr(?:\s+addrspace\(\d+\))?\s+%([\w.$-]+)")
-_STORE = re.compile(r"^\s*store\s+(?:atomic\s+)?(?:volatile\s+)?(.+?)\s+(?:%[\w.$-]+|[^,]+),\s*ptr(?:\s+addrspace\(\d+\))?\s+%([\w.$-]+)")
-_MASKED = re.compile(r"@llvm\.masked\.(load|store)\.[^(]*\((.*)\)")
-_VECTOR = re.compile(r"<\s*(\d+)\s+x\s+(\w+)\s*>")
-# the instructions that make a pointer from another (a buffer argument's pointer stays one)
-_DERIVES = ("getelementptr", "bitcast", "phi", "select", "addrspacecast", "ptrmask", "call ptr @llvm.ptrmask")
-_SCALAR_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "x86_fp80": 80, "fp128": 128, "ptr": 64}
-
-
-def _type_bits(t: str) -> int | None:
-    m = _VECTOR.search(t)
-    if not m:
-        return None
-    elem = m.group(2)
-    bits = _SCALAR_BITS.get(elem) or (int(elem[1:]) if re.fullmatch(r"i\d+", elem) else None)
-    return int(m.group(1)) * bits if bits else None
-
-
 def llvm_facts(text: str) -> dict:
     """Facts of an LLVM IR text (``empty_facts`` keys): the loads and stores through the
-    kernel's buffer arguments, the widest vector load or store, the instruction count.
+    kernel's buffers (``analysis.llvm_ir``: what a buffer pointer is), the widest vector load or
+    store, the instruction count."""
+    from analysis.llvm_ir import accesses
 
-    A buffer pointer is a pointer parameter of a function that LLVM is told is dereferenceable
-    (XLA marks its buffers so), a pointer loaded with ``!dereferenceable`` metadata (XLA:CPU's
-    kernel reads its buffers' addresses from the call frame so), and anything made from one
-    (``getelementptr``, ``bitcast``, ``phi``, ``select``); the call frame's own fields are not
-    buffers. ``llvm.masked.load``/``store`` count as a load/store."""
+    acc, insts = accesses(text)
     facts = empty_facts()
-    loads = stores = insts = 0
-    width = None
-    for body, params in _functions(text):
-        buffers = set(params)
-        defs = []
-        for line in body:
-            m = _ASSIGN.match(line)
-            if m:
-                defs.append((m.group(1), m.group(2)))
-        changed = True
-        rounds = 0
-        while changed and rounds < 50:  # a phi can name a value defined below it
-            changed, rounds = False, rounds + 1
-            for name, rhs in defs:
-                if name in buffers:
-                    continue
-                if (rhs.startswith("load ptr") and "!dereferenceable" in rhs) or (
-                        rhs.startswith(_DERIVES) and any(v in buffers for v in _VALUE.findall(rhs))):
-                    buffers.add(name)
-                    changed = True
-        for line in body:
-            s = line.strip()
-            if not s or s.startswith(";") or s.endswith(":") or re.match(r"^[\w.$-]+:", s):
-                continue
-            insts += 1
-            m = _ASSIGN.match(line)
-            rhs = m.group(2) if m else s
-            lm = _LOAD.match(rhs)
-            sm = _STORE.match(line) if not lm else None
-            mm = _MASKED.search(rhs) if not (lm or sm) else None
-            if lm and lm.group(2) in buffers and lm.group(1).strip() != "ptr":
-                loads += 1
-                width = _wider(width, _type_bits(lm.group(1)))
-            elif sm and sm.group(2) in buffers:
-                stores += 1
-                width = _wider(width, _type_bits(sm.group(1)))
-            elif mm and any(v in buffers for v in _VALUE.findall(mm.group(2))):
-                if mm.group(1) == "load":
-                    loads += 1
-                    width = _wider(width, _type_bits(rhs.split("@")[0]))
-                else:
-                    stores += 1
-                    width = _wider(width, _type_bits(mm.group(2)))
-    facts.update(global_loads=loads, global_stores=stores, vector_width=width, instructions=insts)
+    widths = [a.bits for a in acc if a.bits]
+    facts.update(global_loads=sum(a.kind == "load" for a in acc), global_stores=sum(a.kind == "store" for a in acc),
+                 vector_width=max(widths) if widths else None, instructions=insts)
     return facts
 
 
 def _wider(a, b):
     return b if a is None or (b is not None and b > a) else a
-
-
-def _functions(text: str):
-    """(body lines, buffer parameter names) of each function defined in an LLVM IR text."""
-    body, params = None, []
-    for line in text.splitlines():
-        if body is None:
-            m = _DEFINE.match(line)
-            if m:
-                body = []
-                params = [p.group(2) for p in _PARAM.finditer(m.group(2)) if "dereferenceable" in p.group(1)]
-            continue
-        if line.startswith("}"):
-            yield body, params
-            body = None
-        else:
-            body.append(line)
 
 
 _ASM_LINE = re.compile(r"^\s*(?:[0-9a-f]+:\s+)?(?:(?:[0-9a-f]{2}\s)+\s*)?([a-z][a-z0-9.]*)\b(.*)$")
@@ -322,7 +240,7 @@ _SIMD_REG = re.compile(r"\b([xyz]mm)\d+\b")
 _MEM = re.compile(r"\[([^\]]*)\]")
 _STACK = re.compile(r"\b[re]?(sp|bp)\b|\brip\b")
 # the x86 instructions that only read their memory operand even when it comes first
-_READS_FIRST = ("cmp", "test", "prefetch", "bt", "ucomis", "comis", "vucomis", "vcomis", "vptest", "nop")
+_READS_FIRST = ("cmp", "test", "prefetch", "bt", "ucomis", "comis", "vucomis", "vcomis", "vptest")
 
 
 def asm_facts(text: str) -> dict:
@@ -342,10 +260,12 @@ def asm_facts(text: str) -> dict:
             continue
         insts += 1
         mnemonic, rest = m.group(1), m.group(2)
+        if mnemonic.startswith(("nop", "lea")):  # no memory read, whatever the operand looks like
+            continue
         for reg in _SIMD_REG.findall(rest):
             width = _wider(width, _SIMD[reg])
         mem = _MEM.search(rest)
-        if mem and not _STACK.search(mem.group(1)) and not mnemonic.startswith("lea"):
+        if mem and not _STACK.search(mem.group(1)):
             first = rest.split(",")[0]
             if "[" in first and not mnemonic.startswith(_READS_FIRST):
                 stores += 1
