@@ -87,6 +87,11 @@ def _code(bundle) -> dict | None:
     return c if isinstance(c, dict) else None
 
 
+def has_code(bundle) -> bool:
+    """Whether the bundle's compile read its generated code (it may still be empty: library calls only)."""
+    return _code(bundle) is not None
+
+
 def code_stages(bundle) -> list[str]:
     """The stages this compile's code has, in pipeline order ([] without code)."""
     c = _code(bundle)

@@ -219,3 +219,30 @@ def test_a_deflate_bomb_is_refused():
     with pytest.raises(ExplorerError) as e:
         Bundle.from_json(json.dumps({"schema_version": 6, "code": {"kernels": {"k": {"stages": {"asm": {"z": bomb}}}}}}))
     assert "inflates past" in e.value.message
+
+
+def test_the_summary_shows_the_code_totals_beside_fusion_off():
+    from analysis.compare import fusion_side
+    from analysis.render.summary import summarize, summary_text
+
+    b = bundle_with(hand_code())  # one kernel: 3 loads, 1 store (counted by hand above)
+    b.fusion_comparison = {"measured": False, "disabled_passes": ["fusion"],
+                           "default": fusion_side([], None, {"kernels": 1, "global_loads": 3, "global_stores": 1}),
+                           "unfused": fusion_side([], None, {"kernels": 2, "global_loads": 4, "global_stores": 2})}
+    text = summary_text(b)
+    assert ("generated code          : 3 loads and 1 stores through the buffers of 1 kernel with generated code; "
+            "fusion off: 4 loads and 2 stores in 2 kernels") in text
+    assert "stores in the generated code        : 2 -> 1" in text
+    card = [c for c in summarize(b).cards() if c.label == "Generated code"][0]
+    assert card.value == "3 loads · 1 stores"
+    assert "stores in the generated code 2 → 1" in [c for c in summarize(b).cards() if c.label == "Fusion off → on"][0].note
+    assert not [c for c in summarize(bundle_with(None)).cards() if c.label == "Generated code"]
+
+
+def test_a_fusion_side_s_code_is_checked_on_load():
+    from analysis.bundle_checks import check_fusion_comparison
+
+    side = {"kernels": 2, "bytes": 10, "code": {"kernels": 3, "global_loads": 1, "global_stores": 1}}
+    with pytest.raises(ExplorerError) as e:
+        check_fusion_comparison({"fusion_comparison": {"default": side, "unfused": dict(side, code=None)}})
+    assert "fusion_comparison.default.code" in e.value.message  # 3 kernels with code in a side of 2
