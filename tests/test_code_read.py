@@ -203,3 +203,37 @@ def test_the_mlp_lesson_says_its_matmuls_have_no_generated_code(gallery_bundle):
     assert "XLA generated no code for the matmuls" in les.text
     claim = [c for c in les.checks if "have no generated code" in c.claim]
     assert claim and claim[0].holds and all(code.kernel_code(b, n) is None for n in dots)
+
+
+def _zip(files: dict) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_an_imported_dump_zip_brings_its_code(tmp_path):
+    jax = pytest.importorskip("jax")
+    import os
+
+    from analysis.dump import bundles_from_dump_zip
+    from sample_models import softmax_layernorm as m
+
+    jax.jit(m.model).lower(*m.example_inputs()).compile(compiler_options={"xla_dump_to": str(tmp_path)})
+    files = {n: open(os.path.join(tmp_path, n), "rb").read() for n in os.listdir(tmp_path)}
+    objects = sorted(n for n in files if n.endswith(".o"))
+    assert objects  # XLA:CPU wrote its kernels' objects
+    files[objects[0]] = b"\x7fELF but damaged"
+    b = bundles_from_dump_zip(_zip(files), "dump.zip")[0]
+    post = b.module("hlo_after")
+    by_name = {i.name: i for i in post.instructions()}
+    emitted = [k.name for k in b.kernels if k.route == "emitter"]
+    assert code.totals(b) == {"kernels": len(emitted), "global_stores": len(emitted),
+                              "global_loads": sum(len(set(by_name[n].operands)) for n in emitted)}
+    assert objects[0] in code.note(b) and "damaged" in code.note(b)
+    damaged = [n for n in emitted if "asm" not in code.kernel_code(b, n).stages]
+    assert len(damaged) == 1 and objects[0].startswith(f"module_") and damaged[0] in objects[0]
