@@ -26,6 +26,7 @@ from analysis import code as C
 from analysis.code_links import kernel_ops, link_asm, link_llvm
 from analysis.disassemble import MAX_OBJECT_BYTES, disassemble
 from analysis.errors import ExplorerError
+from analysis.llvm_ir import accesses
 
 MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
 _STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
@@ -66,6 +67,8 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
     index = {i.name: i for i in module.instructions()}
     kernels, library, problems = {}, {}, []
     twins = _twins(module, index, [k.name for k in bundle.kernels if k.route != "library"], files)
+    texts: dict[str, str | None] = {}  # file -> its text (twins share files: each is read once)
+    done: dict[str, dict] = {}  # a kernel with files -> its stages, links and facts
     for k in bundle.kernels:
         if k.route == "library":
             inst = index.get(k.name)
@@ -73,38 +76,62 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
                                "library": k.library or "", "config": (inst.attributes.get("backend_config", "")
                                                                       if inst is not None else "")}
             continue
-        mine = files.get(k.name) or files.get(twins.get(k.name, ""))
-        if not mine:
+        owner = k.name if k.name in files else twins.get(k.name)
+        if owner is None:
             continue
-        ops = kernel_ops(module, k.name, index)
-        if ops is not None and k.name not in files:
-            ops.function = twins[k.name]  # the function it runs is named after its twin
-        stages, links = {}, {}
-        for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
-            if stage not in mine:
-                continue
-            try:
-                if stage == "asm":
-                    text = disassemble(read(mine[stage], MAX_OBJECT_BYTES), mine[stage])
-                else:
-                    text = read(mine[stage], MAX_IR_BYTES).decode("utf-8", errors="replace")
-            except ExplorerError as e:
-                problems.append(e.one_line())
-                continue
-            except OSError as e:
-                problems.append(f"{mine[stage]}: {e.strerror or e}")
-                continue
-            stages[stage] = text
-            if ops is not None:
-                links[stage] = link_asm(text, ops) if stage == "asm" else link_llvm(text, ops)
-        if stages:
-            kernels[k.name] = {"stages": stages, "ops": links}
+        if owner not in done:
+            done[owner] = _read_kernel(module, index, owner, files[owner], read, texts, problems)
+        got = done[owner]
+        if not got["stages"]:
+            continue
+        links = got["ops"]
+        if owner != k.name:  # the same code, linked to this kernel's own instructions (by position)
+            names = _renames(module, index, owner, k.name)
+            links = {s: {n: [names.get(x, x) for x in v] for n, v in lines.items()} for s, lines in links.items()}
+        kernels[k.name] = {"stages": got["stages"], "ops": links, "facts": got["facts"]}
     note = None
     if problems:
         note = f"{len(problems)} code file(s) not read: {problems[0]}"
     elif not kernels and any(k.route != "library" and k.route != "control" for k in bundle.kernels):
         note = "XLA wrote no code files for this compile"
     return C.make_code(kernels, library, note)
+
+
+def _read_kernel(module, index, name: str, mine: dict, read, texts: dict, problems: list) -> dict:
+    """One kernel's stages (texts), links and facts, from its files (each read once: ``texts``)."""
+    ops = kernel_ops(module, name, index)
+    stages, links, analyses = {}, {}, {}
+    for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
+        file = mine.get(stage)
+        if file is None:
+            continue
+        if file not in texts:
+            texts[file] = None
+            try:
+                texts[file] = (disassemble(read(file, MAX_OBJECT_BYTES), file) if stage == "asm"
+                               else read(file, MAX_IR_BYTES).decode("utf-8", errors="replace"))
+            except ExplorerError as e:
+                problems.append(e.one_line())
+            except OSError as e:
+                problems.append(f"{file}: {e.strerror or e}")
+        text = texts[file]
+        if text is None:
+            continue
+        stages[stage] = text
+        if stage != "asm":
+            analyses[stage] = accesses(text)
+        if ops is not None:
+            links[stage] = link_asm(text, ops) if stage == "asm" else link_llvm(text, ops, analyses[stage][0])
+    return {"stages": stages, "ops": links, "facts": C.kernel_facts(stages, analyses)}
+
+
+def _renames(module, index: dict, owner: str, twin: str) -> dict[str, str]:
+    """Instruction names of ``owner``'s fused computation -> ``twin``'s (the same instruction by
+    instruction, ``_signature``), the kernels' own names included."""
+    comps = module.by_name
+    a = comps[index[owner].called_computations[0]].instructions
+    b = comps[index[twin].called_computations[0]].instructions
+    return {owner: twin, **{x.name: y.name for x, y in zip(a, b)}}
 
 
 def _twins(module, index: dict, names: list[str], files: dict) -> dict[str, str]:
