@@ -76,6 +76,7 @@ class KernelCode:
     facts: dict = field(default_factory=dict)
     ops: dict = field(default_factory=dict)
     cut: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)  # one line each: a stage that could not be made (a damaged object)
 
     def lines_of(self, stage: str, op: str) -> list[int]:
         """The lines of ``stage`` linked to the HLO instruction ``op``, in order."""
@@ -104,6 +105,10 @@ def kernel_code(bundle, name: str) -> KernelCode | None:
     k = (c.get("kernels") or {}).get(name) if c else None
     if not isinstance(k, dict):
         return None
+    if k.get("pending"):  # a CPU kernel: disassembled and linked when first asked for (analysis.code_finish)
+        from analysis.code_finish import finish
+
+        return bundle.derived(f"code:{name}", (c, k), lambda: finish(bundle, name, k))
     return KernelCode(name=name, stages=dict(k.get("stages") or {}), facts=dict(k.get("facts") or {}),
                       ops={s: {int(n): list(v) for n, v in lines.items()} for s, lines in (k.get("ops") or {}).items()},
                       cut=dict(k.get("cut") or {}))
@@ -169,7 +174,7 @@ def make_code(kernels: dict, library: dict | None = None, note: str | None = Non
     ``None`` when there is neither code nor a library call nor a note."""
     if not kernels and not library and not note:
         return None
-    out_k, seen, budget = {}, set(), MAX_BUNDLE_CODE_CHARS
+    out_k, seen, budget, counted = {}, set(), MAX_BUNDLE_CODE_CHARS, set()
     for name, k in list(kernels.items())[:MAX_KERNELS]:
         stages, cut = {}, {}
         for stage, text in (k.get("stages") or {}).items():
@@ -190,6 +195,17 @@ def make_code(kernels: dict, library: dict | None = None, note: str | None = Non
         ops = {s: {int(n): [str(x) for x in v][:64] for n, v in lines.items()}
                for s, lines in (k.get("ops") or {}).items() if s in stages}
         out_k[name] = {"stages": stages, "cut": cut, "facts": facts, "ops": ops}
+        if isinstance(k.get("elf"), (bytes, bytearray)) or k.get("pending"):
+            # its machine code and links are made when first asked for (analysis.code_finish)
+            elf = k.get("elf")
+            if elf is not None and id(elf) not in counted:  # twins share one object: counted once
+                counted.add(id(elf))
+                budget -= len(elf)
+                if budget < 0:
+                    elf = None  # the bundle's code is full: no machine code for the kernels past it
+            out_k[name].update(pending=True, elf=elf, elf_file=k.get("elf_file"), function=k.get("function"))
+            if elf is not None:
+                seen.add("asm")
     lib = {name: {"target": str(v.get("target") or ""), "library": str(v.get("library") or ""),
                   "config": _bounded(str(v.get("config") or ""), MAX_CONFIG_CHARS)}
            for name, v in list((library or {}).items())[:MAX_KERNELS]}
@@ -305,18 +321,26 @@ def code_json(code: dict | None) -> dict | None:
             first.setdefault(t, (name, s))
         kernels[name] = {**k, "stages": stages,
                          "ops": {s: {str(n): v for n, v in lines.items()} for s, lines in (k.get("ops") or {}).items()}}
+        elf = k.get("elf")
+        if isinstance(elf, (bytes, bytearray)):
+            hit = first.get(id(elf)) or first.get(bytes(elf))
+            kernels[name]["elf"] = {"ref": list(hit)} if hit else _deflate(bytes(elf))
+            first.setdefault(id(elf), (name, "elf"))
+            first.setdefault(bytes(elf), (name, "elf"))
     return {**code, "kernels": kernels}
 
 
-def _deflate(text: str) -> dict:
-    return {"z": base64.b64encode(zlib.compress(text.encode("utf-8"), 1)).decode("ascii")}  # level 1: speed (docs/performance.md)
+def _deflate(data) -> dict:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return {"z": base64.b64encode(zlib.compress(raw, 1)).decode("ascii")}  # level 1: speed (docs/performance.md)
 
 
 _MAX_TEXT_BYTES = (MAX_CODE_LINES + 1) * (MAX_LINE_CHARS + 4) * 4
 
 
-def _inflate(v, where: str, earlier: dict) -> str:
-    """A stored text: plain, deflated, or the same as an ``earlier`` kernel's stage."""
+def _inflate(v, where: str, earlier: dict, binary: bool = False):
+    """A stored text (or object file, ``binary``): plain, deflated, or the same as an ``earlier``
+    kernel's stage."""
     if isinstance(v, str):
         return v
     if isinstance(v, dict) and "ref" in v:
@@ -332,7 +356,7 @@ def _inflate(v, where: str, earlier: dict) -> str:
         raw = d.decompress(base64.b64decode(v["z"], validate=True), _MAX_TEXT_BYTES)
         if d.unconsumed_tail:
             raise _bad(where, f"inflates past {_MAX_TEXT_BYTES:,} bytes")
-        return raw.decode("utf-8")
+        return raw if binary else raw.decode("utf-8")
     except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError):
         raise _bad(where, "is not deflated text (damaged)") from None
 
@@ -403,13 +427,27 @@ def check_code(code) -> dict | None:
         # kernel_facts): checked here, not read again (that was a third of a big program's load)
         facts = _check_facts(k.get("facts"), where)
         out_k[name] = {"stages": stages, "cut": cut, "facts": facts, "ops": good_ops}
+        if k.get("pending") is True:  # an object file still to disassemble, links still to make
+            elf = k.get("elf")
+            elf = _inflate(elf, f"{where}.elf", earlier, binary=True) if elf is not None else None
+            if elf is not None and not isinstance(elf, bytes):
+                raise _bad(f"{where}.elf", "must be a deflated object file")
+            if elf is not None and not (isinstance(k.get("elf"), dict) and "ref" in k["elf"]):
+                budget -= len(elf)
+                if budget < 0:
+                    raise _bad("", f"holds more than {MAX_BUNDLE_CODE_CHARS:,} characters of code")
+            earlier[(name, "elf")] = elf
+            if not all(isinstance(k.get(f), (str, type(None))) for f in ("elf_file", "function")):
+                raise _bad(where, "has an elf_file or function that is not text")
+            out_k[name].update(pending=True, elf=elf, elf_file=(k.get("elf_file") or "")[:300] or None,
+                               function=(k.get("function") or "")[:300] or None)
     lib = {}
     for name, v in library.items():
         if not isinstance(v, dict) or not all(isinstance(v.get(f, ""), str) for f in ("target", "library", "config")):
             raise _bad(f".library[{name[:60]!r}]", "needs text target, library and config")
         lib[name] = {"target": v.get("target", "")[:300], "library": v.get("library", "")[:100],
                      "config": _bounded(v.get("config", ""), MAX_CONFIG_CHARS)}
-    seen = {s for k in out_k.values() for s in k["stages"]}
+    seen = {s for k in out_k.values() for s in k["stages"]} | {"asm" for k in out_k.values() if k.get("elf")}
     return {"stages": sorted(seen, key=stage_order), "kernels": out_k, "library": lib,
             "note": " ".join(note_.split())[:300] if note_ else None}
 

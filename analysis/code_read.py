@@ -23,8 +23,7 @@ import re
 from typing import Callable
 
 from analysis import code as C
-from analysis.code_links import kernel_ops, link_asm, link_llvm
-from analysis.disassemble import MAX_OBJECT_BYTES, disassemble
+from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
 from analysis.llvm_ir import accesses
 
@@ -67,8 +66,8 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
     index = {i.name: i for i in module.instructions()}
     kernels, library, problems = {}, {}, []
     twins = _twins(module, index, [k.name for k in bundle.kernels if k.route != "library"], files)
-    texts: dict[str, str | None] = {}  # file -> its text (twins share files: each is read once)
-    done: dict[str, dict] = {}  # a kernel with files -> its stages, links and facts
+    texts: dict[str, str | bytes | None] = {}  # file -> its text or bytes (twins share files: each is read once)
+    done: dict[str, dict] = {}  # a kernel with files -> its entry
     for k in bundle.kernels:
         if k.route == "library":
             inst = index.get(k.name)
@@ -80,15 +79,11 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
         if owner is None:
             continue
         if owner not in done:
-            done[owner] = _read_kernel(module, index, owner, files[owner], read, texts, problems)
+            done[owner] = _read_kernel(files[owner], read, texts, problems)
         got = done[owner]
-        if not got["stages"]:
-            continue
-        links = got["ops"]
-        if owner != k.name:  # the same code, linked to this kernel's own instructions (by position)
-            names = _renames(module, index, owner, k.name)
-            links = {s: {n: [names.get(x, x) for x in v] for n, v in lines.items()} for s, lines in links.items()}
-        kernels[k.name] = {"stages": got["stages"], "ops": links, "facts": got["facts"]}
+        if got["stages"] or got["elf"] is not None:
+            # the function it runs is its own, or (a twin) the one named after its owner
+            kernels[k.name] = {**got, "function": owner if owner != k.name else None}
     note = None
     if problems:
         note = f"{len(problems)} code file(s) not read: {problems[0]}"
@@ -97,10 +92,11 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
     return C.make_code(kernels, library, note)
 
 
-def _read_kernel(module, index, name: str, mine: dict, read, texts: dict, problems: list) -> dict:
-    """One kernel's stages (texts), links and facts, from its files (each read once: ``texts``)."""
-    ops = kernel_ops(module, name, index)
-    stages, links, analyses = {}, {}, {}
+def _read_kernel(mine: dict, read, texts: dict, problems: list) -> dict:
+    """One kernel's entry from its files (each read once: ``texts``): its IR texts, its object
+    file (disassembled when first asked for: ``analysis.code_finish``) and its loads and stores
+    (from the IR before optimization: ``analysis.code.kernel_facts``)."""
+    stages, elf, analyses = {}, None, {}
     for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
         file = mine.get(stage)
         if file is None:
@@ -108,30 +104,24 @@ def _read_kernel(module, index, name: str, mine: dict, read, texts: dict, proble
         if file not in texts:
             texts[file] = None
             try:
-                texts[file] = (disassemble(read(file, MAX_OBJECT_BYTES), file) if stage == "asm"
-                               else read(file, MAX_IR_BYTES).decode("utf-8", errors="replace"))
+                data = read(file, MAX_OBJECT_BYTES if stage == "asm" else MAX_IR_BYTES)
+                if stage == "asm" and not data.startswith(b"\x7fELF"):
+                    raise ExplorerError("code", "not an ELF object file (damaged?)", file)
+                texts[file] = data if stage == "asm" else data.decode("utf-8", errors="replace")
             except ExplorerError as e:
                 problems.append(e.one_line())
             except OSError as e:
                 problems.append(f"{file}: {e.strerror or e}")
-        text = texts[file]
-        if text is None:
+        if texts[file] is None:
             continue
-        stages[stage] = text
-        if stage != "asm":
-            analyses[stage] = accesses(text)
-        if ops is not None:
-            links[stage] = link_asm(text, ops) if stage == "asm" else link_llvm(text, ops, analyses[stage][0])
-    return {"stages": stages, "ops": links, "facts": C.kernel_facts(stages, analyses)}
-
-
-def _renames(module, index: dict, owner: str, twin: str) -> dict[str, str]:
-    """Instruction names of ``owner``'s fused computation -> ``twin``'s (the same instruction by
-    instruction, ``_signature``), the kernels' own names included."""
-    comps = module.by_name
-    a = comps[index[owner].called_computations[0]].instructions
-    b = comps[index[twin].called_computations[0]].instructions
-    return {owner: twin, **{x.name: y.name for x, y in zip(a, b)}}
+        if stage == "asm":
+            elf = texts[file]
+            continue
+        stages[stage] = texts[file]
+        if stage == "llvm-ir" or "llvm-ir" not in mine:
+            analyses[stage] = accesses(texts[file])
+    facts = C.kernel_facts({s: t for s, t in stages.items() if s in analyses}, analyses)
+    return {"stages": stages, "elf": elf, "elf_file": mine.get("asm"), "facts": facts, "pending": True}
 
 
 def _twins(module, index: dict, names: list[str], files: dict) -> dict[str, str]:

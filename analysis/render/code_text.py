@@ -50,7 +50,7 @@ def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = N
             continue
         out_k.append({"name": name, "stages": {s: kc.stages[s] for s in want if s in kc.stages},
                       **{k: v for k, v in kc.facts.items() if k != "stage"}, "facts_stage": kc.facts.get("stage"),
-                      "cut": {s: n for s, n in kc.cut.items() if s in want}})
+                      "cut": {s: n for s, n in kc.cut.items() if s in want}, "problems": list(kc.problems)})
     return {"stages": want, "kernels": out_k, "library": out_l, "totals": C.totals(bundle), "note": C.note(bundle)}
 
 
@@ -85,6 +85,7 @@ def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None
                 lines.append(f"   config: {lib['config']}")
             continue
         lines.append(f"== {name}: {_facts_line(kc.facts)}")
+        lines.extend(f"   not made: {p}" for p in kc.problems)
         if facts_only:
             continue
         for s in want:
