@@ -108,16 +108,12 @@ def _inline_svg(spec, prefix: str) -> tuple[str, str]:
     """(SVG markup with element ids prefixed so two graphs can share one page, error text)."""
     from analysis.render.graphviz_runner import render_svg
 
+    from analysis.render.report_layers import prefixed_svg
+
     try:
-        svg = render_svg(spec.to_dot())
+        return prefixed_svg(render_svg(spec.to_dot()), prefix), ""
     except RuntimeError as e:
         return "", str(e)
-    svg = re.sub(r'\bid="([^"]*)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
-    svg = re.sub(r'(xlink:href|href)="#([^"]*)"', lambda m: f'{m.group(1)}="#{prefix}-{m.group(2)}"', svg)
-    # size comes from the pane (CSS); keep the viewBox for pan and zoom
-    svg = re.sub(r'^<svg([^>]*?)\swidth="[^"]*"', r"<svg\1", svg, count=1)
-    svg = re.sub(r'^<svg([^>]*?)\sheight="[^"]*"', r"<svg\1", svg, count=1)
-    return svg, ""
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -147,20 +143,29 @@ def _legend_html() -> str:
     return f"<div class='legend' id='legend'>{chips}</div>"
 
 
-def _graph_pane(spec, prefix: str, heading: str, missing: str) -> str:
+def _graph_pane(spec, prefix: str, heading: str, missing: str, laid_out: str | None = None) -> str:
+    """One graph's pane. ``laid_out``: the SVG of a big program's layers view (laid out with
+    every layer's, ``report_layers``), else ``spec`` is laid out here."""
     if spec is None:
         return f"<div class='pane'><h3>{_e(heading)}</h3><p class='muted'>{_e(missing)}</p></div>"
-    svg, err = _inline_svg(spec, prefix)
+    if laid_out is None:
+        svg, err = _inline_svg(spec, prefix)
+    else:
+        from analysis.render.report_layers import prefixed_svg
+
+        ok = laid_out.startswith("<svg")
+        svg, err = (prefixed_svg(laid_out, prefix), "") if ok else ("", html.unescape(re.sub("<[^>]*>", "", laid_out)))
     dot_id = f"dot-{prefix}"
     tools = (f"<span class='tools'><button data-act='fit'>fit</button><button data-act='in'>+</button>"
              f"<button data-act='out'>−</button><button data-act='svg'>SVG</button>"
              f"<button data-act='dot' data-src='{dot_id}'>DOT</button></span>")
     note = ""
-    if spec.collapsed:
+    if spec.collapsed and laid_out is None:  # (a layers view: the layer bar says how to open them)
         note = (f"<p class='muted small'>{len(spec.collapsed)} "
                 + ("fusion(s) drawn collapsed" if prefix == "post" else "name scope(s) collapsed")
                 + " to keep the graph readable (open the bundle in XLA Explorer to expand them).</p>")
-    body = (f"<div class='view' data-prefix='{prefix}'>{svg}<div class='hint'>drag to pan · wheel to zoom · "
+    layers = " data-layers='1'" if laid_out is not None else ""
+    body = (f"<div class='view' data-prefix='{prefix}'{layers}>{svg}<div class='hint'>drag to pan · wheel to zoom · "
             f"click a node</div></div>") if svg else f"<pre class='err'>{_e(err)}</pre>"
     dot = f"<script type='text/plain' id='{dot_id}'>{_script_text(spec.to_dot())}</script>"
     return (f"<div class='pane' id='graph-{prefix}'><h3>{_e(heading)} {tools}</h3>"
@@ -327,9 +332,19 @@ def _link_data(b: Bundle) -> dict:
 
 def html_report(bundle: Bundle) -> str:
     """The whole report as one HTML document that needs no network and no server."""
+    from analysis.render import report_layers
+
     b = bundle
     env = b.environment
-    pre, post = graph_specs(b)
+    # a big program opens collapsed to its layers, as in the app, each layer laid out ahead
+    lay = report_layers.layered_graphs(b)
+    if lay is None:
+        pre, post = graph_specs(b)
+        svgs = {}
+    else:
+        sides = lay["sides"]
+        pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
+        svgs = {s: sides[s]["svg"] for s in sides}
     desc = (b.source.get("description") or "").strip()
     lesson_title, _, lesson = desc.partition("\n")
     charts, fusion = _charts(b)
@@ -354,7 +369,8 @@ def html_report(bundle: Bundle) -> str:
         # No network, ever: anything the page tried to fetch from elsewhere is refused.
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
         "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'\">",
-        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}</style></head><body>",
+        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}{report_layers.CSS if lay else ''}"
+        "</style></head><body>",
         f"<header><h1>{_e(b.title)}</h1><div class='sub'>{sub}</div>",
         "<nav>" + " ".join(f"<a href='#{i}'>{_e(t)}</a>" for i, t in nav)
         + ("<button id='dl-bundle'>Download bundle JSON</button>" if embed else "") + "</nav></header><main>",
@@ -371,9 +387,9 @@ def html_report(bundle: Bundle) -> str:
     parts.append("<section id='graphs'><h2>Before and after optimization</h2>"
                  "<p class='muted small'>Click a kernel (right) to light up the ops it absorbed (left), or an op to "
                  "light up the kernel it ended in. Each fusion is a box holding the ops it swallowed.</p>"
-                 "<div class='graphs'>"
-                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.")
-                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.")
+                 + (report_layers.layer_bar(lay, _e) if lay else "") + "<div class='graphs'>"
+                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.", svgs.get("pre"))
+                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.", svgs.get("post"))
                  + "</div></section>")
     parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{_kernel_table(b)}</section>")
     parts.append(decisions_html_section(b.fusion_decisions))  # analysis.render.decisions: why (not) fused
@@ -392,7 +408,9 @@ def html_report(bundle: Bundle) -> str:
     if embed:
         parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
-    parts.append(f"<script>{graph_js()}\n{JS}</script></body></html>")
+    if lay:
+        parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
+    parts.append(f"<script>{graph_js()}\n{JS}\n{report_layers.JS if lay else ''}</script></body></html>")
     return "".join(parts)
 
 
@@ -485,17 +503,19 @@ JS = r"""
     a.download = name; document.body.appendChild(a); a.click();
     setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 500);
   }
-  const panes = {};
-  document.querySelectorAll(".view").forEach((view) => {
+  const panes = {};  // each side's view shown (a big program's layer opened replaces it: report_layers)
+  function wire(view) {
     const svg = view.querySelector("svg");
     const prefix = view.dataset.prefix;
-    if (!svg) return;
+    if (!svg) return null;
     const pane = XEGraph.pane(view, svg);  // pan and zoom: assets/graph.js, shared with the app
     // the overview in the corner, for a big graph bigger than the view
     XEGraph.minimap(pane, { enabled: svg.querySelectorAll("g.node").length > 150 });
     // legible: the whole graph if it fits so, else its top at 75 %, centred on ops and kernels
     const skip = (n) => !/^(k|x|op):/.test(n.id.slice(prefix.length + 1));
-    const initial = () => pane.open({ min: 0.75 * PX, skip: skip });
+    // (a layer's own graph, often small, no bigger than 1.25 times its natural size)
+    const most = view.classList.contains("layer-view") ? 1.25 * PX : undefined;
+    const initial = () => pane.open({ min: 0.75 * PX, max: most, skip: skip });
     const fitAll = pane.fitAll, center = pane.center;
     const zoomBy = (f) => pane.zoom(f);
     view.addEventListener("click", (ev) => {
@@ -505,23 +525,39 @@ JS = r"""
       const id = g.id.slice(prefix.length + 1);
       select(prefix, id);
     });
+    initial();
+    window.addEventListener("resize", () => { if (panes[prefix] && panes[prefix].view === view) initial(); });
+    return { svg, center, initial, view, fitAll, zoomBy };
+  }
+  document.querySelectorAll(".view").forEach((view) => {
+    const prefix = view.dataset.prefix, first = wire(view);
+    if (!first) return;
+    panes[prefix] = first;
+    // the pane's tools act on the view it shows
     view.closest(".pane").querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
-      const act = b.dataset.act;
-      if (act === "fit") fitAll();
-      else if (act === "in") zoomBy(1 / 1.3);
-      else if (act === "out") zoomBy(1.3);
-      else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(svg));
+      const act = b.dataset.act, p = panes[prefix];
+      if (act === "fit") p.fitAll();
+      else if (act === "in") p.zoomBy(1 / 1.3);
+      else if (act === "out") p.zoomBy(1.3);
+      else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(p.svg));
       else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
     }));
-    panes[prefix] = { svg, center, initial };
-    initial();
-    window.addEventListener("resize", initial);
   });
-  function el(prefix, id) { return document.getElementById(prefix + "-" + id); }
+  const api = { panes, wire, boxOf: null };
+  window.XEReport = api;
+  function el(prefix, id) {  // in the view shown
+    const p = panes[prefix];
+    return p ? p.svg.querySelector('[id="' + CSS.escape(prefix + "-" + id) + '"]') : null;
+  }
   function clear() { document.querySelectorAll(".xe-hl").forEach((e) => e.classList.remove("xe-hl")); }
   function mark(prefix, ids) {
     let first = null;
-    ids.forEach((id) => { const e = el(prefix, id); if (e) { e.classList.add("xe-hl"); first = first || e; } });
+    ids.forEach((id) => {
+      let e = el(prefix, id);
+      const box = !e && api.boxOf ? api.boxOf(prefix, id) : null;  // in a layer's box, collapsed
+      if (box) e = el(prefix, box);
+      if (e) { e.classList.add("xe-hl"); first = first || e; }
+    });
     return first;
   }
   function select(side, nid) {
@@ -537,6 +573,7 @@ JS = r"""
       mark("post", ks.flatMap((k) => ["k:" + k, "f:" + k]));
     }
     mark(side, [nid]);
+    if (kind === "L") mark(side === "pre" ? "post" : "pre", [nid]);  // a layer's box: the same layer on the other side
     if (kernel) {
       const f = mark("post", ["k:" + kernel, "f:" + kernel]);
       if (side !== "post" && f && panes.post) panes.post.center(f);
