@@ -203,3 +203,20 @@ def test_opening_a_layer_in_chromium_shows_its_ops(monkeypatch):
         finally:
             browser.close()
     assert requests == [] and errors == [], (requests, errors)
+
+
+def test_the_collapsed_view_is_the_apps_so_one_layout_serves_both():
+    from app.graph_payload import variant_specs
+
+    b = _big()
+    lay = report_layers.layered_graphs(b)
+    app = variant_specs(b, ["layers"])
+    for side in ("pre", "post"):
+        assert lay["sides"][side]["dot"] == app[side]["layers"].to_dot()  # the layout cache's key
+
+
+def test_the_notebook_draws_a_big_program_as_its_layers():
+    import xla_explorer as xe
+
+    page = xe.show(_big()).html()
+    assert "id='xe-layers'" in page and set(_page_data(page)["order"]) == {f"L:layer{i}" for i in range(8)}

@@ -12,6 +12,7 @@ import functools
 import re
 
 from analysis.hlo import Computation, Instruction, Module
+from analysis.hlo.shape import parse_shape
 from analysis.kernels import NO_KERNEL, Kernel, tile_text
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node
 from analysis.sharding import sharding_of
@@ -36,8 +37,13 @@ def short_shape(shape_text: str, limit: int = 48) -> str:
 
 def layout_is_default(inst: Instruction) -> bool:
     """True if every array leaf has no layout or the default row-major (descending) layout."""
+    return _default_layout(inst.shape_text)
+
+
+@functools.lru_cache(maxsize=1 << 12)  # asked for every edge drawn, of a few shapes
+def _default_layout(shape_text: str) -> bool:
     try:
-        leaves = inst.shape.leaves()
+        leaves = parse_shape(shape_text).leaves()
     except Exception:  # noqa: BLE001 - unparseable shapes are not marked
         return True
     for s in leaves:

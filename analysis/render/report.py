@@ -337,20 +337,25 @@ def html_report(bundle: Bundle) -> str:
     b = bundle
     env = b.environment
     # a big program opens collapsed to its layers, as in the app, each layer laid out ahead
-    lay = report_layers.layered_graphs(b)
-    if lay is None:
+    # (in Graphviz's processes while the rest of the page is built here)
+    layered = report_layers.layered_graphs_start(b)
+    if layered is None:
         pre, post = graph_specs(b)
-        svgs = {}
-    else:
-        sides = lay["sides"]
-        pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
-        svgs = {s: sides[s]["svg"] for s in sides}
     desc = (b.source.get("description") or "").strip()
     lesson_title, _, lesson = desc.partition("\n")
     charts, fusion = _charts(b)
     source = _source_html(b)
     stages = _stages_html(b)
     bundle_json = b.to_json()
+    kernels = _kernel_table(b)
+    memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
+    decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
+    lay = layered() if layered is not None else None
+    svgs = {}
+    if lay is not None:
+        sides = lay["sides"]
+        pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
+        svgs = {s: sides[s]["svg"] for s in sides}
     embed = len(bundle_json) <= MAX_EMBEDDED_BUNDLE
     sub = " · ".join(_e(x) for x in (device_label(env), env.get("backend"),
                                       ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
@@ -391,13 +396,13 @@ def html_report(bundle: Bundle) -> str:
                  + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.", svgs.get("pre"))
                  + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.", svgs.get("post"))
                  + "</div></section>")
-    parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{_kernel_table(b)}</section>")
-    parts.append(decisions_html_section(b.fusion_decisions))  # analysis.render.decisions: why (not) fused
+    parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{kernels}</section>")
+    parts.append(decisions)
     if charts:
         parts.append(f"<section id='charts'><h2>Charts</h2>{charts}</section>")
     if fusion:
         parts.append(f"<section id='fusion'><h2>What fusion saved</h2>{fusion}</section>")
-    parts.append(_memory_section(b, plotly_loaded="plotly" in charts.lower()))  # analysis.render.memory
+    parts.append(memory)
     if source:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:

@@ -19,11 +19,13 @@ the report then draws both whole graphs as before."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import operator
 import re
-from dataclasses import replace
 
 from analysis.bundle import Bundle
-from analysis.render.graph import GraphSpec, wrap_title
+from analysis.render.graph import Cluster, Edge, GraphSpec, Node, wrap_title
 
 _DIGITS = re.compile(r"(\.?)(\d+)")
 NAME_DIGITS = 4  # a name's number (``fusion.7``, ``add.1234``) is laid out as this many digits at least
@@ -43,27 +45,58 @@ def _lines(label: str) -> list[str]:
 
 
 def canonical(spec: GraphSpec) -> tuple[str, dict]:
-    """(the DOT text of ``spec`` up to names, what makes the template this graph again): ids
-    ``n0, n1, ...`` (nodes) and ``c0, ...`` (clusters) in the spec's order, labels with their
-    digits zeroed, no tooltips; the second part lists, in that order (the first ``nodes`` of
-    them nodes), the real ``ids``, the label ``lines`` and the tooltips (``tips``)."""
+    """``_canonical``'s DOT text and names."""
+    make, _, names = _canonical(spec)
+    return make().to_dot(), names
+
+
+def _canonical(spec: GraphSpec) -> tuple:
+    """(a maker of ``spec`` up to names, a key equal for two specs exactly when those are, what
+    makes the template this graph again): ids ``n0, n1, ...`` (nodes) and ``c0, ...``
+    (clusters) in the spec's order, labels with their digits zeroed, no tooltips; the names
+    list, in that order (the first ``nodes`` of them nodes), the real ``ids``, the label
+    ``lines`` and the tooltips (``tips``). The key is made of the fields the DOT is made of, so
+    a layer like one before costs no copy and no DOT (most of the time of 96 layers)."""
     ids = {nid: f"n{i}" for i, nid in enumerate(spec.nodes)}
     ids.update({cid: f"c{i}" for i, cid in enumerate(spec.clusters)})
-    canon = GraphSpec(spec.title, collapsed=list(spec.collapsed), color_by=spec.color_by)
-    for cid, c in spec.clusters.items():
-        canon.clusters[ids[cid]] = replace(c, id=ids[cid], label=_zeros(c.label), tooltip="-",
-                                           parent=ids.get(c.parent) if c.parent else None)
-    for nid, n in spec.nodes.items():
-        canon.nodes[ids[nid]] = replace(n, id=ids[nid], label=_zeros(n.label), tooltip="-",
-                                        cluster=ids.get(n.cluster) if n.cluster else None)
-    canon.edges = [replace(e, src=ids.get(e.src, e.src), dst=ids.get(e.dst, e.dst),
-                           lhead=ids.get(e.lhead) if e.lhead else None) for e in spec.edges]
+    nodes = [(ids[n.id], _zeros(n.label), ids.get(n.cluster) if n.cluster else None, _NODE_REST(n))
+             for n in spec.nodes.values()]
+    clusters = [(ids[c.id], _zeros(c.label), ids.get(c.parent) if c.parent else None, _CLUSTER_REST(c))
+                for c in spec.clusters.values()]
+    edges = [(ids.get(e.src, e.src), ids.get(e.dst, e.dst), ids.get(e.lhead) if e.lhead else None, _EDGE_REST(e))
+             for e in spec.edges]
+    key = (spec.color_by, tuple(nodes), tuple(clusters), tuple(edges))
+
+    def make() -> GraphSpec:
+        canon = GraphSpec(spec.title, collapsed=list(spec.collapsed), color_by=spec.color_by)
+        for (cid, label, parent, _), c in zip(clusters, spec.clusters.values()):
+            canon.clusters[cid] = _renamed(c, id=cid, label=label, tooltip="-", parent=parent)
+        for (nid, label, cluster, _), n in zip(nodes, spec.nodes.values()):
+            canon.nodes[nid] = _renamed(n, id=nid, label=label, tooltip="-", cluster=cluster)
+        canon.edges = [_renamed(e, src=a, dst=b, lhead=h) for (a, b, h, _), e in zip(edges, spec.edges)]
+        return canon
     names = {"nodes": len(spec.nodes), "ids": list(spec.nodes) + list(spec.clusters),
              "lines": [_lines(n.label) for n in spec.nodes.values()]
              + [_lines(wrap_title(c.label)) for c in spec.clusters.values()],
              "tips": [n.tooltip or n.label for n in spec.nodes.values()]
              + [c.tooltip or c.label for c in spec.clusters.values()]}
-    return canon.to_dot(), names
+    return make, key, names
+
+
+def _rest(cls, *renamed: str):
+    """The fields of ``cls`` other than ``renamed``, read in one call."""
+    return operator.attrgetter(*[f.name for f in dataclasses.fields(cls) if f.name not in renamed])
+
+
+_NODE_REST = _rest(Node, "id", "label", "tooltip", "cluster")
+_CLUSTER_REST = _rest(Cluster, "id", "label", "tooltip", "parent")
+_EDGE_REST = _rest(Edge, "src", "dst", "lhead")
+
+
+def _renamed(x, **fields):
+    x = copy.copy(x)
+    x.__dict__.update(fields)
+    return x
 
 
 def opens_as_layers(bundle: Bundle) -> bool:
@@ -76,11 +109,18 @@ def opens_as_layers(bundle: Bundle) -> bool:
 
 
 def layered_graphs(bundle: Bundle) -> dict | None:
-    """The report's layers: ``{"sides": {side: {"layers": GraphSpec, "svg": its SVG or "",
-    "error": "", "templates": [SVG], "views": {layer id: [template index, names, title]}}},
-    "maps": {order, names, op_box, kernel_box}}``; None when the program opens whole. Every
-    layout (the collapsed view, one per distinct layer graph) runs at once in Graphviz's
-    processes, through the layout cache."""
+    """The report's layers: ``{"sides": {side: {"layers": GraphSpec, "svg": its SVG (or why
+    not, as HTML), "templates": [SVG], "views": {layer id: [template index, names, title]}}},
+    "maps": {order, names, op_box, kernel_box}}``; None when the program opens whole."""
+    finish = layered_graphs_start(bundle)
+    return finish() if finish is not None else None
+
+
+def layered_graphs_start(bundle: Bundle):
+    """``layered_graphs``, started: every layout (the collapsed views, one per distinct layer
+    graph) runs at once in Graphviz's processes, through the layout cache, while the caller
+    goes on (the report builds its other sections); calling what this returns waits for them
+    and gives the layers. None when the program opens whole."""
     if not opens_as_layers(bundle):
         return None
     from analysis.fusion_decisions import edge_notes
@@ -100,29 +140,32 @@ def layered_graphs(bundle: Bundle) -> dict | None:
             continue
         spec = collapsed[side]["layers"]
         templates: list[str] = []  # DOT texts here; SVG once laid out
-        at: dict[str, int] = {}
+        at: dict[tuple, int] = {}
         views = {}
         for name, layer_spec in own.get(side, {}).items():
-            dot, names = canonical(layer_spec)
-            if dot not in at:
-                at[dot] = len(templates)
-                templates.append(dot)
-            views["L:" + name.split(":", 1)[1]] = [at[dot], names, layer_spec.title]
+            make, key, names = _canonical(layer_spec)
+            if key not in at:
+                at[key] = len(templates)
+                templates.append(make().to_dot())
+            views["L:" + name.split(":", 1)[1]] = [at[key], names, layer_spec.title]
         sides[side] = {"layers": spec, "dot": spec.to_dot(), "templates": templates, "views": views}
         dots += [sides[side]["dot"]] + templates
     done = layout_dots_start(dots)
-    try:
-        done()
-    except RuntimeError:
-        pass  # each graph that failed says why in its pane (svg_or_error)
-    for s in sides.values():
-        s["svg"] = svg_or_error(s["dot"])
-        s["templates"] = [svg_or_error(d) for d in s["templates"]]
     maps = layer_maps(bundle)
     order = maps["order"]
-    return {"sides": sides,
-            "maps": {"order": order, "names": {lid: maps["boxes"][lid]["path"] for lid in order},
-                     "op_box": maps["op_box"], "kernel_box": maps["kernel_box"]}}
+
+    def finish() -> dict:
+        try:
+            done()
+        except RuntimeError:
+            pass  # each graph that failed says why in its pane (svg_or_error)
+        for s in sides.values():
+            s["svg"] = svg_or_error(s["dot"])
+            s["templates"] = [svg_or_error(d) for d in s["templates"]]
+        return {"sides": sides,
+                "maps": {"order": order, "names": {lid: maps["boxes"][lid]["path"] for lid in order},
+                         "op_box": maps["op_box"], "kernel_box": maps["kernel_box"]}}
+    return finish
 
 
 # ----------------------------------------------------------------------------- the page
