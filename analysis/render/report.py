@@ -346,7 +346,9 @@ def html_report(bundle: Bundle) -> str:
     charts, fusion = _charts(b)
     source = _source_html(b)
     stages = _stages_html(b)
-    bundle_json = b.to_json()
+    # (the JSON holds every stage text: past the limit already, it is not made to be dropped)
+    too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) > MAX_EMBEDDED_BUNDLE
+    bundle_json = "" if too_big else b.to_json()
     kernels = _kernel_table(b)
     memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
@@ -356,7 +358,7 @@ def html_report(bundle: Bundle) -> str:
         sides = lay["sides"]
         pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
         svgs = {s: sides[s]["svg"] for s in sides}
-    embed = len(bundle_json) <= MAX_EMBEDDED_BUNDLE
+    embed = not too_big and len(bundle_json) <= MAX_EMBEDDED_BUNDLE
     sub = " · ".join(_e(x) for x in (device_label(env), env.get("backend"),
                                       ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
     nav = [("summary", "Summary"), ("graphs", "Graphs"), ("kernels", "Kernels")]
