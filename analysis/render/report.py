@@ -332,7 +332,7 @@ def _link_data(b: Bundle) -> dict:
 
 def html_report(bundle: Bundle) -> str:
     """The whole report as one HTML document that needs no network and no server."""
-    from analysis.render import report_layers
+    from analysis.render import report_code, report_layers
 
     b = bundle
     env = b.environment
@@ -352,6 +352,7 @@ def html_report(bundle: Bundle) -> str:
     kernels = _kernel_table(b)
     memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
+    code = report_code.code_section(b, _e)
     lay = layered() if layered is not None else None
     svgs = {}
     if lay is not None:
@@ -366,6 +367,8 @@ def html_report(bundle: Bundle) -> str:
         nav.append(("charts", "Charts"))
     if fusion:
         nav.append(("fusion", "Fusion off vs on"))
+    if code:
+        nav.append(("code", "Code"))
     if source:
         nav.append(("source", "Source"))
     if stages:
@@ -377,6 +380,7 @@ def html_report(bundle: Bundle) -> str:
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
         "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'\">",
         f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}{report_layers.CSS if lay else ''}"
+        f"{report_code.CSS if code else ''}"
         "</style></head><body>",
         f"<header><h1>{_e(b.title)}</h1><div class='sub'>{sub}</div>",
         "<nav>" + " ".join(f"<a href='#{i}'>{_e(t)}</a>" for i, t in nav)
@@ -399,6 +403,7 @@ def html_report(bundle: Bundle) -> str:
                  + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.", svgs.get("post"))
                  + "</div></section>")
     parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{kernels}</section>")
+    parts.append(code)  # analysis.render.report_code: the selected kernel's generated code
     parts.append(decisions)
     if charts:
         parts.append(f"<section id='charts'><h2>Charts</h2>{charts}</section>")
@@ -417,8 +422,16 @@ def html_report(bundle: Bundle) -> str:
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
     if lay:
         parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
-    parts.append(f"<script>{graph_js()}\n{JS}\n{report_layers.JS if lay else ''}</script></body></html>")
+    parts.append(f"<script>{graph_js()}\n{report_js()}\n{report_layers.JS if lay else ''}\n{report_code.JS if code else ''}"
+                 "</script></body></html>")
     return "".join(parts)
+
+
+def report_js() -> str:
+    """The report's own script (``assets/report.js``)."""
+    from importlib import resources
+
+    return resources.files("analysis.render").joinpath("assets/report.js").read_text(encoding="utf-8")
 
 
 def graph_js() -> str:
@@ -499,107 +512,6 @@ footer { color:var(--muted); font-size:12.5px; padding:14px 28px; border-top:1px
 @media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, .xe-mini, nav button { display:none; } }
 """
 
-JS = r"""
-(function () {
-  "use strict";
-  const links = JSON.parse(document.getElementById("xe-links").textContent || "{}");
-  const PX = 96 / 72;
-  function save(name, mime, text) {
-    const a = document.createElement("a");
-    a.href = URL.createObjectURL(new Blob([text], { type: mime }));
-    a.download = name; document.body.appendChild(a); a.click();
-    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 500);
-  }
-  const panes = {};  // each side's view shown (a big program's layer opened replaces it: report_layers)
-  function wire(view) {
-    const svg = view.querySelector("svg");
-    const prefix = view.dataset.prefix;
-    if (!svg) return null;
-    const pane = XEGraph.pane(view, svg);  // pan and zoom: assets/graph.js, shared with the app
-    // the overview in the corner, for a big graph bigger than the view
-    XEGraph.minimap(pane, { enabled: svg.querySelectorAll("g.node").length > 150 });
-    // legible: the whole graph if it fits so, else its top at 75 %, centred on ops and kernels
-    const skip = (n) => !/^(k|x|op):/.test(n.id.slice(prefix.length + 1));
-    // (a layer's own graph, often small, no bigger than 1.25 times its natural size)
-    const most = view.classList.contains("layer-view") ? 1.25 * PX : undefined;
-    const initial = () => pane.open({ min: 0.75 * PX, max: most, skip: skip });
-    const fitAll = pane.fitAll, center = pane.center;
-    const zoomBy = (f) => pane.zoom(f);
-    view.addEventListener("click", (ev) => {
-      if (pane.moved()) return;
-      const g = ev.target.closest("g.node, g.cluster");
-      if (!g) return;
-      const id = g.id.slice(prefix.length + 1);
-      select(prefix, id);
-    });
-    initial();
-    window.addEventListener("resize", () => { if (panes[prefix] && panes[prefix].view === view) initial(); });
-    return { svg, center, initial, view, fitAll, zoomBy };
-  }
-  document.querySelectorAll(".view").forEach((view) => {
-    const prefix = view.dataset.prefix, first = wire(view);
-    if (!first) return;
-    panes[prefix] = first;
-    // the pane's tools act on the view it shows
-    view.closest(".pane").querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
-      const act = b.dataset.act, p = panes[prefix];
-      if (act === "fit") p.fitAll();
-      else if (act === "in") p.zoomBy(1 / 1.3);
-      else if (act === "out") p.zoomBy(1.3);
-      else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(p.svg));
-      else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
-    }));
-  });
-  const api = { panes, wire, boxOf: null };
-  window.XEReport = api;
-  function el(prefix, id) {  // in the view shown
-    const p = panes[prefix];
-    return p ? p.svg.querySelector('[id="' + CSS.escape(prefix + "-" + id) + '"]') : null;
-  }
-  function clear() { document.querySelectorAll(".xe-hl").forEach((e) => e.classList.remove("xe-hl")); }
-  function mark(prefix, ids) {
-    let first = null;
-    ids.forEach((id) => {
-      let e = el(prefix, id);
-      const box = !e && api.boxOf ? api.boxOf(prefix, id) : null;  // in a layer's box, collapsed
-      if (box) e = el(prefix, box);
-      if (e) { e.classList.add("xe-hl"); first = first || e; }
-    });
-    return first;
-  }
-  function select(side, nid) {
-    clear();
-    const kind = nid.split(":")[0], name = nid.slice(kind.length + 1);
-    let kernel = null, pre = [];
-    if (side === "post") {
-      kernel = (kind === "k" || kind === "f") ? name : null;
-      if (kind === "x") for (const k in links.fused) if (links.fused[k].includes(name)) kernel = k;
-      if (kernel) pre = links.k2pre[kernel] || [];
-    } else if (kind === "op") {
-      pre = [name]; const ks = links.pre2k[name] || []; kernel = ks[0] || null;
-      mark("post", ks.flatMap((k) => ["k:" + k, "f:" + k]));
-    }
-    mark(side, [nid]);
-    if (kind === "L") mark(side === "pre" ? "post" : "pre", [nid]);  // a layer's box: the same layer on the other side
-    if (kernel) {
-      const f = mark("post", ["k:" + kernel, "f:" + kernel]);
-      if (side !== "post" && f && panes.post) panes.post.center(f);
-      const row = document.getElementById("kernel-" + kernel);
-      if (row) row.classList.add("xe-hl");
-    }
-    const p = mark("pre", pre.map((n) => "op:" + n));
-    if (side !== "pre" && p && panes.pre) panes.pre.center(p);
-  }
-  document.querySelectorAll("a.kname").forEach((a) => a.addEventListener("click", () => {
-    setTimeout(() => { select("post", "k:" + a.dataset.node); const f = el("post", "k:" + a.dataset.node) || el("post", "f:" + a.dataset.node); if (f && panes.post) panes.post.center(f); }, 0);
-  }));
-  const dl = document.getElementById("dl-bundle");
-  if (dl) dl.addEventListener("click", () => {
-    const s = document.getElementById("xe-bundle");
-    save(s.dataset.name, "application/json", s.textContent);
-  });
-})();
-"""
 
 
 def _memory_section(b: Bundle, plotly_loaded: bool) -> str:

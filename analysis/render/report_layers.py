@@ -218,9 +218,7 @@ JS = r"""
   "use strict";
   const src = document.getElementById("xe-layers");
   if (!src || !window.XEReport) return;
-  const bytes = Uint8Array.from(atob(src.textContent.trim()), (c) => c.charCodeAt(0));
-  new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"))).text()
-    .then((text) => start(JSON.parse(text)))
+  window.XEReport.inflate(src).then(start)
     .catch((e) => { document.querySelectorAll(".layerbar").forEach((b) => { b.append(" The layers could not be read: " + e); }); });
   function start(data) {
   const R = window.XEReport;
