@@ -346,9 +346,11 @@ def html_report(bundle: Bundle) -> str:
     charts, fusion = _charts(b)
     source = _source_html(b)
     stages = _stages_html(b)
-    # (the JSON holds every stage text: past the limit already, it is not made to be dropped)
-    too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) > MAX_EMBEDDED_BUNDLE
-    bundle_json = "" if too_big else b.to_json()
+    as_dict = b.to_dict()  # once, for the embedded JSON and the footer's hash
+    # (the JSON holds every stage text and the deflated code: past the limit already, it is not
+    # made only to be dropped)
+    too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) > MAX_EMBEDDED_BUNDLE
+    bundle_json = "" if too_big else b.to_json(as_dict=as_dict)
     kernels = _kernel_table(b)
     memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
@@ -414,7 +416,7 @@ def html_report(bundle: Bundle) -> str:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:
         parts.append(f"<section id='stages'><h2>Program texts</h2>{stages}</section>")
-    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash())} · schema "
+    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash(as_dict))} · schema "
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
@@ -425,6 +427,13 @@ def html_report(bundle: Bundle) -> str:
     parts.append(f"<script>{graph_js()}\n{report_js()}\n{report_layers.JS if lay else ''}\n{report_code.JS if code else ''}"
                  "</script></body></html>")
     return "".join(parts)
+
+
+def _code_chars(d: dict) -> int:
+    """The characters of the deflated code texts in a bundle's ``to_dict`` (a part of its JSON)."""
+    kernels = (d.get("code") or {}).get("kernels") or {}
+    return sum(len(v.get("z", "")) for k in kernels.values() if isinstance(k, dict)
+               for v in (k.get("stages") or {}).values() if isinstance(v, dict))
 
 
 def report_js() -> str:

@@ -35,7 +35,7 @@ def code_data(bundle) -> dict | None:
         budget -= 0 if left_out else size
         kernels[name] = {"facts": facts_line(kc.facts),
                          "stages": {} if left_out else kc.stages,
-                         "ops": {} if left_out else {s: {str(n): v for n, v in lines.items()} for s, lines in kc.ops.items()},
+                         "ops": {} if left_out else kc.ops,  # (its line numbers become JSON's strings)
                          "cut": kc.cut, "left_out": left_out}
     library = {}
     for k in bundle.kernels:
@@ -57,7 +57,8 @@ def code_section(bundle, esc) -> str:
         return ""
     opts = "".join(f"<option value='{esc(n)}'>{esc(n)}</option>" for n in names)
     note = f" {esc(C.note(bundle))}" if C.note(bundle) else ""
-    packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)).decode("ascii")
+    # zlib's level 1, as the app's payload: a third of level 6's time for a few percent more bytes
+    packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 1)).decode("ascii")
     return (f"<section id='code'><h2>Generated code</h2><p class='muted small'>{t['kernels']} kernel"
             f"{'s' if t['kernels'] != 1 else ''} with generated code: {t['global_loads']} loads and "
             f"{t['global_stores']} stores through their buffers in all (counted in the code, not executed).{note} "

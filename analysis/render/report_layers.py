@@ -192,7 +192,7 @@ def page_data(lay: dict) -> str:
 
     data = {**lay["maps"], "sides": {side: {"templates": s["templates"], "views": s["views"]}
                                      for side, s in lay["sides"].items()}}
-    return base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)).decode("ascii")
+    return base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 1)).decode("ascii")
 
 
 def layer_bar(lay: dict, esc) -> str:
