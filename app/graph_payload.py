@@ -33,7 +33,7 @@ def route_legend(spec: GraphSpec) -> list[dict]:
     return items
 
 
-OPEN_AS_LAYERS = 1000  # instructions before optimization above which the graphs open as layers
+from analysis.render.layer_graph import OPEN_AS_LAYERS  # noqa: E402  (the report opens the same programs as layers)
 
 
 def _scale_legend(title: str) -> list[dict]:
