@@ -15,13 +15,14 @@ _FACT_NAMES = (("instructions", "instructions"), ("registers", "registers"), ("s
 
 def fact_lines(facts: dict | None, stage_label: str | None = None) -> list[str]:
     """A kernel's facts (``analysis.code``'s dict) as short lines for the pane, in the order a
-    student reads them: global memory traffic first, then vector width, size, GPU resources."""
+    student reads them: global memory traffic first (with ``stage_label``, the stage its loads and
+    stores were counted in), then vector width, size, GPU resources."""
     if not isinstance(facts, dict):
         return []
     out = []
     loads, stores = facts.get("global_loads"), facts.get("global_stores")
-    if isinstance(loads, int) or isinstance(stores, int):
-        out.append(f"global loads {_num(loads)} · stores {_num(stores)}")
+    if isinstance(loads, int) or isinstance(stores, int):  # counted in one stage (analysis.code)
+        out.append(f"global loads {_num(loads)} · stores {_num(stores)}" + (f", in the {stage_label}" if stage_label else ""))
     width = facts.get("vector_width")
     if isinstance(width, int) and not isinstance(width, bool):
         out.append(f"widest vector load/store: {width} bits" if width > 0 else "no vector loads or stores")
@@ -29,8 +30,6 @@ def fact_lines(facts: dict | None, stage_label: str | None = None) -> list[str]:
         v = facts.get(key)
         if isinstance(v, int) and not isinstance(v, bool):
             out.append(f"{word}: {v:,}")
-    if stage_label:
-        out.append(f"(read from the {stage_label})")
     return out
 
 

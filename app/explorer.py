@@ -415,10 +415,7 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
         graph_payload.add_variant(b, ss.payload, asked["want"])
     code_was = bool(ss.get("code_open"))
-    if isinstance(asked, dict) and "code_open" in asked:  # the Code pane opened or closed (for the link)
-        ss.code_open = asked["code_open"] is True
-        if ss.code_open and asked.get("want") == "code":  # its code, sent when first opened
-            graph_payload.add_code(b, ss.payload)
+    ss.code_open = views.code_pane_open(b, ss.payload, asked, code_was)  # and its code, when first opened
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source,
                                    tell_drawn=bool(ss.get("rest_deferred")), show_code=bool(ss.get("code_open")))
     if bool(ss.get("code_open")) != code_was:

@@ -10,7 +10,7 @@ pytest.importorskip("analysis.code")
 
 from analysis.bundle import bundle_from_hlo  # noqa: E402
 from analysis.code import make_code  # noqa: E402
-from app import graph_payload, permalink, queries  # noqa: E402
+from app import graph_payload, permalink, queries, views  # noqa: E402
 from app.code_payload import code_view, fact_lines, library_line  # noqa: E402
 
 PRE = """HloModule m
@@ -73,8 +73,8 @@ def test_each_kernels_code_its_linked_lines_and_the_ops_they_stand_for():
     # renamed in the fusion: matched to the ops before optimization by op_name and line, and of
     # the two ops line 6 made (bc, a), the one of the instruction's opcode
     assert k["pre"] == {"ex": ["e"], "ad": ["a"], "bc1": ["bc"]}
-    assert k["facts"] == ["global loads 1 · stores 1", "widest vector load/store: 256 bits", "instructions: 5",
-                          "(read from the LLVM IR)"]
+    assert k["facts"] == ["global loads 1 · stores 1, in the LLVM IR", "widest vector load/store: 256 bits",
+                          "instructions: 5"]
     assert not any("registers" in f for f in k["facts"])  # none on the CPU: not shown as a number
 
 
@@ -91,7 +91,8 @@ def test_facts_of_bad_types_are_left_out():
     assert fact_lines({"global_loads": "3", "vector_width": True, "instructions": 2.5}) == []
     assert fact_lines({"global_loads": 4, "vector_width": 0}) == ["global loads 4 · stores ?",
                                                                 "no vector loads or stores"]
-    assert fact_lines({"registers": 40, "spills": 0}, "PTX") == ["registers: 40", "spills: 0", "(read from the PTX)"]
+    assert fact_lines({"registers": 40, "spills": 0}, "PTX") == ["registers: 40", "spills: 0"]
+    assert fact_lines({"global_loads": 3, "global_stores": 2}, "PTX") == ["global loads 3 · stores 2, in the PTX"]
 
 
 def test_the_code_is_sent_only_when_asked():
@@ -130,3 +131,15 @@ def test_a_node_the_compile_lacks_is_a_one_line_note():
     note = queries.selection_problem(b, {"side": "post", "name": "fusion.999"})
     assert note.startswith("link: ") and "fusion.999" in note and "\n" not in note
     assert queries.selection_problem(b, {"line": 3}) is None
+
+
+def test_the_pane_is_open_as_the_frame_last_said():
+    b = _bundle()
+    p = graph_payload.graph_payload(b)
+    assert views.code_pane_open(b, p, None, True) is True  # no message yet: as it was (a link's view=code)
+    assert views.code_pane_open(b, p, {"sel": {}, "n": 1}, False) is False
+    assert views.code_pane_open(b, p, {"code_open": "yes", "want": "code"}, False) is False  # from the browser
+    assert "code" not in p
+    assert views.code_pane_open(b, p, {"code_open": True, "want": "code", "n": 2}, False) is True
+    assert "code" in p
+    assert views.code_pane_open(b, p, {"code_open": False, "sel": {}, "n": 3}, True) is False

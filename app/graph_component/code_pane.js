@@ -58,7 +58,8 @@
     }
 
     // the first line linked to ``op`` (an instruction of the kernel, or an op before
-    // optimization it stands for) at the stage shown
+    // optimization it stands for) at the stage shown: the instruction itself first, then the
+    // instructions that stand for the fewest ops (a constant stands for every op of its line)
     function firstLineOf(kd, op) {
       if (!op || !kd) return null;
       const links = (kd.ops || {})[stage] || {};
@@ -66,11 +67,12 @@
       let best = null;
       for (const n in links) {
         const ops = links[n];
-        if (ops.includes(op) || ops.some((o) => (pre[o] || []).includes(op))) {
-          if (best === null || +n < best) best = +n;
-        }
+        let rank = ops.includes(op) ? 0 : Infinity;
+        ops.forEach((o) => { const p = pre[o] || []; if (p.includes(op)) rank = Math.min(rank, p.length); });
+        if (rank === Infinity) continue;
+        if (best === null || rank < best[0] || (rank === best[0] && +n < best[1])) best = [rank, +n];
       }
-      return best;
+      return best && best[1];
     }
 
     function show(name, op) {
