@@ -285,12 +285,17 @@ def add_code(b: Bundle, payload: dict) -> bool:
 
 def code_since(payload: dict, rev) -> dict | None:
     """The Code pane's data for a frame holding revision ``rev`` that lacks it (``rev`` comes from
-    the browser: anything but a revision number lacks it), else None."""
+    the browser: anything but a revision number lacks it), else None; past ``PACK_OVER`` as one
+    deflated JSON text (``{"z": ...}``, inflated by the frame), made once."""
     if "code" not in payload:
         return None
     if isinstance(rev, int) and not isinstance(rev, bool) and rev >= payload.get("code_rev", 0):
         return None
-    return payload["code"]
+    if "code_sent" not in payload:
+        text = json.dumps(payload["code"], separators=(",", ":"))
+        payload["code_sent"] = payload["code"] if len(text) <= PACK_OVER else \
+            {"z": base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")}
+    return payload["code_sent"]
 
 
 def _drawn_ids(specs: dict) -> set[str]:

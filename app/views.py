@@ -183,7 +183,7 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
             if code is not None:
                 data["code"] = code
     else:
-        data = packed_args({k: v for k, v in payload.items() if k != "details_log"}, rev)
+        data = packed_args({k: v for k, v in payload.items() if k not in ("details_log", "code_sent")}, rev)
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, show_code=show_code,
                       cards=cards,
                       tell_drawn=tell_drawn,

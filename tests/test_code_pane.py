@@ -143,3 +143,21 @@ def test_the_pane_is_open_as_the_frame_last_said():
     assert views.code_pane_open(b, p, {"code_open": True, "want": "code", "n": 2}, False) is True
     assert "code" in p
     assert views.code_pane_open(b, p, {"code_open": False, "sel": {}, "n": 3}, True) is False
+
+
+def test_much_code_goes_deflated_and_inflates_to_the_same():
+    import base64
+    import json
+    import zlib
+
+    # 3,000 lines of 100 characters: past the 256 KB sent as they are
+    asm = "\n".join(f"  vmovups ymm{i % 16}, [rdi + {64 * i}]".ljust(100, " ") for i in range(3000))
+    code = make_code({"loop_fusion": {"stages": {"llvm-ir": IR, "asm": asm}, "ops": {}}})
+    b = _bundle(code)
+    p = graph_payload.graph_payload(b)
+    graph_payload.add_code(b, p)
+    sent = graph_payload.code_since(p, None)
+    assert set(sent) == {"z"}
+    back = json.loads(zlib.decompress(base64.b64decode(sent["z"])))
+    assert back == json.loads(json.dumps(p["code"]))
+    assert back["kernels"]["loop_fusion"]["stages"]["asm"].splitlines()[2999].strip() == "vmovups ymm7, [rdi + 191936]"
