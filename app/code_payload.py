@@ -48,7 +48,7 @@ def library_line(call: dict) -> str:
 
 def _pre_ops_of(b: Bundle, kernel: str, fused: list[str]) -> dict[str, list[str]]:
     """For each instruction of ``kernel``'s fused computation named in its code, the ops before
-    optimization it stands for: the op of the same name, else the kernel's ops that carry the
+    optimization it stands for (the kernel itself, its function's line: all of its ops): the op of the same name, else the kernel's ops that carry the
     same JAX op_name and source line (XLA keeps the metadata when it renames)."""
     from analysis.links import kernel_ops
     from app.queries import find_instruction
@@ -65,7 +65,9 @@ def _pre_ops_of(b: Bundle, kernel: str, fused: list[str]) -> dict[str, list[str]
             by_key.setdefault(key, []).append((op, inst.opcode))
     out = {}
     for name in fused:
-        if name in mine:
+        if name == kernel:  # the kernel's own function: every op it does
+            out[name] = list(ops)
+        elif name in mine:
             out[name] = [name]
             continue
         inst = find_instruction(b, "post", name)

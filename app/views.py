@@ -193,11 +193,13 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
 
 def code_pane_open(b: Bundle, payload: dict, asked, was: bool) -> bool:
     """Whether the graphs' Code pane is open, from the frame's last message (``asked``, which
-    says so every time; ``was`` when it does not); its first opening asks for the code, added to
-    ``payload`` then (``add_code``)."""
+    says so every time; ``was`` when it does not); while it is open the payload carries the code
+    (``add_code``, once). Not only on the frame's ``want``: a frame that opens the pane as it
+    draws (a link's ``view=code``) says at once that it has drawn, and Streamlit keeps only the
+    last of two values sent in a row."""
     if not isinstance(asked, dict) or "code_open" not in asked:
         return was
-    if asked["code_open"] is True and asked.get("want") == "code":
+    if asked["code_open"] is True:
         add_code(b, payload)
     return asked["code_open"] is True
 

@@ -54,7 +54,7 @@ IR = """define void @loop_fusion(ptr dereferenceable(128) %arg0, ptr dereference
 }"""
 
 # one load of the input and one store of the output, 8 floats (256 bits) wide; five instructions
-CODE = make_code({"loop_fusion": {"stages": {"llvm-ir": IR}, "ops": {"llvm-ir": {3: ["ex"], 4: ["ad", "bc1"]}}}},
+CODE = make_code({"loop_fusion": {"stages": {"llvm-ir": IR}, "ops": {"llvm-ir": {1: ["loop_fusion"], 3: ["ex"], 4: ["ad", "bc1"]}}}},
                  library={"dot.1": {"target": "dot", "library": "Eigen", "config": "lhs_contracting_dims={1}"}})
 
 
@@ -69,10 +69,11 @@ def test_each_kernels_code_its_linked_lines_and_the_ops_they_stand_for():
     assert v["stages"] == [["llvm-ir", "LLVM IR"]]
     k = v["kernels"]["loop_fusion"]
     assert k["stages"]["llvm-ir"] == IR
-    assert k["ops"]["llvm-ir"] == {"3": ["ex"], "4": ["ad", "bc1"]}
+    assert k["ops"]["llvm-ir"] == {"1": ["loop_fusion"], "3": ["ex"], "4": ["ad", "bc1"]}
     # renamed in the fusion: matched to the ops before optimization by op_name and line, and of
     # the two ops line 6 made (bc, a), the one of the instruction's opcode
-    assert k["pre"] == {"ex": ["e"], "ad": ["a"], "bc1": ["bc"]}
+    # the kernel's own line (its function) stands for all of its ops
+    assert k["pre"] == {"ex": ["e"], "ad": ["a"], "bc1": ["bc"], "loop_fusion": ["e", "bc", "a"]}
     assert k["facts"] == ["global loads 1 · stores 1, in the LLVM IR", "widest vector load/store: 256 bits",
                           "instructions: 5"]
     assert not any("registers" in f for f in k["facts"])  # none on the CPU: not shown as a number
@@ -140,7 +141,9 @@ def test_the_pane_is_open_as_the_frame_last_said():
     assert views.code_pane_open(b, p, {"sel": {}, "n": 1}, False) is False
     assert views.code_pane_open(b, p, {"code_open": "yes", "want": "code"}, False) is False  # from the browser
     assert "code" not in p
-    assert views.code_pane_open(b, p, {"code_open": True, "want": "code", "n": 2}, False) is True
+    # open: the code comes, whether the message asks for it (the button) or not (the frame's
+    # "drawn", sent right after a link opened the pane, overwrites its ask)
+    assert views.code_pane_open(b, p, {"code_open": True, "drawn": True, "n": 2}, False) is True
     assert "code" in p
     assert views.code_pane_open(b, p, {"code_open": False, "sel": {}, "n": 3}, True) is False
 

@@ -116,16 +116,20 @@
       note.appendChild(ul);
     }
 
-    // one line: its number, then its text as text nodes, the linked HLO names as spans
+    // one line: its number, then its text as text nodes, the linked HLO names as spans where
+    // the text spells them, and after it, tagged, those it does not (XLA:CPU names its LLVM
+    // values %12, not after the instruction: a line is linked by what it does, analysis.code_links)
     function lineRow(n, text, ops, names) {
       const row = el("div", undefined, "cl"); row.dataset.line = String(n);
       row.appendChild(el("span", String(n), "no"));
+      const spelled = new Set();
       if (ops && names) {
         let at = 0, m;
         names.lastIndex = 0;
         while ((m = names.exec(text)) !== null) {
           if (m.index > at) row.appendChild(document.createTextNode(text.slice(at, m.index)));
           row.appendChild(el("span", m[0], "op"));
+          spelled.add(m[0]);
           at = m.index + m[0].length;
           if (m[0].length === 0) names.lastIndex += 1;
         }
@@ -133,6 +137,9 @@
       } else {
         row.appendChild(document.createTextNode(text || " "));
       }
+      const tagged = (ops || []).filter((o) => !spellings(o).some((s) => spelled.has(s)));
+      tagged.slice(0, 3).forEach((o) => row.appendChild(el("span", o, "otag")));
+      if (tagged.length > 3) row.appendChild(el("span", "+" + (tagged.length - 3), "otag more"));
       if (ops) {
         row.classList.add("linked");
         row.title = "computes " + ops.join(", ") + " (click: light it in the graphs)";
