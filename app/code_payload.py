@@ -92,7 +92,7 @@ def _metadata_key(inst) -> tuple | None:
 def code_view(b: Bundle) -> dict | None:
     """The Code pane's data, or None when the bundle carries no code (an older bundle, an HLO
     upload): ``{"stages": [[stage, label], ...], "kernels": {name: {"stages": {stage: text},
-    "ops": {stage: {line: [op, ...]}}, "facts": [line, ...], "cut": {stage: lines},
+    "ops": {stage: {line: [op, ...]}}, "facts": [line, ...], "facts_stage": stage, "cut": {stage: lines},
     "pre": {op: [op before optimization, ...]}}}, "library": {name: line}, "note": str | None}``."""
     try:
         from analysis import code as codecore
@@ -112,7 +112,7 @@ def code_view(b: Bundle) -> dict | None:
             named = sorted({o for m in ops.values() for v in m.values() for o in v})
             facts = kc.facts or {}
             kernels[k.name] = {"stages": {s: kc.stages[s] for s in stages if s in kc.stages},
-                               "ops": ops, "cut": dict(kc.cut or {}),
+                               "ops": ops, "cut": dict(kc.cut or {}), "facts_stage": facts.get("stage"),
                                "facts": fact_lines(facts, label(facts["stage"]) if isinstance(facts.get("stage"), str) else None),
                                "pre": _pre_ops_of(b, k.name, named, index)}
             continue

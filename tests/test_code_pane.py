@@ -69,6 +69,7 @@ def test_each_kernels_code_its_linked_lines_and_the_ops_they_stand_for():
     assert v["stages"] == [["llvm-ir", "LLVM IR"]]
     k = v["kernels"]["loop_fusion"]
     assert k["stages"]["llvm-ir"] == IR
+    assert k["facts_stage"] == "llvm-ir"  # the stage the pane opens at
     assert k["ops"]["llvm-ir"] == {"1": ["loop_fusion"], "3": ["ex"], "4": ["ad", "bc1"]}
     # renamed in the fusion: matched to the ops before optimization by op_name and line, and of
     # the two ops line 6 made (bc, a), the one of the instruction's opcode

@@ -43,7 +43,7 @@
     const body = el("div", undefined, "cbody");
     [head, title, facts, note, body].forEach((e) => box.appendChild(e));
 
-    pick.addEventListener("change", () => { stage = pick.value; draw(null); });
+    pick.addEventListener("change", () => { stage = pick.value; draw(null); });  // kept for the next kernel
     find.addEventListener("input", () => search(find.value));
     find.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
@@ -92,10 +92,14 @@
         return;
       }
       (kd.facts || []).forEach((f) => facts.appendChild(el("li", f)));
+      if (data.note) facts.appendChild(el("li", data.note, "hint"));  // e.g. SASS not made, and why
       const mine = (data.stages || []).filter((s) => kd.stages && kd.stages[s[0]] !== undefined);
       mine.forEach(([s, label]) => { const o = el("option", label); o.value = s; pick.appendChild(o); });
       if (!mine.length) { note.textContent = "No code for " + name + " in this compile."; return; }
-      if (!stage || !mine.some((s) => s[0] === stage)) stage = mine[0][0];
+      // the stage picked before, else the one the facts were read from (PTX on a GPU), else the first
+      if (!stage || !mine.some((s) => s[0] === stage)) {
+        stage = mine.some((s) => s[0] === kd.facts_stage) ? kd.facts_stage : mine[0][0];
+      }
       pick.value = stage; pick.style.display = ""; find.style.display = "";
       draw(firstLineOf(kd, op));
     }
