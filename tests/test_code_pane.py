@@ -165,3 +165,16 @@ def test_much_code_goes_deflated_and_inflates_to_the_same():
     back = json.loads(zlib.decompress(base64.b64decode(sent["z"])))
     assert back == json.loads(json.dumps(p["code"]))
     assert back["kernels"]["loop_fusion"]["stages"]["asm"].splitlines()[2999].strip() == "vmovups ymm7, [rdi + 191936]"
+
+
+def test_the_app_keeps_view_code_in_its_link_and_notes_a_bad_node():
+    pytest.importorskip("jax")  # the app compiles the link's model
+    from tests.test_app import _run_with_link
+
+    at = _run_with_link({"model": "softmax", "backend": "cpu", "view": "code", "node": "no_such_fusion.7"})
+    assert at.session_state["code_open"] is True
+    assert at.session_state["sel"] == {}  # nothing selected instead of a name that is not there
+    notes = [w.value for w in at.warning if "no_such_fusion.7" in w.value]
+    assert len(notes) == 1  # one note, one line of it (the page shows a link's words as text: fenced)
+    assert [ln for ln in notes[0].splitlines() if "no_such_fusion.7" in ln][0].startswith("link: ")
+    assert "view=code" in "\n".join(c.value for c in at.code)  # the link shown for copying
