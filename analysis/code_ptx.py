@@ -47,7 +47,8 @@ _TYPE_BITS = re.compile(r"^[bsuf](\d+)$")
 
 def split_ptx(text: str) -> tuple[str, dict[str, str]]:
     """A PTX module -> (its header: version, target and module-level declarations; {name: text}
-    of each ``.entry`` and ``.func`` defined, with the comment lines just above it)."""
+    of each ``.entry`` and ``.func`` defined, with the comment lines just above it; one whose
+    body does not close, a damaged file's, is left out)."""
     header: list[str] = []
     funcs: dict[str, str] = {}
     lines = text.splitlines()
@@ -74,7 +75,8 @@ def split_ptx(text: str) -> tuple[str, dict[str, str]]:
             depth += code.count("{") - code.count("}")
             opened = opened or "{" in code
             i += 1
-        funcs[m.group(2)] = "\n".join(body) + "\n"
+        if opened and depth <= 0:  # a function cut before its closing brace is not one
+            funcs[m.group(2)] = "\n".join(body) + "\n"
     header.extend(pending)
     return "\n".join(header).rstrip() + "\n", funcs
 
