@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from analysis import columns
 from analysis import tuning
 from analysis.bundle_checks import MAX_DEPTH, check_decisions, check_depth, check_field_types, check_fusion_comparison, check_memory, check_parts
+from analysis.code import check_code, code_json
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.fusion_decisions_codec import derive_decision_kernels, fusion_decisions_json, read_records
 from analysis.hlo import HloParseError, Module, parse_module
@@ -35,7 +36,8 @@ if TYPE_CHECKING:  # the typed records of two JSON fields (plain dicts at run ti
 # did not) and `memory` (buffers, live ranges, the peak) (docs/bundle.md). Older bundles still load:
 # their new fields are simply absent (None). 4: the fusion decisions' records are written by column
 # (``analysis.columns``; a list of records still loads).
-SCHEMA_VERSION = 5
+# 6: adds `code` (each kernel's generated code by stage, its facts and op links: analysis.code).
+SCHEMA_VERSION = 6
 STAGES = ("jaxpr", "stablehlo", "hlo_before", "hlo_after")
 STAGE_LABELS = {"jaxpr": "jaxpr", "stablehlo": "StableHLO", "hlo_before": "HLO before optimization",
                 "hlo_after": "HLO after optimization"}
@@ -72,6 +74,7 @@ class Bundle:
     pass_log: list | None = None
     fusion_decisions: dict | None = None
     memory: dict | None = None
+    code: dict | None = None  # the generated code (analysis.code reads it; never read the dict directly)
     created: str = ""
     schema_version: int = SCHEMA_VERSION
     # derived from the texts: never serialized, not part of equality
@@ -156,6 +159,8 @@ class Bundle:
                 v = v.to_dict() if v is not None else None
             elif f.name == "fusion_decisions":
                 v = fusion_decisions_json(v)
+            elif f.name == "code":
+                v = code_json(v)
             d[f.name] = v
         return d
 
@@ -191,6 +196,7 @@ class Bundle:
         check_decisions(kw.get("fusion_decisions"))
         check_memory(kw)
         check_fusion_comparison(kw)
+        kw["code"] = check_code(kw.get("code"))
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})
         if not isinstance(stages, dict) or not all(isinstance(v, str) for v in stages.values()):

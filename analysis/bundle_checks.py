@@ -17,7 +17,7 @@ FIELD_TYPES = {
     "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
     "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
     "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
-    "memory": (dict, _NONE), "created": (str,),
+    "memory": (dict, _NONE), "code": (dict, _NONE), "created": (str,),
 }
 
 
@@ -244,6 +244,14 @@ def check_fusion_comparison(kw: dict) -> None:
             raise _bad(f"fusion_comparison.{side}.top_kernels", "must be rows of a name, a route and a median_s")
         if not isinstance(s.get("kernels_by_route", {}), dict):
             raise _bad(f"fusion_comparison.{side}.kernels_by_route", "must be an object")
+        c = s.get("code")
+        if c is not None and not (isinstance(c, dict) and all(
+                type(c.get(k)) is int and c[k] >= 0 for k in ("kernels", "global_loads", "global_stores"))
+                and c["kernels"] <= s["kernels"]):
+            raise _bad(f"fusion_comparison.{side}.code", "needs whole kernels (at most the side's), global_loads "
+                                                         "and global_stores")
+        if c is not None:
+            s["code"] = {k: c[k] for k in ("kernels", "global_loads", "global_stores")}
     passes = fc.get("disabled_passes", [])
     if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
         raise _bad("fusion_comparison.disabled_passes", "must be a list of pass names")

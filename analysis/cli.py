@@ -335,6 +335,21 @@ def _cmd_layers(args) -> int:
     return 0
 
 
+def _cmd_code(args) -> int:
+    """The code XLA generated for each kernel: its LLVM IR, assembly (PTX, ...) and their facts."""
+    from analysis.render.code_text import code_listing, code_text
+
+    bundle = load_any(args.model, args.backend, _options(args), module=args.module, devices=args.devices,
+                      say=_say, gpu_target=args.gpu_target, trusted=args.trusted)
+    if args.json:
+        import json
+
+        print(json.dumps(code_listing(bundle, args.kernel, args.stage), indent=1))
+    else:
+        print(code_text(bundle, args.kernel, args.stage, facts_only=args.facts))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-explorer", description="See what XLA does to a JAX program.")
     p.add_argument("--debug", action="store_true", help="show full tracebacks")
@@ -406,6 +421,16 @@ def build_parser() -> argparse.ArgumentParser:
     ly.add_argument("--measure", action="store_true", help="run it and show the measured time per layer")
     ly.add_argument("--json", action="store_true", help="the tree as JSON, with the program's ops and kernels")
     ly.set_defaults(fn=_cmd_layers)
+
+    cd = sub.add_parser("code", parents=[common, compiling],
+                        help="the code XLA generated for each kernel (LLVM IR, assembly, PTX) and its loads and stores")
+    cd.add_argument("model", help="gallery name, .py model file, bundle .json or XLA dump .zip")
+    cd.add_argument("--kernel", metavar="NAME", help="only this kernel (its name in the optimized HLO)")
+    cd.add_argument("--stage", action="append", metavar="STAGE",
+                    help="only these stages (repeatable): llvm-ir, llvm-ir-opt, asm, ptx, sass, ptxas, triton-...")
+    cd.add_argument("--facts", action="store_true", help="only each kernel's facts, not its code")
+    cd.add_argument("--json", action="store_true", help="as JSON: per kernel its name, stages and facts")
+    cd.set_defaults(fn=_cmd_code)
     return p
 
 

@@ -225,6 +225,7 @@ class FusionSide(TypedDict):
     device_busy_s: float | None
     iterations: int | None
     top_kernels: list[dict]  # name, route, median_s, calls of the slowest 15
+    code: dict | None  # the side's generated code summed (analysis.code.totals): kernels, global_loads, global_stores
 
 
 class FusionComparison(TypedDict):
@@ -250,9 +251,10 @@ SIDE_TIMES = ("step_median_s", "step_q1_s", "step_q3_s", "step_min_s", "step_max
               "call_q1_s", "call_q3_s", "call_min_s", "device_busy_s", "traced_steps")
 
 
-def fusion_side(kernels: list[Kernel], timings: dict | None) -> FusionSide:
+def fusion_side(kernels: list[Kernel], timings: dict | None, code: dict | None = None) -> FusionSide:
     """One side of a fusion comparison: its launching kernels' count, bytes and FLOPs, and its
-    measured step and top kernels when it was measured."""
+    measured step and top kernels when it was measured; ``code``: its generated code's totals
+    (``analysis.code.totals`` of that compile), None where its code was not read."""
     launch = launching(kernels)
     side = {
         "kernels": len(launch),
@@ -261,6 +263,7 @@ def fusion_side(kernels: list[Kernel], timings: dict | None) -> FusionSide:
         "flops": sum(k.flops for k in launch),
         **{k: None for k in SIDE_TIMES}, "iterations": None,
         "top_kernels": [],
+        "code": dict(code) if code else None,
     }
     if timings:
         side.update({k: timings.get(k) for k in SIDE_TIMES})

@@ -4,6 +4,7 @@ side (``bundle.fusion_comparison``, docs/bundle.md; the numbers' meaning: docs/n
 
 from __future__ import annotations
 
+from analysis.code import totals as code_totals
 from analysis.compare import FusionComparison, fusion_side
 from analysis.memory import compare_memory
 from analysis.compile.measure import measure
@@ -39,8 +40,9 @@ def compare_fusion(c: Compiled, measure_it: bool = True, iterations: int | None 
         unfused.bundle.timings.pop("trace_json_gz_b64", None)  # one trace per bundle is plenty
         unfused.bundle.timings.pop("timeline", None)
     ub = unfused.bundle
-    d = fusion_side(bundle.kernels, bundle.timings if measure_it else None)
-    u = fusion_side(ub.kernels, ub.timings if measure_it else None)
+    # each side's generated code summed (its loads and stores: the lesson's evidence, docs/code.md)
+    d = fusion_side(bundle.kernels, bundle.timings if measure_it else None, code_totals(bundle) if bundle.code else None)
+    u = fusion_side(ub.kernels, ub.timings if measure_it else None, code_totals(ub) if ub.code else None)
     bundle.fusion_comparison = FusionComparison(**{
         "platform": platform,
         "disabled_passes": list(passes),

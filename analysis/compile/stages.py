@@ -30,6 +30,7 @@ import jax
 
 from analysis.bundle import Bundle, now
 from analysis.compile.backend import allow_gpu_target, environment, select_device
+from analysis.compile.code_dump import read_code
 from analysis.compile.placement import (check_device_count, mesh_of, placed_inputs, sharding_text, target_devices,
                                        target_inputs)
 from analysis.devices import check_devices, devices_in_source
@@ -72,6 +73,7 @@ def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[s
         bundle.pass_log = pass_log_from_dir(dump_dir)
     bundle.memory = memory_from_dir(dump_dir, bundle)  # buffer assignment, live ranges, peak
     read_decisions(bundle, dump_dir, follower)  # the fusion passes' log (and XLA:GPU's fusion process dump)
+    bundle.code = read_code(dump_dir, bundle)  # each kernel's LLVM IR and machine code (docs/code.md)
 
 
 def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: dict | None = None,

@@ -13,6 +13,7 @@ import html
 from dataclasses import dataclass, field
 
 from analysis import numbers
+from analysis.code import has_code, totals as code_totals
 from analysis.bundle import Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.profile import over_peak_note
@@ -71,6 +72,20 @@ class Summary:
     timings: dict | None = None
     fusion: dict | None = None
     devices: int = 1
+    code: dict | None = None  # the generated code's totals (analysis.code.totals); None without code
+
+    def code_sentence(self) -> str | None:
+        """The generated code's totals in words, with fusion off beside them where both were read."""
+        c = self.code
+        if c is None:
+            return None
+        out = (f"{c['global_loads']} loads and {c['global_stores']} stores through the buffers of "
+               f"{c['kernels']} kernel{'s' if c['kernels'] != 1 else ''} with generated code")
+        u = (self.fusion or {}).get("unfused", {}).get("code")
+        if u:
+            out += (f"; fusion off: {u['global_loads']} loads and {u['global_stores']} stores in "
+                    f"{u['kernels']} kernel{'s' if u['kernels'] != 1 else ''}")
+        return out
 
     def route_counts(self) -> list[tuple[str, int]]:
         return [(r, self.by_route[r]) for r in ROUTES if self.by_route.get(r)]
@@ -121,7 +136,14 @@ class Summary:
                 note += (f", call {human_seconds(cu.median)} → {human_seconds(cd.median)}"
                          + (f" ({cu.median / cd.median:.2f}× faster)" if v == "faster" else
                             " (slower)" if v == "slower" else " (within the spread)"))
+            uc, dc = u.get("code"), d.get("code")
+            if uc and dc:  # the code's own evidence: a store per op with fusion off
+                note += f", stores in the generated code {uc['global_stores']} → {dc['global_stores']}"
             out.append(Card("Fusion off → on", f"{u.get('kernels')} → {d.get('kernels')} kernels", note))
+        if self.code is not None:
+            c = self.code
+            out.append(Card("Generated code", f"{c['global_loads']} loads · {c['global_stores']} stores",
+                            self.code_sentence() + " (read from each kernel's code, docs/code.md)"))
         return out
 
 
@@ -134,7 +156,7 @@ def summarize(b: Bundle) -> Summary:
                    control_ops=m.get("control_ops_after") or 0, coverage=m.get("fusion_coverage"), traffic=traffic,
                    by_route=dict(m.get("kernels_by_route") or {}), libraries=library_calls(m),
                    phase_seconds=dict(b.phase_seconds or {}), timings=b.timings, fusion=b.fusion_comparison,
-                   devices=b.devices)
+                   devices=b.devices, code=code_totals(b) if has_code(b) else None)
 
 
 def traffic_of(b: Bundle) -> Traffic | None:
@@ -239,6 +261,8 @@ def summary_text(b: Bundle) -> str:
         lines.append("  kernels by route        : " + (", ".join(parts) or "none"))
     if s.libraries:
         lines.append("  library calls           : " + ", ".join(f"{k} {v}" for k, v in s.libraries.items()))
+    if s.code is not None:
+        lines.append(f"  generated code          : {s.code_sentence()}")
     lines.extend(_devices_lines(b))
     if s.phase_seconds:
         lines.append("  time per phase          : " + ", ".join(f"{k} {human_seconds(v)}" for k, v in s.phase_seconds.items()))
@@ -283,6 +307,10 @@ def summary_text(b: Bundle) -> str:
         for r in numbers.fusion_rows(fc, human_seconds, lambda v: "-" if v is None else str(v), human_bytes):
             lines.append(f"    {r['what'][:36]:36s}: {r['off']} -> {r['on']}"
                          + (f", {r['change']}" if r["change"] else "") + (f"; {r['verdict']}" if r["verdict"] else ""))
+        uc, dc = (fc.get("unfused") or {}).get("code"), (fc.get("default") or {}).get("code")
+        if uc and dc:
+            for what, key in (("loads in the generated code", "global_loads"), ("stores in the generated code", "global_stores")):
+                lines.append(f"    {what:36s}: {uc[key]} -> {dc[key]}")
     return "\n".join(lines)
 
 

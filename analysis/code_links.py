@@ -1,0 +1,184 @@
+"""Lines of a kernel's generated code linked to the HLO instructions they come from (the ``ops``
+of ``analysis.code``; how, and why this way: docs/code.md).
+
+XLA:CPU's emitters do not name LLVM values after HLO instructions (``%12 = fmul float ...``), so
+a line is linked by what the text does carry:
+
+- the kernel's function (``define ... @<kernel>(`` / the ``<kernel>:`` label) is the kernel;
+- a load through buffer *i* is the fused computation's ``parameter(i)`` (XLA passes a kernel
+  its operands first, then its results); a store is the fused computation's result (its root,
+  or the root tuple's element of that output). Which buffer a pointer is: ``analysis.llvm_ir``
+  (the call frame's argument slot it was loaded from, followed through the IR);
+- an arithmetic instruction is every instruction of the matching HLO opcode in the kernel
+  (``fsub`` -> ``subtract``, ``@xla.rsqrt.f32`` -> ``rsqrt``; ``OPCODES``): the kind of the
+  operation is all the text says, so a kernel with two subtracts links each ``fsub`` to both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# LLVM IR instruction -> the HLO opcodes it computes
+OPCODES = {
+    "fadd": ("add",), "add": ("add",), "fsub": ("subtract",), "sub": ("subtract",),
+    "fmul": ("multiply",), "mul": ("multiply",), "fdiv": ("divide",), "sdiv": ("divide",),
+    "udiv": ("divide",), "frem": ("remainder",), "srem": ("remainder",), "urem": ("remainder",),
+    "fneg": ("negate",), "fcmp": ("compare",), "icmp": ("compare",), "select": ("select", "clamp"),
+    "and": ("and",), "or": ("or",), "xor": ("xor", "not"), "shl": ("shift-left",),
+    "sitofp": ("convert",), "uitofp": ("convert",), "fptosi": ("convert",), "fptoui": ("convert",),
+    "fpext": ("convert",), "fptrunc": ("convert",), "sext": ("convert",), "zext": ("convert",),
+    "trunc": ("convert",),
+}
+# a called intrinsic or XLA math function (``@llvm.NAME.*``, ``@xla.NAME.*``) -> HLO opcodes
+CALLS = {
+    "exp": ("exponential",), "exp2": ("exponential",), "expm1": ("exponential-minus-one",),
+    "log": ("log",), "log1p": ("log-plus-one",), "sqrt": ("sqrt", "rsqrt"), "rsqrt": ("rsqrt",),
+    "cbrt": ("cbrt",), "tanh": ("tanh",), "sin": ("sine",), "cos": ("cosine",), "tan": ("tan",),
+    "maxnum": ("maximum",), "maximum": ("maximum",), "minnum": ("minimum",), "minimum": ("minimum",),
+    "fabs": ("abs",), "abs": ("abs",), "pow": ("power",), "floor": ("floor",), "ceil": ("ceil",),
+    "round": ("round-nearest-afz",), "roundeven": ("round-nearest-even",), "copysign": ("sign",),
+    "fma": ("multiply", "add"), "fmuladd": ("multiply", "add"), "erf": ("erf",), "logistic": ("logistic",),
+    "atan2": ("atan2",), "smax": ("maximum",), "smin": ("minimum",), "umax": ("maximum",), "umin": ("minimum",),
+}
+# x86 mnemonic stems (after a leading ``v``, before the ``ps``/``ss``/``pd``/``sd`` suffix)
+ASM = {"add": ("add",), "sub": ("subtract",), "mul": ("multiply",), "div": ("divide",),
+       "max": ("maximum",), "min": ("minimum",), "sqrt": ("sqrt", "rsqrt"), "rsqrt": ("rsqrt",),
+       "rcp": ("divide",), "fmadd": ("multiply", "add"), "fmsub": ("multiply", "subtract"),
+       "fnmadd": ("multiply", "add", "negate"), "fnmsub": ("multiply", "subtract", "negate")}
+
+
+@dataclass
+class KernelOps:
+    """What a kernel's code is linked to: its name, its fused computation's parameters by number
+    and its outputs in order (a kernel that is one instruction: none, and itself as output),
+    and its instructions by opcode."""
+
+    kernel: str
+    params: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    by_opcode: dict = field(default_factory=dict)
+    types: dict = field(default_factory=dict)  # op name -> its element type as LLVM writes it (float, i32, ...)
+    function: str | None = None  # the compiled function's name, where the kernel runs another's (docs/code.md)
+
+
+def kernel_ops(module, name: str, index: dict | None = None) -> KernelOps | None:
+    """``KernelOps`` of the kernel instruction ``name`` of an optimized ``analysis.hlo.Module``
+    (``index``: the module's instructions by name, made once for many kernels)."""
+    inst = (index if index is not None else {i.name: i for i in module.instructions()}).get(name)
+    if inst is None:
+        return None
+    comps = module.by_name
+    called = [comps[c] for c in inst.called_computations if c in comps] if inst.opcode == "fusion" else []
+    if not called:
+        return KernelOps(kernel=name, outputs=[name], by_opcode={inst.opcode: [name]}, types={name: _llvm_type(inst)})
+    body, seen, todo = [], set(), [called[0]]
+    while todo:  # the fused computation, nested fusions' bodies included
+        comp = todo.pop()
+        if comp.name in seen:
+            continue
+        seen.add(comp.name)
+        body.extend(comp.instructions)
+        todo.extend(comps[c] for i in comp.instructions if i.opcode == "fusion" for c in i.called_computations
+                    if c in comps)
+    params = {}
+    for i in called[0].instructions:
+        if i.opcode == "parameter":
+            m = re.match(r"\s*(\d+)", i.operand_text or (i.operands[0] if i.operands else ""))
+            if m:
+                params[int(m.group(1))] = i.name
+    root = called[0].root
+    outputs = ([o for o in root.operands] if root is not None and root.opcode == "tuple" else [root.name] if root else [])
+    by_opcode: dict = {}
+    for i in body:
+        if i.opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast", "fusion"):
+            by_opcode.setdefault(i.opcode, []).append(i.name)
+    return KernelOps(kernel=name, params=[params.get(n) for n in range(max(params, default=-1) + 1)],
+                     outputs=outputs, by_opcode=by_opcode, types={i.name: _llvm_type(i) for i in body})
+
+
+_LLVM_TYPES = {"f32": "float", "f64": "double", "f16": "half", "bf16": "bfloat", "pred": "i1",
+               "s8": "i8", "u8": "i8", "s16": "i16", "u16": "i16", "s32": "i32", "u32": "i32",
+               "s64": "i64", "u64": "i64"}
+
+
+def _llvm_type(inst) -> str | None:
+    try:
+        return _LLVM_TYPES.get(inst.shape.element_type)
+    except Exception:  # noqa: BLE001 - a shape that does not decode: no type to match
+        return None
+
+
+_DEFINE = re.compile(r"^define\b[^@]*@\"?([\w.$-]+)\"?\s*\(")
+_ASSIGN = re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$")
+
+
+def link_llvm(text: str, ops: KernelOps) -> dict[int, list[str]]:
+    """{1-based line: [HLO op names]} of an LLVM IR text (either stage) of kernel ``ops``."""
+    from analysis.llvm_ir import accesses
+
+    out: dict[int, list[str]] = {}
+    acc, _ = accesses(text)
+    first_output = len(ops.params)
+    for a in acc:
+        if a.kind == "load":
+            names = [ops.params[b] for b in sorted(a.buffers) if b < len(ops.params) and ops.params[b]]
+        else:  # a store writes a result (an output buffer, or an operand's buffer reused in place)
+            outs = [ops.outputs[b - first_output] for b in sorted(a.buffers) if 0 <= b - first_output < len(ops.outputs)]
+            names = outs or list(ops.outputs)
+        if names:
+            out.setdefault(a.line, []).extend(names)
+    function = ops.function or ops.kernel
+    for n, line in enumerate(text.splitlines(), 1):
+        d = _DEFINE.match(line)
+        if d:
+            if d.group(1) == function:
+                out[n] = [ops.kernel]
+            continue
+        m = _ASSIGN.match(line)
+        names = _link_arith(m.group(2).strip() if m else line.strip(), ops)
+        if names:
+            out.setdefault(n, []).extend(names)
+    return {n: list(dict.fromkeys(v)) for n, v in sorted(out.items())}
+
+
+_TYPE = re.compile(r"<\s*\d+\s+x\s+(\w+)\s*>|\b(float|double|half|bfloat|i\d+)\b")
+_UNTYPED = ("compare", "convert", "select", "clamp")  # their operands' type is not their result's
+
+
+def _link_arith(rhs: str, ops: KernelOps) -> list[str]:
+    """The HLO ops an arithmetic line computes: of the matching opcode and element type (so the
+    loops' index arithmetic, ``add i64``, is not linked to a float ``add``)."""
+    word = rhs.split(None, 1)[0] if rhs else ""
+    want: tuple = OPCODES.get(word, ())
+    if "call " in rhs or word == "call" or rhs.startswith("tail call"):
+        m = re.search(r"@(?:llvm|xla)\.([a-z0-9]+)", rhs)
+        want = CALLS.get(m.group(1), (m.group(1),)) if m else ()
+    if not want:
+        return []
+    t = _TYPE.search(rhs.split(None, 1)[1] if " " in rhs else "")
+    ty = (t.group(1) or t.group(2)) if t else None
+    return [n for op in want for n in ops.by_opcode.get(op, [])
+            if op in _UNTYPED or ty is None or ops.types.get(n) in (None, ty)]
+
+
+_ASM_INS = re.compile(r"^\s*[0-9a-f]+:\s+([a-z][a-z0-9]*)\b")
+
+
+def link_asm(text: str, ops: KernelOps) -> dict[int, list[str]]:
+    """{1-based line: [HLO op names]} of a disassembly (``analysis.disassemble``): the kernel's
+    label, and arithmetic by its mnemonic (``vsubps`` -> ``subtract``; ``ASM``)."""
+    out: dict[int, list[str]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.rstrip() == f"{ops.function or ops.kernel}:":
+            out[n] = [ops.kernel]
+            continue
+        m = _ASM_INS.match(line)
+        if not m:
+            continue
+        stem = re.sub(r"^v", "", m.group(1))
+        stem = re.sub(r"(132|213|231)?(ps|ss|pd|sd|ph|sh)$", "", stem)
+        names = [x for op in ASM.get(stem, ()) for x in ops.by_opcode.get(op, [])]
+        if names:
+            out[n] = list(dict.fromkeys(names))
+    return out

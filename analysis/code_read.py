@@ -1,0 +1,139 @@
+"""A compile's generated code read from the files XLA:CPU dumps (``xla_dump_to``), into the
+``code`` field (``analysis.code``): the same reader for our compile's private dump folder
+(``analysis.compile.code_dump``) and for a user's zipped dump (``analysis.dump``), which give it
+their file names and a way to read one.
+
+Per emitted kernel XLA:CPU writes, beside its HLO dumps::
+
+    module_NNNN.NAME.<kernel>_kernel_module.ir-no-opt.ll     LLVM IR before LLVM's optimization
+    module_NNNN.NAME.<kernel>_kernel_module.ir-with-opt.ll   after it
+    module_NNNN.NAME.obj-file.<kernel>_kernel_module.o       the machine code (an ELF object)
+
+(its MLIR-based emitters name them ``__compute_module_<kernel>`` instead of
+``<kernel>_kernel_module``). Identical kernels share one compiled function: XLA writes its files
+once, under the first one's name; each of the others is given that code (its fused computation
+is the same, instruction by instruction), linked to its own instructions. A library fusion
+(YNNPACK, XNNPACK) or call (oneDNN, Eigen) has none: its code is the library's, and ``library``
+says what it calls. docs/code.md says what each part means.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from analysis import code as C
+from analysis.code_links import kernel_ops, link_asm, link_llvm
+from analysis.disassemble import MAX_OBJECT_BYTES, disassemble
+from analysis.errors import ExplorerError
+
+MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
+_STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
+CODE_FILE = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)\.(?P<kind>ir-no-opt\.ll|ir-with-opt\.ll|o)$")
+_KERNEL_PART = re.compile(r"^(?:__compute_module_(?P<a>.+)|(?P<b>.+)_kernel_module)$")
+
+
+def code_files(names, module_name: str) -> dict[str, dict[str, str]]:
+    """{kernel part of the name: {stage: file}} of the code files of module ``module_name`` among
+    ``names`` (base names); with several compiles of that module, the last one's."""
+    found: dict[int, dict] = {}
+    head = f"{module_name}."
+    for n in names:
+        m = CODE_FILE.match(n)
+        if not m or not m.group("rest").startswith(head):
+            continue
+        rest = m.group("rest")[len(head):]
+        if m.group("kind") == "o":
+            if not rest.startswith("obj-file."):
+                continue
+            rest = rest[len("obj-file."):]
+        k = _KERNEL_PART.match(rest)
+        if k:
+            found.setdefault(int(m.group("id")), {}).setdefault(k.group("a") or k.group("b"), {})[
+                _STAGE_OF[m.group("kind")]] = n
+    return found[max(found)] if found else {}
+
+
+def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | None:
+    """The ``code`` field of ``bundle`` (a CPU compile) from a dump's file ``names`` (base names)
+    and ``read(name, limit)`` (a file's bytes, at most ``limit``; raising ``ExplorerError`` or
+    ``OSError`` when it cannot). A file that cannot be read or decoded leaves its stage out and
+    says why in the note; ``None`` without the optimized HLO."""
+    module = bundle.module("hlo_after")
+    if module is None:
+        return None
+    files = code_files(names, module.name)
+    index = {i.name: i for i in module.instructions()}
+    kernels, library, problems = {}, {}, []
+    twins = _twins(module, index, [k.name for k in bundle.kernels if k.route != "library"], files)
+    for k in bundle.kernels:
+        if k.route == "library":
+            inst = index.get(k.name)
+            library[k.name] = {"target": k.custom_call_target or k.fusion_kind or k.opcode,
+                               "library": k.library or "", "config": (inst.attributes.get("backend_config", "")
+                                                                      if inst is not None else "")}
+            continue
+        mine = files.get(k.name) or files.get(twins.get(k.name, ""))
+        if not mine:
+            continue
+        ops = kernel_ops(module, k.name, index)
+        if ops is not None and k.name not in files:
+            ops.function = twins[k.name]  # the function it runs is named after its twin
+        stages, links = {}, {}
+        for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
+            if stage not in mine:
+                continue
+            try:
+                if stage == "asm":
+                    text = disassemble(read(mine[stage], MAX_OBJECT_BYTES), mine[stage])
+                else:
+                    text = read(mine[stage], MAX_IR_BYTES).decode("utf-8", errors="replace")
+            except ExplorerError as e:
+                problems.append(e.one_line())
+                continue
+            except OSError as e:
+                problems.append(f"{mine[stage]}: {e.strerror or e}")
+                continue
+            stages[stage] = text
+            if ops is not None:
+                links[stage] = link_asm(text, ops) if stage == "asm" else link_llvm(text, ops)
+        if stages:
+            kernels[k.name] = {"stages": stages, "ops": links}
+    note = None
+    if problems:
+        note = f"{len(problems)} code file(s) not read: {problems[0]}"
+    elif not kernels and any(k.route != "library" and k.route != "control" for k in bundle.kernels):
+        note = "XLA wrote no code files for this compile"
+    return C.make_code(kernels, library, note)
+
+
+def _twins(module, index: dict, names: list[str], files: dict) -> dict[str, str]:
+    """{kernel without files of its own: the kernel with files whose compiled function it runs}:
+    fusions whose fused computations are the same instruction by instruction (opcodes, shapes,
+    attributes, operands by position; names aside)."""
+    by_sig: dict = {}
+    for n in names:
+        if n in files and (sig := _signature(module, index.get(n))) is not None:
+            by_sig.setdefault(sig, n)
+    out = {}
+    for n in names:
+        if n not in files and (sig := _signature(module, index.get(n))) is not None and sig in by_sig:
+            out[n] = by_sig[sig]
+    return out
+
+
+_NAMELESS = ("metadata", "backend_config", "calls", "frontend_attributes", "statistics_viz", "origin")
+
+
+def _signature(module, inst):
+    if inst is None or inst.opcode != "fusion" or not inst.called_computations:
+        return None
+    comp = module.by_name.get(inst.called_computations[0])
+    if comp is None or any(i.opcode == "fusion" for i in comp.instructions):
+        return None  # nested fusions: not compared (their bodies would need it too)
+    pos = {i.name: n for n, i in enumerate(comp.instructions)}
+    return (inst.shape_text, inst.fusion_kind, tuple(
+        (i.opcode, i.shape_text, i.operand_text if i.opcode in ("parameter", "constant") else
+         tuple(pos.get(o, o) for o in i.operands),
+         tuple(sorted((k, v) for k, v in i.attributes.items() if k not in _NAMELESS)), i.is_root)
+        for i in comp.instructions))

@@ -1,0 +1,36 @@
+"""The code XLA generated for a compile, read from its private dump folder (``xla_dump_to``)
+into ``bundle.code`` (``analysis.code``; docs/code.md). Called from ``stages.read_dump``.
+
+XLA:CPU's files are read by ``analysis.code_read`` (the reader a user's zipped dump uses too);
+a GPU compile's (LLVM IR, PTX, SASS, Triton IR) by ``analysis.compile.code_gpu``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from analysis.code_read import code_from_files
+from analysis.errors import ExplorerError
+
+
+def read_code(dump_dir: str, bundle) -> dict | None:
+    """The ``code`` field of ``bundle`` from the dump folder ``dump_dir``, or None."""
+    if bundle.platform == "gpu":
+        try:
+            from analysis.compile.code_gpu import read_gpu_code  # the GPU side's reader (same shape)
+        except ImportError:  # until the GPU side's reader is merged
+            return None
+        return read_gpu_code(dump_dir, bundle)
+    try:
+        names = os.listdir(dump_dir)
+    except OSError:
+        return None
+
+    def read(name: str, limit: int) -> bytes:
+        with open(os.path.join(dump_dir, name), "rb") as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ExplorerError("code", f"more than {limit:,} bytes", name)
+        return data
+
+    return code_from_files(names, read, bundle)

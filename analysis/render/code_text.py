@@ -1,0 +1,94 @@
+"""The generated code as the CLI prints it (``xla-explorer code``): per kernel its facts and the
+texts of the stages asked for, as text or as a JSON listing. Reads the bundle through
+``analysis.code`` only."""
+
+from __future__ import annotations
+
+from analysis import code as C
+from analysis.errors import ExplorerError
+
+
+def _known_stage(stage: str) -> bool:
+    return stage in C.STAGE_LABELS or stage.startswith(C.TRITON_PREFIX)
+
+
+def select(bundle, kernel: str | None = None, stages: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(kernels, stages) to show: every kernel with code (or library call), or ``kernel``; every
+    stage of the compile, or ``stages``. Raises a one-line ``ExplorerError`` for a name that is
+    not there."""
+    if bundle.code is None:
+        raise ExplorerError("code", "this input has no generated code (an HLO text, or a bundle made before "
+                                    "schema 6): compile the model, or import a dump zip with its code files")
+    have = C.code_stages(bundle)
+    for s in stages or []:
+        if not _known_stage(s):
+            raise ExplorerError("code", f"unknown stage {s[:60]!r} (stages: {', '.join(C.STAGE_LABELS)})")
+        if s not in have:
+            raise ExplorerError("code", f"this compile has no stage {s!r} (it has: {', '.join(have) or 'none'})")
+    names = C.kernel_names(bundle)
+    library = [k.name for k in bundle.kernels if C.library_call(bundle, k.name)]
+    if kernel is not None:
+        if kernel not in names and kernel not in library:
+            known = [k.name for k in bundle.kernels]
+            what = "a kernel with no generated code" if kernel in known else "no kernel"
+            shown = ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
+            raise ExplorerError("code", f"{what} {kernel[:80]!r} (kernels with code: {shown or 'none'})")
+        return [kernel], list(stages or have)
+    return names + library, list(stages or have)
+
+
+def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = None) -> dict:
+    """The JSON the CLI prints: ``stages`` of the compile, ``kernels`` (per kernel ``name``,
+    ``stages`` {stage: text}, its facts, ``cut``), ``library`` (the library calls: name, target,
+    library, config), ``totals`` and ``note``."""
+    kernels, want = select(bundle, kernel, stages)
+    out_k, out_l = [], []
+    for name in kernels:
+        kc = C.kernel_code(bundle, name)
+        if kc is None:
+            out_l.append({"name": name, **C.library_call(bundle, name)})
+            continue
+        out_k.append({"name": name, "stages": {s: kc.stages[s] for s in want if s in kc.stages},
+                      **{k: v for k, v in kc.facts.items() if k != "stage"}, "facts_stage": kc.facts.get("stage"),
+                      "cut": {s: n for s, n in kc.cut.items() if s in want}})
+    return {"stages": want, "kernels": out_k, "library": out_l, "totals": C.totals(bundle), "note": C.note(bundle)}
+
+
+def _facts_line(f: dict) -> str:
+    parts = [f"{f.get('global_loads', 0)} loads, {f.get('global_stores', 0)} stores"
+             + (f" (read from the {C.stage_label(f['stage'])})" if f.get("stage") else "")]
+    if f.get("vector_width"):
+        parts.append(f"vectors of {f['vector_width']} bits")
+    if f.get("instructions") is not None:
+        parts.append(f"{f['instructions']:,} instructions")
+    for k, label in (("registers", "registers"), ("spills", "spilled bytes"), ("shared_bytes", "bytes of shared memory")):
+        if f.get(k) is not None:
+            parts.append(f"{f[k]:,} {label}")
+    return " · ".join(parts)
+
+
+def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None, facts_only: bool = False) -> str:
+    """The code as text: a header line per kernel with its facts, then each stage's text."""
+    kernels, want = select(bundle, kernel, stages)
+    t = C.totals(bundle)
+    lines = [f"{t['kernels']} kernel(s) with generated code: {t['global_loads']} loads and {t['global_stores']} "
+             f"stores through their buffers in all"]
+    if C.note(bundle):
+        lines.append(f"note: {C.note(bundle)}")
+    for name in kernels:
+        kc = C.kernel_code(bundle, name)
+        lines.append("")
+        if kc is None:
+            lib = C.library_call(bundle, name)
+            lines.append(f"== {name}: a library call ({lib['library'] or '?'}: {lib['target']}); its code is the library's")
+            if lib.get("config"):
+                lines.append(f"   config: {lib['config']}")
+            continue
+        lines.append(f"== {name}: {_facts_line(kc.facts)}")
+        if facts_only:
+            continue
+        for s in want:
+            if s in kc.stages:
+                lines.append(f"-- {C.stage_label(s)}" + (f" (cut: {kc.cut[s]:,} lines in all)" if s in kc.cut else ""))
+                lines.append(kc.stages[s].rstrip("\n"))
+    return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""The generated code read from XLA:CPU's dump files (analysis.code_read, analysis.disassemble,
+analysis.code_links): file names, links from a hand-written HLO fusion and its IR, real
+compiles of softmax_layernorm with fusion on and off, damaged object files."""
+
+import pytest
+
+from analysis import code
+from analysis.code_links import kernel_ops, link_asm, link_llvm
+from analysis.code_read import code_files, code_from_files
+from analysis.disassemble import disassemble
+from analysis.errors import ExplorerError
+from analysis.hlo import parse_module
+from analysis.options import FUSION_PASSES
+
+HLO = """\
+HloModule m, is_scheduled=true
+
+%fused (param_0: f32[512], param_1: f32[512], param_2: f32[512]) -> f32[512] {
+  %param_0 = f32[512]{0} parameter(0)
+  %param_1 = f32[512]{0} parameter(1)
+  %sub.1 = f32[512]{0} subtract(%param_0, %param_1)
+  %param_2 = f32[512]{0} parameter(2)
+  ROOT %mul.2 = f32[512]{0} multiply(%sub.1, %param_2)
+}
+
+ENTRY %main (a: f32[512], b: f32[512], c: f32[512]) -> f32[512] {
+  %a = f32[512]{0} parameter(0)
+  %b = f32[512]{0} parameter(1)
+  %c = f32[512]{0} parameter(2)
+  ROOT %sub_fusion = f32[512]{0} fusion(%a, %b, %c), kind=kLoop, calls=%fused
+}
+"""
+
+# the kernel XLA:CPU would write for it (before LLVM's optimization): line numbers matter below
+IR = """\
+define ptr @sub_fusion(ptr %0) {
+  %2 = getelementptr inbounds %XLA_CPU_KernelCallFrame, ptr %0, i32 0, i32 3
+  %3 = load ptr, ptr %2, align 8
+  %4 = getelementptr inbounds %XLA_CPU_KernelArg, ptr %3, i32 0, i32 0
+  %5 = load ptr, ptr %4, align 8, !dereferenceable !4
+  %6 = getelementptr inbounds %XLA_CPU_KernelArg, ptr %3, i32 1, i32 0
+  %7 = load ptr, ptr %6, align 8, !dereferenceable !4
+  %8 = getelementptr inbounds %XLA_CPU_KernelArg, ptr %3, i32 2, i32 0
+  %9 = load ptr, ptr %8, align 8, !dereferenceable !4
+  %10 = getelementptr inbounds %XLA_CPU_KernelArg, ptr %3, i32 3, i32 0
+  %11 = load ptr, ptr %10, align 8, !dereferenceable !4
+  call void @sub_fusion_wrapped(ptr %5, ptr %7, ptr %9, ptr %11)
+  ret ptr null
+}
+
+define internal void @sub_fusion_wrapped(ptr noalias %0, ptr noalias %1, ptr noalias %2, ptr noalias %3) {
+  %i = add i64 0, 1
+  %p0 = getelementptr inbounds [512 x float], ptr %0, i32 0, i64 %i
+  %x = load float, ptr %p0, align 4
+  %p1 = getelementptr inbounds [512 x float], ptr %1, i32 0, i64 %i
+  %y = load float, ptr %p1, align 4
+  %d = fsub float %x, %y
+  %p2 = getelementptr inbounds [512 x float], ptr %2, i32 0, i64 %i
+  %z = load float, ptr %p2, align 4
+  %m = fmul float %d, %z
+  %p3 = getelementptr inbounds [512 x float], ptr %3, i32 0, i64 %i
+  store float %m, ptr %p3, align 4
+  ret void
+}
+"""
+
+
+def test_links_from_a_hand_written_fusion_and_its_ir():
+    ops = kernel_ops(parse_module(HLO), "sub_fusion")
+    assert ops.params == ["param_0", "param_1", "param_2"] and ops.outputs == ["mul.2"]
+    links = link_llvm(IR, ops)
+    assert links == {
+        1: ["sub_fusion"],  # the kernel's function
+        19: ["param_0"], 21: ["param_1"],  # loads through buffers 0 and 1
+        22: ["sub.1"],  # fsub float: the subtract
+        24: ["param_2"], 25: ["mul.2"],  # fmul float: the multiply
+        27: ["mul.2"],  # the store: the result
+    }  # `add i64` (line 17) is index arithmetic: not the float ops' kind
+    f = code.llvm_facts(IR)
+    assert (f["global_loads"], f["global_stores"]) == (3, 1)
+
+
+def test_links_in_assembly_by_mnemonic():
+    ops = kernel_ops(parse_module(HLO), "sub_fusion")
+    asm = "sub_fusion:\n  0:\tvsubps ymm0, ymm0, ymm1\n  4:\tvmulps ymm0, ymm0, ymm2\n  8:\tret\n"
+    assert link_asm(asm, ops) == {1: ["sub_fusion"], 2: ["sub.1"], 3: ["mul.2"]}
+
+
+def test_code_file_names():
+    names = ["module_0003.jit_f.k_fusion_kernel_module.ir-no-opt.ll",
+             "module_0003.jit_f.obj-file.k_fusion_kernel_module.o",
+             "module_0003.jit_f.__compute_module_wrapped_add.1.ir-with-opt.ll",
+             "module_0003.jit_f.obj-file.__compute_module_wrapped_add.1.o",
+             "module_0001.jit_f.old_kernel_module.ir-no-opt.ll",  # an earlier compile of the module
+             "module_0004.jit_g.other_kernel_module.ir-no-opt.ll",  # another module
+             "module_0003.jit_f.cpu_after_optimizations.txt"]
+    assert code_files(names, "jit_f") == {
+        "k_fusion": {"llvm-ir": names[0], "asm": names[1]},
+        "wrapped_add.1": {"llvm-ir-opt": names[2], "asm": names[3]}}
+
+
+def test_a_damaged_object_file_is_one_line():
+    for data in (b"", b"not an object", b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\x01"):
+        with pytest.raises(ExplorerError) as e:
+            disassemble(data, "k.o")
+        assert e.value.phase == "code" and "k.o" in e.value.one_line() and "\n" not in e.value.one_line()
+
+
+def _dump_of(bundle_module_name, kernel, obj: bytes):
+    files = {f"module_0001.{bundle_module_name}.{kernel}_kernel_module.ir-no-opt.ll": IR.encode(),
+             f"module_0001.{bundle_module_name}.obj-file.{kernel}_kernel_module.o": obj}
+    return list(files), lambda name, limit: files[name][:limit]
+
+
+def test_a_damaged_object_in_a_dump_leaves_its_stage_out_and_says_so():
+    from analysis.bundle import bundle_from_hlo
+
+    b = bundle_from_hlo(HLO, "m")
+    names, read = _dump_of("m", "sub_fusion", b"\x7fELF garbage")
+    c = code_from_files(names, read, b)
+    b.code = c
+    k = code.kernel_code(b, "sub_fusion")
+    assert list(k.stages) == ["llvm-ir"] and k.facts["global_loads"] == 3
+    assert "sub_fusion_kernel_module.o" in c["note"] and "1 code file(s) not read" in c["note"]
+
+
+@pytest.fixture(scope="module")
+def fused(gallery_bundle):
+    b = gallery_bundle("softmax_layernorm")
+    if b.code is None:
+        pytest.skip("a recorded compile without code")
+    return b
+
+
+def test_a_real_compile_has_every_emitted_kernel_s_code(fused):
+    post = fused.module("hlo_after")
+    by_name = {i.name: i for i in post.instructions()}
+    emitted = [k for k in fused.kernels if k.route == "emitter"]
+    assert emitted and code.totals(fused)["kernels"] == len(emitted)
+    assert code.code_stages(fused) == ["llvm-ir", "llvm-ir-opt", "asm"]
+    for k in emitted:
+        kc = code.kernel_code(fused, k.name)
+        assert set(kc.stages) == {"llvm-ir", "llvm-ir-opt", "asm"}
+        assert f"@{k.name}(" in kc.stages["llvm-ir"] and f"\n{k.name}:\n" in kc.stages["asm"]
+        # the lesson: a fused kernel loads each of its inputs once and stores its result once
+        inputs = len(set(by_name[k.name].operands))
+        assert (kc.facts["global_loads"], kc.facts["global_stores"]) == (inputs, 1), k.name
+        assert kc.facts["vector_width"] in (128, 256, 512)
+        linked = {n for lines in kc.ops.values() for names in lines.values() for n in names}
+        root = post.by_name[by_name[k.name].called_computations[0]].root.name
+        assert k.name in linked and root in linked
+    for k in fused.kernels:
+        if k.route == "library":  # YNNPACK's fusions: their code is the library's
+            assert code.kernel_code(fused, k.name) is None
+            assert code.library_call(fused, k.name)["library"] == k.library == "YNNPACK"
+
+
+def test_with_fusion_off_every_op_stores_its_own_result(fused, gallery_bundle):
+    off = gallery_bundle("softmax_layernorm", xla_disable_hlo_passes=",".join(FUSION_PASSES["cpu"]))
+    emitted = [k for k in off.kernels if k.route == "emitter"]
+    # identical kernels share one function: those without files of their own run their twin's
+    assert code.totals(off)["kernels"] == len(emitted)
+    for k in emitted:
+        kc = code.kernel_code(off, k.name)
+        assert kc.facts["global_stores"] >= 1
+        assert [k.name] in kc.ops["llvm-ir"].values()  # its own name on the function it runs
+    assert code.totals(off)["global_stores"] > code.totals(fused)["global_stores"]
