@@ -29,12 +29,7 @@ from __future__ import annotations
 
 import re
 
-
-
-def empty_facts() -> dict:
-    """The facts of no code (the keys of ``analysis.code.FACT_KEYS``)."""
-    return {"global_loads": 0, "global_stores": 0, "vector_width": None, "instructions": None,
-            "registers": None, "spills": None, "shared_bytes": None, "stage": None}
+from analysis.code import empty_facts
 
 # -- PTX ---------------------------------------------------------------------------------------
 

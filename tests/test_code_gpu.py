@@ -183,7 +183,8 @@ def _dump(d, thunks=True, other_module=True) -> str:
 
 def test_each_kernel_gets_its_code_through_the_thunk_that_launches_it(tmp_path):
     b = _bundle()
-    code = gpu_code(sorted(os.listdir(_dump(tmp_path))), lambda n: open(tmp_path / n).read(), b, tools={})
+    code = gpu_code(sorted(os.listdir(_dump(tmp_path))), lambda n, limit: (tmp_path / n).read_bytes()[:limit], b,
+                    tools={})
     b.code = code
     # fusion.2 is identical to fusion.1: XLA launches fusion_1's kernel for both (thunks 1 and 2)
     assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
@@ -284,3 +285,70 @@ def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path):
         assert (s["global_loads"], s["global_stores"]) == (2, 1)  # one LDG per ld.global, one STG
         assert sass_facts(tri.stages["sass"])["vector_width"] == 128
         assert b.code["note"] is None
+
+
+# -- the recorded H200 compiles (scripts/record_gpu_target.py), real XLA:GPU code ---------------
+
+H200 = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_models", "recorded", "h200")
+
+
+def _recorded(name: str) -> Bundle:
+    return Bundle.load(os.path.join(H200, f"{name}.bundle.json"))
+
+
+def _tile(kernel, module) -> tuple[list[int], int]:
+    """A Triton fusion's output tile and threads a block, from its backend config in the HLO."""
+    inst = module.by_name[kernel.computation].by_name[kernel.name]
+    cfg = inst.backend_config["fusion_backend_config"]["block_level_fusion_config"]
+    return [int(x) for x in cfg["output_tiles"][0]["sizes"]], 32 * int(cfg["num_warps"])
+
+
+def test_recorded_softmax_layernorm_loads_each_input_once_and_stores_once():
+    b = _recorded("softmax_layernorm")
+    (k,) = [k for k in b.kernels if k.route == "triton"]  # the whole program is one Triton fusion
+    kc = C.kernel_code(b, k.name)
+    assert kc is not None and {"llvm-ir", "llvm-ir-opt", "ptx", "triton-ttir"} <= set(kc.stages)
+    f = kc.facts
+    module = b.module("hlo_after")
+    (rows, cols), threads = _tile(k, module)
+    lanes = f["vector_width"] // 32  # f32 lanes of one vector access
+    assert lanes == 4  # the PTX's widest global access is v4.b32
+    inst = module.by_name[k.computation].by_name[k.name]
+    x, *vectors = [module.by_name[k.computation].by_name[o].shape for o in inst.operands]
+    # a block's tile: rows x cols of x, one row of each [cols] operand; each element read once
+    elements_in = rows * cols + sum(cols for s in vectors if len(s.dimensions) == 1)
+    assert f["global_loads"] * threads * lanes == elements_in
+    assert f["global_stores"] * threads * lanes == rows * cols  # the tile of the result, once
+    assert f["stage"] == "ptx"
+
+
+def test_recorded_fusion_off_stores_every_intermediate():
+    fused = _recorded("softmax_layernorm")
+    off = _recorded("softmax_layernorm.fusion-triton-rewrites-off")
+    kernels = [k for k in off.kernels if C.kernel_code(off, k.name) is not None]
+    assert len(kernels) == len([k for k in off.kernels if k.route == "emitter"]) > 1
+    # each kernel writes its result to memory: at least one store each
+    assert all(C.kernel_code(off, k.name).facts["global_stores"] >= 1 for k in kernels)
+    assert all(C.kernel_code(off, k.name).facts["global_loads"] >= 1 for k in kernels)
+    assert C.totals(off)["kernels"] == len(kernels)
+    assert C.totals(fused)["kernels"] == 1 and C.totals(off)["global_stores"] >= len(kernels)
+
+
+def test_recorded_library_call_has_no_code_and_says_what_it_calls():
+    b = _recorded("mlp.triton-gemm-off")
+    libs = [k for k in b.kernels if k.route == "library"]
+    assert libs and all(C.kernel_code(b, k.name) is None for k in libs)
+    for k in libs:
+        call = C.library_call(b, k.name)
+        assert call["target"] == k.custom_call_target and call["library"] == "cuBLAS"
+        assert "gemm_backend_config" in call["config"]
+
+
+def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
+    import glob
+
+    for path in sorted(glob.glob(os.path.join(H200, "*.bundle.json"))):
+        b = Bundle.load(path)
+        emitted = [k for k in b.kernels if k.route in ("emitter", "triton", "layout") and k.opcode == "fusion"]
+        have = [k.name for k in emitted if (kc := C.kernel_code(b, k.name)) and "ptx" in kc.stages]
+        assert have == [k.name for k in emitted], os.path.basename(path)

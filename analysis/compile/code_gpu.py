@@ -31,12 +31,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from analysis import code as C
 from analysis.code_ptx import ptx_facts, ptxas_facts, split_ptx, split_ptxas, split_sass
+from analysis.code_read import MAX_IR_BYTES
+from analysis.errors import ExplorerError
 
 # Compile options that make XLA:GPU dump what is read here besides the PTX and LLVM IR: each
 # Triton fusion's Triton IR (a few kilobytes a fusion; the compile is not measurably slower)
 DUMP_OPTIONS = {"xla_dump_emitter_re": "triton-fusion"}
 
+MAX_LOG_BYTES = 64 * 1024 * 1024  # a Triton fusion's pass log (a few megabytes each)
 TOOL_SECONDS = 120  # ptxas and nvdisasm for a whole compile, all files together
 TOOL_FILE_SECONDS = 60
 MAX_TOOL_FILES = 2000
@@ -63,29 +67,45 @@ def read_gpu_code(dump_dir: str, bundle) -> dict | None:
     except OSError:
         return None
 
-    def read(name: str) -> str:
-        with open(os.path.join(dump_dir, name), encoding="utf-8", errors="replace") as f:
-            return f.read()
+    def read(name: str, limit: int) -> bytes:
+        with open(os.path.join(dump_dir, name), "rb") as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise ExplorerError("code", f"more than {limit:,} bytes", name)
+        return data
 
     return gpu_code(names, read, bundle)
 
 
 def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict | None:
-    """``read_gpu_code`` over any set of dump files: ``names`` (file names), ``read(name) ->
-    text`` (a folder's, or an imported zip's). ``tools``: {"ptxas": path, "nvdisasm": path,
-    "cuobjdump": path} (default: ``find_tools()``; {} runs none)."""
-    from analysis.code import make_code
-
+    """``read_gpu_code`` over any set of dump files: ``names`` (base names) and ``read(name,
+    limit)`` (a file's bytes, at most ``limit``, raising ``ExplorerError`` or ``OSError`` when it
+    cannot: a folder's, or an imported zip's, as for ``analysis.code_read``). A file that cannot
+    be read leaves its part out and says so in the note. ``tools``: {"ptxas": path, "nvdisasm":
+    path, "cuobjdump": path} (default: ``find_tools()``; {} runs none)."""
     module = bundle.module("hlo_after")
-    files = _module_files(names, module.name if module is not None else None)
-    stages = kernel_stages(files, read)
-    ttir = {m.group(3): read(n) for n in files["ttir"] if (m := _TTIR_FILE.match(n))
-            and not m.group(3).endswith(".before_validation")}
-    launches = _launches(names, read, files["prefix"])
+    if module is None:
+        return None
+    problems: list[str] = []
+
+    def text(name: str, limit: int = MAX_IR_BYTES) -> str | None:
+        try:
+            return read(name, limit).decode("utf-8", errors="replace")
+        except ExplorerError as e:
+            problems.append(e.one_line())
+        except OSError as e:
+            problems.append(f"{name}: {e.strerror or e}")
+        return None
+
+    files = _module_files(names, module.name)
+    stages = kernel_stages(files, text)
+    ttir = {m.group(3): t for n in files["ttir"] if (m := _TTIR_FILE.match(n))
+            and not m.group(3).endswith(".before_validation") and (t := text(n)) is not None}
+    launches = _launches(names, text, files["prefix"])
     tools = find_tools() if tools is None else tools
     tool_note = None
     if stages["ptx"] and tools.get("ptxas"):
-        tool_note = _run_tools(stages["ptx_files"], read, tools, stages)
+        tool_note = _run_tools(stages["ptx_files"], tools, stages)
     elif stages["ptx"]:
         tool_note = NOTE_NO_TOOLS
     kernels, library = {}, {}
@@ -100,18 +120,17 @@ def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict 
         if not names_of:
             continue
         texts = {}
-        for stage in ("llvm-ir", "llvm-ir-opt", "ptx", "sass", "ptxas"):
+        for stage in ("llvm-ir", "llvm-ir-opt", "ptx", "sass", "ptxas", "triton-ttgir"):
             parts = [stages[stage][e] for e in names_of if e in stages[stage]]
             if parts:
                 texts[stage] = "\n".join(parts)
         if k.name in ttir:
             texts["triton-ttir"] = ttir[k.name]
-        ttgir = [stages["triton-ttgir"][e] for e in names_of if e in stages["triton-ttgir"]]
-        if ttgir:
-            texts["triton-ttgir"] = "\n".join(ttgir)
         kernels[k.name] = {"stages": texts, "ops": {},
                            "facts": kernel_facts(texts, [launches["shared"].get(e) for e in names_of])}
-    return make_code(kernels, library, tool_note)
+    notes = [n for n in (f"{len(problems)} code file(s) not read: {problems[0]}" if problems else None,
+                         tool_note) if n]
+    return C.make_code(kernels, library, "; ".join(notes) or None)
 
 
 def kernel_facts(texts: dict, launch_shared: list) -> dict:
@@ -169,28 +188,33 @@ def _module_files(names: list[str], module_name: str | None) -> dict:
     return out
 
 
-def kernel_stages(files: dict, read) -> dict:
-    """{stage: {kernel (entry) name: text}} from the module's files: each LLVM module and PTX
-    module split into its kernels (a module with one kernel whole: its declarations and device
-    functions with it)."""
+def kernel_stages(files: dict, text) -> dict:
+    """{stage: {kernel (entry) name: text}} from the module's files (``text(name[, limit])``: a
+    file's text, or None when it cannot be read): each LLVM module and PTX module split into its
+    kernels (a module with one kernel whole: its declarations and device functions with it)."""
     stages = {s: {} for s in ("llvm-ir", "llvm-ir-opt", "ptx", "sass", "ptxas", "triton-ttgir")}
-    stages["ptx_files"] = []  # the PTX modules with a kernel (XLA writes an empty one for constants)
+    stages["ptx_files"] = []  # (name, text) of the PTX modules with a kernel (XLA writes an empty one for constants)
     for stage, kind in (("llvm-ir", "ll"), ("llvm-ir-opt", "ll-opt")):
         for n in files[kind]:
-            stages[stage].update(split_llvm(read(n)))
+            t = text(n)
+            if t is not None:
+                stages[stage].update(split_llvm(t))
     for n in files["ptx"]:
-        text = read(n)
-        header, funcs = split_ptx(text)
+        t = text(n)
+        if t is None:
+            continue
+        header, funcs = split_ptx(t)
         entries = [f for f, body in funcs.items() if _is_entry(body)]
         if entries:
-            stages["ptx_files"].append(n)
+            stages["ptx_files"].append((n, t))
         for e in entries:
-            stages["ptx"][e] = text if len(entries) == 1 else header + "\n" + funcs[e]
+            stages["ptx"][e] = t if len(entries) == 1 else header + "\n" + funcs[e]
     for n in files["ttgir"]:
         m = _TTGIR_LOG.match(n)
-        t = ttgir_of(read(n))
-        if m and t:
-            stages["triton-ttgir"][m.group(2)] = t
+        log = text(n, MAX_LOG_BYTES)
+        ttgir = ttgir_of(log) if log is not None else None
+        if m and ttgir:
+            stages["triton-ttgir"][m.group(2)] = ttgir
     return stages
 
 
@@ -234,7 +258,7 @@ def ttgir_of(log: str) -> str | None:
     return log[start:end if end >= 0 else len(log)].strip("\n") + "\n"
 
 
-def _launches(names: list[str], read, prefix: str | None) -> dict:
+def _launches(names: list[str], text, prefix: str | None) -> dict:
     """From the thunk sequence and metadata: {"entries": {HLO instruction: [kernel names, in
     launch order]}, "shared": {kernel name: dynamic shared bytes of its launch}}."""
     out = {"entries": {}, "shared": {}}
@@ -244,12 +268,13 @@ def _launches(names: list[str], read, prefix: str | None) -> dict:
     if seq not in names or meta not in names:
         return out
     kernel_of, shared = {}, {}
-    for line in read(seq).splitlines():
+    seq_text, meta_text = text(seq), text(meta)
+    for line in (seq_text or "").splitlines():
         m = _THUNK_LINE.match(line)
         if m and "Kernel" in m.group(2) and m.group(4) is not None:
             kernel_of[int(m.group(1))] = m.group(3)
             shared[m.group(3)] = max(shared.get(m.group(3), 0), int(m.group(4)))
-    for block in _THUNK_INFO.findall(read(meta)):
+    for block in _THUNK_INFO.findall(meta_text or ""):
         a = re.search(r'profile_annotation:\s*"([^"]*)"', block)
         t = re.search(r"thunk_id:\s*(\d+)", block)
         if a and t and int(t.group(1)) in kernel_of:
@@ -287,17 +312,17 @@ def find_tools() -> dict:
     return out
 
 
-def _run_tools(ptx_files: list[str], read, tools: dict, stages: dict) -> str | None:
-    """ptxas -v (and nvdisasm or cuobjdump) on each PTX file, into ``stages["ptxas"]`` and
-    ``stages["sass"]`` by kernel; the note to give (what could not be made), or None."""
+def _run_tools(ptx_files: list[tuple[str, str]], tools: dict, stages: dict) -> str | None:
+    """ptxas -v (and nvdisasm or cuobjdump) on each PTX module ((name, text)), into
+    ``stages["ptxas"]`` and ``stages["sass"]`` by kernel; the note to give (what could not be
+    made), or None."""
     deadline = time.monotonic() + TOOL_SECONDS
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="xla-ptxas-") as tmp:
-        def one(i_name):
-            i, name = i_name
+        def one(item):
+            i, (name, text) = item
             if time.monotonic() > deadline:
                 return name, None, None, "time"
-            text = read(name)
             arch = (_TARGET.search(text) or [None, "sm_90a"])[1]
             src, cubin = os.path.join(tmp, f"{i}.ptx"), os.path.join(tmp, f"{i}.cubin")
             with open(src, "w", encoding="utf-8") as f:
