@@ -228,6 +228,17 @@ def test_without_the_thunk_files_kernels_are_found_by_xla_s_name_for_them(tmp_pa
     assert C.kernel_code(b, "triton_softmax.3").facts["shared_bytes"] is None  # no launch known, no static array
 
 
+def test_a_thunk_sequence_without_launch_sizes_still_names_the_kernels(tmp_path):
+    b = _bundle()
+    d = _dump(tmp_path)
+    bare = "\n".join(line.split(" grid:")[0] for line in THUNK_SEQUENCE.splitlines())
+    (tmp_path / "module_0001.jit_model.thunk_sequence.txt").write_text(bare)
+    b.code = read_gpu_code(d, b)
+    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    assert C.kernel_code(b, "fusion.1").facts["shared_bytes"] == 128  # the static array alone
+    assert C.kernel_code(b, "triton_softmax.3").facts["shared_bytes"] is None  # nothing known
+
+
 def test_a_folder_without_gpu_code(tmp_path):
     b = _bundle()
     (tmp_path / "module_0001.jit_model.sm_9.0a_gpu_after_optimizations.txt").write_text(HLO)

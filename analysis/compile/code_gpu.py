@@ -271,9 +271,10 @@ def _launches(names: list[str], text, prefix: str | None) -> dict:
     seq_text, meta_text = text(seq), text(meta)
     for line in (seq_text or "").splitlines():
         m = _THUNK_LINE.match(line)
-        if m and "Kernel" in m.group(2) and m.group(4) is not None:
+        if m and "Kernel" in m.group(2):
             kernel_of[int(m.group(1))] = m.group(3)
-            shared[m.group(3)] = max(shared.get(m.group(3), 0), int(m.group(4)))
+            if m.group(4) is not None:
+                shared[m.group(3)] = max(shared.get(m.group(3), 0), int(m.group(4)))
     for block in _THUNK_INFO.findall(meta_text or ""):
         a = re.search(r'profile_annotation:\s*"([^"]*)"', block)
         t = re.search(r"thunk_id:\s*(\d+)", block)
