@@ -355,11 +355,30 @@ def test_recorded_library_call_has_no_code_and_says_what_it_calls():
         assert "gemm_backend_config" in call["config"]
 
 
+# recorded before the code was read, and not recorded again: attention's fused attention is a cuDNN
+# call that the machine recording it again lacked cuDNN for (XLA then picks other kernels)
+WITHOUT_CODE = ("attention",)
+
+
+# what XLA:GPU moves with a copy of memory (a kCopy thunk, a dynamic-slice fusion's copy) rather
+# than a kernel of its own: a contiguous slice, a copy, a dynamic slice or update of a buffer
+_MOVES_ONLY = {"slice", "copy", "dynamic-slice", "dynamic-update-slice", "constant", "bitcast", "parameter"}
+
+
 def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
     import glob
 
     for path in sorted(glob.glob(os.path.join(H200, "*.bundle.json"))):
         b = Bundle.load(path)
-        emitted = [k for k in b.kernels if k.route in ("emitter", "triton", "layout") and k.opcode == "fusion"]
-        have = [k.name for k in emitted if (kc := C.kernel_code(b, k.name)) and "ptx" in kc.stages]
-        assert have == [k.name for k in emitted], os.path.basename(path)
+        if os.path.basename(path).split(".")[0] in WITHOUT_CODE:
+            assert b.code is None
+            continue
+        for k in b.kernels:
+            kc = C.kernel_code(b, k.name)
+            if k.route in ("library", "collective", "control"):
+                assert kc is None, (path, k.name)  # a library's code, a collective, a loop: none of ours
+            elif kc is None:  # only what XLA moves with a memory copy has no kernel
+                assert set(k.fused_opcodes) <= _MOVES_ONLY or k.opcode == "copy", (path, k.name)
+            else:
+                assert "ptx" in kc.stages and kc.facts["stage"] == "ptx", (path, k.name)
+                assert kc.facts["global_stores"] >= 1, (path, k.name)  # every kernel writes its result
