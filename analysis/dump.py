@@ -12,7 +12,8 @@ XLA names its dump files after the module (``NNNN`` is the module's unique id)::
 
 ``bundles_from_dump_zip(data, name)`` reads the zip in memory (nothing is extracted to disk)
 and returns one Bundle per module, the most interesting first, with ``hlo_before``/``hlo_after``
-and the ``pass_log`` (docs/bundle.md). Hostile input is refused with an ``ExplorerError`` of
+and the ``pass_log`` (docs/bundle.md), and for XLA:CPU the kernels' generated code (their
+``.ll`` and ``.o`` files, ``analysis.code_read``). Hostile input is refused with an ``ExplorerError`` of
 phase ``load``: not a zip, too many files, too much uncompressed data (zip bombs), no HLO.
 Member names are only ever matched, never used as paths, so ``..`` or absolute names are
 harmless (they are reported by their base name).
@@ -27,6 +28,8 @@ import zipfile
 from dataclasses import dataclass, field
 
 from analysis.bundle import Bundle, analyze, bundle_from_hlo
+from analysis.code_read import CODE_FILE, MAX_IR_BYTES, code_from_files
+from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
 from analysis.fusion_decisions import from_texts
 from analysis.memory import BUFFER_ASSIGNMENT_SUFFIX, LIVE_RANGE_SUFFIX, bundle_memory
@@ -60,6 +63,7 @@ class _Module:
     passes: list[dict] = field(default_factory=list)
     buffers: dict = field(default_factory=dict)  # 'buffer-assignment' / 'live-range' -> (file, text)
     fusion_dumps: list = field(default_factory=list)  # priority fusion process dumps (texts)
+    code_files: dict = field(default_factory=dict)  # XLA:CPU's kernels' IR and objects: base name -> bytes
 
 
 def _platform_of(tag: str | None) -> str | None:
@@ -96,7 +100,11 @@ class _Reader:
                                      f"larger than the upload limit ({self.parsed_mb} MB; setting upload_mb): "
                                      "zip only the module you want", self.zip_name)
 
-    def _read(self, info: zipfile.ZipInfo) -> str:
+    def read_bytes(self, info: zipfile.ZipInfo) -> bytes:
+        """A member's bytes (an object file), counted against the budget."""
+        return self._read(info, decode=False)
+
+    def _read(self, info: zipfile.ZipInfo, decode: bool = True):
         # Declared sizes can lie: read in chunks and stop at the budget whatever the header says.
         if info.file_size > self.left:
             raise self._too_big()
@@ -119,6 +127,8 @@ class _Reader:
                                 self.zip_name) from None
         self.left -= n
         data = b"".join(chunks)
+        if not decode:
+            return data
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -165,6 +175,9 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             path = info.filename.replace("\\", "/")
             folder, base = posixpath.split(path)
             m = MODULE_FILE.match(base)
+            if m and CODE_FILE.match(base):  # a kernel's generated code (analysis.code_read)
+                modules.setdefault((folder, m.group(1)), _Module((folder, m.group(1)))).code_files[base] = info
+                continue
             if not m or not base.endswith(".txt"):
                 continue
             key = (folder, m.group(1))
@@ -194,6 +207,16 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
                 mod.name = mod.name or a.group("name")
                 mod.after = (base, reader.read(info))
                 mod.platform = _platform_of(a.group("tag"))
+        for mod in modules.values():  # read while the zip is open, each file within its bound
+            for base, info in list(mod.code_files.items()):
+                limit = MAX_OBJECT_BYTES if base.endswith(".o") else MAX_IR_BYTES
+                try:
+                    mod.code_files[base] = (reader.read_bytes(info) if info.file_size <= limit
+                                            else ExplorerError("code", f"more than {limit:,} bytes", base))
+                except ExplorerError as e:  # a damaged member: that stage is left out, and the note says why
+                    if "larger than" in e.message:
+                        raise
+                    mod.code_files[base] = ExplorerError("code", e.message, base)
         for key, items in pass_infos.items():
             mod = modules[key]
             items.sort(key=lambda it: it[0]["index"])
@@ -253,6 +276,8 @@ def bundles_from_dump_zip(data: bytes, name: str = "dump.zip", parsed_mb: int = 
         if "buffer-assignment" in mod.buffers and mod.after:
             ba, lr = mod.buffers["buffer-assignment"], mod.buffers.get("live-range")
             b.memory = bundle_memory(b, ba[1], lr[1] if lr else None, [ba[0]] + ([lr[0]] if lr else []))
+        if mod.code_files and mod.after and b.platform == "cpu":
+            b.code = code_from_files(list(mod.code_files), lambda n, limit, f=mod.code_files: _code_bytes(f[n], limit), b)
         if mod.fusion_dumps and mod.after:
             b.fusion_decisions = from_texts(b.module("hlo_before"), b.module("hlo_after"), b.provenance,
                                             b.platform, None, mod.fusion_dumps, {"origin": "imported XLA dump"})
@@ -261,6 +286,14 @@ def bundles_from_dump_zip(data: bytes, name: str = "dump.zip", parsed_mb: int = 
         raise first_error or ExplorerError("load", "no module of the dump could be read", name)
     out.sort(key=_interest)
     return out[:MAX_MODULES]
+
+
+def _code_bytes(got, limit: int) -> bytes:
+    if isinstance(got, ExplorerError):
+        raise got
+    if len(got) > limit:
+        raise ExplorerError("code", f"more than {limit:,} bytes")
+    return got
 
 
 def pass_text(bundle: Bundle, index: int) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from analysis import code as generated
 from analysis.bundle import Bundle
 from analysis.kernels import Kernel
 from analysis.render.format import human_bytes, library_calls
@@ -117,6 +118,56 @@ def _split_k_note(b: Bundle, k_dot: set[str]) -> str:
             f"{_names(k.name for k in adders)}.")
 
 
+def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
+    """What the generated code shows of fusion: each emitted kernel's loads and stores through
+    its buffers (``analysis.code``) against its inputs and results in the HLO, and with fusion
+    off (where that compile's code was read too) a store per kernel."""
+    names = [k.name for k in b.kernels if generated.kernel_code(b, k.name) is not None]
+    if not names:
+        return "", []
+    post = b.module("hlo_after")
+    by_name = {i.name: i for i in post.instructions()} if post is not None else {}
+    t = generated.totals(b)
+    once, shown = [], []
+    for n in names:
+        f = generated.kernel_code(b, n).facts
+        inst = by_name.get(n)
+        inputs = len(set(inst.operands)) if inst is not None else None
+        outputs = len(inst.shape.tuple_shapes) if inst is not None and inst.shape.tuple_shapes else 1
+        if f["global_loads"] == inputs and f["global_stores"] == outputs:
+            once.append(n)
+        if len(shown) < 2:
+            shown.append(f"`{n}` {f['global_loads']} load(s) for its {inputs} input(s), {f['global_stores']} store(s)")
+    text = (f" Its generated code (`xla-explorer code`) shows it: the {t['kernels']} kernels XLA emitted load "
+            f"{t['global_loads']} times and store {t['global_stores']} times through their buffers ("
+            + "; ".join(shown) + ").")
+    checks = [Check(f"each emitted kernel's code loads each of its inputs once and stores its result once "
+                    f"({len(once)} of {len(names)} kernels)", len(once) == len(names))]
+    fc = b.fusion_comparison if isinstance(b.fusion_comparison, dict) else {}
+    uc, dc = (fc.get("unfused") or {}).get("code"), (fc.get("default") or {}).get("code")
+    if uc and dc:
+        text += (f" With fusion off the code holds {uc['global_stores']} stores in {uc['kernels']} kernels, "
+                 f"against {dc['global_stores']} fused: every op stores its result, and the next loads it back.")
+        checks.append(Check(f"fusion off stores more in its code ({uc['global_stores']} stores) than fusion on "
+                            f"({dc['global_stores']})", uc["global_stores"] > dc["global_stores"]))
+    return text, checks
+
+
+def _library_code(b: Bundle, k_dot: set[str]) -> tuple[str, list[Check]]:
+    """A matmul that is a library call has no generated code: its code is the library's."""
+    lib = [n for n in sorted(k_dot) if generated.library_call(b, n) is not None]
+    if not generated.has_code(b) or not lib:
+        return "", []
+    calls = [generated.library_call(b, n) for n in lib]
+    libraries = sorted({c["library"] or "a library" for c in calls})
+    t = generated.totals(b)
+    text = (f" XLA generated no code for the matmuls: {_names(lib)} call {', '.join(libraries)}, whose code is the "
+            f"library's; the {t['kernels']} kernel(s) XLA did generate load {t['global_loads']} and store "
+            f"{t['global_stores']} times.")
+    return text, [Check(f"the matmuls' {len(lib)} library call(s) have no generated code ({', '.join(libraries)})",
+                        all(generated.kernel_code(b, n) is None for n in lib))]
+
+
 # ----------------------------------------------------------------------------- per model
 
 
@@ -135,14 +186,15 @@ def _mlp(b: Bundle) -> Lesson:
     if prologue:
         where += (", the second layer's matmul kernel: it applies them as it loads its input, so the first "
                   "layer's activations are never written to memory")
+    lib_text, lib_checks = _library_code(b, k_dot)
     text = (_basics(b) + f" The first layer's bias add and ReLU: {where}." + _split_k_note(b, k_dot) + " "
-            + _libraries(b) + _why_not(b, ("dot",)))
+            + _libraries(b) + lib_text + _why_not(b, ("dot",)))
     return Lesson("mlp", text, [
         Check("dense1's bias add and ReLU run in the same kernel" + (f" ({_names(shared)})" if shared else ""), bool(shared)),
         Check(f"fewer kernels than ops ({b.metrics.get('kernels_after')} < {b.metrics.get('compute_ops_before')})",
               b.metrics.get("kernels_after", 0) < b.metrics.get("compute_ops_before", 0)),
         Check(f"the {len(dots)} matmuls landed in {len(k_dot)} kernel(s): {_names(k_dot)}", len(k_dot) >= 1),
-    ])
+    ] + lib_checks)
 
 
 def _transformer_block(b: Bundle) -> Lesson:
@@ -273,15 +325,17 @@ def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
     ew_before = len(_pre_ops(b)) - len(reduces)
     lone = [k for k in _kernels(b) if k.opcode == "fusion" and len(k.fused_opcodes) == 1
             and k.fused_opcodes[0] in ("exponential", "subtract", "divide", "multiply", "add")]
+    code_text, code_checks = _code_lesson(b) if name == "softmax_layernorm" else ("", [])
     text = (_basics(b) + f" The {len(reduces)} reductions ({what}) are in {len(k_red)} kernel(s): {_names(k_red)}; "
-            f"the {ew_before} other ops were fused around them." + _why_not(b, ("rsqrt", "reduce", "exponential")))
+            f"the {ew_before} other ops were fused around them." + code_text
+            + _why_not(b, ("rsqrt", "reduce", "exponential")))
     return Lesson(name, text, [
         Check(f"far fewer kernels than ops ({b.metrics.get('kernels_after')} vs {b.metrics.get('compute_ops_before')})",
               b.metrics.get("kernels_after", 0) * 2 <= b.metrics.get("compute_ops_before", 0)),
         Check("no elementwise op runs as a kernel of its own" + (f" (found {_names(k.name for k in lone)})" if lone else ""),
               not lone),
         Check(f"every reduction is inside a kernel ({len(k_red)} kernels)", bool(k_red) and bool(reduces)),
-    ])
+    ] + code_checks)
 
 
 def _conv_bn_relu(b: Bundle) -> Lesson:

@@ -165,3 +165,75 @@ def test_with_fusion_off_every_op_stores_its_own_result(fused, gallery_bundle):
         assert kc.facts["global_stores"] >= 1
         assert [k.name] in kc.ops["llvm-ir"].values()  # its own name on the function it runs
     assert code.totals(off)["global_stores"] > code.totals(fused)["global_stores"]
+
+
+def test_the_softmax_layernorm_lesson_quotes_its_code(fused, gallery_bundle):
+    import copy
+
+    from analysis.compare import fusion_side
+    from sample_models.lessons import lesson
+
+    post = fused.module("hlo_after")
+    by_name = {i.name: i for i in post.instructions()}
+    emitted = [k.name for k in fused.kernels if k.route == "emitter"]
+    loads = sum(len(set(by_name[n].operands)) for n in emitted)  # each input once (from the HLO)
+    les = lesson(fused)
+    assert f"the {len(emitted)} kernels XLA emitted load {loads} times and store {len(emitted)} times" in les.text
+    once = [c for c in les.checks if c.claim.startswith("each emitted kernel's code loads")]
+    assert once and once[0].holds and f"({len(emitted)} of {len(emitted)} kernels)" in once[0].claim
+    off = gallery_bundle("softmax_layernorm", xla_disable_hlo_passes=",".join(FUSION_PASSES["cpu"]))
+    b = copy.copy(fused)
+    b.fusion_comparison = {"measured": False, "disabled_passes": ["fusion"],
+                           "default": fusion_side(fused.kernels, None, code.totals(fused)),
+                           "unfused": fusion_side(off.kernels, None, code.totals(off))}
+    les = lesson(b)
+    stores_off = code.totals(off)["global_stores"]
+    assert f"With fusion off the code holds {stores_off} stores" in les.text
+    assert [c.holds for c in les.checks if c.claim.startswith("fusion off stores more")] == [True]
+
+
+def test_the_mlp_lesson_says_its_matmuls_have_no_generated_code(gallery_bundle):
+    from sample_models.lessons import lesson
+
+    b = gallery_bundle("mlp")
+    if b.code is None:
+        pytest.skip("a recorded compile without code")
+    dots = [k.name for k in b.kernels if k.route == "library"]
+    les = lesson(b)
+    assert "XLA generated no code for the matmuls" in les.text
+    claim = [c for c in les.checks if "have no generated code" in c.claim]
+    assert claim and claim[0].holds and all(code.kernel_code(b, n) is None for n in dots)
+
+
+def _zip(files: dict) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_an_imported_dump_zip_brings_its_code(tmp_path):
+    jax = pytest.importorskip("jax")
+    import os
+
+    from analysis.dump import bundles_from_dump_zip
+    from sample_models import softmax_layernorm as m
+
+    jax.jit(m.model).lower(*m.example_inputs()).compile(compiler_options={"xla_dump_to": str(tmp_path)})
+    files = {n: open(os.path.join(tmp_path, n), "rb").read() for n in os.listdir(tmp_path)}
+    objects = sorted(n for n in files if n.endswith(".o"))
+    assert objects  # XLA:CPU wrote its kernels' objects
+    files[objects[0]] = b"\x7fELF but damaged"
+    b = bundles_from_dump_zip(_zip(files), "dump.zip")[0]
+    post = b.module("hlo_after")
+    by_name = {i.name: i for i in post.instructions()}
+    emitted = [k.name for k in b.kernels if k.route == "emitter"]
+    assert code.totals(b) == {"kernels": len(emitted), "global_stores": len(emitted),
+                              "global_loads": sum(len(set(by_name[n].operands)) for n in emitted)}
+    assert objects[0] in code.note(b) and "damaged" in code.note(b)
+    damaged = [n for n in emitted if "asm" not in code.kernel_code(b, n).stages]
+    assert len(damaged) == 1 and objects[0].startswith(f"module_") and damaged[0] in objects[0]
