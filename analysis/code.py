@@ -17,7 +17,9 @@ The facts (one definition, used by every view, the CLI and the report):
 - ``vector_width``: the bits of the widest vector load or store (LLVM IR, PTX) or SIMD register
   (x86: xmm 128, ymm 256, zmm 512) in the code that runs: the machine code where there is one.
 - ``instructions``: the instructions of the code that runs (the machine code where there is one).
-- ``registers``, ``spills``, ``shared_bytes``: ptxas's report (GPU); ``None`` elsewhere.
+- ``registers``, ``spills``, ``shared_bytes``: GPU only (``None`` elsewhere): registers and
+  spills from ptxas's report, shared memory from the PTX and the kernel's launch; on the GPU the
+  loads, stores, vector width and instructions are the PTX's (``analysis.code_ptx`` defines them).
 - ``stage``: the stage the loads and stores were read from.
 """
 

@@ -99,13 +99,29 @@ def test_library_calls_are_named_and_costed(recorded):
     assert fmha[0].flops == 4 * 1 * 4 * 256 * 256 * 64
 
 
+def _fused_by_xla(b) -> bool:
+    """Whether a kernel of the compile is an emitter fusion of two or more ops (constants aside):
+    work the fusion passes did, which fusion off undoes."""
+    return any(k.route == "emitter" and sum(o not in ("parameter", "constant") for o in k.fused_opcodes) >= 2
+               for k in b.kernels)
+
+
 def test_fusion_off_gives_more_kernels_and_cublas(recorded):
     for name, b in recorded.items():
         fc = b.fusion_comparison
         assert fc and fc["platform"] == "gpu" and fc["measured"] is False, name
-        assert fc["unfused"]["kernels"] > fc["default"]["kernels"], name
-    # with the Triton GEMM rewriter off, mlp's two dots are cuBLAS calls
-    unfused = recorded["mlp"].fusion_comparison["unfused_hlo_after"]
+        if _fused_by_xla(b) or any(k.route == "triton" and k.fusion_kind == "__triton" for k in b.kernels):
+            assert fc["unfused"]["kernels"] > fc["default"]["kernels"], name
+        else:  # cnn_linen: cuDNN convolutions, a Triton GEMM and single ops: nothing for them to undo
+            assert fc["unfused"]["kernels"] == fc["default"]["kernels"], name
+    # with the Triton GEMM rewriter off too, mlp's two dots are cuBLAS calls
+    mlp = recorded["mlp"].fusion_comparison
+    if mlp["disabled_passes"] == list(FUSION_PASSES["gpu"]):  # fusion passes only: they stay Triton GEMMs
+        off = Bundle.load(os.path.join(HERE, "mlp.fusion-triton-rewrites-off.bundle.json"))
+        unfused = off.stages["hlo_after"]
+        assert mlp["unfused_hlo_after"].count("\"kind\":\"__triton_nested_gemm_fusion\"") == 2
+    else:
+        unfused = mlp["unfused_hlo_after"]
     assert unfused.count("custom_call_target=\"__cublas$lt$matmul\"") == 2
 
 
@@ -232,7 +248,7 @@ def test_fusion_disabled_recording_matches_the_default_recordings_comparison(rec
             assert len(launching) == fc["unfused"]["kernels"], name
         else:
             assert fc["disabled_passes"] == list(FUSION_PASSES["gpu"]), name
-            assert fc["default"]["kernels"] < fc["unfused"]["kernels"] <= len(launching), name
+            assert fc["default"]["kernels"] <= fc["unfused"]["kernels"] <= len(launching), name
 
 
 def _tensor_parallel() -> tuple[str, str]:

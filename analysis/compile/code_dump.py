@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from analysis.code_read import code_from_files
+from analysis.compile.code_gpu import read_gpu_code
 from analysis.errors import ExplorerError
 
 
@@ -24,11 +25,7 @@ def read_code(dump_dir: str, bundle) -> dict | None:
     if not enabled():
         return None
     if bundle.platform == "gpu":
-        try:
-            from analysis.compile.code_gpu import read_gpu_code  # the GPU side's reader (same shape)
-        except ImportError:  # until the GPU side's reader is merged
-            return None
-        return read_gpu_code(dump_dir, bundle)
+        return read_gpu_code(dump_dir, bundle)  # LLVM IR, PTX, Triton IR, ptxas, SASS (same shape)
     try:
         names = os.listdir(dump_dir)
     except OSError:
