@@ -72,7 +72,18 @@
         if (rank === Infinity) continue;
         if (best === null || rank < best[0] || (rank === best[0] && +n < best[1])) best = [rank, +n];
       }
-      return best && best[1];
+      return best ? best[1] : functionLine(kd, op);
+    }
+    // where no line is linked to it (a stage whose lines the compile side did not link): the
+    // line that starts the function of that name (PTX ``.entry NAME(``, LLVM ``define ... @NAME(``,
+    // an assembly label ``NAME:``)
+    function functionLine(kd, op) {
+      const names = spellings(op).map(escapeRe).join("|");
+      const start = new RegExp("^\\s*(?:\\.visible\\s+)?(?:\\.entry|\\.func)\\s+(?:" + names + ")\\s*\\(|^define\\b[^@]*@\"?(?:"
+        + names + ")\"?\\s*\\(|^(?:" + names + "):\\s*$");
+      const ls = (kd.stages[stage] || "").split("\n");
+      const i = ls.findIndex((t) => start.test(t));
+      return i >= 0 ? i + 1 : null;
     }
 
     function show(name, op) {
