@@ -47,7 +47,8 @@
     const body = el("div", undefined, "cbody");
     [head, title, facts, note, body].forEach((e) => box.appendChild(e));
 
-    pick.addEventListener("change", () => { stage = pick.value; draw(null); });  // kept for the next kernel
+    // another stage (kept for the next kernel): scrolled to the kernel's function in it
+    pick.addEventListener("change", () => { stage = pick.value; draw(firstLineOf(kernelData(shown), shown)); });
     find.addEventListener("input", () => search(find.value));
     find.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
