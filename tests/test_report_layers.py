@@ -220,3 +220,12 @@ def test_the_notebook_draws_a_big_program_as_its_layers():
 
     page = xe.show(_big()).html()
     assert "id='xe-layers'" in page and set(_page_data(page)["order"]) == {f"L:layer{i}" for i in range(8)}
+
+
+def test_a_big_programs_graph_files_are_its_layers_view():
+    from analysis.render.report import graph_exports
+
+    files = graph_exports(_big())
+    assert set(files) == {f"stack.{s}.{x}" for s in ("before", "after") for x in ("dot", "svg")}
+    svg = files["stack.before.svg"][1].decode()
+    assert all(f'id="L:layer{i}"' in svg for i in range(8)) and 'id="op:m3"' not in svg

@@ -55,8 +55,13 @@ def _script_json(obj) -> str:
 
 def graph_specs(bundle: Bundle):
     """(pre GraphSpec or None, post GraphSpec or None), as the app draws them with nothing
-    selected."""
+    selected: a big program's collapsed to its layers (``report_layers``)."""
+    from analysis.render import report_layers
     from analysis.render.module_graphs import post_graph, pre_graph
+
+    if report_layers.opens_as_layers(bundle):
+        layered = report_layers.collapsed_specs(bundle)
+        return tuple((layered.get(side) or {}).get("layers") for side in ("pre", "post"))
 
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
     timed = (bundle.timings or {}).get("kernels") or None

@@ -108,6 +108,16 @@ def opens_as_layers(bundle: Bundle) -> bool:
     return pre is not None and len(pre.entry.instructions) > OPEN_AS_LAYERS and bool(top_layers(layers_of_bundle(bundle)))
 
 
+def collapsed_specs(bundle: Bundle) -> dict:
+    """``{"pre": {"layers": spec}, "post": {...}}``: the collapsed view exactly as the app builds
+    it (``app.graph_payload.variant_specs``): one DOT text, so one layout in the shared cache."""
+    from analysis.fusion_decisions import edge_notes
+    from analysis.render.layer_graph import layer_variants
+
+    timings = ((bundle.timings or {}).get("kernels") or None) if bundle.timings else None
+    return layer_variants(bundle, edge_notes=edge_notes(bundle.fusion_decisions), timings=timings, names=["layers"])
+
+
 def layered_graphs(bundle: Bundle) -> dict | None:
     """The report's layers: ``{"sides": {side: {"layers": GraphSpec, "svg": its SVG (or why
     not, as HTML), "templates": [SVG], "views": {layer id: [template index, names, title]}}},
@@ -123,15 +133,10 @@ def layered_graphs_start(bundle: Bundle):
     and gives the layers. None when the program opens whole."""
     if not opens_as_layers(bundle):
         return None
-    from analysis.fusion_decisions import edge_notes
-    from analysis.render.layer_graph import layer_maps, layer_variants, own_layer_specs
+    from analysis.render.layer_graph import layer_maps, own_layer_specs
     from analysis.render.layout_cache import layout_dots_start, svg_or_error
 
-    timings = ((bundle.timings or {}).get("kernels") or None) if bundle.timings else None
-    # the collapsed view exactly as the app builds it (app.graph_payload.variant_specs): one DOT
-    # text, so one layout in the shared cache
-    notes = edge_notes(bundle.fusion_decisions)
-    collapsed = layer_variants(bundle, edge_notes=notes, timings=timings, names=["layers"])
+    collapsed = collapsed_specs(bundle)
     own = own_layer_specs(bundle)
     sides: dict[str, dict] = {}
     dots: list[str] = []
