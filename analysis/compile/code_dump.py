@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from analysis.code import make_code
 from analysis.code_read import code_from_files
 from analysis.errors import ExplorerError
 
@@ -28,7 +29,9 @@ def read_code(dump_dir: str, bundle) -> dict | None:
             from analysis.compile.code_gpu import read_gpu_code  # the GPU side's reader (same shape)
         except ImportError:  # until the GPU side's reader is merged
             return None
-        return read_gpu_code(dump_dir, bundle)
+        got = read_gpu_code(dump_dir, bundle)
+        # bounded and shaped as every bundle's code (each text's lines, the bundle's total)
+        return make_code(got.get("kernels") or {}, got.get("library"), got.get("note")) if got else None
     try:
         names = os.listdir(dump_dir)
     except OSError:
