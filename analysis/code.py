@@ -396,7 +396,7 @@ def check_code(code) -> dict | None:
             shared = isinstance(v, dict) and "ref" in v
             text = _inflate(v, f"{where}.stages[{stage[:40]!r}]", earlier)
             if not shared:
-                text, total = bound_text(text)
+                text, total = bound_text(text, MAX_CODE_LINES + 1)  # a cut text: its lines and the cut line
                 budget -= len(text)
                 if budget < 0:
                     raise _bad("", f"holds more than {MAX_BUNDLE_CODE_CHARS:,} characters of code")

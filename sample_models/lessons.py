@@ -118,6 +118,10 @@ def _split_k_note(b: Bundle, k_dot: set[str]) -> str:
             f"{_names(k.name for k in adders)}.")
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
     """What the generated code shows of fusion: each emitted kernel's loads and stores through
     its buffers (``analysis.code``) against its inputs and results in the HLO, and with fusion
@@ -128,7 +132,7 @@ def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
     post = b.module("hlo_after")
     by_name = {i.name: i for i in post.instructions()} if post is not None else {}
     t = generated.totals(b)
-    once, shown = [], []
+    once, example = [], None
     for n in names:
         f = generated.kernel_code(b, n).facts
         inst = by_name.get(n)
@@ -136,17 +140,22 @@ def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
         outputs = len(inst.shape.tuple_shapes) if inst is not None and inst.shape.tuple_shapes else 1
         if f["global_loads"] == inputs and f["global_stores"] == outputs:
             once.append(n)
-        if len(shown) < 2:
-            shown.append(f"`{n}` {f['global_loads']} load(s) for its {inputs} input(s), {f['global_stores']} store(s)")
-    text = (f" Its generated code (`xla-explorer code`) shows it: the {t['kernels']} kernels XLA emitted load "
-            f"{t['global_loads']} times and store {t['global_stores']} times through their buffers ("
-            + "; ".join(shown) + ").")
+        if inputs is not None and (example is None or inputs > example[1]):
+            example = (n, inputs, f)
+    text = (f" Its generated code (`xla-explorer code`) shows the fusion at work: the {t['kernels']} kernels XLA "
+            f"emitted hold {_n(t['global_loads'], 'load')} and {_n(t['global_stores'], 'store')} through their "
+            "buffers")
+    if example:
+        n, inputs, f = example
+        text += (f"; `{n}` reads its {_n(inputs, 'input')} with {_n(f['global_loads'], 'load')} and writes its result "
+                 f"with {_n(f['global_stores'], 'store')}")
+    text += "."
     checks = [Check(f"each emitted kernel's code loads each of its inputs once and stores its result once "
                     f"({len(once)} of {len(names)} kernels)", len(once) == len(names))]
     fc = b.fusion_comparison if isinstance(b.fusion_comparison, dict) else {}
     uc, dc = (fc.get("unfused") or {}).get("code"), (fc.get("default") or {}).get("code")
     if uc and dc:
-        text += (f" With fusion off the code holds {uc['global_stores']} stores in {uc['kernels']} kernels, "
+        text += (f" With fusion off the code holds {_n(uc['global_stores'], 'store')} in {_n(uc['kernels'], 'kernel')}, "
                  f"against {dc['global_stores']} fused: every op stores its result, and the next loads it back.")
         checks.append(Check(f"fusion off stores more in its code ({uc['global_stores']} stores) than fusion on "
                             f"({dc['global_stores']})", uc["global_stores"] > dc["global_stores"]))
@@ -162,8 +171,8 @@ def _library_code(b: Bundle, k_dot: set[str]) -> tuple[str, list[Check]]:
     libraries = sorted({c["library"] or "a library" for c in calls})
     t = generated.totals(b)
     text = (f" XLA generated no code for the matmuls: {_names(lib)} call {', '.join(libraries)}, whose code is the "
-            f"library's; the {t['kernels']} kernel(s) XLA did generate load {t['global_loads']} and store "
-            f"{t['global_stores']} times.")
+            f"library's; the {_n(t['kernels'], 'kernel')} XLA did generate hold {_n(t['global_loads'], 'load')} and "
+            f"{_n(t['global_stores'], 'store')} through their buffers.")
     return text, [Check(f"the matmuls' {len(lib)} library call(s) have no generated code ({', '.join(libraries)})",
                         all(generated.kernel_code(b, n) is None for n in lib))]
 

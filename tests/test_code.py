@@ -262,3 +262,14 @@ def test_identical_kernels_store_their_shared_code_once():
     with pytest.raises(ExplorerError) as e:
         Bundle.from_json(json.dumps(d))
     assert "refers to no earlier kernel's stage" in e.value.message
+
+
+def test_a_gpu_kernel_s_facts_come_from_its_reader_and_its_text_is_bounded():
+    ptx = "ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1];\n" * (code.MAX_CODE_LINES + 3)
+    given = {"global_loads": 1, "global_stores": 0, "vector_width": 128, "instructions": code.MAX_CODE_LINES + 3,
+             "registers": 12, "spills": 0, "shared_bytes": 0, "stage": "ptx"}
+    c = code.make_code({"fusion_1": {"stages": {"ptx": ptx}, "facts": given}}, None, "SASS not made: no nvdisasm")
+    back = Bundle.from_json(bundle_with(c).to_json())
+    k = code.kernel_code(back, "fusion_1")
+    assert k.facts == given and k.cut == {"ptx": code.MAX_CODE_LINES + 3}
+    assert code.code_stages(back) == ["ptx"] and code.note(back) == "SASS not made: no nvdisasm"

@@ -181,7 +181,10 @@ def test_the_softmax_layernorm_lesson_quotes_its_code(fused, gallery_bundle):
     emitted = [k.name for k in fused.kernels if k.route == "emitter"]
     loads = sum(len(set(by_name[n].operands)) for n in emitted)  # each input once (from the HLO)
     les = lesson(fused)
-    assert f"the {len(emitted)} kernels XLA emitted load {loads} times and store {len(emitted)} times" in les.text
+    assert f"the {len(emitted)} kernels XLA emitted hold {loads} loads and {len(emitted)} stores" in les.text
+    widest = max(emitted, key=lambda n: len(set(by_name[n].operands)))  # broadcast_add_fusion: 6 inputs
+    w = len(set(by_name[widest].operands))
+    assert f"`{widest}` reads its {w} inputs with {w} loads and writes its result with 1 store" in les.text
     once = [c for c in les.checks if c.claim.startswith("each emitted kernel's code loads")]
     assert once and once[0].holds and f"({len(emitted)} of {len(emitted)} kernels)" in once[0].claim
     off = gallery_bundle("softmax_layernorm", xla_disable_hlo_passes=",".join(FUSION_PASSES["cpu"]))
@@ -191,7 +194,7 @@ def test_the_softmax_layernorm_lesson_quotes_its_code(fused, gallery_bundle):
                            "unfused": fusion_side(off.kernels, None, code.totals(off))}
     les = lesson(b)
     stores_off = code.totals(off)["global_stores"]
-    assert f"With fusion off the code holds {stores_off} stores" in les.text
+    assert f"With fusion off the code holds {stores_off} stores in" in les.text
     assert [c.holds for c in les.checks if c.claim.startswith("fusion off stores more")] == [True]
 
 
