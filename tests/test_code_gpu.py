@@ -13,7 +13,8 @@ import pytest
 
 from analysis import code as C
 from analysis.bundle import Bundle, analyze
-from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, find_tools, gpu_code, read_gpu_code, ttgir_of
+from analysis.code_gpu_read import ttgir_of
+from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, find_tools, gpu_code, read_gpu_code
 
 HLO = """HloModule jit_model, is_scheduled=true, entry_computation_layout={(f32[1024]{0}, f32[64,64]{1,0})->(f32[1024]{0}, f32[64,64]{1,0}, f32[64,64]{1,0})}
 
@@ -382,3 +383,25 @@ def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
             else:
                 assert "ptx" in kc.stages and kc.facts["stage"] == "ptx", (path, k.name)
                 assert kc.facts["global_stores"] >= 1, (path, k.name)  # every kernel writes its result
+
+
+def test_an_imported_dump_zip_brings_its_gpu_code_without_running_tools(tmp_path):
+    import io
+    import zipfile
+
+    from analysis.dump import bundles_from_dump_zip
+
+    d = tmp_path / "dump"
+    d.mkdir()
+    _dump(d, other_module=False)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for n in sorted(os.listdir(d)):
+            z.write(d / n, f"xla_dump/{n}")
+    (b,) = bundles_from_dump_zip(buf.getvalue(), "dump.zip")
+    assert b.platform == "gpu"
+    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    assert C.kernel_code(b, "fusion.2").facts["global_loads"] == 2  # fusion_1's kernel, through the thunks
+    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages  # a user's PTX is not given to a tool
+    assert "not run on an imported dump" in C.note(b)
+    assert C.library_call(b, "cublas-gemm.4")["library"] == "cuBLAS"
