@@ -14,7 +14,7 @@ import pytest
 from analysis import code as C
 from analysis.bundle import Bundle, analyze
 from analysis.code_gpu_read import ttgir_of
-from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, find_tools, gpu_code, read_gpu_code
+from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
 
 HLO = """HloModule jit_model, is_scheduled=true, entry_computation_layout={(f32[1024]{0}, f32[64,64]{1,0})->(f32[1024]{0}, f32[64,64]{1,0}, f32[64,64]{1,0})}
 
@@ -211,6 +211,17 @@ def test_each_kernel_gets_its_code_through_the_thunk_that_launches_it(tmp_path):
     assert C.totals(b) == {"kernels": 3, "global_loads": 2 + 2 + 1, "global_stores": 1 + 1 + 1}
 
 
+def test_the_tools_run_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("XLA_EXPLORER_GPU_TOOLS", raising=False)
+    b = _bundle()
+    b.code = read_gpu_code(_dump(tmp_path), b)
+    assert C.note(b) == NOTE_TOOLS_OFF and "XLA_EXPLORER_GPU_TOOLS=1" in C.note(b)
+    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages
+    monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
+    b.code = gpu_code(sorted(os.listdir(tmp_path)), lambda n, limit: (tmp_path / n).read_bytes()[:limit], b, tools={})
+    assert C.note(b) == NOTE_NO_TOOLS  # asked for, and none installed
+
+
 def test_a_library_call_says_what_it_calls_and_has_no_code(tmp_path):
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
@@ -281,7 +292,8 @@ _TOOLS = find_tools()
 
 
 @pytest.mark.skipif("ptxas" not in _TOOLS, reason="ptxas is not installed (pip install 'xla-explorer[gpu-tools]')")
-def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path):
+def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
     one, tri = C.kernel_code(b, "fusion.1"), C.kernel_code(b, "triton_softmax.3")

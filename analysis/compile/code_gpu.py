@@ -4,8 +4,9 @@ nvdisasm make of its PTX (issue #36; docs/code-gpu.md). The files are read by
 that make XLA dump them, the folder, and the tools.
 
 ptxas (pip ``nvidia-cuda-nvcc-cu12``) and nvdisasm (pip ``nvidia-cuda-nvdisasm``), or cuobjdump,
-are run on the PTX where they are installed (the ``gpu-tools`` extra): ptxas's ``-v`` report and
-the SASS become stages; where they are not, the code's note says so and nothing fails. They are
+are run on the PTX where they are installed (the ``gpu-tools`` extra) and asked for
+(``XLA_EXPLORER_GPU_TOOLS=1``: they cost several times the compile): ptxas's ``-v`` report and
+the SASS become stages; where they are not, the code's note says why and nothing fails. They are
 never run on an imported dump's PTX (a user's file: the server runs no tool on it).
 """
 
@@ -33,8 +34,19 @@ TOOL_FILE_SECONDS = 60
 MAX_TOOL_FILES = 2000
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
 
+# They are not run unless asked for: on two cores ptxas alone took a third of the compile's time
+# and nvdisasm several times it (benchmarks/code_gpu_cost.py), past the tenth of the first graph
+# the code may cost; the recorder of the H200 compiles asks (scripts/record_gpu_target.py)
+TOOLS_ENV = "XLA_EXPLORER_GPU_TOOLS"
+NOTE_TOOLS_OFF = (f"SASS and the ptxas report not made: they cost several times the compile, so they are "
+                  f"made only with {TOOLS_ENV}=1 in the compiling process's environment")
 NOTE_NO_TOOLS = ("SASS and the ptxas report not made: ptxas and nvdisasm are not installed "
                  "(pip install 'xla-explorer[gpu-tools]')")
+
+
+def tools_wanted() -> bool:
+    """Whether this process was asked to run ptxas and nvdisasm on its compiles' PTX."""
+    return os.environ.get(TOOLS_ENV, "").strip() == "1"
 
 
 def read_gpu_code(dump_dir: str, bundle) -> dict | None:
@@ -57,11 +69,14 @@ def read_gpu_code(dump_dir: str, bundle) -> dict | None:
 
 def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict | None:
     """``analysis.code_gpu_read.gpu_code_from_files`` with ptxas and nvdisasm run on the PTX:
-    ``tools`` {"ptxas": path, "nvdisasm": path, "cuobjdump": path} (default: ``find_tools()``;
-    {} runs none)."""
-    tools = find_tools() if tools is None else tools
+    ``tools`` {"ptxas": path, "nvdisasm": path, "cuobjdump": path} (default: ``find_tools()``
+    when ``tools_wanted()``, else none; {} runs none)."""
+    note = NOTE_NO_TOOLS
+    if tools is None:
+        tools = find_tools() if tools_wanted() else {}
+        note = NOTE_NO_TOOLS if tools_wanted() else NOTE_TOOLS_OFF
     run = (lambda modules: run_tools(modules, tools)) if tools.get("ptxas") else None
-    return gpu_code_from_files(names, read, bundle, run_tools=run, no_tools_note=NOTE_NO_TOOLS)
+    return gpu_code_from_files(names, read, bundle, run_tools=run, no_tools_note=note)
 
 
 # -- ptxas and nvdisasm ------------------------------------------------------------------------
