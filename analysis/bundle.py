@@ -164,8 +164,11 @@ class Bundle:
             d[f.name] = v
         return d
 
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, default=_json_default)
+    def to_json(self, indent: int | None = None, as_dict: dict | None = None) -> str:
+        """The bundle's JSON text; ``as_dict``: its ``to_dict()`` made already (the report makes it
+        once for this and ``content_hash``: a big program's takes seconds, its code deflated)."""
+        return json.dumps(self.to_dict() if as_dict is None else as_dict, indent=indent, sort_keys=False,
+                          default=_json_default)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Bundle":
@@ -232,10 +235,10 @@ class Bundle:
             e.file = str(path)
             raise ExplorerError(e.phase, e.message, str(path), e.line, e.column) from None
 
-    def content_hash(self) -> str:
+    def content_hash(self, as_dict: dict | None = None) -> str:
         """A short hash of what the bundle shows (its creation time left out, so the same
-        compile gives the same hash)."""
-        d = self.to_dict()
+        compile gives the same hash); ``as_dict`` as for ``to_json``."""
+        d = dict(self.to_dict() if as_dict is None else as_dict)
         d.pop("created", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=_json_default).encode()).hexdigest()[:16]
 

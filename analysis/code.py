@@ -78,6 +78,7 @@ class KernelCode:
     facts: dict = field(default_factory=dict)
     ops: dict = field(default_factory=dict)
     cut: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)  # one line each: a stage that could not be made (a damaged object)
 
     def lines_of(self, stage: str, op: str) -> list[int]:
         """The lines of ``stage`` linked to the HLO instruction ``op``, in order."""
@@ -106,6 +107,10 @@ def kernel_code(bundle, name: str) -> KernelCode | None:
     k = (c.get("kernels") or {}).get(name) if c else None
     if not isinstance(k, dict):
         return None
+    if k.get("pending"):  # a CPU kernel: disassembled and linked when first asked for (analysis.code_finish)
+        from analysis.code_finish import finish
+
+        return bundle.derived(f"code:{name}", (c, k), lambda: finish(bundle, name, k))
     return KernelCode(name=name, stages=dict(k.get("stages") or {}), facts=dict(k.get("facts") or {}),
                       ops={s: {int(n): list(v) for n, v in lines.items()} for s, lines in (k.get("ops") or {}).items()},
                       cut=dict(k.get("cut") or {}))
@@ -151,6 +156,9 @@ def cut_line(shown: int, total: int) -> str:
 def bound_text(text: str, max_lines: int = MAX_CODE_LINES) -> tuple[str, int | None]:
     """``text`` within ``max_lines`` lines of at most ``MAX_LINE_CHARS`` characters; returns the
     text and, where it was cut, its total number of lines (the text then ends with ``cut_line``)."""
+    if text.count("\n") <= max_lines and "\r" not in text and (
+            len(text) <= MAX_LINE_CHARS or max(map(len, text.split("\n"))) <= MAX_LINE_CHARS):
+        return text, None  # within its bounds already (the common case: checked at C speed)
     lines = text.splitlines()
     long = any(len(line) > MAX_LINE_CHARS for line in lines)
     if long:
@@ -168,7 +176,7 @@ def make_code(kernels: dict, library: dict | None = None, note: str | None = Non
     ``None`` when there is neither code nor a library call nor a note."""
     if not kernels and not library and not note:
         return None
-    out_k, seen, budget = {}, set(), MAX_BUNDLE_CODE_CHARS
+    out_k, seen, budget, counted = {}, set(), MAX_BUNDLE_CODE_CHARS, set()
     for name, k in list(kernels.items())[:MAX_KERNELS]:
         stages, cut = {}, {}
         for stage, text in (k.get("stages") or {}).items():
@@ -183,10 +191,23 @@ def make_code(kernels: dict, library: dict | None = None, note: str | None = Non
             stages[stage] = t
             if total is not None:
                 cut[stage] = total
-        facts = _facts_of({s: k["stages"][s] for s in stages}, k.get("facts"), name)  # the whole texts
+        facts = (dict(k["facts"]) if isinstance(k.get("facts"), dict) and not any(s in stages for s in _GPU_STAGES)
+                 and k["facts"].keys() >= set(FACT_KEYS)  # read by the caller from these texts (kernel_facts)
+                 else _facts_of({s: k["stages"][s] for s in stages}, k.get("facts"), name))  # the whole texts
         ops = {s: {int(n): [str(x) for x in v][:64] for n, v in lines.items()}
                for s, lines in (k.get("ops") or {}).items() if s in stages}
         out_k[name] = {"stages": stages, "cut": cut, "facts": facts, "ops": ops}
+        if isinstance(k.get("elf"), (bytes, bytearray)) or k.get("pending"):
+            # its machine code and links are made when first asked for (analysis.code_finish)
+            elf = k.get("elf")
+            if elf is not None and id(elf) not in counted:  # twins share one object: counted once
+                counted.add(id(elf))
+                budget -= len(elf)
+                if budget < 0:
+                    elf = None  # the bundle's code is full: no machine code for the kernels past it
+            out_k[name].update(pending=True, elf=elf, elf_file=k.get("elf_file"), function=k.get("function"))
+            if elf is not None:
+                seen.add("asm")
     lib = {name: {"target": str(v.get("target") or ""), "library": str(v.get("library") or ""),
                   "config": _bounded(str(v.get("config") or ""), MAX_CONFIG_CHARS)}
            for name, v in list((library or {}).items())[:MAX_KERNELS]}
@@ -200,18 +221,20 @@ def _bounded(text: str, n: int) -> str:
 
 # -- facts ------------------------------------------------------------------------------------
 
-def kernel_facts(stages: dict) -> dict:
+def kernel_facts(stages: dict, analyses: dict | None = None) -> dict:
     """One kernel's facts from its stage texts (the definitions in the module docstring): loads
     and stores from the first IR stage there is, vector width and instructions from the code that
-    runs (asm, else the optimized IR, else the IR)."""
+    runs (asm, else the optimized IR, else the IR). ``analyses``: stage -> its
+    ``analysis.llvm_ir.accesses``, where the caller has them already."""
+    analyses = analyses or {}
     facts = empty_facts()
     ir_stage = next((s for s in ("llvm-ir", "llvm-ir-opt") if stages.get(s)), None)
     if ir_stage:
-        f = llvm_facts(stages[ir_stage])
+        f = llvm_facts(stages[ir_stage], analyses.get(ir_stage))
         facts.update(global_loads=f["global_loads"], global_stores=f["global_stores"], stage=ir_stage)
     runs = next((s for s in ("asm", "llvm-ir-opt", "llvm-ir") if stages.get(s)), None)
     if runs:
-        f = asm_facts(stages[runs]) if runs == "asm" else llvm_facts(stages[runs])
+        f = asm_facts(stages[runs]) if runs == "asm" else llvm_facts(stages[runs], analyses.get(runs))
         facts.update(vector_width=f["vector_width"], instructions=f["instructions"])
         if facts["stage"] is None:
             facts.update(global_loads=f["global_loads"], global_stores=f["global_stores"], stage=runs)
@@ -223,13 +246,13 @@ def empty_facts() -> dict:
             "registers": None, "spills": None, "shared_bytes": None, "stage": None}
 
 
-def llvm_facts(text: str) -> dict:
+def llvm_facts(text: str, analysis: tuple | None = None) -> dict:
     """Facts of an LLVM IR text (``empty_facts`` keys): the loads and stores through the
     kernel's buffers (``analysis.llvm_ir``: what a buffer pointer is), the widest vector load or
-    store, the instruction count."""
+    store, the instruction count. ``analysis``: the text's ``accesses``, where known."""
     from analysis.llvm_ir import accesses
 
-    acc, insts = accesses(text)
+    acc, insts = analysis if analysis is not None else accesses(text)
     facts = empty_facts()
     widths = [a.bits for a in acc if a.bits]
     facts.update(global_loads=sum(a.kind == "load" for a in acc), global_stores=sum(a.kind == "store" for a in acc),
@@ -285,26 +308,49 @@ def asm_facts(text: str) -> dict:
 # -- JSON --------------------------------------------------------------------------------------
 
 def code_json(code: dict | None) -> dict | None:
-    """The ``code`` field as a bundle's JSON writes it: each text deflated (``{"z": base64}``)."""
+    """The ``code`` field as a bundle's JSON writes it: each text deflated (``{"z": base64}``),
+    a text an earlier kernel has too (identical kernels share their code) as ``{"ref": [kernel,
+    stage]}``."""
     if not isinstance(code, dict):
         return None
-    kernels = {}
+    kernels, first = {}, {}
     for name, k in (code.get("kernels") or {}).items():
-        kernels[name] = {**k, "stages": {s: _deflate(t) for s, t in (k.get("stages") or {}).items()},
+        stages = {}
+        for s, t in (k.get("stages") or {}).items():
+            hit = first.get(id(t)) or first.get(t)
+            stages[s] = {"ref": list(hit)} if hit else _deflate(t)
+            first.setdefault(id(t), (name, s))
+            first.setdefault(t, (name, s))
+        kernels[name] = {**k, "stages": stages,
                          "ops": {s: {str(n): v for n, v in lines.items()} for s, lines in (k.get("ops") or {}).items()}}
+        elf = k.get("elf")
+        if isinstance(elf, (bytes, bytearray)):
+            hit = first.get(id(elf)) or first.get(bytes(elf))
+            kernels[name]["elf"] = {"ref": list(hit)} if hit else _deflate(bytes(elf))
+            first.setdefault(id(elf), (name, "elf"))
+            first.setdefault(bytes(elf), (name, "elf"))
     return {**code, "kernels": kernels}
 
 
-def _deflate(text: str) -> dict:
-    return {"z": base64.b64encode(zlib.compress(text.encode("utf-8"), 6)).decode("ascii")}
+def _deflate(data) -> dict:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return {"z": base64.b64encode(zlib.compress(raw, 1)).decode("ascii")}  # level 1: speed (docs/performance.md)
 
 
 _MAX_TEXT_BYTES = (MAX_CODE_LINES + 1) * (MAX_LINE_CHARS + 4) * 4
 
 
-def _inflate(v, where: str) -> str:
+def _inflate(v, where: str, earlier: dict, binary: bool = False):
+    """A stored text (or object file, ``binary``): plain, deflated, or the same as an ``earlier``
+    kernel's stage."""
     if isinstance(v, str):
         return v
+    if isinstance(v, dict) and "ref" in v:
+        r = v["ref"]
+        hit = earlier.get(tuple(r)) if isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) else None
+        if hit is None:
+            raise _bad(where, "refers to no earlier kernel's stage")
+        return hit
     if not (isinstance(v, dict) and isinstance(v.get("z"), str)):
         raise _bad(where, "must be a text or {\"z\": deflated text}")
     try:
@@ -312,7 +358,7 @@ def _inflate(v, where: str) -> str:
         raw = d.decompress(base64.b64decode(v["z"], validate=True), _MAX_TEXT_BYTES)
         if d.unconsumed_tail:
             raise _bad(where, f"inflates past {_MAX_TEXT_BYTES:,} bytes")
-        return raw.decode("utf-8")
+        return raw if binary else raw.decode("utf-8")
     except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError):
         raise _bad(where, "is not deflated text (damaged)") from None
 
@@ -340,17 +386,23 @@ def check_code(code) -> dict | None:
     if not isinstance(stages_seen, list) or not all(isinstance(s, str) for s in stages_seen):
         raise _bad(".stages", "must be a list of stage names")
     out_k, budget = {}, MAX_BUNDLE_CODE_CHARS
+    earlier: dict = {}  # (kernel, stage) -> its text, for the references of the kernels after it
     for name, k in kernels.items():
         where = f".kernels[{name[:60]!r}]"
         if not isinstance(k, dict) or not isinstance(k.get("stages", {}), dict):
             raise _bad(where, "must be an object with 'stages'")
         stages, cut = {}, {}
         for stage, v in k.get("stages", {}).items():
-            text = _inflate(v, f"{where}.stages[{stage[:40]!r}]")
-            text, total = bound_text(text)
-            budget -= len(text)
-            if budget < 0:
-                raise _bad("", f"holds more than {MAX_BUNDLE_CODE_CHARS:,} characters of code")
+            shared = isinstance(v, dict) and "ref" in v
+            text = _inflate(v, f"{where}.stages[{stage[:40]!r}]", earlier)
+            if not shared:
+                text, total = bound_text(text)
+                budget -= len(text)
+                if budget < 0:
+                    raise _bad("", f"holds more than {MAX_BUNDLE_CODE_CHARS:,} characters of code")
+            else:
+                total = None if not text.endswith(" lines\n") else _cut_total(text)
+            earlier[(name, stage)] = text
             stages[stage] = text
             c = (k.get("cut") or {}).get(stage) if isinstance(k.get("cut"), dict) else None
             if total is not None or (type(c) is int and c > 0):
@@ -373,20 +425,42 @@ def check_code(code) -> dict | None:
             good_ops[stage] = row
         # read again from the texts (one definition, whatever the file said), unless a text was
         # cut: its facts were read from the whole text, and are only checked
-        facts = _check_facts(k.get("facts"), where) if cut else _facts_of(stages, k.get("facts"), where)
+        # the facts were read from the texts where the texts were made (analysis.code_read,
+        # kernel_facts): checked here, not read again (that was a third of a big program's load)
+        facts = _check_facts(k.get("facts"), where)
         out_k[name] = {"stages": stages, "cut": cut, "facts": facts, "ops": good_ops}
+        if k.get("pending") is True:  # an object file still to disassemble, links still to make
+            elf = k.get("elf")
+            elf = _inflate(elf, f"{where}.elf", earlier, binary=True) if elf is not None else None
+            if elf is not None and not isinstance(elf, bytes):
+                raise _bad(f"{where}.elf", "must be a deflated object file")
+            if elf is not None and not (isinstance(k.get("elf"), dict) and "ref" in k["elf"]):
+                budget -= len(elf)
+                if budget < 0:
+                    raise _bad("", f"holds more than {MAX_BUNDLE_CODE_CHARS:,} characters of code")
+            earlier[(name, "elf")] = elf
+            if not all(isinstance(k.get(f), (str, type(None))) for f in ("elf_file", "function")):
+                raise _bad(where, "has an elf_file or function that is not text")
+            out_k[name].update(pending=True, elf=elf, elf_file=(k.get("elf_file") or "")[:300] or None,
+                               function=(k.get("function") or "")[:300] or None)
     lib = {}
     for name, v in library.items():
         if not isinstance(v, dict) or not all(isinstance(v.get(f, ""), str) for f in ("target", "library", "config")):
             raise _bad(f".library[{name[:60]!r}]", "needs text target, library and config")
         lib[name] = {"target": v.get("target", "")[:300], "library": v.get("library", "")[:100],
                      "config": _bounded(v.get("config", ""), MAX_CONFIG_CHARS)}
-    seen = {s for k in out_k.values() for s in k["stages"]}
+    seen = {s for k in out_k.values() for s in k["stages"]} | {"asm" for k in out_k.values() if k.get("elf")}
     return {"stages": sorted(seen, key=stage_order), "kernels": out_k, "library": lib,
             "note": " ".join(note_.split())[:300] if note_ else None}
 
 
 _GPU_STAGES = ("ptx", "sass", "ptxas")
+_CUT = re.compile(r"… cut at [\d,]+ of ([\d,]+) lines")
+
+
+def _cut_total(text: str) -> int | None:
+    m = _CUT.search(text[-200:])
+    return int(m.group(1).replace(",", "")) if m else None
 
 
 def _facts_of(stages: dict, given, where: str) -> dict:

@@ -113,12 +113,14 @@ _DEFINE = re.compile(r"^define\b[^@]*@\"?([\w.$-]+)\"?\s*\(")
 _ASSIGN = re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$")
 
 
-def link_llvm(text: str, ops: KernelOps) -> dict[int, list[str]]:
-    """{1-based line: [HLO op names]} of an LLVM IR text (either stage) of kernel ``ops``."""
+def link_llvm(text: str, ops: KernelOps, acc=None) -> dict[int, list[str]]:
+    """{1-based line: [HLO op names]} of an LLVM IR text (either stage) of kernel ``ops``
+    (``acc``: its ``analysis.llvm_ir.accesses``, where the caller has them)."""
     from analysis.llvm_ir import accesses
 
     out: dict[int, list[str]] = {}
-    acc, _ = accesses(text)
+    if acc is None:
+        acc, _ = accesses(text)
     first_output = len(ops.params)
     for a in acc:
         if a.kind == "load":

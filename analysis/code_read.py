@@ -23,9 +23,9 @@ import re
 from typing import Callable
 
 from analysis import code as C
-from analysis.code_links import kernel_ops, link_asm, link_llvm
-from analysis.disassemble import MAX_OBJECT_BYTES, disassemble
+from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
+from analysis.llvm_ir import accesses
 
 MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
 _STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
@@ -66,6 +66,8 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
     index = {i.name: i for i in module.instructions()}
     kernels, library, problems = {}, {}, []
     twins = _twins(module, index, [k.name for k in bundle.kernels if k.route != "library"], files)
+    texts: dict[str, str | bytes | None] = {}  # file -> its text or bytes (twins share files: each is read once)
+    done: dict[str, dict] = {}  # a kernel with files -> its entry
     for k in bundle.kernels:
         if k.route == "library":
             inst = index.get(k.name)
@@ -73,38 +75,53 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
                                "library": k.library or "", "config": (inst.attributes.get("backend_config", "")
                                                                       if inst is not None else "")}
             continue
-        mine = files.get(k.name) or files.get(twins.get(k.name, ""))
-        if not mine:
+        owner = k.name if k.name in files else twins.get(k.name)
+        if owner is None:
             continue
-        ops = kernel_ops(module, k.name, index)
-        if ops is not None and k.name not in files:
-            ops.function = twins[k.name]  # the function it runs is named after its twin
-        stages, links = {}, {}
-        for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
-            if stage not in mine:
-                continue
-            try:
-                if stage == "asm":
-                    text = disassemble(read(mine[stage], MAX_OBJECT_BYTES), mine[stage])
-                else:
-                    text = read(mine[stage], MAX_IR_BYTES).decode("utf-8", errors="replace")
-            except ExplorerError as e:
-                problems.append(e.one_line())
-                continue
-            except OSError as e:
-                problems.append(f"{mine[stage]}: {e.strerror or e}")
-                continue
-            stages[stage] = text
-            if ops is not None:
-                links[stage] = link_asm(text, ops) if stage == "asm" else link_llvm(text, ops)
-        if stages:
-            kernels[k.name] = {"stages": stages, "ops": links}
+        if owner not in done:
+            done[owner] = _read_kernel(files[owner], read, texts, problems)
+        got = done[owner]
+        if got["stages"] or got["elf"] is not None:
+            # the function it runs is its own, or (a twin) the one named after its owner
+            kernels[k.name] = {**got, "function": owner if owner != k.name else None}
     note = None
     if problems:
         note = f"{len(problems)} code file(s) not read: {problems[0]}"
     elif not kernels and any(k.route != "library" and k.route != "control" for k in bundle.kernels):
         note = "XLA wrote no code files for this compile"
     return C.make_code(kernels, library, note)
+
+
+def _read_kernel(mine: dict, read, texts: dict, problems: list) -> dict:
+    """One kernel's entry from its files (each read once: ``texts``): its IR texts, its object
+    file (disassembled when first asked for: ``analysis.code_finish``) and its loads and stores
+    (from the IR before optimization: ``analysis.code.kernel_facts``)."""
+    stages, elf, analyses = {}, None, {}
+    for stage in ("llvm-ir", "llvm-ir-opt", "asm"):
+        file = mine.get(stage)
+        if file is None:
+            continue
+        if file not in texts:
+            texts[file] = None
+            try:
+                data = read(file, MAX_OBJECT_BYTES if stage == "asm" else MAX_IR_BYTES)
+                if stage == "asm" and not data.startswith(b"\x7fELF"):
+                    raise ExplorerError("code", "not an ELF object file (damaged?)", file)
+                texts[file] = data if stage == "asm" else data.decode("utf-8", errors="replace")
+            except ExplorerError as e:
+                problems.append(e.one_line())
+            except OSError as e:
+                problems.append(f"{file}: {e.strerror or e}")
+        if texts[file] is None:
+            continue
+        if stage == "asm":
+            elf = texts[file]
+            continue
+        stages[stage] = texts[file]
+        if stage == "llvm-ir" or "llvm-ir" not in mine:
+            analyses[stage] = accesses(texts[file])
+    facts = C.kernel_facts({s: t for s, t in stages.items() if s in analyses}, analyses)
+    return {"stages": stages, "elf": elf, "elf_file": mine.get("asm"), "facts": facts, "pending": True}
 
 
 def _twins(module, index: dict, names: list[str], files: dict) -> dict[str, str]:

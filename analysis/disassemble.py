@@ -14,6 +14,13 @@ from __future__ import annotations
 
 import io
 
+# imported with the module, so a worker started ahead of its job has paid for them (pyelftools'
+# import is most of a small program's first disassembly)
+from capstone import CS_ARCH_X86, CS_MODE_64, CS_OPT_SYNTAX_INTEL, Cs, CsError
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+
 from analysis.errors import ExplorerError
 
 MAX_OBJECT_BYTES = 32 * 1024 * 1024
@@ -23,11 +30,6 @@ _SHF_EXECINSTR = 0x4
 
 def disassemble(data: bytes, file: str = "object file") -> str:
     """The x86-64 code of the executable sections of the ELF object ``data``, as text."""
-    from capstone import CS_ARCH_X86, CS_MODE_64, CS_OPT_SYNTAX_INTEL, Cs, CsError
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.relocation import RelocationSection
-
     if len(data) > MAX_OBJECT_BYTES:
         raise ExplorerError("code", f"object file of {len(data):,} bytes (at most {MAX_OBJECT_BYTES:,})", file)
     if not data.startswith(b"\x7fELF"):
@@ -57,11 +59,11 @@ def disassemble(data: bytes, file: str = "object file") -> str:
                 continue
             names, rel = labels.get(index, {}), relocs.get(index, {})
             out.append(f"; section {sec.name}")
-            for ins in md.disasm(sec.data(), 0):
-                if ins.address in names:
-                    out.append(f"{names[ins.address]}:")
-                note = next((rel[o] for o in range(ins.address, ins.address + ins.size) if o in rel), None)
-                out.append(f"  {ins.address:x}:\t{ins.mnemonic} {ins.op_str}".rstrip() + (f"\t; {note}" if note else ""))
+            for address, size, mnemonic, op_str in md.disasm_lite(sec.data(), 0):  # tuples: no object per instruction
+                if address in names:
+                    out.append(f"{names[address]}:")
+                note = next((rel[o] for o in range(address, address + size) if o in rel), None) if rel else None
+                out.append(f"  {address:x}:\t{mnemonic} {op_str}".rstrip() + (f"\t; {note}" if note else ""))
                 count += 1
                 if count >= MAX_INSTRUCTIONS:
                     out.append(f"; … disassembly stopped at {MAX_INSTRUCTIONS:,} instructions")

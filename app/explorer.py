@@ -88,6 +88,7 @@ if "link_applied" not in ss:
         ss.link_job.compare_fusion = bool(state.get("compare"))
     ss.link_sel = permalink.selection(state)
     ss.view = TABS.get(state.get("view") or "", None)
+    ss.code_open = state.get("view") == "code"  # view=code: the graphs' Code pane, on the node's kernel
 
 
 def _parse_free_options(text: str) -> dict:
@@ -260,7 +261,9 @@ if ss.bundle is None and ss.error is None:
     with status_slot:
         compile_job(first if ss.get("link_job") else replace(first, measure=True))
     if ss.bundle is not None and ss.get("link_sel"):
-        ss.sel = ss.link_sel
+        problem = queries.selection_problem(ss.bundle, ss.link_sel)  # a node= this compile lacks: a note
+        ss.sel = ss.link_sel if problem is None else {}
+        ss.link_errors = list(ss.get("link_errors") or []) + ([problem] if problem else [])
     ss.link_sel = None
 for msg in ss.get("link_errors") or []:
     st.warning(as_text(msg))  # (a link's parameters in it: shown as text)
@@ -411,8 +414,12 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
     # docs/performance.md)
     if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in ss.payload.get("lazy", ()):
         graph_payload.add_variant(b, ss.payload, asked["want"])
+    code_was = bool(ss.get("code_open"))
+    ss.code_open = views.code_pane_open(b, ss.payload, asked, code_was)  # and its code, when first opened
     picked = views.explorer_graphs(b, ss.payload, ss.sel, key="graphs", present=present, show_source=show_source,
-                                   tell_drawn=bool(ss.get("rest_deferred")))
+                                   tell_drawn=bool(ss.get("rest_deferred")), show_code=bool(ss.get("code_open")))
+    if bool(ss.get("code_open")) != code_was:
+        st.rerun(scope="app")  # the link below names the pane (view=code)
     if isinstance(picked, dict) and picked.get("n") != ss.last_click.get("graphs"):
         ss.last_click["graphs"] = picked.get("n")
         if picked.get("drawn"):  # the graphs are up: now the rest of the page (no selection in it)
@@ -547,7 +554,7 @@ with tab_s:
 st.markdown("#### Share and export")
 link_state = {"backend": b.environment.get("gpu_target") or b.options.get("backend"),
               "options": b.options.get("compiler_options") or {},
-              "view": next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
+              "view": "code" if ss.get("code_open") else next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
               "node": ss.sel.get("name"), "side": ss.sel.get("side"), "line": ss.sel.get("line"),
               "present": present, **(ss.get("shown_flags") or {}),
               "devices": b.options.get("devices") if ss.get("devices") is not None else None}

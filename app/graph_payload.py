@@ -33,7 +33,7 @@ def route_legend(spec: GraphSpec) -> list[dict]:
     return items
 
 
-OPEN_AS_LAYERS = 1000  # instructions before optimization above which the graphs open as layers
+from analysis.render.layer_graph import OPEN_AS_LAYERS  # noqa: E402  (the report opens the same programs as layers)
 
 
 def _scale_legend(title: str) -> list[dict]:
@@ -264,6 +264,38 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
     payload["rev"] = payload.get("rev", 0) + 1  # the frame's copy is out of date: send it all again
     add_details(b, payload, _drawn_ids(specs), bump=False)
     return True
+
+
+def add_code(b: Bundle, payload: dict) -> bool:
+    """The Code pane's data (``app.code_payload.code_view``: every kernel's code, its lines linked
+    to HLO instructions, its facts) added to ``payload`` in place when the frame first opens the
+    pane, under a new revision (``code_rev``: a frame holding an earlier one is sent it). Not in
+    the payload before: a compile's code is often bigger than its graphs, and the first graph
+    must not wait for it. False when it is there already."""
+    if "code" in payload:
+        return False
+    from app.code_payload import code_view
+
+    with tuning.building():
+        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "library": {}, "note": None}
+    payload["rev"] = payload.get("rev", 0) + 1
+    payload["code_rev"] = payload["rev"]
+    return True
+
+
+def code_since(payload: dict, rev) -> dict | None:
+    """The Code pane's data for a frame holding revision ``rev`` that lacks it (``rev`` comes from
+    the browser: anything but a revision number lacks it), else None; past ``PACK_OVER`` as one
+    deflated JSON text (``{"z": ...}``, inflated by the frame), made once."""
+    if "code" not in payload:
+        return None
+    if isinstance(rev, int) and not isinstance(rev, bool) and rev >= payload.get("code_rev", 0):
+        return None
+    if "code_sent" not in payload:
+        text = json.dumps(payload["code"], separators=(",", ":"))
+        payload["code_sent"] = payload["code"] if len(text) <= PACK_OVER else \
+            {"z": base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")}
+    return payload["code_sent"]
 
 
 def _drawn_ids(specs: dict) -> set[str]:

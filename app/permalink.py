@@ -14,7 +14,7 @@ The state is a plain dict (keys absent or None when unset):
 | ``code`` | short id of pasted code (``analysis.service.store.Store.put_code``) | ``code=k3j5q2xa`` |
 | ``backend`` | ``auto``, ``cpu`` or ``gpu`` | ``backend=cpu`` |
 | ``options`` | XLA compiler options ``{KEY: value}`` | ``opt=KEY=VALUE;KEY=VALUE`` |
-| ``view`` | the tab below the graphs (``VIEWS``) | ``view=kernels`` |
+| ``view`` | the tab below the graphs (``VIEWS``), or ``code``: the graphs' Code pane open | ``view=kernels`` |
 | ``node`` | the selected instruction's name | ``node=fusion.3`` |
 | ``side`` | where ``node`` is: ``pre`` or ``post`` | ``side=post`` |
 | ``line`` | a selected source line (instead of a node) | ``line=14`` |
@@ -40,7 +40,8 @@ import re
 from urllib.parse import urlencode
 
 BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
-VIEWS = ("kernels", "text", "source", "memory")  # the tabs under the graphs: Kernels & timings, Text views, Source, Memory
+# the tabs under the graphs (Kernels & timings, Text views, Source, Memory), and the graphs' Code pane
+VIEWS = ("kernels", "text", "source", "memory", "code")
 SIDES = ("pre", "post")
 STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare",
               "devices")

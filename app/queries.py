@@ -117,3 +117,13 @@ def _lines_of(b: Bundle, op: str) -> list[int]:
     pre = b.module("hlo_before")
     return [key[2] for inst, key in _walk_compute(pre) if inst.name == op and key and key[2]] if pre else []
 
+
+def selection_problem(b: Bundle, sel: dict) -> str | None:
+    """A one-line note when a link's selection names an instruction this compile does not have
+    (a stale or edited ``node=``), else None."""
+    name, side = sel.get("name"), sel.get("side")
+    if not name or side not in ("pre", "post") or find_instruction(b, side, str(name)) is not None:
+        return None
+    where = "before" if side == "pre" else "after"
+    return f"link: this compile has no instruction named {str(name)[:60]!r} {where} optimization; nothing is selected"
+

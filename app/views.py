@@ -27,7 +27,7 @@ from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
 from analysis.render.summary import summarize
 from analysis.text_search import matcher
-from app.graph_payload import (add_details, details_since, graphs_since, packed_args, route_legend,
+from app.graph_payload import (add_code, add_details, code_since, details_since, graphs_since, packed_args, route_legend,
                                variant_specs)
 from app.page_helpers import show_error
 from app.queries import find_instruction, node_source_lines, ops_on_line
@@ -155,10 +155,11 @@ MIN_SCALE = {"normal": 0.85, "present": 14 / 12}
 
 
 def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", present: bool = False,
-                    show_source: bool = False, tell_drawn: bool = False) -> dict | None:
+                    show_source: bool = False, tell_drawn: bool = False, show_code: bool = False) -> dict | None:
     """The explorer's two graphs, details and source as one component; returns what the user
     selected there ({"sel": {...}, "n": counter}) or None; with ``tell_drawn``, the frame says
-    when it has drawn a payload ({"drawn": true, "n": counter}). In presentation mode the summary
+    when it has drawn a payload ({"drawn": true, "n": counter}); with ``show_code``, the Code pane
+    opens (a link's ``view=code``). In presentation mode the summary
     cards (``analysis.render.summary``) are drawn large in the details panel while nothing is
     selected, so the graphs get the screen's height."""
     cards = [{"label": c.label, "value": c.value, "delta": c.delta or ""} for c in summarize(b).cards()[:5]] \
@@ -178,12 +179,29 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
         if have[1] != rev:
             data.update(graphs=graphs_since(payload["graphs"], have[2] if len(have) == 3 else None),
                         lazy=payload["lazy"], details_add=details_since(payload, have[1]))
+            code = code_since(payload, have[1])
+            if code is not None:
+                data["code"] = code
     else:
-        data = packed_args({k: v for k, v in payload.items() if k != "details_log"}, rev)
-    return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, cards=cards,
+        data = packed_args({k: v for k, v in payload.items() if k not in ("details_log", "code_sent")}, rev)
+    return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, show_code=show_code,
+                      cards=cards,
                       tell_drawn=tell_drawn,
                       min_scale=MIN_SCALE["present" if present else "normal"], max_scale=1.6,
                       height=600 if present else 560, key=key, default=None)
+
+
+def code_pane_open(b: Bundle, payload: dict, asked, was: bool) -> bool:
+    """Whether the graphs' Code pane is open, from the frame's last message (``asked``, which
+    says so every time; ``was`` when it does not); while it is open the payload carries the code
+    (``add_code``, once). Not only on the frame's ``want``: a frame that opens the pane as it
+    draws (a link's ``view=code``) says at once that it has drawn, and Streamlit keeps only the
+    last of two values sent in a row."""
+    if not isinstance(asked, dict) or "code_open" not in asked:
+        return was
+    if asked["code_open"] is True:
+        add_code(b, payload)
+    return asked["code_open"] is True
 
 
 def focus_id(spec: GraphSpec, sel: dict, side: str) -> str | None:

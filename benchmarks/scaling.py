@@ -8,6 +8,8 @@ of the same N, measured beside it:
 1. **first graph, in-process**: ``compile_model`` (what the worker does: compile, parse, link,
    explain) plus ``app.graph_payload`` (what the app builds and lays out before it draws),
    with the layout cache emptied first; bare and ours alternate, the order flipping per trial;
+   beside them (``--report``) **the report**: ``compile_model`` plus ``html_report``, what
+   ``xla-explorer report`` does, from an empty layout cache;
 2. **--measure**: ``compile_model`` plus ``measure`` against the bare compile plus the time the
    measured calls themselves take (warm-up, timed and traced calls);
 3. **in a real browser** (a Streamlit server with an empty store, Chromium): a link to the
@@ -18,11 +20,11 @@ of the same N, measured beside it:
    after the clicks and the layer, and 16 s later ("settled": the memory janitor has had its
    round, so the reading does not depend on when its last one was).
 
-    .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 3]
+    .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 3] [--report 12,96]
                                            [--measure 12] [--browser 1,12,192]
 
 Writes ``benchmarks/out/scaling.json``. Goals (#18): first graph <= 1.5x the bare compile at
-every N; in the browser at N=192 graphs drawn <= 1.5x, a click highlighted in < 100 ms, a layer
+every N; (#37) the report of N=96 <= 1.5x; in the browser at N=192 graphs drawn <= 1.5x, a click highlighted in < 100 ms, a layer
 opened in < 1 s; app memory after N=192 <= 2x that after N=12.
 """
 
@@ -80,23 +82,49 @@ def ours(n: int) -> tuple[float, dict]:
                      "payload_mb": round(len(json.dumps(p, default=str)) / 1e6, 2)}
 
 
-def first_graph(ns: list[int], trials: int) -> dict:
-    rows = {n: {"bare_s": [], "ours_s": [], "parts": []} for n in ns}
+def report(n: int) -> tuple[float, dict]:
+    """``xla-explorer report`` in process: ``compile_model`` and ``html_report``, with the layout
+    cache emptied first (a fresh CLI process has none)."""
+    from analysis.compile.stages import compile_model
+    from analysis.render import layout_cache
+    from analysis.render.report import html_report
+
+    with layout_cache._SVG_LOCK:
+        layout_cache._SVG_CACHE.clear()
+    m = _load(n)
+    t0 = time.perf_counter()
+    b = compile_model(m, "cpu").bundle
+    t1 = time.perf_counter()
+    page = html_report(b)
+    t2 = time.perf_counter()
+    return t2 - t0, {"compile_model_s": t1 - t0, "report_s": t2 - t1, "report_mb": round(len(page) / 1e6, 2),
+                     "as_layers": "id='xe-layers'" in page}
+
+
+def first_graph(ns: list[int], trials: int, report_ns: list[int] = ()) -> dict:
+    """The app's first graph and (for ``report_ns``) the report, each against the bare compile
+    measured beside it: the three interleaved, their order reversed every other trial."""
+    rows = {n: {"bare_s": [], "ours_s": [], "parts": [], "report_s": [], "report_parts": []} for n in ns}
     bare(1)  # JAX itself warm for both
     ours(1)
     for t in range(trials):
         for n in ns:
-            order = ("bare", "ours") if t % 2 == 0 else ("ours", "bare")
-            for which in order:
+            order = ["bare", "ours"] + (["report"] if n in report_ns else [])
+            for which in (order if t % 2 == 0 else order[::-1]):
                 if which == "bare":
                     rows[n]["bare_s"].append(bare(n))
-                else:
+                elif which == "ours":
                     s, parts = ours(n)
                     rows[n]["ours_s"].append(s)
                     rows[n]["parts"].append(parts)
+                else:
+                    s, parts = report(n)
+                    rows[n]["report_s"].append(s)
+                    rows[n]["report_parts"].append(parts)
             r = rows[n]
             print(f"  N={n:<4} trial {t + 1}: bare {r['bare_s'][-1]:.2f} s, ours {r['ours_s'][-1]:.2f} s "
-                  f"({r['parts'][-1]})", flush=True)
+                  f"({r['parts'][-1]})" + (f", report {r['report_s'][-1]:.2f} s ({r['report_parts'][-1]})"
+                                           if r["report_s"] else ""), flush=True)
     out = {}
     for n, r in rows.items():
         mb, mo = statistics.median(r["bare_s"]), statistics.median(r["ours_s"])
@@ -104,6 +132,12 @@ def first_graph(ns: list[int], trials: int) -> dict:
                   **{k: r["parts"][-1][k] for k in r["parts"][-1]},
                   "compile_model_s": round(statistics.median(p["compile_model_s"] for p in r["parts"]), 3),
                   "payload_s": round(statistics.median(p["payload_s"] for p in r["parts"]), 3)}
+        if r["report_s"]:  # the report (compile_model + html_report) against the same bare compiles
+            mr = statistics.median(r["report_s"])
+            out[n]["report"] = {"total_s": round(mr, 3), "ratio": round(mr / mb, 2),
+                                "html_report_s": round(statistics.median(p["report_s"] for p in r["report_parts"]), 3),
+                                "report_mb": r["report_parts"][-1]["report_mb"],
+                                "as_layers": r["report_parts"][-1]["as_layers"]}
     return out
 
 
@@ -286,12 +320,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=3)  # a median of two is their mean: one outlier moves it
     ap.add_argument("--measure", default="12")
     ap.add_argument("--browser", default="1,12,192")
+    ap.add_argument("--report", default="12,96")  # of --ns: the report timed beside them too
     a = ap.parse_args()
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     os.makedirs(OUT, exist_ok=True)
     res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M")}
     print("first graph, in-process (interleaved):", flush=True)
-    res["first_graph"] = first_graph(ints(a.ns), a.trials)
+    res["first_graph"] = first_graph(ints(a.ns), a.trials, ints(a.report))
     if a.measure:
         print("--measure:", flush=True)
         res["measure"] = measured(ints(a.measure))
@@ -306,10 +341,12 @@ def main() -> None:
             res["memory_ratio_settled"] = round(m[hi]["server_rss_settled_mb"] / m[lo]["server_rss_settled_mb"], 2)
     with open(os.path.join(OUT, "scaling.json"), "w") as f:
         json.dump(res, f, indent=1)
-    print("\n| N | kernels | bare compile | first graph | ratio |")
-    print("|---|---|---|---|---|")
+    print("\n| N | kernels | bare compile | first graph | ratio | report | ratio |")
+    print("|---|---|---|---|---|---|---|")
     for n, r in res["first_graph"].items():
-        print(f"| {n} | {r['kernels']} | {r['bare_compile_s']:.2f} s | {r['first_graph_s']:.2f} s | {r['ratio']}x |")
+        rep = r.get("report")
+        print(f"| {n} | {r['kernels']} | {r['bare_compile_s']:.2f} s | {r['first_graph_s']:.2f} s | {r['ratio']}x | "
+              + (f"{rep['total_s']:.2f} s | {rep['ratio']}x |" if rep else "– | – |"))
     print(json.dumps({k: v for k, v in res.items() if k != "first_graph"}, indent=1))
 
 

@@ -190,10 +190,12 @@ def test_older_bundles_load_without_code():
     assert b.code is None and code.kernel_code(b, "x") is None
 
 
-def test_facts_in_a_file_are_read_again_from_its_texts():
+def test_facts_in_a_file_are_checked():
     d = json.loads(bundle_with(hand_code()).to_json())
-    d["code"]["kernels"]["sub_fusion"]["facts"]["global_loads"] = 99
-    assert code.kernel_code(Bundle.from_json(json.dumps(d)), "sub_fusion").facts["global_loads"] == 3
+    d["code"]["kernels"]["sub_fusion"]["facts"]["global_stores"] = "1"
+    with pytest.raises(ExplorerError) as e:
+        Bundle.from_json(json.dumps(d))
+    assert "facts.global_stores must be a whole number" in e.value.message
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -246,3 +248,17 @@ def test_a_fusion_side_s_code_is_checked_on_load():
     with pytest.raises(ExplorerError) as e:
         check_fusion_comparison({"fusion_comparison": {"default": side, "unfused": dict(side, code=None)}})
     assert "fusion_comparison.default.code" in e.value.message  # 3 kernels with code in a side of 2
+
+
+def test_identical_kernels_store_their_shared_code_once():
+    c = code.make_code({"a": {"stages": {"llvm-ir": IR_NO_OPT, "asm": ASM}},
+                        "b": {"stages": {"llvm-ir": IR_NO_OPT, "asm": ASM}}})
+    d = json.loads(bundle_with(c).to_json())
+    assert d["code"]["kernels"]["b"]["stages"] == {"llvm-ir": {"ref": ["a", "llvm-ir"]}, "asm": {"ref": ["a", "asm"]}}
+    back = Bundle.from_json(json.dumps(d))
+    assert code.kernel_code(back, "b").stages["asm"] == ASM
+    assert code.kernel_code(back, "b").facts == code.kernel_code(back, "a").facts
+    d["code"]["kernels"]["b"]["stages"]["asm"] = {"ref": ["zzz", "asm"]}
+    with pytest.raises(ExplorerError) as e:
+        Bundle.from_json(json.dumps(d))
+    assert "refers to no earlier kernel's stage" in e.value.message

@@ -3,6 +3,8 @@ into ``bundle.code`` (``analysis.code``; docs/code.md). Called from ``stages.rea
 
 XLA:CPU's files are read by ``analysis.code_read`` (the reader a user's zipped dump uses too);
 a GPU compile's (LLVM IR, PTX, SASS, Triton IR) by ``analysis.compile.code_gpu``.
+Set ``XLA_EXPLORER_CODE=0`` to compile without reading it (``benchmarks/code_cost.py`` measures
+what reading it costs the first graph: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,8 +16,14 @@ from analysis.compile.code_gpu import read_gpu_code
 from analysis.errors import ExplorerError
 
 
+def enabled() -> bool:
+    return os.environ.get("XLA_EXPLORER_CODE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def read_code(dump_dir: str, bundle) -> dict | None:
     """The ``code`` field of ``bundle`` from the dump folder ``dump_dir``, or None."""
+    if not enabled():
+        return None
     if bundle.platform == "gpu":
         return read_gpu_code(dump_dir, bundle)  # LLVM IR, PTX, Triton IR, ptxas, SASS (same shape)
     try:

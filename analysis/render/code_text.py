@@ -50,11 +50,12 @@ def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = N
             continue
         out_k.append({"name": name, "stages": {s: kc.stages[s] for s in want if s in kc.stages},
                       **{k: v for k, v in kc.facts.items() if k != "stage"}, "facts_stage": kc.facts.get("stage"),
-                      "cut": {s: n for s, n in kc.cut.items() if s in want}})
+                      "cut": {s: n for s, n in kc.cut.items() if s in want}, "problems": list(kc.problems)})
     return {"stages": want, "kernels": out_k, "library": out_l, "totals": C.totals(bundle), "note": C.note(bundle)}
 
 
-def _facts_line(f: dict) -> str:
+def facts_line(f: dict) -> str:
+    """A kernel's code facts in one line (the CLI's and the report's)."""
     parts = [f"{f.get('global_loads', 0)} loads, {f.get('global_stores', 0)} stores"
              + (f" (read from the {C.stage_label(f['stage'])})" if f.get("stage") else "")]
     if f.get("vector_width"):
@@ -84,7 +85,8 @@ def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None
             if lib.get("config"):
                 lines.append(f"   config: {lib['config']}")
             continue
-        lines.append(f"== {name}: {_facts_line(kc.facts)}")
+        lines.append(f"== {name}: {facts_line(kc.facts)}")
+        lines.extend(f"   not made: {p}" for p in kc.problems)
         if facts_only:
             continue
         for s in want:

@@ -35,6 +35,7 @@ from analysis.render.layers import layer_name
 from analysis.render.graph import GraphSpec
 from analysis.render.module_graphs import HIDDEN, post_graph, pre_graph
 
+OPEN_AS_LAYERS = 1000  # instructions before optimization above which a program opens as its layers (app, report)
 
 
 def layer_level(root: Layer) -> Layer:
@@ -195,25 +196,8 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     if not tops:
         return {}
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
-    level = len(tops[0].path)
-    by_path = {t.path: t for t in tops}
-    border = border_kernels(bundle, root, tops)
-    placed = collections.Counter(border.values())
+    by_path, border, labels, op_top, kernel_top = _boxes(bundle, root, tops)
     pre_note, post_note = outside_note(root, tops, border)
-    labels = {t.path: (layer_id(t), _label(t),
-                       "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t, placed.get(t.path, 0))))
-              for t in tops}
-
-    in_tree = {op: t.path for t in tops for op in t.all_ops()}
-
-    def op_top(inst, scope: str) -> tuple | None:
-        """The layer box an op is drawn in: the one its scope names (an op of a nested jit called
-        from two layers is in each), else the one the layer tree puts it in (a loop's own ops,
-        in the layer the loop repeats)."""
-        p = layer_path(scope + "/op")[:level] if scope else ()  # the scope as an op_name: the layer it names
-        return p if len(p) == level and p in by_path else in_tree.get(inst.name)
-    kernel_top = {k: t.path for t in tops for k in drawn_in(t)}
-    kernel_top.update(border)
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if names is None:
         choices = [None] + [t.path for t in tops]
@@ -261,6 +245,114 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
             if alone:
                 spec.title += f" — layer {'/'.join(open_path)} and its neighbours"
             out["post"][name] = spec
+    return {k: v for k, v in out.items() if v}
+
+
+def _boxes(bundle: Bundle, root: Layer, tops: list[Layer]):
+    """What every layers view draws the same way: the top layers by path, the kernels across a
+    border (``border_kernels``), each layer's box (id, label, tooltip), the layer box an op is
+    drawn in (``op_top(inst, scope)``) and the one a kernel is drawn in (``kernel_top``)."""
+    level = len(tops[0].path)
+    by_path = {t.path: t for t in tops}
+    border = border_kernels(bundle, root, tops)
+    placed = collections.Counter(border.values())
+    labels = {t.path: (layer_id(t), _label(t),
+                       "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t, placed.get(t.path, 0))))
+              for t in tops}
+    in_tree = {op: t.path for t in tops for op in t.all_ops()}
+
+    def op_top(inst, scope: str) -> tuple | None:
+        """The layer box an op is drawn in: the one its scope names (an op of a nested jit called
+        from two layers is in each), else the one the layer tree puts it in (a loop's own ops,
+        in the layer the loop repeats)."""
+        p = layer_path(scope + "/op")[:level] if scope else ()  # the scope as an op_name: the layer it names
+        return p if len(p) == level and p in by_path else in_tree.get(inst.name)
+    kernel_top = {k: t.path for t in tops for k in drawn_in(t)}
+    kernel_top.update(border)
+    return by_path, border, labels, op_top, kernel_top
+
+
+_PLUMBING = frozenset({"get-tuple-element", "bitcast", "tuple"})  # pass a value on (both graphs draw through them)
+
+
+def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
+    """``{"pre": {"layers:<path>": spec, ...}, "post": {...}}``: each layer drawn on its own,
+    its ops before optimization and its kernels after (those that cross into it too, fusions
+    open), with what they read from outside: a parameter as itself, another layer's value as
+    that layer's box. Unlike ``layer_variants(isolate=True)`` each graph is built from the
+    layer's own instructions only (the module is walked once for all of them), so the views of
+    a program's every layer cost what the program holds (the offline report lays them all out
+    ahead: ``analysis.render.report_layers``). Without timings: identical layers then draw
+    identical graphs up to names."""
+    root = layers_of_bundle(bundle)
+    tops = top_layers(root)
+    if not tops:
+        return {}
+    pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
+    by_path, border, labels, op_top, kernel_top = _boxes(bundle, root, tops)
+    out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
+    if pre_mod is not None:
+        from analysis.render.module_graphs import flat_entry
+
+        flat = flat_entry(pre_mod)
+        homes = [op_top(inst, scope) for inst, scope in flat]
+        at = {}
+        for i, (inst, _) in enumerate(flat):
+            at.setdefault(inst.name, i)
+        mine: dict[tuple, list[int]] = {p: [] for p in by_path}
+        for i, p in enumerate(homes):
+            if p is not None:
+                mine[p].append(i)
+        for path, own in mine.items():
+            take = set(own)
+            todo = [o for i in own for o in flat[i][0].operands]
+            while todo:  # what the layer reads from outside, through a value's plumbing
+                j = at.get(todo.pop())
+                if j is None or j in take or homes[j] == path:
+                    continue
+                take.add(j)
+                inst = flat[j][0]
+                if homes[j] is None and (inst.opcode in _PLUMBING or inst.opcode in ("broadcast", "constant")):
+                    todo.extend(inst.operands)  # a scalar broadcast is drawn as nothing, like its scalar
+
+            def group_of(inst, scope, path=path):
+                p = op_top(inst, scope)
+                return labels[p] if p is not None and p != path else None
+
+            spec = pre_graph(pre_mod, collapse=False, groups=group_of, insts=[flat[i] for i in sorted(take)])
+            spec.title = f"before · layer {'/'.join(path)}: its {len(by_path[path].all_ops())} ops"
+            out["pre"]["layers:" + "/".join(path)] = spec
+    if post_mod is not None:
+        entry = post_mod.entry.instructions
+        index = {inst.name: i for i, inst in enumerate(entry)}
+        source: dict[str, str] = {}  # a plumbing instruction -> the value it passes on
+        passes: dict[str, list[int]] = collections.defaultdict(list)  # a value -> the plumbing that passes it
+        for i, inst in enumerate(entry):
+            if inst.operands and (inst.opcode in ("get-tuple-element", "bitcast") or inst.opcode.endswith("-done")):
+                src = source.get(inst.operands[0], inst.operands[0])
+                source[inst.name] = src
+                passes[src].append(i)
+        by_name = {k.name: k for k in bundle.kernels}
+        for path, layer in by_path.items():
+            own = [k for k in dict.fromkeys(drawn_in(layer) + list(layer.shared)) if k in index]
+            take = {index[k] for k in own} | {j for k in own for j in passes.get(k, ())}
+            groups = {}
+            for i in list(take):
+                for o in entry[i].operands:
+                    src = source.get(o, o)
+                    if src not in index or index[src] in take:
+                        continue
+                    take.add(index[src])
+                    take.update(passes.get(src, ()))
+                    p = kernel_top.get(src)
+                    if p is not None and p != path:
+                        groups[src] = labels[p]
+            insts = [entry[i] for i in sorted(take)]
+            spec = post_graph(post_mod, [by_name[x.name] for x in insts if x.name in by_name],
+                              provenance=bundle.provenance, groups=groups, collapse_all=False, instructions=insts)
+            n = len(kernels_of(layer))
+            spec.title = f"after · layer {'/'.join(path)}: its {n} kernel{'s' if n != 1 else ''}"
+            out["post"]["layers:" + "/".join(path)] = spec
     return {k: v for k, v in out.items() if v}
 
 

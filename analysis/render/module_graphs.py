@@ -12,6 +12,7 @@ import functools
 import re
 
 from analysis.hlo import Computation, Instruction, Module
+from analysis.hlo.shape import parse_shape
 from analysis.kernels import NO_KERNEL, Kernel, tile_text
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node
 from analysis.sharding import sharding_of
@@ -36,8 +37,13 @@ def short_shape(shape_text: str, limit: int = 48) -> str:
 
 def layout_is_default(inst: Instruction) -> bool:
     """True if every array leaf has no layout or the default row-major (descending) layout."""
+    return _default_layout(inst.shape_text)
+
+
+@functools.lru_cache(maxsize=1 << 12)  # asked for every edge drawn, of a few shapes
+def _default_layout(shape_text: str) -> bool:
     try:
-        leaves = inst.shape.leaves()
+        leaves = parse_shape(shape_text).leaves()
     except Exception:  # noqa: BLE001 - unparseable shapes are not marked
         return True
     for s in leaves:
@@ -112,7 +118,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                collapse: set[str] | None = None, collapse_all: bool | None = None, timings: dict | None = None,
                computation: str | None = None, provenance=None, color_by: str = "route",
                temp_bytes: dict[str, int] | None = None,
-               groups: dict[str, tuple[str, str, str]] | None = None) -> GraphSpec:
+               groups: dict[str, tuple[str, str, str]] | None = None, instructions=None) -> GraphSpec:
     """The optimized module's entry (or ``computation``) as kernels; fusions as clusters.
 
     ``provenance``: kernels say how many ops of the program they do (``analysis.links``).
@@ -120,7 +126,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
     route stays as the border. The biggest multi-op fusion (``teaching_fusion``) starts
     expanded whatever its size, unless ``collapse`` names it. ``groups`` (kernel name -> (node
     id, label, tooltip)) draws those kernels as one box per node id (the layers view); a kernel
-    mapped to ``HIDDEN`` is left out, with the parameters only such kernels read."""
+    mapped to ``HIDDEN`` is left out, with the parameters only such kernels read.
+    ``instructions``: draw only these of the computation's instructions (one layer's)."""
     comp = module.by_name[computation] if computation else module.entry
     by_name = {k.name: k for k in kernels}
     highlight = highlight or set()
@@ -147,7 +154,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
     big = n_fused + len(comp.instructions) > LARGE_GRAPH if collapse_all is None else collapse_all
     producers: dict[str, str] = {}  # instruction name -> node id that produces its value
     gte_source: dict[str, str] = {}
-    for inst in comp.instructions:
+    for inst in comp.instructions if instructions is None else instructions:
         k = by_name.get(inst.name) if inst.opcode not in NO_KERNEL else None
         tid = (timings or {}).get(inst.name)
         if inst.opcode == "parameter":
@@ -332,23 +339,19 @@ def _add_edges(g: GraphSpec, comp: Computation, inst: Instruction, nid: str, pro
 def pre_graph(module: Module, *, selected: str | None = None, highlight: set[str] | None = None,
               collapse: bool | None = None, expand_scopes: set[str] | None = None,
               edge_notes: dict[tuple[str, str], str] | None = None,
-              groups=None) -> GraphSpec:
+              groups=None, insts=None) -> GraphSpec:
     """The module before optimization: one node per op, grouped by name scope. ``edge_notes``
     ((producer, consumer) op names -> a line) marks the edges that cross a kernel boundary and
     puts XLA's reason in their tooltip. ``groups(inst, scope)`` -> (node id, label, tooltip) or
     None draws the ops it names as one box per node id: the layers view
     (``analysis.render.layer_graph``); ``HIDDEN`` leaves the op out (and the parameters only
-    such ops read). ``scope`` is the op's full name scope, nested jits' own prefixes included."""
+    such ops read). ``scope`` is the op's full name scope, nested jits' own prefixes included.
+    ``insts``: draw only these of ``flat_entry``'s (instruction, scope) pairs (one layer's)."""
     comp = module.entry
     highlight = highlight or set()
     expand_scopes = expand_scopes or set()
     g = GraphSpec(f"before optimization: {comp.name}")
-    # inlined once per module: a big program lays out a view per layer opened, each a walk of it
-    insts = module.__dict__.get("_flat_entry")
-    if insts is None or insts[0] is not comp:
-        insts = (comp, tuple(_flatten_calls(module, comp)))
-        module.__dict__["_flat_entry"] = insts
-    insts = insts[1]
+    insts = flat_entry(module) if insts is None else insts
     big = len(insts) > LARGE_GRAPH if collapse is None else collapse
     producers: dict[str, str] = {}
     for inst, scope in insts:
@@ -547,6 +550,16 @@ def _ensure_scope(g: GraphSpec, scope: str) -> str:
             g.clusters[cid] = Cluster(cid, parts[i], parent=parent)
         parent = cid
     return parent
+
+
+def flat_entry(module: Module) -> tuple:
+    """The entry's (instruction, scope) pairs with nested jits inlined, made once per module: a
+    big program lays out a view per layer opened, each a walk of it."""
+    comp = module.entry
+    got = module.__dict__.get("_flat_entry")
+    if got is None or got[0] is not comp:
+        got = module.__dict__["_flat_entry"] = (comp, tuple(_flatten_calls(module, comp)))
+    return got[1]
 
 
 def _flatten_calls(module: Module, comp: Computation) -> list[tuple[Instruction, str]]:

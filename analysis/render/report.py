@@ -108,16 +108,12 @@ def _inline_svg(spec, prefix: str) -> tuple[str, str]:
     """(SVG markup with element ids prefixed so two graphs can share one page, error text)."""
     from analysis.render.graphviz_runner import render_svg
 
+    from analysis.render.report_layers import prefixed_svg
+
     try:
-        svg = render_svg(spec.to_dot())
+        return prefixed_svg(render_svg(spec.to_dot()), prefix), ""
     except RuntimeError as e:
         return "", str(e)
-    svg = re.sub(r'\bid="([^"]*)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
-    svg = re.sub(r'(xlink:href|href)="#([^"]*)"', lambda m: f'{m.group(1)}="#{prefix}-{m.group(2)}"', svg)
-    # size comes from the pane (CSS); keep the viewBox for pan and zoom
-    svg = re.sub(r'^<svg([^>]*?)\swidth="[^"]*"', r"<svg\1", svg, count=1)
-    svg = re.sub(r'^<svg([^>]*?)\sheight="[^"]*"', r"<svg\1", svg, count=1)
-    return svg, ""
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -147,20 +143,29 @@ def _legend_html() -> str:
     return f"<div class='legend' id='legend'>{chips}</div>"
 
 
-def _graph_pane(spec, prefix: str, heading: str, missing: str) -> str:
+def _graph_pane(spec, prefix: str, heading: str, missing: str, laid_out: str | None = None) -> str:
+    """One graph's pane. ``laid_out``: the SVG of a big program's layers view (laid out with
+    every layer's, ``report_layers``), else ``spec`` is laid out here."""
     if spec is None:
         return f"<div class='pane'><h3>{_e(heading)}</h3><p class='muted'>{_e(missing)}</p></div>"
-    svg, err = _inline_svg(spec, prefix)
+    if laid_out is None:
+        svg, err = _inline_svg(spec, prefix)
+    else:
+        from analysis.render.report_layers import prefixed_svg
+
+        ok = laid_out.startswith("<svg")
+        svg, err = (prefixed_svg(laid_out, prefix), "") if ok else ("", html.unescape(re.sub("<[^>]*>", "", laid_out)))
     dot_id = f"dot-{prefix}"
     tools = (f"<span class='tools'><button data-act='fit'>fit</button><button data-act='in'>+</button>"
              f"<button data-act='out'>−</button><button data-act='svg'>SVG</button>"
              f"<button data-act='dot' data-src='{dot_id}'>DOT</button></span>")
     note = ""
-    if spec.collapsed:
+    if spec.collapsed and laid_out is None:  # (a layers view: the layer bar says how to open them)
         note = (f"<p class='muted small'>{len(spec.collapsed)} "
                 + ("fusion(s) drawn collapsed" if prefix == "post" else "name scope(s) collapsed")
                 + " to keep the graph readable (open the bundle in XLA Explorer to expand them).</p>")
-    body = (f"<div class='view' data-prefix='{prefix}'>{svg}<div class='hint'>drag to pan · wheel to zoom · "
+    layers = " data-layers='1'" if laid_out is not None else ""
+    body = (f"<div class='view' data-prefix='{prefix}'{layers}>{svg}<div class='hint'>drag to pan · wheel to zoom · "
             f"click a node</div></div>") if svg else f"<pre class='err'>{_e(err)}</pre>"
     dot = f"<script type='text/plain' id='{dot_id}'>{_script_text(spec.to_dot())}</script>"
     return (f"<div class='pane' id='graph-{prefix}'><h3>{_e(heading)} {tools}</h3>"
@@ -327,16 +332,36 @@ def _link_data(b: Bundle) -> dict:
 
 def html_report(bundle: Bundle) -> str:
     """The whole report as one HTML document that needs no network and no server."""
+    from analysis.render import report_code, report_layers
+
     b = bundle
     env = b.environment
-    pre, post = graph_specs(b)
+    # a big program opens collapsed to its layers, as in the app, each layer laid out ahead
+    # (in Graphviz's processes while the rest of the page is built here)
+    layered = report_layers.layered_graphs_start(b)
+    if layered is None:
+        pre, post = graph_specs(b)
     desc = (b.source.get("description") or "").strip()
     lesson_title, _, lesson = desc.partition("\n")
     charts, fusion = _charts(b)
     source = _source_html(b)
     stages = _stages_html(b)
-    bundle_json = b.to_json()
-    embed = len(bundle_json) <= MAX_EMBEDDED_BUNDLE
+    as_dict = b.to_dict()  # once, for the embedded JSON and the footer's hash
+    # (the JSON holds every stage text and the deflated code: past the limit already, it is not
+    # made only to be dropped)
+    too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) > MAX_EMBEDDED_BUNDLE
+    bundle_json = "" if too_big else b.to_json(as_dict=as_dict)
+    kernels = _kernel_table(b)
+    memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
+    decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
+    code = report_code.code_section(b, _e)
+    lay = layered() if layered is not None else None
+    svgs = {}
+    if lay is not None:
+        sides = lay["sides"]
+        pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
+        svgs = {s: sides[s]["svg"] for s in sides}
+    embed = not too_big and len(bundle_json) <= MAX_EMBEDDED_BUNDLE
     sub = " · ".join(_e(x) for x in (device_label(env), env.get("backend"),
                                       ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
     nav = [("summary", "Summary"), ("graphs", "Graphs"), ("kernels", "Kernels")]
@@ -344,6 +369,8 @@ def html_report(bundle: Bundle) -> str:
         nav.append(("charts", "Charts"))
     if fusion:
         nav.append(("fusion", "Fusion off vs on"))
+    if code:
+        nav.append(("code", "Code"))
     if source:
         nav.append(("source", "Source"))
     if stages:
@@ -354,7 +381,9 @@ def html_report(bundle: Bundle) -> str:
         # No network, ever: anything the page tried to fetch from elsewhere is refused.
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
         "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'\">",
-        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}</style></head><body>",
+        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}{report_layers.CSS if lay else ''}"
+        f"{report_code.CSS if code else ''}"
+        "</style></head><body>",
         f"<header><h1>{_e(b.title)}</h1><div class='sub'>{sub}</div>",
         "<nav>" + " ".join(f"<a href='#{i}'>{_e(t)}</a>" for i, t in nav)
         + ("<button id='dl-bundle'>Download bundle JSON</button>" if embed else "") + "</nav></header><main>",
@@ -371,29 +400,47 @@ def html_report(bundle: Bundle) -> str:
     parts.append("<section id='graphs'><h2>Before and after optimization</h2>"
                  "<p class='muted small'>Click a kernel (right) to light up the ops it absorbed (left), or an op to "
                  "light up the kernel it ended in. Each fusion is a box holding the ops it swallowed.</p>"
-                 "<div class='graphs'>"
-                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.")
-                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.")
+                 + (report_layers.layer_bar(lay, _e) if lay else "") + "<div class='graphs'>"
+                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.", svgs.get("pre"))
+                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.", svgs.get("post"))
                  + "</div></section>")
-    parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{_kernel_table(b)}</section>")
-    parts.append(decisions_html_section(b.fusion_decisions))  # analysis.render.decisions: why (not) fused
+    parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{kernels}</section>")
+    parts.append(code)  # analysis.render.report_code: the selected kernel's generated code
+    parts.append(decisions)
     if charts:
         parts.append(f"<section id='charts'><h2>Charts</h2>{charts}</section>")
     if fusion:
         parts.append(f"<section id='fusion'><h2>What fusion saved</h2>{fusion}</section>")
-    parts.append(_memory_section(b, plotly_loaded="plotly" in charts.lower()))  # analysis.render.memory
+    parts.append(memory)
     if source:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:
         parts.append(f"<section id='stages'><h2>Program texts</h2>{stages}</section>")
-    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash())} · schema "
+    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash(as_dict))} · schema "
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
         parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
-    parts.append(f"<script>{graph_js()}\n{JS}</script></body></html>")
+    if lay:
+        parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
+    parts.append(f"<script>{graph_js()}\n{report_js()}\n{report_layers.JS if lay else ''}\n{report_code.JS if code else ''}"
+                 "</script></body></html>")
     return "".join(parts)
+
+
+def _code_chars(d: dict) -> int:
+    """The characters of the deflated code texts in a bundle's ``to_dict`` (a part of its JSON)."""
+    kernels = (d.get("code") or {}).get("kernels") or {}
+    return sum(len(v.get("z", "")) for k in kernels.values() if isinstance(k, dict)
+               for v in (k.get("stages") or {}).values() if isinstance(v, dict))
+
+
+def report_js() -> str:
+    """The report's own script (``assets/report.js``)."""
+    from importlib import resources
+
+    return resources.files("analysis.render").joinpath("assets/report.js").read_text(encoding="utf-8")
 
 
 def graph_js() -> str:
@@ -474,88 +521,6 @@ footer { color:var(--muted); font-size:12.5px; padding:14px 28px; border-top:1px
 @media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, .xe-mini, nav button { display:none; } }
 """
 
-JS = r"""
-(function () {
-  "use strict";
-  const links = JSON.parse(document.getElementById("xe-links").textContent || "{}");
-  const PX = 96 / 72;
-  function save(name, mime, text) {
-    const a = document.createElement("a");
-    a.href = URL.createObjectURL(new Blob([text], { type: mime }));
-    a.download = name; document.body.appendChild(a); a.click();
-    setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 500);
-  }
-  const panes = {};
-  document.querySelectorAll(".view").forEach((view) => {
-    const svg = view.querySelector("svg");
-    const prefix = view.dataset.prefix;
-    if (!svg) return;
-    const pane = XEGraph.pane(view, svg);  // pan and zoom: assets/graph.js, shared with the app
-    // the overview in the corner, for a big graph bigger than the view
-    XEGraph.minimap(pane, { enabled: svg.querySelectorAll("g.node").length > 150 });
-    // legible: the whole graph if it fits so, else its top at 75 %, centred on ops and kernels
-    const skip = (n) => !/^(k|x|op):/.test(n.id.slice(prefix.length + 1));
-    const initial = () => pane.open({ min: 0.75 * PX, skip: skip });
-    const fitAll = pane.fitAll, center = pane.center;
-    const zoomBy = (f) => pane.zoom(f);
-    view.addEventListener("click", (ev) => {
-      if (pane.moved()) return;
-      const g = ev.target.closest("g.node, g.cluster");
-      if (!g) return;
-      const id = g.id.slice(prefix.length + 1);
-      select(prefix, id);
-    });
-    view.closest(".pane").querySelectorAll(".tools button").forEach((b) => b.addEventListener("click", () => {
-      const act = b.dataset.act;
-      if (act === "fit") fitAll();
-      else if (act === "in") zoomBy(1 / 1.3);
-      else if (act === "out") zoomBy(1.3);
-      else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(svg));
-      else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
-    }));
-    panes[prefix] = { svg, center, initial };
-    initial();
-    window.addEventListener("resize", initial);
-  });
-  function el(prefix, id) { return document.getElementById(prefix + "-" + id); }
-  function clear() { document.querySelectorAll(".xe-hl").forEach((e) => e.classList.remove("xe-hl")); }
-  function mark(prefix, ids) {
-    let first = null;
-    ids.forEach((id) => { const e = el(prefix, id); if (e) { e.classList.add("xe-hl"); first = first || e; } });
-    return first;
-  }
-  function select(side, nid) {
-    clear();
-    const kind = nid.split(":")[0], name = nid.slice(kind.length + 1);
-    let kernel = null, pre = [];
-    if (side === "post") {
-      kernel = (kind === "k" || kind === "f") ? name : null;
-      if (kind === "x") for (const k in links.fused) if (links.fused[k].includes(name)) kernel = k;
-      if (kernel) pre = links.k2pre[kernel] || [];
-    } else if (kind === "op") {
-      pre = [name]; const ks = links.pre2k[name] || []; kernel = ks[0] || null;
-      mark("post", ks.flatMap((k) => ["k:" + k, "f:" + k]));
-    }
-    mark(side, [nid]);
-    if (kernel) {
-      const f = mark("post", ["k:" + kernel, "f:" + kernel]);
-      if (side !== "post" && f && panes.post) panes.post.center(f);
-      const row = document.getElementById("kernel-" + kernel);
-      if (row) row.classList.add("xe-hl");
-    }
-    const p = mark("pre", pre.map((n) => "op:" + n));
-    if (side !== "pre" && p && panes.pre) panes.pre.center(p);
-  }
-  document.querySelectorAll("a.kname").forEach((a) => a.addEventListener("click", () => {
-    setTimeout(() => { select("post", "k:" + a.dataset.node); const f = el("post", "k:" + a.dataset.node) || el("post", "f:" + a.dataset.node); if (f && panes.post) panes.post.center(f); }, 0);
-  }));
-  const dl = document.getElementById("dl-bundle");
-  if (dl) dl.addEventListener("click", () => {
-    const s = document.getElementById("xe-bundle");
-    save(s.dataset.name, "application/json", s.textContent);
-  });
-})();
-"""
 
 
 def _memory_section(b: Bundle, plotly_loaded: bool) -> str:

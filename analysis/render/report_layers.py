@@ -1,0 +1,315 @@
+"""A big program's graphs in the offline report (and the notebook, which draws the report's
+page): collapsed to its layers, as the app opens them, with every layer's own graph laid out
+ahead, so that a layer opens in the page without Graphviz (the page is static HTML and carries
+no third-party code).
+
+Each layer's graph is built from its own instructions (``layer_graph.own_layer_specs``, linear
+in the program). The layers of a stack are mostly the same graph with other names, and laying
+out each of them was most of the report's time (docs/performance.md), so a layer's graph is laid
+out in its *canonical* form (``canonical``): its node and cluster ids numbered in order, every
+run of digits in a label written as zeros (digits are equally wide; a name's number as at least
+four, so the layout fits the real labels), no tooltips. Identical layers give the same DOT text, which is
+laid out once, through the layout cache the app shares (``layout_cache``: keyed by DOT text).
+The page keeps one SVG per distinct layout (a *template*) and, per layer, its ids, label lines
+and tooltips in the template's order; opening a layer clones its template and writes them in
+(as text, never as markup: names come from the user's program).
+
+``layered_graphs(bundle)`` is None for a program the app opens whole (``opens_as_layers``);
+the report then draws both whole graphs as before."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import operator
+import re
+
+from analysis.bundle import Bundle
+from analysis.render.graph import Cluster, Edge, GraphSpec, Node, wrap_title
+
+_DIGITS = re.compile(r"(\.?)(\d+)")
+NAME_DIGITS = 4  # a name's number (``fusion.7``, ``add.1234``) is laid out as this many digits at least
+
+
+def _zeros(text: str) -> str:
+    """Digits as zeros: a name's number (after a dot) at least ``NAME_DIGITS`` wide, so that the
+    same layer with other numbers in its names (XLA numbers them across the module) is one
+    layout; the box is then at most a few digits wider than its label."""
+    return _DIGITS.sub(lambda m: m.group(1) + "0" * (max(len(m.group(2)), NAME_DIGITS) if m.group(1)
+                                                      else len(m.group(2))), text)
+
+
+def _lines(label: str) -> list[str]:
+    """A label's lines as Graphviz draws them (one ``<text>`` each; an empty line draws none)."""
+    return [ln for ln in label.split("\n") if ln.strip()]
+
+
+def canonical(spec: GraphSpec) -> tuple[str, dict]:
+    """``_canonical``'s DOT text and names."""
+    make, _, names = _canonical(spec)
+    return make().to_dot(), names
+
+
+def _canonical(spec: GraphSpec) -> tuple:
+    """(a maker of ``spec`` up to names, a key equal for two specs exactly when those are, what
+    makes the template this graph again): ids ``n0, n1, ...`` (nodes) and ``c0, ...``
+    (clusters) in the spec's order, labels with their digits zeroed, no tooltips; the names
+    list, in that order (the first ``nodes`` of them nodes), the real ``ids``, the label
+    ``lines`` and the tooltips (``tips``). The key is made of the fields the DOT is made of, so
+    a layer like one before costs no copy and no DOT (most of the time of 96 layers)."""
+    ids = {nid: f"n{i}" for i, nid in enumerate(spec.nodes)}
+    ids.update({cid: f"c{i}" for i, cid in enumerate(spec.clusters)})
+    nodes = [(ids[n.id], _zeros(n.label), ids.get(n.cluster) if n.cluster else None, _NODE_REST(n))
+             for n in spec.nodes.values()]
+    clusters = [(ids[c.id], _zeros(c.label), ids.get(c.parent) if c.parent else None, _CLUSTER_REST(c))
+                for c in spec.clusters.values()]
+    edges = [(ids.get(e.src, e.src), ids.get(e.dst, e.dst), ids.get(e.lhead) if e.lhead else None, _EDGE_REST(e))
+             for e in spec.edges]
+    key = (spec.color_by, tuple(nodes), tuple(clusters), tuple(edges))
+
+    def make() -> GraphSpec:
+        canon = GraphSpec(spec.title, collapsed=list(spec.collapsed), color_by=spec.color_by)
+        for (cid, label, parent, _), c in zip(clusters, spec.clusters.values()):
+            canon.clusters[cid] = _renamed(c, id=cid, label=label, tooltip="-", parent=parent)
+        for (nid, label, cluster, _), n in zip(nodes, spec.nodes.values()):
+            canon.nodes[nid] = _renamed(n, id=nid, label=label, tooltip="-", cluster=cluster)
+        canon.edges = [_renamed(e, src=a, dst=b, lhead=h) for (a, b, h, _), e in zip(edges, spec.edges)]
+        return canon
+    names = {"nodes": len(spec.nodes), "ids": list(spec.nodes) + list(spec.clusters),
+             "lines": [_lines(n.label) for n in spec.nodes.values()]
+             + [_lines(wrap_title(c.label)) for c in spec.clusters.values()],
+             "tips": [n.tooltip or n.label for n in spec.nodes.values()]
+             + [c.tooltip or c.label for c in spec.clusters.values()]}
+    return make, key, names
+
+
+def _rest(cls, *renamed: str):
+    """The fields of ``cls`` other than ``renamed``, read in one call."""
+    return operator.attrgetter(*[f.name for f in dataclasses.fields(cls) if f.name not in renamed])
+
+
+_NODE_REST = _rest(Node, "id", "label", "tooltip", "cluster")
+_CLUSTER_REST = _rest(Cluster, "id", "label", "tooltip", "parent")
+_EDGE_REST = _rest(Edge, "src", "dst", "lhead")
+
+
+def _renamed(x, **fields):
+    x = copy.copy(x)
+    x.__dict__.update(fields)
+    return x
+
+
+def opens_as_layers(bundle: Bundle) -> bool:
+    """Whether the app opens this program collapsed to its layers (the report does the same)."""
+    from analysis.layers import layers_of_bundle
+    from analysis.render.layer_graph import OPEN_AS_LAYERS, top_layers
+
+    pre = bundle.module("hlo_before")
+    return pre is not None and len(pre.entry.instructions) > OPEN_AS_LAYERS and bool(top_layers(layers_of_bundle(bundle)))
+
+
+def layered_graphs(bundle: Bundle) -> dict | None:
+    """The report's layers: ``{"sides": {side: {"layers": GraphSpec, "svg": its SVG (or why
+    not, as HTML), "templates": [SVG], "views": {layer id: [template index, names, title]}}},
+    "maps": {order, names, op_box, kernel_box}}``; None when the program opens whole."""
+    finish = layered_graphs_start(bundle)
+    return finish() if finish is not None else None
+
+
+def layered_graphs_start(bundle: Bundle):
+    """``layered_graphs``, started: every layout (the collapsed views, one per distinct layer
+    graph) runs at once in Graphviz's processes, through the layout cache, while the caller
+    goes on (the report builds its other sections); calling what this returns waits for them
+    and gives the layers. None when the program opens whole."""
+    if not opens_as_layers(bundle):
+        return None
+    from analysis.fusion_decisions import edge_notes
+    from analysis.render.layer_graph import layer_maps, layer_variants, own_layer_specs
+    from analysis.render.layout_cache import layout_dots_start, svg_or_error
+
+    timings = ((bundle.timings or {}).get("kernels") or None) if bundle.timings else None
+    # the collapsed view exactly as the app builds it (app.graph_payload.variant_specs): one DOT
+    # text, so one layout in the shared cache
+    notes = edge_notes(bundle.fusion_decisions)
+    collapsed = layer_variants(bundle, edge_notes=notes, timings=timings, names=["layers"])
+    own = own_layer_specs(bundle)
+    sides: dict[str, dict] = {}
+    dots: list[str] = []
+    for side in ("pre", "post"):
+        if "layers" not in collapsed.get(side, {}):
+            continue
+        spec = collapsed[side]["layers"]
+        templates: list[str] = []  # DOT texts here; SVG once laid out
+        at: dict[tuple, int] = {}
+        views = {}
+        for name, layer_spec in own.get(side, {}).items():
+            make, key, names = _canonical(layer_spec)
+            if key not in at:
+                at[key] = len(templates)
+                templates.append(make().to_dot())
+            views["L:" + name.split(":", 1)[1]] = [at[key], names, layer_spec.title]
+        sides[side] = {"layers": spec, "dot": spec.to_dot(), "templates": templates, "views": views}
+        dots += [sides[side]["dot"]] + templates
+    done = layout_dots_start(dots)
+    maps = layer_maps(bundle)
+    order = maps["order"]
+
+    def finish() -> dict:
+        try:
+            done()
+        except RuntimeError:
+            pass  # each graph that failed says why in its pane (svg_or_error)
+        for s in sides.values():
+            s["svg"] = svg_or_error(s["dot"])
+            s["templates"] = [svg_or_error(d) for d in s["templates"]]
+        return {"sides": sides,
+                "maps": {"order": order, "names": {lid: maps["boxes"][lid]["path"] for lid in order},
+                         "op_box": maps["op_box"], "kernel_box": maps["kernel_box"]}}
+    return finish
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def prefixed_svg(svg: str, prefix: str) -> str:
+    """Graphviz's SVG with its element ids prefixed (two graphs share one page), sized by its
+    pane (CSS; the viewBox stays, for pan and zoom)."""
+    svg = re.sub(r'\bid="([^"]*)"', lambda m: f'id="{prefix}-{m.group(1)}"', svg)
+    svg = re.sub(r'(xlink:href|href)="#([^"]*)"', lambda m: f'{m.group(1)}="#{prefix}-{m.group(2)}"', svg)
+    svg = re.sub(r'^<svg([^>]*?)\swidth="[^"]*"', r"<svg\1", svg, count=1)
+    return re.sub(r'^<svg([^>]*?)\sheight="[^"]*"', r"<svg\1", svg, count=1)
+
+
+def page_data(lay: dict) -> str:
+    """What the page's script gets (``xe-layers``): the layers' order and names, which box an
+    op or a kernel is in, and per side the templates and each layer's names; as JSON deflated
+    (zlib) in base64, which the page inflates with the browser's own ``DecompressionStream``:
+    names and SVG repeat from layer to layer, and at 96 layers this is 6.5 MB of JSON
+    (docs/performance.md)."""
+    import base64
+    import json
+    import zlib
+
+    data = {**lay["maps"], "sides": {side: {"templates": s["templates"], "views": s["views"]}
+                                     for side, s in lay["sides"].items()}}
+    return base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 1)).decode("ascii")
+
+
+def layer_bar(lay: dict, esc) -> str:
+    """The bar above the two graphs: which layer is open (a list of them all) and the way back."""
+    opts = "".join(f"<option value='{esc(lid)}'>{esc(name)}</option>" for lid, name in lay["maps"]["names"].items())
+    return ("<div class='layerbar'><label>Layer <select id='xe-layer'><option value=''>all layers, collapsed</option>"
+            f"{opts}</select></label> <button id='xe-all-layers' disabled>← all layers</button> "
+            f"<span class='muted small'>{len(lay['maps']['order'])} layers: double-click one (or pick it here) to "
+            "open it, its ops before optimization and its kernels after; click a box to find it on the other side."
+            "</span></div>")
+
+
+CSS = """
+.layerbar { display:flex; gap:10px; align-items:center; flex-wrap:wrap; margin:0 0 8px; font-size:14px; }
+.layerbar select { font-size:14px; max-width:22em; }
+.view.layer-view { background:#fcfdff; }
+"""
+
+# Opening a layer in the page: its template cloned, its names written in as text. Uses the
+# report's script (XEReport: wire a view, the panes, select, mark) and assets/graph.js.
+JS = r"""
+(function () {
+  "use strict";
+  const src = document.getElementById("xe-layers");
+  if (!src || !window.XEReport) return;
+  window.XEReport.inflate(src).then(start)
+    .catch((e) => { document.querySelectorAll(".layerbar").forEach((b) => { b.append(" The layers could not be read: " + e); }); });
+  function start(data) {
+  const R = window.XEReport;
+  const XL = "http://www.w3.org/1999/xlink";
+  const base = {}, titles = {};
+  ["pre", "post"].forEach((side) => {
+    const v = document.querySelector("#graph-" + side + " .view[data-layers]");
+    if (v && R.panes[side]) { base[side] = R.panes[side]; titles[side] = v.closest(".pane").querySelector(".subtitle").textContent; }
+  });
+  let open = null;
+  // a node not drawn in the view shown is found in the box that holds it
+  R.boxOf = (side, id) => {
+    const kind = id.split(":")[0], name = id.slice(kind.length + 1);
+    const m = side === "pre" ? data.op_box : data.kernel_box;
+    return (kind === "op" || kind === "k" || kind === "f") ? (m[name] || null) : null;
+  };
+  function build(side, lid) {
+    const d = data.sides[side], v = d && d.views[lid];
+    if (!v) return null;
+    const view = document.createElement("div");
+    view.className = "view layer-view";
+    view.dataset.prefix = side;
+    const tpl = d.templates[v[0]];
+    if (!tpl.startsWith("<svg")) {  // Graphviz could not lay it out: its reason, as text
+      const p = document.createElement("pre"); p.className = "err";
+      p.textContent = new DOMParser().parseFromString(tpl, "text/html").body.textContent;
+      view.appendChild(p);
+      return view;
+    }
+    const svg = document.importNode(new DOMParser().parseFromString(tpl, "image/svg+xml").documentElement, true);
+    const at = {};
+    svg.querySelectorAll("g.node, g.cluster").forEach((g) => { at[g.id] = g; });
+    const names = v[1];
+    names.ids.forEach((real, i) => {
+      const g = at[i < names.nodes ? "n" + i : "c" + (i - names.nodes)];
+      if (!g) return;
+      g.id = side + "-" + real;
+      const t = g.querySelector("title");
+      if (t) t.textContent = real;
+      g.querySelectorAll("a").forEach((a) => a.setAttributeNS(XL, "title", names.tips[i]));
+      g.querySelectorAll("g[id]").forEach((a) => { a.id = side + "-a_" + real; });
+      const texts = g.querySelectorAll("text"), lines = names.lines[i];
+      if (texts.length === lines.length) texts.forEach((x, j) => { x.textContent = lines[j]; });
+    });
+    svg.querySelectorAll("g.edge > title").forEach((t) => { t.textContent = ""; });
+    view.appendChild(svg);
+    return view;
+  }
+  function show(lid) {
+    ["pre", "post"].forEach((side) => {
+      const b = base[side];
+      if (!b) return;
+      const pane = b.view.closest(".pane");
+      pane.querySelectorAll(".layer-view").forEach((x) => x.remove());
+      const view = lid ? build(side, lid) : null;
+      const sub = pane.querySelector(".subtitle");
+      if (view) {
+        b.view.style.display = "none";
+        b.view.after(view);
+        R.panes[side] = R.wire(view);
+        sub.textContent = data.sides[side].views[lid][2];
+      } else {
+        b.view.style.display = "";
+        R.panes[side] = b;
+        sub.textContent = titles[side];
+      }
+    });
+    open = lid || null;
+    const sel = document.getElementById("xe-layer");
+    if (sel) sel.value = open || "";
+    const back = document.getElementById("xe-all-layers");
+    if (back) back.disabled = !open;
+  }
+  R.openLayer = show;
+  document.querySelectorAll("#graphs .pane").forEach((pane) => pane.addEventListener("dblclick", (ev) => {
+    const g = ev.target.closest("g.node");
+    const side = pane.id.replace("graph-", "");
+    if (!g || !g.id.startsWith(side + "-L:")) return;
+    const lid = g.id.slice(side.length + 1);
+    if (lid in data.names && lid !== open) show(lid);
+  }));
+  const sel = document.getElementById("xe-layer");
+  if (sel) sel.addEventListener("change", () => show(sel.value));
+  const back = document.getElementById("xe-all-layers");
+  if (back) back.addEventListener("click", () => show(null));
+  // a kernel picked in the table: its layer opened first, then it is selected (the report's own handler)
+  document.querySelectorAll("a.kname").forEach((a) => a.addEventListener("click", () => {
+    const lid = data.kernel_box[a.dataset.node];
+    if (lid && lid !== open) show(lid);
+  }));
+  document.body.dataset.layers = "ready";  // for a test: the layers can be opened
+  }
+})();
+"""

@@ -1,0 +1,218 @@
+/* The Code pane of the explorer's graphs: the selected kernel's code at one stage (a picker of
+ * the stages the compile has), its facts above it, plain-text search, and the links both ways
+ * with the graphs, as Compiler Explorer links source and output.
+ *
+ *   const code = XECode.pane(root, hooks);   // root: the pane's element
+ *   code.setData(data)        // app/code_payload.code_view's dict (or null: none sent yet)
+ *   code.show(kernel, op)     // a kernel's code, scrolled to the first line linked to ``op``
+ *   code.kernel()             // the kernel shown
+ *
+ * hooks.light(kernel, fused, pre): a code line clicked: light those instructions in the
+ * graphs; hooks.pick(kernel): a kernel named in the pane clicked.
+ * The code, the op names and the facts are text from a bundle (untrusted): they become text
+ * nodes and spans made here, never HTML. */
+(function (root) {
+  "use strict";
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+  function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  // The spellings of an HLO name in generated code: as it is (LLVM IR keeps "add.3"), and with
+  // the dots and dashes that a symbol cannot hold as underscores
+  function spellings(name) {
+    const out = [name];
+    const u = name.replace(/[.\-]/g, "_");
+    if (u !== name) out.push(u);
+    return out;
+  }
+
+  function pane(box, hooks) {
+    let data = null, shown = null, stage = null, lines = [], rows = [], hitRows = [], hitAt = -1, picked = null;
+    const head = el("div", undefined, "chead");
+    const pick = el("select"); pick.id = "cstage"; pick.title = "The stage of the code: what XLA emitted, step by step";
+    const find = el("input"); find.type = "search"; find.id = "cq"; find.placeholder = "Find in the code";
+    find.title = "Plain text, any case; Enter steps through the lines";
+    const hits = el("span", "", "chits");
+    head.appendChild(pick); head.appendChild(find); head.appendChild(hits);
+    const title = el("h3"), facts = el("ul", undefined, "cfacts"), note = el("div", "", "cnote");
+    const body = el("div", undefined, "cbody");
+    [head, title, facts, note, body].forEach((e) => box.appendChild(e));
+
+    pick.addEventListener("change", () => { stage = pick.value; draw(null); });  // kept for the next kernel
+    find.addEventListener("input", () => search(find.value));
+    find.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
+      ev.stopPropagation();  // the graphs' keys ([, ], w, /) are not for this box
+    });
+
+    function kernelData(name) { return data && data.kernels ? data.kernels[name] || null : null; }
+
+    function setData(d) {
+      data = d;
+      if (shown !== null) show(shown, null); else show(null, null);
+    }
+
+    // the first line linked to ``op`` (an instruction of the kernel, or an op before
+    // optimization it stands for) at the stage shown: the instruction itself first, then the
+    // instructions that stand for the fewest ops (a constant stands for every op of its line)
+    function firstLineOf(kd, op) {
+      if (!op || !kd) return null;
+      const links = (kd.ops || {})[stage] || {};
+      const pre = kd.pre || {};
+      let best = null;
+      for (const n in links) {
+        const ops = links[n];
+        let rank = ops.includes(op) ? 0 : Infinity;
+        ops.forEach((o) => { const p = pre[o] || []; if (p.includes(op)) rank = Math.min(rank, p.length); });
+        if (rank === Infinity) continue;
+        if (best === null || rank < best[0] || (rank === best[0] && +n < best[1])) best = [rank, +n];
+      }
+      return best && best[1];
+    }
+
+    function show(name, op) {
+      shown = name;
+      title.textContent = ""; facts.textContent = ""; note.textContent = ""; body.textContent = "";
+      pick.textContent = ""; pick.style.display = "none"; find.style.display = "none"; hits.textContent = "";
+      lines = []; rows = []; hitRows = []; hitAt = -1; picked = null;
+      box.dataset.kernel = name || "";
+      if (!data) { note.textContent = "Loading the generated code…"; return; }
+      if (!name) { intro(); return; }
+      title.textContent = name;
+      const kd = kernelData(name);
+      if (!kd) {
+        const lib = (data.library || {})[name];
+        note.textContent = lib || "XLA generated no code of its own for " + name
+          + " (it launches no kernel of its own, or this compile kept none of its code).";
+        return;
+      }
+      (kd.facts || []).forEach((f) => facts.appendChild(el("li", f)));
+      if (data.note) facts.appendChild(el("li", data.note, "hint"));  // e.g. SASS not made, and why
+      const mine = (data.stages || []).filter((s) => kd.stages && kd.stages[s[0]] !== undefined);
+      mine.forEach(([s, label]) => { const o = el("option", label); o.value = s; pick.appendChild(o); });
+      if (!mine.length) { note.textContent = "No code for " + name + " in this compile."; return; }
+      // the stage picked before, else the one the facts were read from (PTX on a GPU), else the first
+      if (!stage || !mine.some((s) => s[0] === stage)) {
+        stage = mine.some((s) => s[0] === kd.facts_stage) ? kd.facts_stage : mine[0][0];
+      }
+      pick.value = stage; pick.style.display = ""; find.style.display = "";
+      draw(firstLineOf(kd, op));
+    }
+
+    function intro() {
+      note.appendChild(document.createTextNode("Click a kernel or an op in the graphs: the code XLA generated for its kernel shows here, "
+        + "each line that computes an HLO instruction marked; click such a line to light the instruction in the graphs."));
+      const names = Object.keys(data.kernels || {});
+      if (data.note) note.appendChild(el("div", data.note, "hint"));
+      if (!names.length) { note.appendChild(el("div", "This compile carries no generated code.", "hint")); return; }
+      const ul = el("ul", undefined, "clist");
+      names.slice(0, 40).forEach((k) => {
+        const li = el("li"), a = el("a", k);
+        a.onclick = () => hooks.pick(k);
+        li.appendChild(a); ul.appendChild(li);
+      });
+      if (names.length > 40) ul.appendChild(el("li", "… " + (names.length - 40) + " more", "hint"));
+      note.appendChild(ul);
+    }
+
+    // one line: its number, then its text as text nodes, the linked HLO names as spans where
+    // the text spells them, and after it, tagged, those it does not (XLA:CPU names its LLVM
+    // values %12, not after the instruction: a line is linked by what it does, analysis.code_links)
+    function lineRow(n, text, ops, names) {
+      const row = el("div", undefined, "cl"); row.dataset.line = String(n);
+      row.appendChild(el("span", String(n), "no"));
+      const spelled = new Set();
+      if (ops && names) {
+        let at = 0, m;
+        names.lastIndex = 0;
+        while ((m = names.exec(text)) !== null) {
+          if (m.index > at) row.appendChild(document.createTextNode(text.slice(at, m.index)));
+          row.appendChild(el("span", m[0], "op"));
+          spelled.add(m[0]);
+          at = m.index + m[0].length;
+          if (m[0].length === 0) names.lastIndex += 1;
+        }
+        if (at < text.length) row.appendChild(document.createTextNode(text.slice(at)));
+      } else {
+        row.appendChild(document.createTextNode(text || " "));
+      }
+      const tagged = (ops || []).filter((o) => !spellings(o).some((s) => spelled.has(s)));
+      tagged.slice(0, 3).forEach((o) => row.appendChild(el("span", o, "otag")));
+      if (tagged.length > 3) row.appendChild(el("span", "+" + (tagged.length - 3), "otag more"));
+      if (ops) {
+        row.classList.add("linked");
+        row.title = "computes " + ops.join(", ") + " (click: light it in the graphs)";
+        row.onclick = () => lightLine(row, ops);
+      }
+      return row;
+    }
+
+    function lightLine(row, ops) {
+      if (picked) picked.classList.remove("on");
+      picked = row; row.classList.add("on");
+      const kd = kernelData(shown) || {};
+      const pre = [...new Set(ops.flatMap((o) => (kd.pre || {})[o] || []))];
+      hooks.light(shown, ops, pre);
+    }
+
+    function draw(scrollTo) {
+      const kd = kernelData(shown);
+      body.textContent = ""; rows = []; picked = null;
+      if (!kd) return;
+      const text = kd.stages[stage] || "";
+      lines = text.split("\n");
+      const links = (kd.ops || {})[stage] || {};
+      const frag = document.createDocumentFragment();
+      lines.forEach((t, i) => {
+        const ops = links[String(i + 1)] || null;
+        let names = null;
+        if (ops && ops.length) {
+          const alts = [...new Set(ops.flatMap(spellings))].sort((a, b) => b.length - a.length).map(escapeRe);
+          // a name, not a part of a longer one (add.3 is not inside add.31)
+          names = new RegExp("(?<![\\w.$-])(?:" + alts.join("|") + ")(?![\\w$]|\\.\\d)", "g");
+        }
+        const row = lineRow(i + 1, t, ops && ops.length ? ops : null, names);
+        rows.push(row); frag.appendChild(row);
+      });
+      body.appendChild(frag);
+      const cut = (kd.cut || {})[stage];
+      if (cut) note.textContent = "Only the first lines of " + cut.toLocaleString() + " are kept (the last line says where it was cut).";
+      else note.textContent = "";
+      search(find.value);
+      if (scrollTo) scrollToLine(scrollTo);
+      else body.scrollTop = 0;
+    }
+
+    function scrollToLine(n) {
+      const row = rows[n - 1]; if (!row) return;
+      body.scrollTop = Math.max(0, row.offsetTop - body.offsetTop - body.clientHeight / 3);
+      row.classList.add("at");
+      setTimeout(() => row.classList.remove("at"), 1500);
+    }
+
+    function search(q) {
+      hitRows.forEach((r) => r.classList.remove("found"));
+      hitRows = []; hitAt = -1;
+      q = (q || "").trim().toLowerCase();
+      if (!q) { hits.textContent = ""; return; }
+      lines.forEach((t, i) => { if (t.toLowerCase().includes(q)) { hitRows.push(rows[i]); rows[i].classList.add("found"); } });
+      hits.textContent = hitRows.length ? hitRows.length + " line" + (hitRows.length === 1 ? "" : "s") : "no match";
+      if (hitRows.length) step(1);
+    }
+    function step(d) {
+      if (!hitRows.length) return;
+      hitAt = (hitAt + d + hitRows.length) % hitRows.length;
+      scrollToLine(+hitRows[hitAt].dataset.line);
+      hits.textContent = (hitAt + 1) + " of " + hitRows.length;
+    }
+
+    return { setData, show, kernel: () => shown, has: (k) => !!kernelData(k) || !!(data && (data.library || {})[k]) };
+  }
+
+  root.XECode = { pane };
+})(window);
