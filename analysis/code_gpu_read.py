@@ -1,5 +1,5 @@
 """The code XLA:GPU generated for a compile, read from the files of its dump into the bundle's
-``code`` field (issue #36; docs/code-gpu.md; the facts' definitions: ``analysis.code_ptx``).
+``code`` field (issue #36; docs/code.md, "On the GPU"; the facts' definitions: ``analysis.code_ptx``).
 Pure Python: the same reader for our compile's private dump folder
 (``analysis.compile.code_gpu``, which also runs ptxas and nvdisasm) and for a user's zipped dump
 (``analysis.dump``), which give it their file names and a way to read one.

@@ -7,7 +7,7 @@ Needs JAX's CUDA plugin (no GPU: the program is compiled for a described target)
 N times in turn: the compile with its dump (as the worker makes it, Triton IR included), then
 ``code_gpu.gpu_code`` on that dump without tools, with ptxas only, and with ptxas and nvdisasm.
 Prints the medians and each reading's time as a share of the compile's, measured side by side in
-one run (docs/code-gpu.md quotes them).
+one run (docs/code.md quotes them, "On the GPU").
 """
 
 from __future__ import annotations

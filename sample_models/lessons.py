@@ -147,7 +147,7 @@ def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
         widths = sorted({f["vector_width"] for n in names if (f := generated.kernel_code(b, n).facts)["vector_width"]})
         text += (" On the GPU these are PTX instructions, each moving "
                  + (f"up to {widths[-1]} bits " if widths else "one element ")
-                 + "for every thread of a block, so a block's tile takes several (docs/code-gpu.md).")
+                 + "for every thread of a block, so a block's tile takes several (docs/code.md, On the GPU).")
         checks = [Check(f"each emitted kernel's code loads and stores global memory ({len(names)} kernels)",
                         all(generated.kernel_code(b, n).facts["global_loads"] >= 1
                             and generated.kernel_code(b, n).facts["global_stores"] >= 1 for n in names))]

@@ -1,5 +1,5 @@
 """The code XLA:GPU generated for a compile, from its private dump folder, with what ptxas and
-nvdisasm make of its PTX (issue #36; docs/code-gpu.md). The files are read by
+nvdisasm make of its PTX (issue #36; docs/code.md, "On the GPU"). The files are read by
 ``analysis.code_gpu_read`` (the reader a user's zipped dump uses too); here: the compile options
 that make XLA dump them, the folder, and the tools.
 
