@@ -13,6 +13,7 @@ import pytest
 
 from analysis import code as C
 from analysis.bundle import Bundle, analyze
+from analysis.errors import ExplorerError
 from analysis.code_gpu_read import ttgir_of
 from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
 
@@ -418,3 +419,26 @@ def test_an_imported_dump_zip_brings_its_gpu_code_without_running_tools(tmp_path
     assert "ptxas" not in C.kernel_code(b, "fusion.1").stages  # a user's PTX is not given to a tool
     assert "not run on an imported dump" in C.note(b)
     assert C.library_call(b, "cublas-gemm.4")["library"] == "cuBLAS"
+
+
+def test_hostile_ptx_gives_whole_numbers_and_a_file_that_cannot_be_read_is_named(tmp_path):
+    from analysis.code_ptx import ptx_facts
+
+    # a long line of directives, unbalanced braces, absurd declarations: counted, not trusted
+    junk = (".x " * 70_000 + "\n{{{{ ld.global.v99999.b32 %r, [%rd];\n.reg .b32 %r<99999999999999>;\n"
+            ".shared .align 4 .b8 big[99999999999][99999999999];\n} } } }\n")
+    f = ptx_facts(junk)
+    assert f["global_loads"] == 1 and f["vector_width"] == 99999 * 32
+    assert f["shared_bytes"] == 99999999999 * 99999999999 and f["declared_registers"] == 99999999999999
+    b = _bundle()
+    d = _dump(tmp_path)
+
+    def read(name, limit):
+        if name.endswith(".1.ptx"):
+            raise ExplorerError("code", f"more than {limit:,} bytes", name)
+        return (tmp_path / name).read_bytes()[:limit]
+
+    b.code = gpu_code(sorted(os.listdir(d)), read, b, tools={})
+    assert C.kernel_names(b) == []  # no PTX, no kernel: the LLVM IR alone is not one
+    assert C.note(b).startswith("1 code file(s) not read: ") and "module_0001.jit_model.1.ptx" in C.note(b)
+    assert C.library_call(b, "cublas-gemm.4") is not None  # what the HLO says still stands
