@@ -442,3 +442,13 @@ def test_hostile_ptx_gives_whole_numbers_and_a_file_that_cannot_be_read_is_named
     assert C.kernel_names(b) == []  # no PTX, no kernel: the LLVM IR alone is not one
     assert C.note(b).startswith("1 code file(s) not read: ") and "module_0001.jit_model.1.ptx" in C.note(b)
     assert C.library_call(b, "cublas-gemm.4") is not None  # what the HLO says still stands
+
+
+def test_the_tools_switch_reaches_a_sandboxed_worker(monkeypatch):
+    from analysis.compile.code_gpu import TOOLS_ENV
+    from analysis.service.sandbox import sandbox_env
+
+    monkeypatch.setenv(TOOLS_ENV, "1")
+    assert sandbox_env(None)[TOOLS_ENV] == "1"  # the worker's environment is a list of what passes
+    monkeypatch.delenv(TOOLS_ENV)
+    assert TOOLS_ENV not in sandbox_env(None)
