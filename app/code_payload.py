@@ -89,38 +89,58 @@ def _metadata_key(inst) -> tuple | None:
     return (inst.metadata.op_name, src.file if src else "", src.line if src else 0)
 
 
-def code_view(b: Bundle) -> dict | None:
+# Kernels whose code goes all at once when the pane opens; a compile with more sends the names
+# and each kernel's code when it is first shown (``kernel_view``): making a CPU kernel's code
+# disassembles its object file when first asked for (analysis.code), about 9 ms a kernel, 6.6 s
+# for the 721 of a 48-layer stack at once (docs/performance.md)
+EAGER_KERNELS = 150
+
+
+def _instruction_index(b: Bundle) -> dict:
+    """Each module's instructions by name, made once per bundle (a lookup per op through every
+    computation was quadratic in a big program)."""
+    def make():
+        return {side: ({i.name: i for i in m.instructions()} if (m := b.module(stage)) is not None else {})
+                for side, stage in (("pre", "hlo_before"), ("post", "hlo_after"))}
+
+    return b.derived("code_pane_index", (b.module("hlo_before"), b.module("hlo_after")), make)
+
+
+def kernel_view(b: Bundle, name: str) -> dict | None:
+    """One kernel's entry of the pane's data (``code_view``'s ``kernels``), or None when it has no code."""
+    from analysis import code as codecore
+
+    kc = codecore.kernel_code(b, name)
+    if kc is None:
+        return None
+    stages = codecore.code_stages(b)
+    ops = {s: {str(n): list(v) for n, v in m.items()} for s, m in (kc.ops or {}).items() if s in kc.stages}
+    named = sorted({o for m in ops.values() for v in m.values() for o in v})
+    facts = kc.facts or {}
+    stage = facts.get("stage") if isinstance(facts.get("stage"), str) else None
+    return {"stages": {s: kc.stages[s] for s in stages if s in kc.stages} or dict(kc.stages),
+            "ops": ops, "cut": dict(kc.cut or {}), "facts_stage": stage,
+            "facts": fact_lines(facts, codecore.stage_label(stage) if stage else None),
+            "pre": _pre_ops_of(b, name, named, _instruction_index(b))}
+
+
+def code_view(b: Bundle, eager: int | None = None) -> dict | None:
     """The Code pane's data, or None when the bundle carries no code (an older bundle, an HLO
-    upload): ``{"stages": [[stage, label], ...], "kernels": {name: {"stages": {stage: text},
-    "ops": {stage: {line: [op, ...]}}, "facts": [line, ...], "facts_stage": stage, "cut": {stage: lines},
-    "pre": {op: [op before optimization, ...]}}}, "library": {name: line}, "note": str | None}``."""
+    upload): ``{"stages": [[stage, label], ...], "kernels": {name: kernel_view}, "lazy": [names
+    whose code is sent when first shown], "library": {name: line}, "note": str | None}``; with
+    more than ``eager`` (``EAGER_KERNELS``) kernels with code, every one is in ``lazy``."""
     try:
         from analysis import code as codecore
     except ImportError:  # a viewer without the code reader: the pane says there is none
         return None
-    stages = codecore.code_stages(b)
-    label = codecore.stage_label
-    kernels, library = {}, {}
-    # instructions by name, once per module (a lookup per op through every computation was
-    # quadratic in a big program)
-    index = {side: ({i.name: i for i in m.instructions()} if (m := b.module(stage)) is not None else {})
-             for side, stage in (("pre", "hlo_before"), ("post", "hlo_after"))}
-    for k in b.kernels:
-        kc = codecore.kernel_code(b, k.name)
-        if kc is not None:
-            ops = {s: {str(n): list(v) for n, v in m.items()} for s, m in (kc.ops or {}).items() if s in kc.stages}
-            named = sorted({o for m in ops.values() for v in m.values() for o in v})
-            facts = kc.facts or {}
-            kernels[k.name] = {"stages": {s: kc.stages[s] for s in stages if s in kc.stages},
-                               "ops": ops, "cut": dict(kc.cut or {}), "facts_stage": facts.get("stage"),
-                               "facts": fact_lines(facts, label(facts["stage"]) if isinstance(facts.get("stage"), str) else None),
-                               "pre": _pre_ops_of(b, k.name, named, index)}
-            continue
-        call = codecore.library_call(b, k.name)
-        if call is not None:
-            library[k.name] = library_line(call)
-    if not kernels and not library:
+    launching = {k.name for k in b.kernels}
+    names = [n for n in codecore.kernel_names(b) if n in launching]
+    lazy = len(names) > (EAGER_KERNELS if eager is None else eager)
+    kernels = {} if lazy else {n: v for n in names if (v := kernel_view(b, n)) is not None}
+    library = {k.name: library_line(call) for k in b.kernels
+               if k.name not in kernels and (call := codecore.library_call(b, k.name)) is not None}
+    if not names and not library:
         return None
     note = codecore.note(b)
-    return {"stages": [[s, label(s)] for s in stages], "kernels": kernels, "library": library,
-            "note": str(note) if note else None}
+    return {"stages": [[s, codecore.stage_label(s)] for s in codecore.code_stages(b)], "kernels": kernels,
+            "lazy": names if lazy else [], "library": library, "note": str(note) if note else None}

@@ -268,34 +268,67 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
 
 def add_code(b: Bundle, payload: dict) -> bool:
     """The Code pane's data (``app.code_payload.code_view``: every kernel's code, its lines linked
-    to HLO instructions, its facts) added to ``payload`` in place when the frame first opens the
-    pane, under a new revision (``code_rev``: a frame holding an earlier one is sent it). Not in
-    the payload before: a compile's code is often bigger than its graphs, and the first graph
-    must not wait for it. False when it is there already."""
+    to HLO instructions, its facts; a big compile's kernel names only, each kernel's code then
+    added when it is first shown: ``add_code_kernel``) added to ``payload`` in place when the
+    frame first opens the pane, under a new revision (``code_rev``: a frame holding an earlier
+    one is sent it). Not in the payload before: a compile's code is often bigger than its
+    graphs, and the first graph must not wait for it. False when it is there already."""
     if "code" in payload:
         return False
     from app.code_payload import code_view
 
     with tuning.building():
-        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "library": {}, "note": None}
+        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {}, "note": None}
     payload["rev"] = payload.get("rev", 0) + 1
     payload["code_rev"] = payload["rev"]
+    payload["code_log"] = []
     return True
 
 
+def add_code_kernel(b: Bundle, payload: dict, name) -> bool:
+    """The code of kernel ``name`` (from the browser: any value) added to the pane's data of a big
+    compile, where it was left for when it is first shown (``lazy``), under a new revision
+    logged in ``code_log`` (``code_since`` sends a frame what it lacks). False when there is
+    nothing to add."""
+    from app.code_payload import kernel_view
+
+    code = payload.get("code")
+    if not isinstance(name, str) or code is None or name not in code.get("lazy", ()):
+        return False
+    with tuning.building():
+        entry = kernel_view(b, name)
+    code["lazy"] = [n for n in code["lazy"] if n != name]
+    if entry is not None:
+        code["kernels"][name] = entry
+    payload["rev"] = payload.get("rev", 0) + 1
+    payload["code_log"].append((payload["rev"], name))
+    payload.pop("code_sent", None)  # the whole data has changed: packed again when asked
+    return True
+
+
+def _packed(value: dict) -> dict:
+    """``value`` as it is, or past ``PACK_OVER`` as one deflated JSON text ``{"z": ...}``."""
+    text = json.dumps(value, separators=(",", ":"))
+    return value if len(text) <= PACK_OVER else {"z": base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")}
+
+
 def code_since(payload: dict, rev) -> dict | None:
-    """The Code pane's data for a frame holding revision ``rev`` that lacks it (``rev`` comes from
-    the browser: anything but a revision number lacks it), else None; past ``PACK_OVER`` as one
-    deflated JSON text (``{"z": ...}``, inflated by the frame), made once."""
+    """What the Code pane's data a frame holding revision ``rev`` lacks: all of it (``rev`` from
+    before it came, or not a revision number: it comes from the browser), else ``{"kernels_add":
+    {name: code}}`` of the kernels added since, else None; past ``PACK_OVER`` as one deflated
+    JSON text (``{"z": ...}``, inflated by the frame), the whole data made once."""
     if "code" not in payload:
         return None
-    if isinstance(rev, int) and not isinstance(rev, bool) and rev >= payload.get("code_rev", 0):
+    if not isinstance(rev, int) or isinstance(rev, bool) or rev < payload.get("code_rev", 0):
+        if "code_sent" not in payload:
+            payload["code_sent"] = _packed(payload["code"])
+        return payload["code_sent"]
+    names = [n for r, n in payload.get("code_log", ()) if r > rev]
+    if not names:
         return None
-    if "code_sent" not in payload:
-        text = json.dumps(payload["code"], separators=(",", ":"))
-        payload["code_sent"] = payload["code"] if len(text) <= PACK_OVER else \
-            {"z": base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")}
-    return payload["code_sent"]
+    kernels = payload["code"]["kernels"]
+    return _packed({"kernels_add": {n: kernels.get(n) for n in names},
+                    "lazy": payload["code"].get("lazy", [])})
 
 
 def _drawn_ids(specs: dict) -> set[str]:

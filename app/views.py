@@ -27,7 +27,8 @@ from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
 from analysis.render.summary import summarize
 from analysis.text_search import matcher
-from app.graph_payload import (add_code, add_details, code_since, details_since, graphs_since, packed_args, route_legend,
+from app.graph_payload import (add_code, add_code_kernel, add_details, code_since, details_since, graphs_since,
+                               packed_args, route_legend,
                                variant_specs)
 from app.page_helpers import show_error
 from app.queries import find_instruction, node_source_lines, ops_on_line
@@ -183,7 +184,7 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
             if code is not None:
                 data["code"] = code
     else:
-        data = packed_args({k: v for k, v in payload.items() if k not in ("details_log", "code_sent")}, rev)
+        data = packed_args({k: v for k, v in payload.items() if k not in ("details_log", "code_sent", "code_log")}, rev)
     return _COMPONENT(**data, selected=sel or {}, present=present, show_source=show_source, show_code=show_code,
                       cards=cards,
                       tell_drawn=tell_drawn,
@@ -201,6 +202,8 @@ def code_pane_open(b: Bundle, payload: dict, asked, was: bool) -> bool:
         return was
     if asked["code_open"] is True:
         add_code(b, payload)
+        # a big compile's kernel shown whose code is not sent yet (every message names it until it is here)
+        add_code_kernel(b, payload, asked.get("code_want"))
     return asked["code_open"] is True
 
 

@@ -178,3 +178,23 @@ def test_no_payload_in_a_bundles_code_runs(server, browser, tmp_path):  # noqa: 
     assert fired == [], f"a payload ran: {fired[:3]}"
     assert f.locator("#code img, #code script, #code iframe, #code svg").count() == 0
     page.close()
+
+
+def test_an_h200_recording_opens_at_its_ptx_with_its_registers(server, browser):  # noqa: F811
+    """A recorded H200 compile (no GPU here): the pane opens at PTX, where its loads and stores
+    were counted, with ptxas's registers, scrolled to the kernel's .entry."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(server + "/?model=mlp&backend=h200&view=code&node=gemm_fusion_dot")
+    f = _frame(page)
+    f.wait_for_function(SHOWN, arg="gemm_fusion_dot", timeout=60_000)
+    assert f.locator("#cstage").input_value() == "ptx"
+    assert {"PTX", "SASS", "ptxas report"} <= set(f.locator("#cstage option").all_inner_texts())
+    facts = f.locator("#code ul.cfacts").inner_text()
+    assert re.search(r"global loads \d+ · stores \d+, in the PTX", facts) and re.search(r"registers: \d+", facts)
+    # scrolled to the .entry line (the text starts with the module's header)
+    f.wait_for_function("""() => { const body = document.querySelector('#code .cbody');
+        const row = [...body.querySelectorAll('div.cl')].find(r => /\\.entry\\s+gemm_fusion_dot\\s*\\(/.test(r.textContent));
+        const top = row.offsetTop - body.offsetTop;
+        return body.scrollTop > 0 && top >= body.scrollTop && top < body.scrollTop + body.clientHeight; }""",
+                        timeout=10_000)
+    page.close()

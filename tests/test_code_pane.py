@@ -178,3 +178,29 @@ def test_the_app_keeps_view_code_in_its_link_and_notes_a_bad_node():
     assert len(notes) == 1  # one note, one line of it (the page shows a link's words as text: fenced)
     assert [ln for ln in notes[0].splitlines() if "no_such_fusion.7" in ln][0].startswith("link: ")
     assert "view=code" in "\n".join(c.value for c in at.code)  # the link shown for copying
+
+
+def test_a_big_compile_sends_each_kernels_code_when_it_is_first_shown(monkeypatch):
+    from app import code_payload
+
+    monkeypatch.setattr(code_payload, "EAGER_KERNELS", 0)  # as if this compile had thousands of kernels
+    b = _bundle()
+    p = graph_payload.graph_payload(b)
+    graph_payload.add_code(b, p)
+    first = graph_payload.code_since(p, None)
+    assert first["kernels"] == {} and first["lazy"] == ["loop_fusion"]  # names only
+    assert first["library"]["dot.1"].startswith("calls dot")  # library calls are a line each: all of them
+    held = p["rev"]
+    assert graph_payload.code_since(p, held) is None
+    assert not graph_payload.add_code_kernel(b, p, "no_such_kernel")  # only a kernel left for later
+    assert not graph_payload.add_code_kernel(b, p, ["loop_fusion"])  # from the browser: any value
+    assert p["rev"] == held
+    # asked for with every message of the frame until it is there (views.code_pane_open)
+    assert views.code_pane_open(b, p, {"code_open": True, "code_want": "loop_fusion", "n": 5}, True)
+    assert p["rev"] == held + 1
+    add = graph_payload.code_since(p, held)
+    assert set(add) == {"kernels_add", "lazy"} and add["lazy"] == []
+    assert add["kernels_add"]["loop_fusion"]["stages"]["llvm-ir"] == IR
+    assert not graph_payload.add_code_kernel(b, p, "loop_fusion")  # once
+    # a frame that never had the code gets all of it, the kernel sent since included
+    assert graph_payload.code_since(p, None)["kernels"]["loop_fusion"]["stages"]["llvm-ir"] == IR

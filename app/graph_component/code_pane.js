@@ -6,9 +6,12 @@
  *   code.setData(data)        // app/code_payload.code_view's dict (or null: none sent yet)
  *   code.show(kernel, op)     // a kernel's code, scrolled to the first line linked to ``op``
  *   code.kernel()             // the kernel shown
+ *   code.addKernels(add, lazy) // a big compile's kernels' code, sent when first shown
+ *   code.wanted()             // the kernel whose code is asked for (null when none is)
  *
  * hooks.light(kernel, fused, pre): a code line clicked: light those instructions in the
- * graphs; hooks.pick(kernel): a kernel named in the pane clicked.
+ * graphs; hooks.pick(kernel): a kernel named in the pane clicked; hooks.want(kernel): its code
+ * is not here yet (a big compile's, ``lazy``): ask the server for it.
  * The code, the op names and the facts are text from a bundle (untrusted): they become text
  * nodes and spans made here, never HTML. */
 (function (root) {
@@ -33,6 +36,7 @@
 
   function pane(box, hooks) {
     let data = null, shown = null, stage = null, lines = [], rows = [], hitRows = [], hitAt = -1, picked = null;
+    let want = null, wantOp = null;  // a kernel shown whose code is on its way
     const head = el("div", undefined, "chead");
     const pick = el("select"); pick.id = "cstage"; pick.title = "The stage of the code: what XLA emitted, step by step";
     const find = el("input"); find.type = "search"; find.id = "cq"; find.placeholder = "Find in the code";
@@ -43,7 +47,8 @@
     const body = el("div", undefined, "cbody");
     [head, title, facts, note, body].forEach((e) => box.appendChild(e));
 
-    pick.addEventListener("change", () => { stage = pick.value; draw(null); });  // kept for the next kernel
+    // another stage (kept for the next kernel): scrolled to the kernel's function in it
+    pick.addEventListener("change", () => { stage = pick.value; draw(firstLineOf(kernelData(shown), shown)); });
     find.addEventListener("input", () => search(find.value));
     find.addEventListener("keydown", (ev) => {
       if (ev.key === "Enter") { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
@@ -54,7 +59,14 @@
 
     function setData(d) {
       data = d;
-      if (shown !== null) show(shown, null); else show(null, null);
+      if (shown !== null) show(shown, wantOp); else show(null, null);
+    }
+    function lazy(name) { return !!(data && name && (data.lazy || []).includes(name)); }
+    function addKernels(add, stillLazy) {
+      if (!data) return;
+      Object.assign(data.kernels, add || {});
+      data.lazy = Array.isArray(stillLazy) ? stillLazy : (data.lazy || []).filter((n) => !(n in (add || {})));
+      if (want && !lazy(want)) show(want, wantOp);
     }
 
     // the first line linked to ``op`` (an instruction of the kernel, or an op before
@@ -72,7 +84,18 @@
         if (rank === Infinity) continue;
         if (best === null || rank < best[0] || (rank === best[0] && +n < best[1])) best = [rank, +n];
       }
-      return best && best[1];
+      return best ? best[1] : functionLine(kd, op);
+    }
+    // where no line is linked to it (a stage whose lines the compile side did not link): the
+    // line that starts the function of that name (PTX ``.entry NAME(``, LLVM ``define ... @NAME(``,
+    // an assembly label ``NAME:``)
+    function functionLine(kd, op) {
+      const names = spellings(op).map(escapeRe).join("|");
+      const start = new RegExp("^\\s*(?:\\.visible\\s+)?(?:\\.entry|\\.func)\\s+(?:" + names + ")\\s*\\(|^define\\b[^@]*@\"?(?:"
+        + names + ")\"?\\s*\\(|^(?:" + names + "):\\s*$");
+      const ls = (kd.stages[stage] || "").split("\n");
+      const i = ls.findIndex((t) => start.test(t));
+      return i >= 0 ? i + 1 : null;
     }
 
     function show(name, op) {
@@ -82,8 +105,15 @@
       lines = []; rows = []; hitRows = []; hitAt = -1; picked = null;
       box.dataset.kernel = name || "";
       if (!data) { note.textContent = "Loading the generated code…"; return; }
-      if (!name) { intro(); return; }
+      if (!name) { want = null; intro(); return; }
       title.textContent = name;
+      if (lazy(name)) {  // asked of the server; shown when it is here (addKernels)
+        want = name; wantOp = op;
+        note.textContent = "Loading the code of " + name + "…";
+        hooks.want(name);
+        return;
+      }
+      want = null; wantOp = null;
       const kd = kernelData(name);
       if (!kd) {
         const lib = (data.library || {})[name];
@@ -107,7 +137,7 @@
     function intro() {
       note.appendChild(document.createTextNode("Click a kernel or an op in the graphs: the code XLA generated for its kernel shows here, "
         + "each line that computes an HLO instruction marked; click such a line to light the instruction in the graphs."));
-      const names = Object.keys(data.kernels || {});
+      const names = Object.keys(data.kernels || {}).concat(data.lazy || []);
       if (data.note) note.appendChild(el("div", data.note, "hint"));
       if (!names.length) { note.appendChild(el("div", "This compile carries no generated code.", "hint")); return; }
       const ul = el("ul", undefined, "clist");
@@ -211,7 +241,8 @@
       hits.textContent = (hitAt + 1) + " of " + hitRows.length;
     }
 
-    return { setData, show, kernel: () => shown, has: (k) => !!kernelData(k) || !!(data && (data.library || {})[k]) };
+    return { setData, show, addKernels, wanted: () => want, kernel: () => shown,
+             has: (k) => !!kernelData(k) || lazy(k) || !!(data && (data.library || {})[k]) };
   }
 
   root.XECode = { pane };
