@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 from analysis.errors import ExplorerError
 
-STAGE_LABELS = {
+STAGE_LABELS = {  # in pipeline order: a Triton fusion's IR comes before the LLVM IR it is lowered to
+    "triton-ttir": "Triton IR (ttir)", "triton-ttgir": "Triton IR (ttgir)", "triton-llir": "Triton LLVM IR",
     "llvm-ir": "LLVM IR", "llvm-ir-opt": "LLVM IR (optimized)", "asm": "x86-64 assembly",
     "ptx": "PTX", "sass": "SASS", "ptxas": "ptxas report",
-    "triton-ttir": "Triton IR (ttir)", "triton-ttgir": "Triton IR (ttgir)", "triton-llir": "Triton LLVM IR",
 }
 TRITON_PREFIX = "triton-"
 

@@ -28,6 +28,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from analysis.bundle import Bundle, analyze, bundle_from_hlo
+from analysis.code_gpu_read import gpu_code_from_files, is_gpu_code_file
 from analysis.code_read import CODE_FILE, MAX_IR_BYTES, code_from_files
 from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
@@ -63,7 +64,7 @@ class _Module:
     passes: list[dict] = field(default_factory=list)
     buffers: dict = field(default_factory=dict)  # 'buffer-assignment' / 'live-range' -> (file, text)
     fusion_dumps: list = field(default_factory=list)  # priority fusion process dumps (texts)
-    code_files: dict = field(default_factory=dict)  # XLA:CPU's kernels' IR and objects: base name -> bytes
+    code_files: dict = field(default_factory=dict)  # the kernels' IR, objects, PTX: base name -> bytes
 
 
 def _platform_of(tag: str | None) -> str | None:
@@ -175,7 +176,7 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             path = info.filename.replace("\\", "/")
             folder, base = posixpath.split(path)
             m = MODULE_FILE.match(base)
-            if m and CODE_FILE.match(base):  # a kernel's generated code (analysis.code_read)
+            if m and (CODE_FILE.match(base) or is_gpu_code_file(base)):  # a kernel's code (code_read, code_gpu_read)
                 modules.setdefault((folder, m.group(1)), _Module((folder, m.group(1)))).code_files[base] = info
                 continue
             if not m or not base.endswith(".txt"):
@@ -278,6 +279,9 @@ def bundles_from_dump_zip(data: bytes, name: str = "dump.zip", parsed_mb: int = 
             b.memory = bundle_memory(b, ba[1], lr[1] if lr else None, [ba[0]] + ([lr[0]] if lr else []))
         if mod.code_files and mod.after and b.platform == "cpu":
             b.code = code_from_files(list(mod.code_files), lambda n, limit, f=mod.code_files: _code_bytes(f[n], limit), b)
+        elif mod.code_files and mod.after and b.platform == "gpu":  # no tool is run on a user's PTX
+            b.code = gpu_code_from_files(list(mod.code_files), lambda n, limit, f=mod.code_files: _code_bytes(f[n], limit),
+                                         b, no_tools_note="ptxas and nvdisasm are not run on an imported dump's PTX")
         if mod.fusion_dumps and mod.after:
             b.fusion_decisions = from_texts(b.module("hlo_before"), b.module("hlo_after"), b.provenance,
                                             b.platform, None, mod.fusion_dumps, {"origin": "imported XLA dump"})

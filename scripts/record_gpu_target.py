@@ -28,6 +28,9 @@ import sys
 import tempfile
 
 os.environ.setdefault("JAX_SKIP_CUDA_CONSTRAINTS_CHECK", "1")  # before jax loads its plugins
+# each kernel's ptxas report and SASS too, where ptxas and nvdisasm are installed (the gpu-tools
+# extra): a recording is made once, so their cost does not matter here (analysis.compile.code_gpu)
+os.environ.setdefault("XLA_EXPLORER_GPU_TOOLS", "1")
 # The gallery's sharded models build their mesh of host devices as they load (DEVICES = N): this
 # process gets the most a job may have, before JAX starts; each is compiled for N of the target's.
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()

@@ -158,7 +158,10 @@ def test_accessors_on_a_hand_written_code_field():
 
 
 def test_stage_labels_in_pipeline_order():
-    assert list(code.STAGE_LABELS)[:3] == ["llvm-ir", "llvm-ir-opt", "asm"]
+    order = list(code.STAGE_LABELS).index
+    assert order("llvm-ir") < order("llvm-ir-opt") < order("asm")
+    # a Triton fusion's IR is lowered to the LLVM IR that becomes PTX, then SASS
+    assert order("triton-ttir") < order("triton-ttgir") < order("llvm-ir") < order("ptx") < order("sass")
     assert code.stage_label("asm") == "x86-64 assembly"
     assert code.stage_label("triton-foo") == "Triton IR (foo)"
 

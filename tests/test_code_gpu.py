@@ -13,7 +13,9 @@ import pytest
 
 from analysis import code as C
 from analysis.bundle import Bundle, analyze
-from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, find_tools, gpu_code, read_gpu_code, ttgir_of
+from analysis.errors import ExplorerError
+from analysis.code_gpu_read import ttgir_of
+from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
 
 HLO = """HloModule jit_model, is_scheduled=true, entry_computation_layout={(f32[1024]{0}, f32[64,64]{1,0})->(f32[1024]{0}, f32[64,64]{1,0}, f32[64,64]{1,0})}
 
@@ -205,9 +207,21 @@ def test_each_kernel_gets_its_code_through_the_thunk_that_launches_it(tmp_path):
     assert one.facts["shared_bytes"] == 128 and tri.facts["shared_bytes"] == 256
     assert one.facts["registers"] is None and one.facts["spills"] is None  # no ptxas here
     assert tri.stages["triton-ttir"] == TTIR and "triton-ttir" not in one.stages
-    assert code["stages"][:3] == ["llvm-ir", "llvm-ir-opt", "ptx"] and "triton-ttir" in code["stages"]
+    # in pipeline order: Triton IR, then the LLVM IR it became, then PTX
+    assert code["stages"] == ["triton-ttir", "llvm-ir", "llvm-ir-opt", "ptx"]
     assert code["note"] == NOTE_NO_TOOLS
     assert C.totals(b) == {"kernels": 3, "global_loads": 2 + 2 + 1, "global_stores": 1 + 1 + 1}
+
+
+def test_the_tools_run_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("XLA_EXPLORER_GPU_TOOLS", raising=False)
+    b = _bundle()
+    b.code = read_gpu_code(_dump(tmp_path), b)
+    assert C.note(b) == NOTE_TOOLS_OFF and "XLA_EXPLORER_GPU_TOOLS=1" in C.note(b)
+    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages
+    monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
+    b.code = gpu_code(sorted(os.listdir(tmp_path)), lambda n, limit: (tmp_path / n).read_bytes()[:limit], b, tools={})
+    assert C.note(b) == NOTE_NO_TOOLS  # asked for, and none installed
 
 
 def test_a_library_call_says_what_it_calls_and_has_no_code(tmp_path):
@@ -280,7 +294,8 @@ _TOOLS = find_tools()
 
 
 @pytest.mark.skipif("ptxas" not in _TOOLS, reason="ptxas is not installed (pip install 'xla-explorer[gpu-tools]')")
-def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path):
+def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
     one, tri = C.kernel_code(b, "fusion.1"), C.kernel_code(b, "triton_softmax.3")
@@ -382,3 +397,58 @@ def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
             else:
                 assert "ptx" in kc.stages and kc.facts["stage"] == "ptx", (path, k.name)
                 assert kc.facts["global_stores"] >= 1, (path, k.name)  # every kernel writes its result
+
+
+def test_an_imported_dump_zip_brings_its_gpu_code_without_running_tools(tmp_path):
+    import io
+    import zipfile
+
+    from analysis.dump import bundles_from_dump_zip
+
+    d = tmp_path / "dump"
+    d.mkdir()
+    _dump(d, other_module=False)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for n in sorted(os.listdir(d)):
+            z.write(d / n, f"xla_dump/{n}")
+    (b,) = bundles_from_dump_zip(buf.getvalue(), "dump.zip")
+    assert b.platform == "gpu"
+    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    assert C.kernel_code(b, "fusion.2").facts["global_loads"] == 2  # fusion_1's kernel, through the thunks
+    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages  # a user's PTX is not given to a tool
+    assert "not run on an imported dump" in C.note(b)
+    assert C.library_call(b, "cublas-gemm.4")["library"] == "cuBLAS"
+
+
+def test_hostile_ptx_gives_whole_numbers_and_a_file_that_cannot_be_read_is_named(tmp_path):
+    from analysis.code_ptx import ptx_facts
+
+    # a long line of directives, unbalanced braces, absurd declarations: counted, not trusted
+    junk = (".x " * 70_000 + "\n{{{{ ld.global.v99999.b32 %r, [%rd];\n.reg .b32 %r<99999999999999>;\n"
+            ".shared .align 4 .b8 big[99999999999][99999999999];\n} } } }\n")
+    f = ptx_facts(junk)
+    assert f["global_loads"] == 1 and f["vector_width"] == 99999 * 32
+    assert f["shared_bytes"] == 99999999999 * 99999999999 and f["declared_registers"] == 99999999999999
+    b = _bundle()
+    d = _dump(tmp_path)
+
+    def read(name, limit):
+        if name.endswith(".1.ptx"):
+            raise ExplorerError("code", f"more than {limit:,} bytes", name)
+        return (tmp_path / name).read_bytes()[:limit]
+
+    b.code = gpu_code(sorted(os.listdir(d)), read, b, tools={})
+    assert C.kernel_names(b) == []  # no PTX, no kernel: the LLVM IR alone is not one
+    assert C.note(b).startswith("1 code file(s) not read: ") and "module_0001.jit_model.1.ptx" in C.note(b)
+    assert C.library_call(b, "cublas-gemm.4") is not None  # what the HLO says still stands
+
+
+def test_the_tools_switch_reaches_a_sandboxed_worker(monkeypatch):
+    from analysis.compile.code_gpu import TOOLS_ENV
+    from analysis.service.sandbox import sandbox_env
+
+    monkeypatch.setenv(TOOLS_ENV, "1")
+    assert sandbox_env(None)[TOOLS_ENV] == "1"  # the worker's environment is a list of what passes
+    monkeypatch.delenv(TOOLS_ENV)
+    assert TOOLS_ENV not in sandbox_env(None)

@@ -1,23 +1,13 @@
-"""The code XLA:GPU generated for a compile, read from its dump folder into the bundle's ``code``
-field (issue #36; docs/code.md, "On the GPU"; the facts' definitions: ``analysis.code_ptx``).
-
-What XLA:GPU writes with ``xla_dump_to`` (checked on jax 0.10.2 compiling for a described H200,
-no GPU): the module's kernels split into LLVM modules for compiling in parallel, each as
-``module_N.NAME.K.ir-no-opt.ll`` (before LLVM's optimization), ``...K+1.ir-with-opt.ll`` and
-``...K+1.ptx``, each kernel a ``define ptx_kernel`` / ``.entry`` named after its HLO
-instruction; ``...thunk_sequence.txt`` (each launch: its thunk id, the kernel's name, grid, block
-and dynamic shared memory) and ``...thunk_metadata.txt`` (each thunk id's HLO instruction, its
-``profile_annotation``). A kernel is matched to its HLO instruction through the thunk id (so an
-identical fusion that reuses another's kernel gets that kernel's code), else by XLA's name for
-it (the instruction's name with ``.`` and ``-`` as ``_``). With ``xla_dump_emitter_re`` matching
-``triton-fusion`` (``DUMP_OPTIONS``) each Triton fusion also writes ``...FUSION.ttir.txt``; with
-``triton-to-llvm`` too, ``NAME.ENTRY.triton-to-llvm.txt`` logs the IR before every Triton pass
-(megabytes a fusion, so not asked for by default), from which the TritonGPU IR (``ttgir``, as it
-is handed to the LLVM conversion) is taken.
+"""The code XLA:GPU generated for a compile, from its private dump folder, with what ptxas and
+nvdisasm make of its PTX (issue #36; docs/code.md, "On the GPU"). The files are read by
+``analysis.code_gpu_read`` (the reader a user's zipped dump uses too); here: the compile options
+that make XLA dump them, the folder, and the tools.
 
 ptxas (pip ``nvidia-cuda-nvcc-cu12``) and nvdisasm (pip ``nvidia-cuda-nvdisasm``), or cuobjdump,
-are run on the PTX where they are installed (the ``gpu-tools`` extra): ptxas's ``-v`` report and
-the SASS become stages; where they are not, the code's note says so and nothing fails.
+are run on the PTX where they are installed (the ``gpu-tools`` extra) and asked for
+(``XLA_EXPLORER_GPU_TOOLS=1``: they cost several times the compile): ptxas's ``-v`` report and
+the SASS become stages; where they are not, the code's note says why and nothing fails. They are
+never run on an imported dump's PTX (a user's file: the server runs no tool on it).
 """
 
 from __future__ import annotations
@@ -31,32 +21,32 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from analysis import code as C
-from analysis.code_ptx import ptx_facts, ptxas_facts, split_ptx, split_ptxas, split_sass
-from analysis.code_read import MAX_IR_BYTES
+from analysis.code_gpu_read import gpu_code_from_files
+from analysis.code_ptx import split_ptxas, split_sass
 from analysis.errors import ExplorerError
 
-# Compile options that make XLA:GPU dump what is read here besides the PTX and LLVM IR: each
-# Triton fusion's Triton IR (a few kilobytes a fusion; the compile is not measurably slower)
+# Compile options that make XLA:GPU dump what is read besides the PTX and LLVM IR: each Triton
+# fusion's Triton IR (a few kilobytes a fusion; the compile is not measurably slower)
 DUMP_OPTIONS = {"xla_dump_emitter_re": "triton-fusion"}
 
-MAX_LOG_BYTES = 64 * 1024 * 1024  # a Triton fusion's pass log (a few megabytes each)
 TOOL_SECONDS = 120  # ptxas and nvdisasm for a whole compile, all files together
 TOOL_FILE_SECONDS = 60
 MAX_TOOL_FILES = 2000
-
-_MODULE_FILE = re.compile(r"^module_(\d+)\.(.+?)\.(\d+)\.(ir-no-opt\.ll|ir-with-opt\.ll|ptx)$")
-_TTIR_FILE = re.compile(r"^module_(\d+)\.(.+?)\.([^/]+)\.ttir\.txt$")
-_TTGIR_LOG = re.compile(r"^(.+?)\.([\w$]+)\.triton-to-llvm\.txt$")
-_THUNK_LINE = re.compile(r"^\s*(\d+):\s+(\w+)\s+\[[^\]]*\]\s+(\S+)(?:.*?shared_memory:\s*(\d+)\s*bytes)?")
-_THUNK_INFO = re.compile(r"thunk_info\s*\{([^{}]*)\}")
-_LL_DEFINE = re.compile(r"^define\b[^@]*@\"?([\w$.-]+)\"?\s*\(")
-_LL_KERNEL = re.compile(r"^define\s+(?:[\w()]+\s+)*ptx_kernel\b|^define\b.*\"nvvm\.kernel\"")
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\w+)", re.M)
-_TTGIR_HEADER = "IR Dump Before ConvertTritonGPUToLLVM"
 
+# They are not run unless asked for: on two cores ptxas alone took a third of the compile's time
+# and nvdisasm several times it (benchmarks/code_gpu_cost.py), past the tenth of the first graph
+# the code may cost; the recorder of the H200 compiles asks (scripts/record_gpu_target.py)
+TOOLS_ENV = "XLA_EXPLORER_GPU_TOOLS"
+NOTE_TOOLS_OFF = (f"SASS and the ptxas report not made: they cost several times the compile, so they are "
+                  f"made only with {TOOLS_ENV}=1 in the compiling process's environment")
 NOTE_NO_TOOLS = ("SASS and the ptxas report not made: ptxas and nvdisasm are not installed "
                  "(pip install 'xla-explorer[gpu-tools]')")
+
+
+def tools_wanted() -> bool:
+    """Whether this process was asked to run ptxas and nvdisasm on its compiles' PTX."""
+    return os.environ.get(TOOLS_ENV, "").strip() == "1"
 
 
 def read_gpu_code(dump_dir: str, bundle) -> dict | None:
@@ -78,210 +68,15 @@ def read_gpu_code(dump_dir: str, bundle) -> dict | None:
 
 
 def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict | None:
-    """``read_gpu_code`` over any set of dump files: ``names`` (base names) and ``read(name,
-    limit)`` (a file's bytes, at most ``limit``, raising ``ExplorerError`` or ``OSError`` when it
-    cannot: a folder's, or an imported zip's, as for ``analysis.code_read``). A file that cannot
-    be read leaves its part out and says so in the note. ``tools``: {"ptxas": path, "nvdisasm":
-    path, "cuobjdump": path} (default: ``find_tools()``; {} runs none)."""
-    module = bundle.module("hlo_after")
-    if module is None:
-        return None
-    problems: list[str] = []
-
-    def text(name: str, limit: int = MAX_IR_BYTES) -> str | None:
-        try:
-            return read(name, limit).decode("utf-8", errors="replace")
-        except ExplorerError as e:
-            problems.append(e.one_line())
-        except OSError as e:
-            problems.append(f"{name}: {e.strerror or e}")
-        return None
-
-    files = _module_files(names, module.name)
-    stages = kernel_stages(files, text)
-    ttir = {m.group(3): t for n in files["ttir"] if (m := _TTIR_FILE.match(n))
-            and not m.group(3).endswith(".before_validation") and (t := text(n)) is not None}
-    launches = _launches(names, text, files["prefix"])
-    tools = find_tools() if tools is None else tools
-    tool_note = None
-    if stages["ptx"] and tools.get("ptxas"):
-        tool_note = _run_tools(stages["ptx_files"], tools, stages)
-    elif stages["ptx"]:
-        tool_note = NOTE_NO_TOOLS
-    kernels, library = {}, {}
-    entries = set(stages["ptx"])
-    for k in bundle.kernels:
-        if k.route == "library":
-            library[k.name] = library_call(k, module)
-            continue
-        names_of = launches["entries"].get(k.name) or (
-            [_xla_name(k.name)] if _xla_name(k.name) in entries else [])
-        names_of = [e for e in dict.fromkeys(names_of) if e in entries]
-        if not names_of:
-            continue
-        texts = {}
-        for stage in ("llvm-ir", "llvm-ir-opt", "ptx", "sass", "ptxas", "triton-ttgir"):
-            parts = [stages[stage][e] for e in names_of if e in stages[stage]]
-            if parts:
-                texts[stage] = "\n".join(parts)
-        if k.name in ttir:
-            texts["triton-ttir"] = ttir[k.name]
-        kernels[k.name] = {"stages": texts, "ops": {},
-                           "facts": kernel_facts(texts, [launches["shared"].get(e) for e in names_of])}
-    notes = [n for n in (f"{len(problems)} code file(s) not read: {problems[0]}" if problems else None,
-                         tool_note) if n]
-    return C.make_code(kernels, library, "; ".join(notes) or None)
-
-
-def kernel_facts(texts: dict, launch_shared: list) -> dict:
-    """One kernel's facts (``analysis.code_ptx``'s definitions): loads, stores, vector width and
-    instructions from its PTX; registers and spills from ptxas's report where there is one;
-    shared memory = the PTX's static arrays + the launch's dynamic shared memory."""
-    facts = ptx_facts(texts["ptx"])
-    facts.pop("declared_registers", None)
-    if texts.get("ptxas"):
-        p = ptxas_facts(texts["ptxas"])
-        facts.update(registers=p["registers"], spills=p["spills"])
-    dynamic = [s for s in launch_shared if s is not None]
-    if dynamic:
-        facts["shared_bytes"] = (facts["shared_bytes"] or 0) + max(dynamic)
-    return facts
-
-
-def library_call(kernel, module) -> dict:
-    """What a library kernel calls: its custom-call target (or library fusion kind), the library
-    and its backend config as XLA printed it."""
-    inst = None
-    if module is not None:
-        comp = module.by_name.get(kernel.computation)
-        inst = comp.by_name.get(kernel.name) if comp is not None else None
-    config = (inst.attributes.get("backend_config") or "") if inst is not None else ""
-    return {"target": kernel.custom_call_target or kernel.fusion_kind or kernel.opcode,
-            "library": kernel.library or "", "config": config}
-
-
-def _xla_name(hlo_name: str) -> str:
-    """XLA's name for an instruction's kernel (``fusion.10`` -> ``fusion_10``)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", hlo_name)
-
-
-def _module_files(names: list[str], module_name: str | None) -> dict:
-    """The dump files of the module compiled (the bundle's module; the last one in the folder
-    when several are): {"prefix", "ll", "ll-opt", "ptx", "ttir", "ttgir"} -> file names."""
-    found: dict[tuple, dict] = {}
-    for n in names:
-        m = _MODULE_FILE.match(n)
-        if m:
-            key = (int(m.group(1)), m.group(2))
-            kind = {"ir-no-opt.ll": "ll", "ir-with-opt.ll": "ll-opt", "ptx": "ptx"}[m.group(4)]
-            found.setdefault(key, {"ll": [], "ll-opt": [], "ptx": []})[kind].append(n)
-    keys = sorted(found)
-    mine = [k for k in keys if module_name is not None and k[1] == module_name]
-    key = (mine or keys or [None])[-1]
-    out = {"prefix": None, "ll": [], "ll-opt": [], "ptx": [], "ttir": [], "ttgir": []}
-    if key is None:
-        return out
-    out.update(found[key])
-    out["prefix"] = f"module_{key[0]:04d}.{key[1]}."
-    out["ttir"] = [n for n in names if n.startswith(out["prefix"]) and n.endswith(".ttir.txt")]
-    out["ttgir"] = [n for n in names if (m := _TTGIR_LOG.match(n)) and m.group(1) == key[1]]
-    return out
-
-
-def kernel_stages(files: dict, text) -> dict:
-    """{stage: {kernel (entry) name: text}} from the module's files (``text(name[, limit])``: a
-    file's text, or None when it cannot be read): each LLVM module and PTX module split into its
-    kernels (a module with one kernel whole: its declarations and device functions with it)."""
-    stages = {s: {} for s in ("llvm-ir", "llvm-ir-opt", "ptx", "sass", "ptxas", "triton-ttgir")}
-    stages["ptx_files"] = []  # (name, text) of the PTX modules with a kernel (XLA writes an empty one for constants)
-    for stage, kind in (("llvm-ir", "ll"), ("llvm-ir-opt", "ll-opt")):
-        for n in files[kind]:
-            t = text(n)
-            if t is not None:
-                stages[stage].update(split_llvm(t))
-    for n in files["ptx"]:
-        t = text(n)
-        if t is None:
-            continue
-        header, funcs = split_ptx(t)
-        entries = [f for f, body in funcs.items() if _is_entry(body)]
-        if entries:
-            stages["ptx_files"].append((n, t))
-        for e in entries:
-            stages["ptx"][e] = t if len(entries) == 1 else header + "\n" + funcs[e]
-    for n in files["ttgir"]:
-        m = _TTGIR_LOG.match(n)
-        log = text(n, MAX_LOG_BYTES)
-        ttgir = ttgir_of(log) if log is not None else None
-        if m and ttgir:
-            stages["triton-ttgir"][m.group(2)] = ttgir
-    return stages
-
-
-def _is_entry(body: str) -> bool:
-    return any(re.match(r"^\s*(?:\.visible\s+|\.weak\s+)*\.entry\b", line) for line in body.splitlines()[:40])
-
-
-def split_llvm(text: str) -> dict[str, str]:
-    """An LLVM module -> {kernel name: text}: the whole module when it defines one kernel, else
-    each kernel's ``define`` with the module's first lines (its id, triple and data layout). A
-    kernel is a ``define ptx_kernel``; in a module with none (older XLA marked kernels in
-    ``nvvm.annotations``), every function defined that is not internal."""
-    lines = text.splitlines()
-    found: list[tuple[str, bool, str]] = []  # (name, marked a kernel, text)
-    i = 0
-    while i < len(lines):
-        m = _LL_DEFINE.match(lines[i])
-        if m:
-            j = i
-            while j < len(lines) and not lines[j].startswith("}"):
-                j += 1
-            if not re.match(r"^define\s+(?:internal|private|linkonce\w*|weak\w*|available_externally)\b", lines[i]):
-                found.append((m.group(1), bool(_LL_KERNEL.match(lines[i])), "\n".join(lines[i:j + 1]) + "\n"))
-            i = j
-        i += 1
-    kernels = {n: t for n, marked, t in found if marked} or {n: t for n, _, t in found}
-    if len(kernels) == 1:
-        return {next(iter(kernels)): text}
-    head = "\n".join(line for line in lines[:8] if line.startswith(("; ModuleID", "source_filename", "target ")))
-    return {k: head + "\n\n" + v for k, v in kernels.items()}
-
-
-def ttgir_of(log: str) -> str | None:
-    """The TritonGPU IR from a ``triton-to-llvm`` pass log: the module as it was handed to the
-    conversion to LLVM (the section before ``ConvertTritonGPUToLLVM``)."""
-    at = log.find(_TTGIR_HEADER)
-    if at < 0:
-        return None
-    start = log.find("\n", at) + 1
-    end = log.find("// -----//", start)
-    return log[start:end if end >= 0 else len(log)].strip("\n") + "\n"
-
-
-def _launches(names: list[str], text, prefix: str | None) -> dict:
-    """From the thunk sequence and metadata: {"entries": {HLO instruction: [kernel names, in
-    launch order]}, "shared": {kernel name: dynamic shared bytes of its launch}}."""
-    out = {"entries": {}, "shared": {}}
-    if prefix is None:
-        return out
-    seq, meta = prefix + "thunk_sequence.txt", prefix + "thunk_metadata.txt"
-    if seq not in names or meta not in names:
-        return out
-    kernel_of, shared = {}, {}
-    seq_text, meta_text = text(seq), text(meta)
-    for line in (seq_text or "").splitlines():
-        m = _THUNK_LINE.match(line)
-        if m and "Kernel" in m.group(2):
-            kernel_of[int(m.group(1))] = m.group(3)
-            if m.group(4) is not None:
-                shared[m.group(3)] = max(shared.get(m.group(3), 0), int(m.group(4)))
-    for block in _THUNK_INFO.findall(meta_text or ""):
-        a = re.search(r'profile_annotation:\s*"([^"]*)"', block)
-        t = re.search(r"thunk_id:\s*(\d+)", block)
-        if a and t and int(t.group(1)) in kernel_of:
-            out["entries"].setdefault(a.group(1), []).append(kernel_of[int(t.group(1))])
-    out["shared"] = shared
-    return out
+    """``analysis.code_gpu_read.gpu_code_from_files`` with ptxas and nvdisasm run on the PTX:
+    ``tools`` {"ptxas": path, "nvdisasm": path, "cuobjdump": path} (default: ``find_tools()``
+    when ``tools_wanted()``, else none; {} runs none)."""
+    note = NOTE_NO_TOOLS
+    if tools is None:
+        tools = find_tools() if tools_wanted() else {}
+        note = NOTE_NO_TOOLS if tools_wanted() else NOTE_TOOLS_OFF
+    run = (lambda modules: run_tools(modules, tools)) if tools.get("ptxas") else None
+    return gpu_code_from_files(names, read, bundle, run_tools=run, no_tools_note=note)
 
 
 # -- ptxas and nvdisasm ------------------------------------------------------------------------
@@ -313,12 +108,13 @@ def find_tools() -> dict:
     return out
 
 
-def _run_tools(ptx_files: list[tuple[str, str]], tools: dict, stages: dict) -> str | None:
-    """ptxas -v (and nvdisasm or cuobjdump) on each PTX module ((name, text)), into
-    ``stages["ptxas"]`` and ``stages["sass"]`` by kernel; the note to give (what could not be
-    made), or None."""
+def run_tools(ptx_files: list[tuple[str, str]], tools: dict) -> tuple[dict, dict, str | None]:
+    """ptxas -v (and nvdisasm or cuobjdump) on each PTX module ((name, text)): ({entry: its
+    ptxas report}, {entry: its SASS}, the note to give: what could not be made, or None)."""
     deadline = time.monotonic() + TOOL_SECONDS
     problems: list[str] = []
+    reports: dict[str, str] = {}
+    disassembled: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="xla-ptxas-") as tmp:
         def one(item):
             i, (name, text) = item
@@ -356,9 +152,9 @@ def _run_tools(ptx_files: list[tuple[str, str]], tools: dict, stages: dict) -> s
                 if problem:
                     problems.append(problem)
                     continue
-                stages["ptxas"].update(split_ptxas(report))
+                reports.update(split_ptxas(report))
                 if sass:
-                    stages["sass"].update(split_sass(sass))
+                    disassembled.update(split_sass(sass))
     notes = []
     if len(ptx_files) > MAX_TOOL_FILES:
         notes.append(f"ptxas run on the first {MAX_TOOL_FILES:,} of {len(ptx_files):,} PTX modules")
@@ -368,4 +164,4 @@ def _run_tools(ptx_files: list[tuple[str, str]], tools: dict, stages: dict) -> s
                      + (f" ({timed} past its {TOOL_SECONDS} s)" if timed else f": {problems[0][:120]}"))
     if not (tools.get("nvdisasm") or tools.get("cuobjdump")):
         notes.append("SASS not made: nvdisasm is not installed (pip install 'xla-explorer[gpu-tools]')")
-    return "; ".join(notes) or None
+    return reports, disassembled, "; ".join(notes) or None

@@ -236,8 +236,10 @@ def bwrap_argv(slot: int, gpu: bool, limits: Limits, seccomp_fd: int | None = No
     return a
 
 
-# Environment variables passed on to a worker when set (a spare is kept only for the same ones)
-PASSED_ENV = ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "XLA_FLAGS", "JAX_ENABLE_X64")
+# Environment variables passed on to a worker when set (a spare is kept only for the same ones);
+# XLA_EXPLORER_GPU_TOOLS=1: ptxas and nvdisasm on a GPU compile's PTX (analysis.compile.code_gpu)
+PASSED_ENV = ("JAX_PLATFORMS", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "XLA_FLAGS", "JAX_ENABLE_X64",
+              "XLA_EXPLORER_GPU_TOOLS")
 
 
 def sandbox_env(token: str | None, extra: dict | None = None) -> dict:
