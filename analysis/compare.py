@@ -157,6 +157,14 @@ def _collective_bytes(b) -> int | None:
     return sum(c.sent_bytes for c in collectives(post)) if post is not None else None
 
 
+def _code_total(key: str):
+    """A total of the generated code's facts (``analysis.code.totals``: loads or stores through
+    the kernels' buffers, counted in the text), or None where the compile read no code."""
+    from analysis import code
+
+    return lambda b: code.totals(b)[key] if code.has_code(b) else None
+
+
 SUMMARY_ROWS = (
     ("ops before optimization", lambda b: b.metrics.get("compute_ops_before"), "count"),
     ("kernels", lambda b: b.metrics.get("kernels_after"), "count"),
@@ -167,6 +175,8 @@ SUMMARY_ROWS = (
     ("collectives", _collectives, "count"),
     ("collective traffic per device (ring estimate)", _collective_bytes, "bytes"),
     ("fusion coverage", lambda b: b.metrics.get("fusion_coverage"), "fraction"),
+    ("loads in the generated code", _code_total("global_loads"), "count"),
+    ("stores in the generated code", _code_total("global_stores"), "count"),
     ("compile time", lambda b: (b.phase_seconds or {}).get("compile"), "seconds"),
     ("step (median, traced)", _step, "seconds"),
     ("call (median, no profiler)", _call, "seconds"),

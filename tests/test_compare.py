@@ -66,8 +66,26 @@ def test_default_vs_unfused_on_real_bundles(pair):
     assert rows["kernels"]["delta"] == unfused.metrics["kernels_after"] - default.metrics["kernels_after"] > 0
     assert rows["fusion coverage"]["b"] == 0.0 and rows["fusion coverage"]["a"] > 0.5
     assert rows["step (median, traced)"]["delta"] is None and rows["call (median, no profiler)"]["delta"] is None
+    # the generated code: with fusion off every op's kernel stores its own result
+    assert rows["stores in the generated code"]["b"] > rows["stores in the generated code"]["a"] > 0
     table = compare.kernel_table(default, unfused, matches)
     assert len(table) == len(matches) and table[0]["A kernel"]
+
+
+def test_the_code_rows_sum_each_kernels_facts_and_are_empty_without_code():
+    from analysis.bundle import bundle_from_hlo
+    from analysis.code import make_code
+
+    hlo = ("HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p)\n}\n")
+    a, b = bundle_from_hlo(hlo), bundle_from_hlo(hlo)
+    facts = {"global_loads": 3, "global_stores": 2, "vector_width": None, "instructions": 9, "registers": None,
+             "spills": None, "shared_bytes": None, "stage": "llvm-ir"}
+    b.code = make_code({"k1": {"stages": {"llvm-ir": "x"}, "facts": facts},
+                        "k2": {"stages": {"llvm-ir": "y"}, "facts": dict(facts, global_loads=1, global_stores=1)}},
+                       None, None)
+    rows = {r["metric"]: r for r in compare.summary_deltas(a, b)}
+    assert rows["loads in the generated code"]["a"] is None and rows["loads in the generated code"]["b"] == 4
+    assert rows["stores in the generated code"]["b"] == 3 and rows["stores in the generated code"]["delta"] is None
 
 
 def test_page_compares_default_and_fusion_disabled():
