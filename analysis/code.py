@@ -116,6 +116,15 @@ def kernel_code(bundle, name: str) -> KernelCode | None:
                       cut=dict(k.get("cut") or {}))
 
 
+def loads_stores(bundle, name: str) -> tuple[int, int] | None:
+    """A kernel's ``(global_loads, global_stores)`` without finishing its code (what a summary or
+    a lesson needs: ``kernel_code`` disassembles and links a CPU kernel first), or None."""
+    c = _code(bundle)
+    k = (c.get("kernels") or {}).get(name) if c else None
+    f = k.get("facts") if isinstance(k, dict) else None
+    return (f.get("global_loads") or 0, f.get("global_stores") or 0) if isinstance(f, dict) else None
+
+
 def kernel_names(bundle) -> list[str]:
     """The kernels with code, in the order the compile side listed them."""
     c = _code(bundle)

@@ -16,10 +16,15 @@ import io
 
 # imported with the module, so a worker started ahead of its job has paid for them (pyelftools'
 # import is most of a small program's first disassembly)
-from capstone import CS_ARCH_X86, CS_MODE_64, CS_OPT_SYNTAX_INTEL, Cs, CsError
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.relocation import RelocationSection
+try:
+    from capstone import CS_ARCH_X86, CS_MODE_64, CS_OPT_SYNTAX_INTEL, Cs, CsError
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.relocation import RelocationSection
+except ImportError as e:  # an environment set up before they were dependencies: no assembly, said so
+    MISSING = f"{e.name} is not installed (pip install -e . installs capstone and pyelftools)"
+else:
+    MISSING = None
 
 from analysis.errors import ExplorerError
 
@@ -30,6 +35,8 @@ _SHF_EXECINSTR = 0x4
 
 def disassemble(data: bytes, file: str = "object file") -> str:
     """The x86-64 code of the executable sections of the ELF object ``data``, as text."""
+    if MISSING:
+        raise ExplorerError("code", f"not disassembled: {MISSING}", file)
     if len(data) > MAX_OBJECT_BYTES:
         raise ExplorerError("code", f"object file of {len(data):,} bytes (at most {MAX_OBJECT_BYTES:,})", file)
     if not data.startswith(b"\x7fELF"):

@@ -276,3 +276,9 @@ def test_a_gpu_kernel_s_facts_come_from_its_reader_and_its_text_is_bounded():
     k = code.kernel_code(back, "fusion_1")
     assert k.facts == given and k.cut == {"ptx": code.MAX_CODE_LINES + 3}
     assert code.code_stages(back) == ["ptx"] and code.note(back) == "SASS not made: no nvdisasm"
+
+
+def test_loads_and_stores_without_finishing_a_kernel():
+    b = bundle_with(hand_code())
+    assert code.loads_stores(b, "sub_fusion") == (3, 1)
+    assert code.loads_stores(b, "dot.3") is None and code.loads_stores(bundle_with(None), "x") is None
