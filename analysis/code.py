@@ -116,13 +116,21 @@ def kernel_code(bundle, name: str) -> KernelCode | None:
                       cut=dict(k.get("cut") or {}))
 
 
-def loads_stores(bundle, name: str) -> tuple[int, int] | None:
-    """A kernel's ``(global_loads, global_stores)`` without finishing its code (what a summary or
-    a lesson needs: ``kernel_code`` disassembles and links a CPU kernel first), or None."""
+def facts_as_read(bundle, name: str) -> dict | None:
+    """A kernel's facts without finishing its code (``kernel_code`` disassembles and links a CPU
+    kernel first): its loads and stores and the stage they were read from; a CPU kernel's machine
+    code facts (vector width, instructions) are None until it is finished. None without code."""
     c = _code(bundle)
     k = (c.get("kernels") or {}).get(name) if c else None
     f = k.get("facts") if isinstance(k, dict) else None
-    return (f.get("global_loads") or 0, f.get("global_stores") or 0) if isinstance(f, dict) else None
+    return dict(empty_facts(), **{key: f.get(key) for key in FACT_KEYS if key in f}) if isinstance(f, dict) else None
+
+
+def loads_stores(bundle, name: str) -> tuple[int, int] | None:
+    """A kernel's ``(global_loads, global_stores)`` without finishing its code (what a summary or
+    a lesson needs), or None."""
+    f = facts_as_read(bundle, name)
+    return (f.get("global_loads") or 0, f.get("global_stores") or 0) if f is not None else None
 
 
 def kernel_names(bundle) -> list[str]:

@@ -6,6 +6,12 @@ what the summary and the fusion comparison need. The rest costs a small program'
 more than the 10% the issue allows (``benchmarks/code_cost.py``, docs/performance.md), so it is
 made here, per kernel, the first time a view, the CLI or the report asks, and remembered on the
 bundle (never serialized: it is made again from the same files, the same way, anywhere).
+
+What depends on a text or an object file alone (the disassembly, the machine code's facts, the
+IR's buffer accesses) is made once per bundle for all the kernels that share it: the layers of a
+stack are compiled to one function each kernel calls (their twins share the object and the IR
+texts), so a 96-layer stack's 1,441 kernels need about twenty disassemblies, not 1,441. Only the
+links, which name each kernel's own ops, are made per kernel.
 """
 
 from __future__ import annotations
@@ -14,25 +20,45 @@ from analysis import code as C
 from analysis.errors import ExplorerError
 
 
+def _shared(bundle, what: str, key, make):
+    """``make()`` once per bundle for each ``key`` (bytes or a text: what the kernels share)."""
+    memo = bundle.derived("code_shared", (bundle.code,), dict)
+    k = (what, key)
+    if k not in memo:
+        memo[k] = make()
+    return memo[k]
+
+
+def _disassembled(elf: bytes, file: str) -> tuple[str, int | None] | ExplorerError:
+    from analysis.disassemble import disassemble
+
+    try:
+        return C.bound_text(disassemble(elf, file))
+    except ExplorerError as e:  # remembered too: the same damaged object says the same
+        return e
+
+
 def finish(bundle, name: str, entry: dict) -> C.KernelCode:
     """The whole ``KernelCode`` of a kernel entry whose object and links are still to be made."""
     from analysis.code_links import kernel_ops, link_asm, link_llvm
-    from analysis.disassemble import disassemble
+    from analysis.llvm_ir import accesses
 
     stages, cut, problems = dict(entry.get("stages") or {}), dict(entry.get("cut") or {}), []
     elf = entry.get("elf")
     if isinstance(elf, (bytes, bytearray)):
-        try:
-            text, total = C.bound_text(disassemble(bytes(elf), entry.get("elf_file") or f"{name}.o"))
-            stages["asm"] = text
+        elf, file = bytes(elf), entry.get("elf_file") or f"{name}.o"
+        got = _shared(bundle, "asm", (elf, file), lambda: _disassembled(elf, file))
+        if isinstance(got, ExplorerError):
+            problems.append(got.one_line())
+        else:
+            stages["asm"], total = got
             if total is not None:
                 cut["asm"] = total
-        except ExplorerError as e:
-            problems.append(e.one_line())
     facts = dict(entry.get("facts") or C.empty_facts())
     runs = next((s for s in ("asm", "llvm-ir-opt", "llvm-ir") if stages.get(s)), None)
     if runs and "asm" not in cut:
-        f = C.asm_facts(stages[runs]) if runs == "asm" else C.llvm_facts(stages[runs])
+        text = stages[runs]
+        f = _shared(bundle, "facts", text, lambda: C.asm_facts(text) if runs == "asm" else C.llvm_facts(text))
         facts.update(vector_width=f["vector_width"], instructions=f["instructions"])
     ops = {s: dict(v) for s, v in (entry.get("ops") or {}).items()}
     module = bundle.module("hlo_after")
@@ -44,7 +70,8 @@ def finish(bundle, name: str, entry: dict) -> C.KernelCode:
             kops.function = entry.get("function") or None
             for s, text in stages.items():
                 if s not in ops:
-                    ops[s] = link_asm(text, kops) if s == "asm" else link_llvm(text, kops)
+                    ops[s] = link_asm(text, kops) if s == "asm" else link_llvm(
+                        text, kops, _shared(bundle, "accesses", text, lambda: accesses(text)[0]))
     order = sorted(stages, key=C.stage_order)
     return C.KernelCode(name=name, stages={s: stages[s] for s in order}, facts=facts, ops=ops, cut=cut,
                         problems=problems)

@@ -168,6 +168,19 @@ def test_with_fusion_off_every_op_stores_its_own_result(fused, gallery_bundle):
         assert kc.facts["global_stores"] >= 1
         assert [k.name] in kc.ops["llvm-ir"].values()  # its own name on the function it runs
     assert code.totals(off)["global_stores"] > code.totals(fused)["global_stores"]
+    # twins (one function, one object file) are disassembled once: their machine code is one text
+    raw = off.code["kernels"]
+    by_object: dict = {}
+    for k in emitted:
+        if isinstance(raw[k.name].get("elf"), bytes):
+            by_object.setdefault((raw[k.name]["elf"], raw[k.name].get("elf_file")), []).append(k.name)
+    shared = [names for names in by_object.values() if len(names) > 1]
+    assert shared, "fusion off's identical kernels share an object file"
+    for names in shared:
+        texts = [code.kernel_code(off, n).stages["asm"] for n in names]
+        assert all(t is texts[0] for t in texts)
+        links = [code.kernel_code(off, n).ops["llvm-ir"] for n in names]
+        assert all([n] in lk.values() for n, lk in zip(names, links))  # each linked to its own name
 
 
 def test_the_softmax_layernorm_lesson_quotes_its_code(fused, gallery_bundle):

@@ -86,6 +86,24 @@ def test_the_report_holds_at_most_its_share_of_code(monkeypatch):
     assert k["left_out"] and k["stages"] == {} and "loads" in k["facts"]  # its facts stay
 
 
+def test_a_full_report_does_not_make_the_code_of_the_kernels_past_it(monkeypatch, gallery_bundle):
+    pytest.importorskip("jax")
+    from analysis.render import report_code
+
+    from analysis.bundle import Bundle
+
+    b = Bundle.from_json(gallery_bundle("softmax_layernorm").to_json())  # its own: no kernel finished yet
+    names = C.kernel_names(b)
+    first = C.kernel_code(b, names[0])
+    monkeypatch.setattr(report_code, "MAX_REPORT_CODE_CHARS", sum(len(t) for t in first.stages.values()))
+    kernels = report_code.code_data(b)["kernels"]
+    assert not kernels[names[0]]["left_out"] and all(kernels[n]["left_out"] for n in names[1:])
+    # the kernels past the budget were never disassembled (a CPU kernel's code is made on asking)
+    assert not any(f"code:{n}" in b.cache.values for n in names[1:])
+    loads, stores = C.loads_stores(b, names[1])
+    assert kernels[names[1]]["facts"].startswith(f"{loads} loads, {stores} stores")
+
+
 @pytest.mark.browser
 def test_a_code_line_lights_its_op_and_an_op_marks_its_lines(gallery_bundle):
     pytest.importorskip("jax")

@@ -29,10 +29,14 @@ def code_data(bundle) -> dict | None:
     budget = MAX_REPORT_CODE_CHARS
     kernels = {}
     for name in C.kernel_names(bundle):
+        if budget <= 0:  # the report is full: the kernel's loads and stores, its code not made at all
+            kernels[name] = {"facts": facts_line(C.facts_as_read(bundle, name) or C.empty_facts()),
+                             "stages": {}, "ops": {}, "cut": {}, "left_out": True}
+            continue
         kc = C.kernel_code(bundle, name)
         size = sum(len(t) for t in kc.stages.values())
         left_out = size > budget
-        budget -= 0 if left_out else size
+        budget -= size  # (a kernel too big for what is left closes the report to the kernels after it)
         kernels[name] = {"facts": facts_line(kc.facts),
                          "stages": {} if left_out else kc.stages,
                          "ops": {} if left_out else kc.ops,  # (its line numbers become JSON's strings)
