@@ -106,26 +106,29 @@ def compile_job(job: Job) -> None:
     # bundle still reaches the cache)
     ss.pending, ss.pending_error = None, None
     holder = st.empty()
-    with holder.status("Compiling…", expanded=True) as status:
-        def progress(p: str) -> None:
-            status.update(label=phase_text(p) + "…")
-            status.write(phase_text(p))
+    box: list = []  # the status box, drawn at the first phase that is not the cache's answer
 
-        try:
-            outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True,
-                                            ahead=graph_payload.payload_ahead)
-        except ExplorerError as e:
-            ss.error = e.full_text()
-            ss.error_at = (e.file, e.line, e.column, e.message)
-            status.update(label="Failed", state="error", expanded=False)
-            outcome = None
-        except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-            ss.error, ss.error_at, outcome = unexpected(e, "compile"), None, None
-            status.update(label="Failed", state="error", expanded=False)
-        else:
-            status.update(label="Compiled" if outcome.pending is None else "Compiled; measuring…",
-                          state="complete", expanded=False)
-    holder.empty()  # once the status box is closed; an error is shown next to the code
+    def status():
+        if not box:
+            box.append(holder.status("Compiling…", expanded=True))
+        return box[0]
+
+    def progress(p: str) -> None:
+        if p == "cached" and not box:  # a cached bundle (a shared link): no box, its graphs at once
+            return
+        status().update(label=phase_text(p) + "…")
+        status().write(phase_text(p))
+
+    try:
+        outcome = runner.compile_bundle(job, session=ss.session_id, progress=progress, early=True,
+                                        ahead=graph_payload.payload_ahead)
+    except ExplorerError as e:
+        ss.error = e.full_text()
+        ss.error_at = (e.file, e.line, e.column, e.message)
+        outcome = None
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        ss.error, ss.error_at, outcome = unexpected(e, "compile"), None, None
+    holder.empty()  # the status box, where one was drawn, goes; an error is shown next to the code
     if outcome is None:
         return
     ss.pending = outcome.pending
