@@ -370,9 +370,6 @@ def test_recorded_library_call_has_no_code_and_says_what_it_calls():
         assert "gemm_backend_config" in call["config"]
 
 
-# recorded before the code was read, and not recorded again: attention's fused attention is a cuDNN
-# call that the machine recording it again lacked cuDNN for (XLA then picks other kernels)
-WITHOUT_CODE = ("attention",)
 
 
 # what XLA:GPU moves with a copy of memory (a kCopy thunk, a dynamic-slice fusion's copy) rather
@@ -385,9 +382,7 @@ def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
 
     for path in sorted(glob.glob(os.path.join(H200, "*.bundle.json"))):
         b = Bundle.load(path)
-        if os.path.basename(path).split(".")[0] in WITHOUT_CODE:
-            assert b.code is None
-            continue
+        assert b.code is not None, path
         for k in b.kernels:
             kc = C.kernel_code(b, k.name)
             if k.route in ("library", "collective", "control"):
