@@ -20,14 +20,11 @@ def enabled() -> bool:
     return os.environ.get("XLA_EXPLORER_CODE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def read_code(dump_dir: str, bundle) -> dict | None:
-    """The ``code`` field of ``bundle`` from the dump folder ``dump_dir``, or None."""
-    if not enabled():
-        return None
-    if bundle.platform == "gpu":
-        return read_gpu_code(dump_dir, bundle)  # LLVM IR, PTX, Triton IR, ptxas, SASS (same shape)
+def folder_files(dump_dir: str):
+    """``(names, read)`` of a dump folder for the code readers (``read(name, limit) -> bytes``,
+    refusing a file past ``limit`` bytes), or None where the folder cannot be listed."""
     try:
-        names = os.listdir(dump_dir)
+        names = sorted(os.listdir(dump_dir))
     except OSError:
         return None
 
@@ -38,4 +35,14 @@ def read_code(dump_dir: str, bundle) -> dict | None:
             raise ExplorerError("code", f"more than {limit:,} bytes", name)
         return data
 
-    return code_from_files(names, read, bundle)
+    return names, read
+
+
+def read_code(dump_dir: str, bundle) -> dict | None:
+    """The ``code`` field of ``bundle`` from the dump folder ``dump_dir``, or None."""
+    if not enabled():
+        return None
+    if bundle.platform == "gpu":
+        return read_gpu_code(dump_dir, bundle)  # LLVM IR, PTX, Triton IR, ptxas, SASS (same shape)
+    files = folder_files(dump_dir)
+    return code_from_files(*files, bundle) if files is not None else None

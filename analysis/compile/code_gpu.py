@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from analysis.code_gpu_read import gpu_code_from_files
 from analysis.code_ptx import split_ptxas, split_sass
-from analysis.errors import ExplorerError
 
 # Compile options that make XLA:GPU dump what is read besides the PTX and LLVM IR: each Triton
 # fusion's Triton IR (a few kilobytes a fusion; the compile is not measurably slower)
@@ -52,19 +51,10 @@ def tools_wanted() -> bool:
 def read_gpu_code(dump_dir: str, bundle) -> dict | None:
     """The ``code`` field (``analysis.code``'s contract) of an XLA:GPU compile from its dump
     folder; ``None`` when it holds no generated code and no library call."""
-    try:
-        names = sorted(os.listdir(dump_dir))
-    except OSError:
-        return None
+    from analysis.compile.code_dump import folder_files  # (code_dump calls this module)
 
-    def read(name: str, limit: int) -> bytes:
-        with open(os.path.join(dump_dir, name), "rb") as f:
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise ExplorerError("code", f"more than {limit:,} bytes", name)
-        return data
-
-    return gpu_code(names, read, bundle)
+    files = folder_files(dump_dir)
+    return gpu_code(*files, bundle) if files is not None else None
 
 
 def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict | None:
