@@ -8,10 +8,10 @@ made here, per kernel, the first time a view, the CLI or the report asks, and re
 bundle (never serialized: it is made again from the same files, the same way, anywhere).
 
 What depends on a text or an object file alone (the disassembly, the machine code's facts, the
-IR's buffer accesses) is made once per bundle for all the kernels that share it: the layers of a
-stack are compiled to one function each kernel calls (their twins share the object and the IR
-texts), so a 96-layer stack's 1,441 kernels need about twenty disassemblies, not 1,441. Only the
-links, which name each kernel's own ops, are made per kernel.
+IR's buffer accesses, what each line computes) is made once per bundle for all the kernels that
+share it: the layers of a stack are compiled to one function each kernel calls (their twins share
+the object and the IR texts), so a 96-layer stack's 1,441 kernels need about twenty disassemblies,
+not 1,441. Only naming each line's ops, which are each kernel's own, is done per kernel.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _disassembled(elf: bytes, file: str) -> tuple[str, int | None] | ExplorerErr
 
 def finish(bundle, name: str, entry: dict) -> C.KernelCode:
     """The whole ``KernelCode`` of a kernel entry whose object and links are still to be made."""
-    from analysis.code_links import kernel_ops, link_asm, link_llvm
+    from analysis.code_links import asm_lines, kernel_ops, link_asm, link_llvm, llvm_lines
     from analysis.llvm_ir import accesses
 
     stages, cut, problems = dict(entry.get("stages") or {}), dict(entry.get("cut") or {}), []
@@ -69,9 +69,13 @@ def finish(bundle, name: str, entry: dict) -> C.KernelCode:
         if kops is not None:
             kops.function = entry.get("function") or None
             for s, text in stages.items():
-                if s not in ops:
-                    ops[s] = link_asm(text, kops) if s == "asm" else link_llvm(
-                        text, kops, _shared(bundle, "accesses", text, lambda: accesses(text)[0]))
+                if s in ops:
+                    continue
+                if s == "asm":
+                    ops[s] = link_asm(text, kops, _shared(bundle, "asm_lines", text, lambda: asm_lines(text)))
+                else:
+                    ops[s] = link_llvm(text, kops, _shared(bundle, "accesses", text, lambda: accesses(text)[0]),
+                                       _shared(bundle, "llvm_lines", text, lambda: llvm_lines(text)))
     order = sorted(stages, key=C.stage_order)
     return C.KernelCode(name=name, stages={s: stages[s] for s in order}, facts=facts, ops=ops, cut=cut,
                         problems=problems)

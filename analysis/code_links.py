@@ -113,9 +113,26 @@ _DEFINE = re.compile(r"^define\b[^@]*@\"?([\w.$-]+)\"?\s*\(")
 _ASSIGN = re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$")
 
 
-def link_llvm(text: str, ops: KernelOps, acc=None) -> dict[int, list[str]]:
+def llvm_lines(text: str) -> list[tuple]:
+    """What an LLVM IR text's lines are, read once for every kernel that runs the same text (a
+    stack's twins): ``(line, "define", function)`` and ``(line, "arith", opcodes, type)``."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        d = _DEFINE.match(line)
+        if d:
+            out.append((n, "define", d.group(1)))
+            continue
+        m = _ASSIGN.match(line)
+        got = _arith_want(m.group(2).strip() if m else line.strip())
+        if got:
+            out.append((n, "arith") + got)
+    return out
+
+
+def link_llvm(text: str, ops: KernelOps, acc=None, lines: list | None = None) -> dict[int, list[str]]:
     """{1-based line: [HLO op names]} of an LLVM IR text (either stage) of kernel ``ops``
-    (``acc``: its ``analysis.llvm_ir.accesses``, where the caller has them)."""
+    (``acc``: its ``analysis.llvm_ir.accesses``, ``lines``: its ``llvm_lines``, where the caller
+    has them)."""
     from analysis.llvm_ir import accesses
 
     out: dict[int, list[str]] = {}
@@ -131,14 +148,12 @@ def link_llvm(text: str, ops: KernelOps, acc=None) -> dict[int, list[str]]:
         if names:
             out.setdefault(a.line, []).extend(names)
     function = ops.function or ops.kernel
-    for n, line in enumerate(text.splitlines(), 1):
-        d = _DEFINE.match(line)
-        if d:
-            if d.group(1) == function:
+    for n, kind, *what in (lines if lines is not None else llvm_lines(text)):
+        if kind == "define":
+            if what[0] == function:
                 out[n] = [ops.kernel]
             continue
-        m = _ASSIGN.match(line)
-        names = _link_arith(m.group(2).strip() if m else line.strip(), ops)
+        names = _arith_names(what[0], what[1], ops)
         if names:
             out.setdefault(n, []).extend(names)
     return {n: list(dict.fromkeys(v)) for n, v in sorted(out.items())}
@@ -148,18 +163,22 @@ _TYPE = re.compile(r"<\s*\d+\s+x\s+(\w+)\s*>|\b(float|double|half|bfloat|i\d+)\b
 _UNTYPED = ("compare", "convert", "select", "clamp")  # their operands' type is not their result's
 
 
-def _link_arith(rhs: str, ops: KernelOps) -> list[str]:
-    """The HLO ops an arithmetic line computes: of the matching opcode and element type (so the
-    loops' index arithmetic, ``add i64``, is not linked to a float ``add``)."""
+def _arith_want(rhs: str) -> tuple[tuple, str | None] | None:
+    """The HLO opcodes an arithmetic line's instruction computes and its element type, or None."""
     word = rhs.split(None, 1)[0] if rhs else ""
     want: tuple = OPCODES.get(word, ())
     if "call " in rhs or word == "call" or rhs.startswith("tail call"):
         m = re.search(r"@(?:llvm|xla)\.([a-z0-9]+)", rhs)
         want = CALLS.get(m.group(1), (m.group(1),)) if m else ()
     if not want:
-        return []
+        return None
     t = _TYPE.search(rhs.split(None, 1)[1] if " " in rhs else "")
-    ty = (t.group(1) or t.group(2)) if t else None
+    return want, ((t.group(1) or t.group(2)) if t else None)
+
+
+def _arith_names(want: tuple, ty: str | None, ops: KernelOps) -> list[str]:
+    """The kernel's ops of those opcodes and that element type (so the loops' index arithmetic,
+    ``add i64``, is not linked to a float ``add``)."""
     return [n for op in want for n in ops.by_opcode.get(op, [])
             if op in _UNTYPED or ty is None or ops.types.get(n) in (None, ty)]
 
@@ -167,20 +186,36 @@ def _link_arith(rhs: str, ops: KernelOps) -> list[str]:
 _ASM_INS = re.compile(r"^\s*[0-9a-f]+:\s+([a-z][a-z0-9]*)\b")
 
 
-def link_asm(text: str, ops: KernelOps) -> dict[int, list[str]]:
-    """{1-based line: [HLO op names]} of a disassembly (``analysis.disassemble``): the kernel's
-    label, and arithmetic by its mnemonic (``vsubps`` -> ``subtract``; ``ASM``)."""
-    out: dict[int, list[str]] = {}
+def asm_lines(text: str) -> list[tuple]:
+    """What a disassembly's lines are, read once for the kernels that share it: ``(line, label,
+    opcodes)``, the line's text where it is a label, else the HLO opcodes of its mnemonic."""
+    out = []
     for n, line in enumerate(text.splitlines(), 1):
-        if line.rstrip() == f"{ops.function or ops.kernel}:":
-            out[n] = [ops.kernel]
+        if line.rstrip().endswith(":"):
+            out.append((n, line.rstrip(), None))
             continue
         m = _ASM_INS.match(line)
         if not m:
             continue
         stem = re.sub(r"^v", "", m.group(1))
         stem = re.sub(r"(132|213|231)?(ps|ss|pd|sd|ph|sh)$", "", stem)
-        names = [x for op in ASM.get(stem, ()) for x in ops.by_opcode.get(op, [])]
+        if stem in ASM:
+            out.append((n, None, ASM[stem]))
+    return out
+
+
+def link_asm(text: str, ops: KernelOps, lines: list | None = None) -> dict[int, list[str]]:
+    """{1-based line: [HLO op names]} of a disassembly (``analysis.disassemble``): the kernel's
+    label, and arithmetic by its mnemonic (``vsubps`` -> ``subtract``; ``ASM``). ``lines``: its
+    ``asm_lines``, where the caller has them."""
+    out: dict[int, list[str]] = {}
+    label = f"{ops.function or ops.kernel}:"
+    for n, text_label, want in (lines if lines is not None else asm_lines(text)):
+        if text_label is not None:
+            if text_label == label:
+                out[n] = [ops.kernel]
+            continue
+        names = [x for op in want for x in ops.by_opcode.get(op, [])]
         if names:
             out[n] = list(dict.fromkeys(names))
     return out
