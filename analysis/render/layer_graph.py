@@ -183,6 +183,16 @@ def variant_names(bundle: Bundle, root: Layer | None = None) -> list[str]:
     return ["layers"] + ["layers:" + "/".join(t.path) for t in tops] if tops else []
 
 
+def _layer_parts(bundle):
+    """What both layer views start from: the layer tree, its top layers, the two modules and the
+    layers' boxes (``_boxes``); None for a program without layers."""
+    root = layers_of_bundle(bundle)
+    tops = top_layers(root)
+    if not tops:
+        return None
+    return root, tops, bundle.module("hlo_before"), bundle.module("hlo_after"), _boxes(bundle, root, tops)
+
+
 def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None,
                    names: list[str] | None = None, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
     """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}`` for the views in
@@ -191,12 +201,10 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     ``isolate``: an opened layer is drawn with only its neighbours (the layers it reads from
     and feeds, as boxes), not in the middle of every other layer: a big program's layers view
     takes Graphviz seconds to lay out, and opening a layer must not lay all of it out again."""
-    root = layers_of_bundle(bundle)
-    tops = top_layers(root)
-    if not tops:
+    got = _layer_parts(bundle)
+    if got is None:
         return {}
-    pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
-    by_path, border, labels, op_top, kernel_top = _boxes(bundle, root, tops)
+    root, tops, pre_mod, post_mod, (by_path, border, labels, op_top, kernel_top) = got
     pre_note, post_note = outside_note(root, tops, border)
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if names is None:
@@ -284,12 +292,10 @@ def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
     a program's every layer cost what the program holds (the offline report lays them all out
     ahead: ``analysis.render.report_layers``). Without timings: identical layers then draw
     identical graphs up to names."""
-    root = layers_of_bundle(bundle)
-    tops = top_layers(root)
-    if not tops:
+    got = _layer_parts(bundle)
+    if got is None:
         return {}
-    pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
-    by_path, border, labels, op_top, kernel_top = _boxes(bundle, root, tops)
+    root, tops, pre_mod, post_mod, (by_path, border, labels, op_top, kernel_top) = got
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if pre_mod is not None:
         from analysis.render.module_graphs import flat_entry
