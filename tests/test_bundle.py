@@ -60,6 +60,21 @@ def test_hlo_bundle_round_trip(text, tmp_path):
     assert Bundle.from_json(b.to_json()) == b
 
 
+def test_json_and_hash_is_the_bundle_and_its_content_hash():
+    """The report's one encoding: the same bundle as ``to_json``, and the same hash; the hash
+    leaves out only the creation time."""
+    b = bundle_from_hlo(PRE_HLO, "step", "step.hlo")
+    b.created = "2026-01-02T03:04:05"
+    text, digest = b.json_and_hash()
+    assert json.loads(text) == json.loads(b.to_json())
+    assert list(json.loads(text))[-1] == "created"
+    assert digest == b.content_hash()
+    b.created = "2027-01-01T00:00:00"
+    assert b.json_and_hash()[1] == digest  # another time, the same compile
+    b.source = {**b.source, "name": "other"}
+    assert b.content_hash() != digest
+
+
 def test_bundle_from_post_text():
     b = bundle_from_hlo(GPU_HLO, "step")
     assert b.platform == "gpu" and b.title == "step"

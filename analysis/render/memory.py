@@ -74,9 +74,12 @@ def curve_figure(mem: dict, selected_step: int | None = None, font_size: int = 1
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    import numpy as np
+
     curve = core.live_curve(mem)
-    steps = [r["step"] for r in curve]
-    names = [r["instruction"] for r in curve]
+    # (arrays: plotly checks a list value by value, which was most of this figure's time)
+    steps = np.array([r["step"] for r in curve])
+    names = np.array([r["instruction"] for r in curve], dtype=object)
     t_unit, t_scale = _unit(max((r["temp"] for r in curve), default=0))
     p_unit, p_scale = _unit(max((sum(r[k] for k in PERSISTENT) for r in curve), default=0))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.6, 0.4],
@@ -85,8 +88,8 @@ def curve_figure(mem: dict, selected_step: int | None = None, font_size: int = 1
     panels = (("temp",), PERSISTENT)
     for row, (kinds, unit, scale) in enumerate(((panels[0], t_unit, t_scale), (panels[1], p_unit, p_scale)), start=1):
         for kind in kinds:
-            ys = [r[kind] / scale for r in curve]
-            if not any(ys):
+            ys = np.array([r[kind] / scale for r in curve], dtype=float)
+            if not ys.any():
                 continue
             fig.add_trace(go.Scatter(
                 x=steps, y=ys, name=KIND_LABELS[kind], stackgroup=f"live{row}", mode="lines",

@@ -21,6 +21,7 @@ import html
 import json
 import re
 
+from analysis import tuning
 from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render.decisions import html_section as decisions_html_section
@@ -335,6 +336,7 @@ def _link_data(b: Bundle) -> dict:
 # ----------------------------------------------------------------------------- the page
 
 
+@tuning.building()  # an entry point of analysis.tuning: a big program's graphs, code and JSON, none garbage
 def html_report(bundle: Bundle) -> str:
     """The whole report as one HTML document that needs no network and no server."""
     from analysis.render import report_code, report_layers
@@ -355,7 +357,8 @@ def html_report(bundle: Bundle) -> str:
     # (the JSON holds every stage text and the deflated code: past the limit already, it is not
     # made only to be dropped)
     too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) > MAX_EMBEDDED_BUNDLE
-    bundle_json = "" if too_big else b.to_json(as_dict=as_dict)
+    # (its text and the footer's hash from one encoding: each is a pass over the whole bundle)
+    bundle_json, digest = ("", b.content_hash(as_dict)) if too_big else b.json_and_hash(as_dict)
     kernels = _kernel_table(b)
     memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
@@ -421,7 +424,7 @@ def html_report(bundle: Bundle) -> str:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:
         parts.append(f"<section id='stages'><h2>Program texts</h2>{stages}</section>")
-    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(b.content_hash(as_dict))} · schema "
+    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(digest)} · schema "
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
