@@ -237,14 +237,15 @@ class Bundle:
 
     def content_hash(self, as_dict: dict | None = None) -> str:
         """A short hash of what the bundle shows (its creation time left out, so the same
-        compile gives the same hash): of its JSON with sorted keys and no ``created``;
-        ``as_dict`` as for ``to_json``."""
+        compile gives the same hash): of its JSON without ``created``; ``as_dict`` as for
+        ``to_json``."""
         return self._hashed_json(as_dict)[1]
 
     def json_and_hash(self, as_dict: dict | None = None) -> tuple[str, str]:
-        """``(to_json(), content_hash())`` from one encoding: the JSON with its keys sorted and
-        ``created`` last (a big program's bundle is 15 MB of JSON: encoding it twice was a
-        tenth of a second of its report, docs/performance.md)."""
+        """``(to_json(), content_hash())`` from one encoding: the same JSON with ``created`` last
+        (a big program's bundle is 15 MB of JSON: encoding it twice was a tenth of a second of
+        its report, docs/performance.md). Keys keep their order: the code's twins refer to
+        kernels before them (``analysis.code``)."""
         body, digest, created = self._hashed_json(as_dict)
         if created is None:
             return body, digest
@@ -254,7 +255,7 @@ class Bundle:
     def _hashed_json(self, as_dict: dict | None) -> tuple[str, str, object]:
         d = dict(self.to_dict() if as_dict is None else as_dict)
         created = d.pop("created", None)
-        body = json.dumps(d, sort_keys=True, default=_json_default)
+        body = json.dumps(d, default=_json_default)
         return body, hashlib.sha256(body.encode()).hexdigest()[:16], created
 
 

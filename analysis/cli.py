@@ -78,32 +78,35 @@ TRUSTED_NOTE = ("xla-explorer: note: --trusted: running {file} in this process, 
                 "user's rights (only for your own code)")
 
 
-def run_untrusted(job, progress=None, trusted: bool = False):
+def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
     """A model file is someone's code: it runs in the sandboxed worker, never in this process
     (a warning says so when the sandbox is not available here). ``trusted`` (``--trusted``):
     the user vouches for the file, which then runs here, through ``analysis.compile``, with a
-    note on stderr saying so."""
+    note on stderr saying so. ``ahead``: work on a draft of the bundle while it compiles
+    (``compile_model``; the report's layer graphs)."""
     if trusted:
         from analysis.service.worker_main import execute
 
         print(TRUSTED_NOTE.format(file=job.filename), file=sys.stderr)
-        return execute(job, progress)
+        return execute(job, progress, ahead=ahead)
     from analysis.service.sandbox import sandbox_status
     from analysis.service.worker import run_job
 
     isolated, reason = sandbox_status()
     if not isolated:
         print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
-    return run_job(job, progress=progress).bundle
+    return run_job(job, progress=progress, ahead=ahead).bundle
 
 
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
              compare: bool = False, iterations: int | None = None, trusted: bool = False,
-             devices: int | None = None):
+             devices: int | None = None, ahead=None):
     """A Bundle from whatever MODEL names: a bundle, an HLO text or a dump is read; a model file
     is compiled (and measured) in the sandboxed worker; a gallery model here, or in a worker
-    started with its devices when it runs on more than one (``devices``, else its ``DEVICES``)."""
+    started with its devices when it runs on more than one (``devices``, else its ``DEVICES``).
+    ``ahead``: what the caller will derive from a compiled bundle, done on a draft of it while
+    it compiles (``compile_model``)."""
     from analysis.bundle import Bundle, bundle_from_hlo
     from analysis.devices import check_devices
 
@@ -126,7 +129,7 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     if model.endswith(".py") or os.sep in model:
         return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
                                         gpu_target=gpu_target, measure=measure, compare_fusion=compare,
-                                        iterations=iterations, devices=devices), progress, trusted)
+                                        iterations=iterations, devices=devices), progress, trusted, ahead)
     from analysis.compile.fusion_off import compare_fusion
     from analysis.compile.measure import measure as run_measure
     from analysis.compile.stages import analyze_model
@@ -142,8 +145,8 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
         return run_job(Job(kind="gallery", name=model, filename=str(gallery_entry(model).path), backend=backend,
                            compiler_options=options or {}, gpu_target=gpu_target, measure=measure,
                            compare_fusion=compare, iterations=iterations, devices=devices),
-                       progress=progress).bundle
-    c = analyze_model(model, backend, options, progress, gpu_target=gpu_target)
+                       progress=progress, ahead=ahead).bundle
+    c = analyze_model(model, backend, options, progress, gpu_target=gpu_target, ahead=ahead)
     if measure:
         if progress:
             progress("measure")
@@ -225,8 +228,10 @@ def _cmd_report(args) -> int:
         if not os.path.isdir(folder) and not (target != args.html and os.path.isdir(os.path.dirname(folder))):
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
+    from analysis.render.report_layers import ahead
+
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
-                      trusted=args.trusted)
+                      trusted=args.trusted, ahead=ahead)  # the layer graphs made while it compiles
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:

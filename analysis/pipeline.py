@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
+from typing import Callable
 
 from analysis.bundle import Bundle, analyze
 from analysis.fusion_decisions_codec import derive_decision_kernels
@@ -158,6 +160,21 @@ class Pipeline:
         for k, v in values.items():
             bundle.cache.values.setdefault(k, v)
         return bundle
+
+    def work_ahead(self, work: Callable[[Bundle], None], fusion_decisions, source: dict) -> None:
+        """``work`` on a draft bundle of the two parses, their analysis, ``fusion_decisions``
+        and ``source``, made before the real bundle (beside XLA's code generation, or while a
+        worker compiles); what it derives there (``Bundle.derived``) the bundles this pipeline
+        is put onto later take wherever it was made of their own objects (``keep``). A failure
+        is a warning: the work is done again for the bundle, which reports it."""
+        stages = {k: hit[0] for k in STAGES if (hit := self.parse(k)) is not None}
+        draft = Bundle(stages=stages, fusion_decisions=fusion_decisions, source=dict(source))
+        self.onto(draft)  # its analysis, and the decisions' kernels from its provenance
+        try:
+            work(draft)
+        except Exception as e:  # noqa: BLE001 - see above
+            warnings.warn(f"work ahead of a bundle failed: {type(e).__name__}: {e}")
+        self.keep(draft)
 
     def keep(self, bundle: Bundle) -> None:
         """What was derived on ``bundle`` (a draft made ahead of the real one), for the bundles

@@ -6,7 +6,8 @@ few named entry points; ``docs/performance.md`` has the measurement that earned 
   objects, none garbage yet: a full pass walks them all, over and over). Entry points: a worker's
   job from compile to answer (``analysis.service.worker_main``), the parent's reading of a
   worker's messages (``analysis.service.worker``), a stage's parse for a bundle
-  (``Bundle.module``) and the app's graph payload (``app.graph_payload``).
+  (``Bundle.module``), the app's graph payload (``app.graph_payload``) and the offline report
+  (``analysis.render.report.html_report``).
 - ``freeze()``: a worker that ends with its job puts the compile's objects into the collector's
   permanent generation once its answer's main part is made; they are freed when it exits.
 - ``lower_this_thread(by)``: the thread that parses XLA's dumps beside the compile runs where

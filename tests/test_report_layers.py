@@ -229,3 +229,31 @@ def test_a_big_programs_graph_files_are_its_layers_view():
     assert set(files) == {f"stack.{s}.{x}" for s in ("before", "after") for x in ("dot", "svg")}
     svg = files["stack.before.svg"][1].decode()
     assert all(f'id="L:layer{i}"' in svg for i in range(8)) and 'id="op:m3"' not in svg
+
+
+def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
+    """``compile_model(ahead=report_layers.ahead)`` (the CLI's report) makes the layer graphs on
+    a draft in the thread beside the compile; the compiled bundle takes that very value, and
+    its report is the one made without it."""
+    import threading
+
+    from analysis.compile.load import load_source
+    from analysis.compile.stages import compile_model
+    from sample_models._stack import stack_source
+
+    made = []
+
+    def ahead(draft):
+        report_layers.ahead(draft)
+        made.append((threading.current_thread() is not threading.main_thread(), report_layers.layer_graphs(draft)))
+
+    loaded = load_source(stack_source(10), "stack10.py", "stack10")
+    b = compile_model(loaded, "cpu", ahead=ahead).bundle
+    assert len(made) == 1 and made[0][0], "made once, beside the compile"
+    got = report_layers.layer_graphs(b)
+    assert got is not None and got is made[0][1]
+    assert got["maps"]["order"] == [f"L:layer{i}" for i in range(10)]
+    fresh = compile_model(load_source(stack_source(10), "stack10.py", "stack10"), "cpu").bundle
+    again = report_layers.layer_graphs(fresh)
+    assert again is not got
+    assert [s["dot"] for s in again["sides"].values()] == [s["dot"] for s in got["sides"].values()]

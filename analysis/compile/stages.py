@@ -80,7 +80,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   progress: Callable[[str], None] | None = None, source_kind: str = "code",
                   gpu_target: str | None = None, dump_passes: bool = False,
                   on_texts: Callable[[dict], None] | None = None,
-                  on_decisions: Callable[[dict], None] | None = None, devices: int | None = None) -> Compiled:
+                  on_decisions: Callable[[dict], None] | None = None, devices: int | None = None,
+                  ahead: Callable[[Bundle], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``devices``: how many the
     program runs on (None: the model file's ``DEVICES = N``, else 1); this process must have
     them (a worker is started with them), a GPU target is described with them. ``on_texts`` receives the HLO
@@ -91,7 +92,9 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     when XLA's dumps were those). ``on_decisions`` receives the fusion decisions made beside
     the compile from the optimized module's dump, from that thread (before XLA is done unless
     that thread was late); the bundle holds that very object when they stand
-    (``read_decisions``).
+    (``read_decisions``). ``ahead``: the caller's work on a draft of the bundle, in that thread
+    once the decisions are made (``Pipeline.work_ahead``): what it derives there, the bundle
+    takes (the report's layer graphs, docs/performance.md).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -115,7 +118,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **CODE_DUMP_OPTIONS,
                           **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
-                         on_texts, follower, on_decisions=on_decisions,
+                         on_texts, follower, on_decisions=on_decisions, ahead=ahead,
                          read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),
                          around_xla=lambda: capture_decisions(dump_dir, follower),  # XLA's fusion log
                          devices=devices)
@@ -127,7 +130,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
 def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
              gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
              read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext,
-             on_decisions: Callable[[dict], None] | None = None, devices: int = 1) -> Compiled:
+             on_decisions: Callable[[dict], None] | None = None, devices: int = 1,
+             ahead: Callable[[Bundle], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze (``compile_model`` without its dump folder); ``read``
     takes the analyzed bundle before XLA's estimates are waited for (``read_dump``);
     ``around_xla()`` is the context XLA compiles in (``capture_decisions``)."""
@@ -174,7 +178,8 @@ def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress
     # (the StableHLO and the jaxpr, known before XLA starts, go with the first of them)
     pipe = Pipeline(env.get("platform") or None)
     beside = _Beside(traced, dump_dir, follower, pipe, on_text=on_texts, stablehlo=stablehlo,
-                     on_decisions=on_decisions)
+                     on_decisions=on_decisions,
+                     ahead=(ahead, {"name": loaded.name, "file": fn, "code": loaded.source}) if ahead else None)
     say("compile")
     t0 = time.perf_counter()
     with around_xla():
@@ -294,7 +299,8 @@ class _Beside(threading.Thread):
     """Work done in a thread while XLA compiles (C++, without the GIL): the jaxpr's text, the
     fusion log parsed as XLA writes it (``LogFollower``), and the compile's pipeline fed the
     modules XLA dumps as it starts and as it begins code generation (polled until they parse),
-    analyzed once both are in, the fusion decisions mapped onto them. A part that fails here is
+    analyzed once both are in, the fusion decisions mapped onto them, and then the caller's
+    ``ahead`` work on a draft bundle of them (``compile_model``). A part that fails here is
     made again by the caller, so an error is raised (and reported) where it always was."""
 
     POLL_S = 0.01
@@ -304,8 +310,9 @@ class _Beside(threading.Thread):
 
     def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None, pipe: Pipeline,
                  on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None,
-                 on_decisions: Callable[[dict], None] | None = None):
+                 on_decisions: Callable[[dict], None] | None = None, ahead: tuple | None = None):
         super().__init__(name="xla-explorer-beside-compile", daemon=True)
+        self._ahead = ahead  # (work, source) for a draft once the decisions are made, or None
         self._traced, self._dir, self._follower, self._pipe = traced, dump_dir, follower, pipe
         # {"hlo_before": text} once that dump parsed (with the jaxpr and ``stablehlo``), then
         # {"hlo_after": text}
@@ -373,8 +380,12 @@ class _Beside(threading.Thread):
         got = _or_none(decided)
         if got is None:
             follower.decided = None
-        elif self._on_decisions is not None:
+            return
+        if self._on_decisions is not None:
             _or_none(self._on_decisions, got[2])  # (the bundle carries them all the same)
+        if self._ahead is not None:
+            work, source = self._ahead
+            _or_none(self._pipe.work_ahead, work, got[2], source)
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:
@@ -431,9 +442,9 @@ def _memory_analysis(compiled) -> dict | None:
 
 def analyze_model(model: str, backend: str = "auto", compiler_options: dict | None = None,
                   progress: Callable[[str], None] | None = None, gpu_target: str | None = None,
-                  devices: int | None = None) -> Compiled:
-    """``model`` is a gallery name or a path to a ``.py`` model file; ``devices`` as for
-    ``compile_model`` (checked against this process's devices before the file runs)."""
+                  devices: int | None = None, ahead: Callable[[Bundle], None] | None = None) -> Compiled:
+    """``model`` is a gallery name or a path to a ``.py`` model file; ``devices`` and ``ahead``
+    as for ``compile_model`` (``devices`` checked against this process's before the file runs)."""
     if gpu_target:
         allow_gpu_target()  # before the model's example inputs start JAX's backends
     if devices is None:
@@ -441,7 +452,7 @@ def analyze_model(model: str, backend: str = "auto", compiler_options: dict | No
     check_device_count(select_device(backend).platform, check_devices(devices), model)
     loaded, kind = load_model(model)
     return compile_model(loaded, backend, compiler_options, progress, source_kind=kind, gpu_target=gpu_target,
-                         devices=devices)
+                         devices=devices, ahead=ahead)
 
 
 def model_source(model: str) -> str:

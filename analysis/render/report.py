@@ -247,12 +247,14 @@ def _kernel_table(b: Bundle) -> str:
 def _charts(b: Bundle) -> tuple[str, str]:
     """(charts HTML with plotly.js inlined once, fusion comparison HTML)."""
     try:
-        from analysis.render.charts import figures, fusion_table
+        from analysis.render.charts import figure_makers, fusion_table
     except ImportError as e:  # plotly not installed
         return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
     measured = bool((b.timings or {}).get("kernels"))
-    figs = figures(b)
     keep = ["Top kernels", "Treemap"] + (["Timeline", "Roofline"] if measured else [])
+    # only the charts this page shows are made (a big program's roofline alone takes long)
+    makers = figure_makers(b)
+    figs = {name: makers[name]() for name in keep + (["Fusion off"] if b.fusion_comparison else []) if name in makers}
     parts, first = [], True
     config = {"displaylogo": False, "responsive": True}
     for name in keep:

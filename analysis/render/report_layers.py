@@ -126,25 +126,39 @@ def layered_graphs(bundle: Bundle) -> dict | None:
     return finish() if finish is not None else None
 
 
-def layered_graphs_start(bundle: Bundle):
-    """``layered_graphs``, started: every layout (the collapsed views, one per distinct layer
-    graph) runs at once in Graphviz's processes, through the layout cache, while the caller
-    goes on (the report builds its other sections); calling what this returns waits for them
-    and gives the layers. None when the program opens whole."""
+def _inputs(b: Bundle) -> tuple:
+    """What the layers' graphs are made of, by identity (``Bundle.derived``)."""
+    return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
+            b.timings, b.source.get("code"), b.source.get("file"))
+
+
+def layer_graphs(bundle: Bundle) -> dict | None:
+    """Every graph of the report's layers as DOT, before layout: ``{"sides": {side: {"layers":
+    GraphSpec, "dot", "templates": [DOT], "views"}}, "maps"}`` (None when the program opens
+    whole); made once per bundle (``Bundle.derived``), so that made on a draft beside the
+    compile (``ahead``) the bundle takes it. Callers must not change it."""
+    return bundle.derived("report_layers", _inputs(bundle), lambda: _layer_graphs(bundle))
+
+
+def ahead(bundle: Bundle) -> None:
+    """The report's layer graphs, made on a draft of the bundle while XLA still compiles
+    (``compile_model``'s and ``run_job``'s ``ahead``; their layouts are made with the report)."""
+    layer_graphs(bundle)
+
+
+def _layer_graphs(bundle: Bundle) -> dict | None:
     if not opens_as_layers(bundle):
         return None
     from analysis.render.layer_graph import layer_maps, own_layer_specs
-    from analysis.render.layout_cache import layout_dots_start, svg_or_error
 
     collapsed = collapsed_specs(bundle)
     own = own_layer_specs(bundle)
     sides: dict[str, dict] = {}
-    dots: list[str] = []
     for side in ("pre", "post"):
         if "layers" not in collapsed.get(side, {}):
             continue
         spec = collapsed[side]["layers"]
-        templates: list[str] = []  # DOT texts here; SVG once laid out
+        templates: list[str] = []  # DOT texts
         at: dict[tuple, int] = {}
         views = {}
         for name, layer_spec in own.get(side, {}).items():
@@ -154,22 +168,32 @@ def layered_graphs_start(bundle: Bundle):
                 templates.append(make().to_dot())
             views["L:" + name.split(":", 1)[1]] = [at[key], names, layer_spec.title]
         sides[side] = {"layers": spec, "dot": spec.to_dot(), "templates": templates, "views": views}
-        dots += [sides[side]["dot"]] + templates
-    done = layout_dots_start(dots)
     maps = layer_maps(bundle)
     order = maps["order"]
+    return {"sides": sides, "maps": {"order": order, "names": {lid: maps["boxes"][lid]["path"] for lid in order},
+                                     "op_box": maps["op_box"], "kernel_box": maps["kernel_box"]}}
+
+
+def layered_graphs_start(bundle: Bundle):
+    """``layered_graphs``, started: every layout (the collapsed views, one per distinct layer
+    graph) runs at once in Graphviz's processes, through the layout cache, while the caller
+    goes on (the report builds its other sections); calling what this returns waits for them
+    and gives the layers. None when the program opens whole."""
+    from analysis.render.layout_cache import layout_dots_start, svg_or_error
+
+    graphs = layer_graphs(bundle)
+    if graphs is None:
+        return None
+    done = layout_dots_start([d for s in graphs["sides"].values() for d in [s["dot"], *s["templates"]]])
 
     def finish() -> dict:
         try:
             done()
         except RuntimeError:
             pass  # each graph that failed says why in its pane (svg_or_error)
-        for s in sides.values():
-            s["svg"] = svg_or_error(s["dot"])
-            s["templates"] = [svg_or_error(d) for d in s["templates"]]
-        return {"sides": sides,
-                "maps": {"order": order, "names": {lid: maps["boxes"][lid]["path"] for lid in order},
-                         "op_box": maps["op_box"], "kernel_box": maps["kernel_box"]}}
+        sides = {side: {**s, "svg": svg_or_error(s["dot"]), "templates": [svg_or_error(d) for d in s["templates"]]}
+                 for side, s in graphs["sides"].items()}
+        return {"sides": sides, "maps": graphs["maps"]}
     return finish
 
 

@@ -152,15 +152,7 @@ class EarlyParts:
         if self._ahead_of is not None and all(a is b for a, b in zip(self._ahead_of, made)):
             return
         self._ahead_of = made
-        stages = {k: hit[0] for k in self.STAGES if (hit := self.pipe.parse(k)) is not None}
-        draft = Bundle(stages=stages, fusion_decisions=fd,
-                       source={"name": self.job.name, "file": self.job.filename, "code": self.job.source})
-        self.pipe.onto(draft)  # its analysis, and the decisions' kernels from its provenance
-        try:
-            self.ahead(draft)
-        except Exception as e:  # noqa: BLE001 - done again for the bundle, which reports it
-            warnings.warn(f"work ahead of a worker's bundle failed: {type(e).__name__}: {e}")
-        self.pipe.keep(draft)
+        self.pipe.work_ahead(self.ahead, fd, {"name": self.job.name, "file": self.job.filename, "code": self.job.source})
 
     def wait(self) -> Pipeline:
         """The pipeline, once what was sent so far has gone through it."""

@@ -27,10 +27,11 @@ from analysis.service.job import MEASURED_FIELDS, Job, is_measure, job_devices
 def execute(job: Job, progress: Callable[[str], None] | None = None,
             preview: Callable[[Bundle], None] | None = None,
             texts: Callable[[dict], None] | None = None, ends_with_job: bool = False,
-            decisions: Callable[[dict], None] | None = None) -> Bundle:
+            decisions: Callable[[dict], None] | None = None, ahead: Callable[[Bundle], None] | None = None) -> Bundle:
     """Run a job in this process (the worker's body). ``texts`` receives the HLO before and after
     optimization once compiled (the parent parses them while this process analyzes), and
-    ``decisions`` the fusion decisions made beside the compile (``compile_model``). A measuring
+    ``decisions`` the fusion decisions made beside the compile (``compile_model``), and ``ahead``
+    works on a draft of the bundle there (``compile_model``: a trusted CLI run's report). A measuring
     job of a program with at least ``job.preview_kernels`` kernels hands its compiled bundle to
     ``preview`` before measuring. ``ends_with_job``: this process exits after the job (the
     worker), so the compile's objects are never looked at by the collector again."""
@@ -53,11 +54,11 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
         say("load")
         loaded = load.load_source(job.source, job.filename, job.name)
     with load.as_main(loaded.module):  # the user's code runs as under ``python FILE`` throughout
-        return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions, devices)
+        return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions, devices, ahead)
 
 
 def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
-                         devices: int = 1) -> Bundle:
+                         devices: int = 1, ahead=None) -> Bundle:
     say = progress or (lambda p: None)
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
@@ -67,7 +68,7 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     with tuning.building():  # an entry point of analysis.tuning
         c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                                  gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
-                                 on_decisions=decisions, devices=devices)
+                                 on_decisions=decisions, devices=devices, ahead=ahead)
         previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
         if previewed:
             preview(c.bundle)
