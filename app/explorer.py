@@ -143,105 +143,131 @@ def compile_job(job: Job) -> None:
 
 # ----------------------------------------------------------------------------- sidebar
 
-with st.sidebar:
-    st.markdown("## XLA Explorer")
-    source_kind = st.radio("Model", ["Gallery", "Paste code", "Upload HLO / bundle"], key="source_kind",
-                           horizontal=False)
-    job = None
-    pressed, run_compile = False, None
-    if source_kind == "Gallery":
-        names = list(GALLERY)
-        choice = st.selectbox("Gallery model", names, key="gallery_choice",
-                              format_func=lambda n: f"{n} — {GALLERY[n].title.split(':')[0]}")
-        st.caption(GALLERY[choice].title)
-        job = Job(kind="gallery", name=choice, filename=str(GALLERY[choice].path))
-    elif source_kind == "Paste code":
-        ss.setdefault("code", GALLERY[DEFAULT_MODEL].source)
-        if ss.get("ace") is not None:  # what the editor (in the main pane) holds now
-            ss.code = ss.ace
-        st.caption("Edit the code in the main pane: define `model(...)` and `example_inputs()` returning its "
-                   "arguments, then Compile.")
-        job = Job(kind="code", source=ss.code, filename="<pasted code>", name="pasted")
-    else:
-        up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
-                              type=["hlo", "txt", "json", "zip"], key="upload")
-        tr = st.file_uploader("Your profiler trace (optional): jax.profiler.trace's folder zipped, or its "
-                              ".trace.json.gz", type=["zip", "gz", "json"], key="upload_trace",
-                              help="The kernels' times from your own machine (a GPU, or a CPU) go onto the "
-                                   "graphs and the table, labelled with the device the trace names")
-        if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
-            load_upload(up, tr)
-        dumps = ss.get("dump_bundles") or []
-        if len(dumps) > 1:
-            names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
-            pick = st.selectbox("Module in the dump", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
-            if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
-                ss.bundle, ss.sel = dumps[pick], {}
+# A session's first run ends with the graphs: the page below them (tabs, tables, charts) kept
+# the browser from drawing them for seconds. The frame says when they are drawn and the page
+# runs again, whole; any other rerun brings it too (docs/performance.md). Not without a browser
+# (a run with no request headers: a test's AppTest), which has no frame to say so.
+first_run = "rest_deferred" not in ss
+if first_run:
+    ss.rest_deferred = bool(st.context.headers)
+if "present" not in ss:  # presentation mode: a toggle, and ?present=1 in a link
+    ss.present = str(st.query_params.get("present", "")).lower() in ("1", "true", "yes", "on")
 
-    if job is not None:
-        gpu = runner.gpu_present()
-        target = runner.APP_GPU_TARGET
-        backend = st.radio("Backend", ["auto", "cpu", "gpu", target], key="backend", horizontal=True,
-                           format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v,
-                           help=f"auto = GPU when one is present, else CPU. {target.upper()} (no GPU) = XLA's GPU "
-                                f"compiler for an {target.upper()}, run here without one: the real GPU program "
-                                "(cuBLAS, cuDNN, Triton), compiled without autotuning and never run, so no timings.")
-        on_target = backend == target
-        if on_target:
-            st.caption(f"{target.upper()} compile without a GPU: "
-                       + ("live (JAX's CUDA plugin is installed)." if runner.cuda_plugin_present() else
-                          "the gallery's recorded compiles (presets Default, Fusion + Triton rewrites off and Triton GEMM "
-                          "off); install the `cuda` extra to compile anything."))
-        else:
-            st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
-        devices = devices_control(GALLERY[job.name].source if job.kind == "gallery" else job.source)
-        pre = presets_for(backend)
-        preset = st.selectbox("Compiler options", list(pre), key="preset")
-        free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
-                            placeholder="xla_cpu_enable_fast_math=true")
-        if pre[preset]:
-            st.caption("Preset sets: `" + format_options(pre[preset]).replace("\n", "`, `") + "`")
-        if on_target:  # shown unticked, leaving the user's own choice for the other backends alone
-            st.checkbox("Measure kernel timings", value=False, disabled=True, key="measure_off",
-                        help="Needs the device: a compile without one cannot be run")
-            measure = False
-        else:
-            ss.setdefault("measure", True)  # on unless a link said measure=0
-            measure = st.checkbox("Measure kernel timings", key="measure",
-                                  help="Run the compiled program and time every kernel with the profiler")
-        compare = st.checkbox("Compare with the fusion passes off", key="compare", value=False)
-        pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
 
-        def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
-                        compare=compare, devices=devices) -> None:
-            try:
-                opts = dict(pre[preset])
-                opts.update(_parse_free_options(free))
-            except ExplorerError as e:
-                ss.error = e.one_line()
+def sidebar() -> tuple:
+    """The sidebar: what to compile and how. (source kind, Compile pressed, the compile to run
+    or None)."""
+    with st.sidebar:
+        st.markdown("## XLA Explorer")
+        source_kind = st.radio("Model", ["Gallery", "Paste code", "Upload HLO / bundle"], key="source_kind",
+                               horizontal=False)
+        job = None
+        pressed, run_compile = False, None
+        if source_kind == "Gallery":
+            names = list(GALLERY)
+            choice = st.selectbox("Gallery model", names, key="gallery_choice",
+                                  format_func=lambda n: f"{n} — {GALLERY[n].title.split(':')[0]}")
+            st.caption(GALLERY[choice].title)
+            job = Job(kind="gallery", name=choice, filename=str(GALLERY[choice].path))
+        elif source_kind == "Paste code":
+            ss.setdefault("code", GALLERY[DEFAULT_MODEL].source)
+            if ss.get("ace") is not None:  # what the editor (in the main pane) holds now
+                ss.code = ss.ace
+            st.caption("Edit the code in the main pane: define `model(...)` and `example_inputs()` returning its "
+                       "arguments, then Compile.")
+            job = Job(kind="code", source=ss.code, filename="<pasted code>", name="pasted")
+        else:
+            up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
+                                  type=["hlo", "txt", "json", "zip"], key="upload")
+            tr = st.file_uploader("Your profiler trace (optional): jax.profiler.trace's folder zipped, or its "
+                                  ".trace.json.gz", type=["zip", "gz", "json"], key="upload_trace",
+                                  help="The kernels' times from your own machine (a GPU, or a CPU) go onto the "
+                                       "graphs and the table, labelled with the device the trace names")
+            if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
+                load_upload(up, tr)
+            dumps = ss.get("dump_bundles") or []
+            if len(dumps) > 1:
+                names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
+                pick = st.selectbox("Module in the dump", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
+                if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
+                    ss.bundle, ss.sel = dumps[pick], {}
+
+        if job is not None:
+            gpu = runner.gpu_present()
+            target = runner.APP_GPU_TARGET
+            backend = st.radio("Backend", ["auto", "cpu", "gpu", target], key="backend", horizontal=True,
+                               format_func=lambda v: f"{v.upper()} (no GPU)" if v == target else v,
+                               help=f"auto = GPU when one is present, else CPU. {target.upper()} (no GPU) = XLA's GPU "
+                                    f"compiler for an {target.upper()}, run here without one: the real GPU program "
+                                    "(cuBLAS, cuDNN, Triton), compiled without autotuning and never run, so no timings.")
+            on_target = backend == target
+            if on_target:
+                st.caption(f"{target.upper()} compile without a GPU: "
+                           + ("live (JAX's CUDA plugin is installed)." if runner.cuda_plugin_present() else
+                              "the gallery's recorded compiles (presets Default, Fusion + Triton rewrites off and Triton GEMM "
+                              "off); install the `cuda` extra to compile anything."))
             else:
-                job.backend = backend
-                job.compiler_options = opts
-                job.measure = measure
-                job.compare_fusion = compare
-                job.devices = devices
-                compile_job(job)
-    st.text_input("Find and select an op", key="find",
-                  placeholder="a name, an op_name path (attention/dot) or a line",
-                  help="The graphs' own search box (above them) finds as you type, without a round trip")
-    isolated, why = runner.sandbox_state()
-    if not isolated:
-        st.warning(f"Pasted code is NOT isolated: {why}")
-    st.caption(runner.engine_line())
+                st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+            devices = devices_control(GALLERY[job.name].source if job.kind == "gallery" else job.source)
+            pre = presets_for(backend)
+            preset = st.selectbox("Compiler options", list(pre), key="preset")
+            free = st.text_area("More options (KEY=VALUE per line)", key="free_options", height=70,
+                                placeholder="xla_cpu_enable_fast_math=true")
+            if pre[preset]:
+                st.caption("Preset sets: `" + format_options(pre[preset]).replace("\n", "`, `") + "`")
+            if on_target:  # shown unticked, leaving the user's own choice for the other backends alone
+                st.checkbox("Measure kernel timings", value=False, disabled=True, key="measure_off",
+                            help="Needs the device: a compile without one cannot be run")
+                measure = False
+            else:
+                ss.setdefault("measure", True)  # on unless a link said measure=0
+                measure = st.checkbox("Measure kernel timings", key="measure",
+                                      help="Run the compiled program and time every kernel with the profiler")
+            compare = st.checkbox("Compare with the fusion passes off", key="compare", value=False)
+            pressed = st.button("Compile", type="primary", key="compile", width="stretch", help="Ctrl+Enter")
+
+            def run_compile(job=job, pre=pre, preset=preset, free=free, backend=backend, measure=measure,
+                            compare=compare, devices=devices) -> None:
+                try:
+                    opts = dict(pre[preset])
+                    opts.update(_parse_free_options(free))
+                except ExplorerError as e:
+                    ss.error = e.one_line()
+                else:
+                    job.backend = backend
+                    job.compiler_options = opts
+                    job.measure = measure
+                    job.compare_fusion = compare
+                    job.devices = devices
+                    compile_job(job)
+        st.text_input("Find and select an op", key="find",
+                      placeholder="a name, an op_name path (attention/dot) or a line",
+                      help="The graphs' own search box (above them) finds as you type, without a round trip")
+        isolated, why = runner.sandbox_state()
+        if not isolated:
+            st.warning(f"Pasted code is NOT isolated: {why}")
+        st.caption(runner.engine_line())
+    return source_kind, pressed, run_compile
+
+
+# A session's first run draws the sidebar's heading only: its widgets' scripts held the graphs
+# back (docs/performance.md). They come with the run after the graphs, like the rest of the
+# page, holding the session's (a link's) values; the heading keeps the sidebar's place, so the
+# graphs do not move when they come.
+sidebar_later = first_run and ss.rest_deferred
+if sidebar_later:
+    st.sidebar.markdown("## XLA Explorer")
+    source_kind, pressed, run_compile = ss.get("source_kind") or "Gallery", False, None
+else:
+    source_kind, pressed, run_compile = sidebar()
 
 # ----------------------------------------------------------------------------- top row
 
-if "present" not in ss:  # presentation mode: a toggle, and ?present=1 in a link
-    ss.present = str(st.query_params.get("present", "")).lower() in ("1", "true", "yes", "on")
 top_title, top_compile, top_present = st.columns([6, 1.6, 1.6], vertical_alignment="center")
 with top_compile:
     pressed_main = st.button("Compile", key="compile_main", shortcut="Ctrl+Enter", width="stretch",
-                             disabled=run_compile is None, help="Compile what the sidebar (or the editor) holds")
+                             disabled=run_compile is None and not sidebar_later,  # (a click runs the page again, sidebar and all)
+                             help="Compile what the sidebar (or the editor) holds")
 with top_present:
     present = st.toggle("Presentation", key="present",
                         help="For a projector: no sidebar, the graphs fill the screen, labels at 14 px or more, "
@@ -440,13 +466,6 @@ def graphs_fragment(b, present: bool, show_source: bool) -> None:
                 st.rerun(scope="app")
 
 
-# A session's first run ends with the graphs: the page below them (tabs, tables, charts) kept
-# the browser from drawing them for seconds. The frame says when they are drawn and the page
-# runs again, whole; any other rerun brings it too (docs/performance.md). Not without a browser
-# (a run with no request headers: a test's AppTest), which has no frame to say so.
-first_run = "rest_deferred" not in ss
-if first_run:
-    ss.rest_deferred = bool(st.context.headers)
 graphs_fragment(b, present, source_kind == "Paste code" and not present)
 if first_run and ss.rest_deferred:
     st.stop()

@@ -9,8 +9,12 @@ the median and spread of the time to the page's first element, to both graphs dr
 whole page (its last section, drawn after the graphs). The goal: graphs drawn within 2 s of
 opening a cached link.
 
-    .venv/bin/python benchmarks/cached_link.py [QUERY] [N]
+    .venv/bin/python benchmarks/cached_link.py [QUERY] [N] [--beside TREE]
     e.g.  .venv/bin/python benchmarks/cached_link.py "model=transformer_block&backend=cpu&present=1" 7
+
+``--beside TREE`` (a checkout of another release, e.g. made by ``git worktree add``) serves the
+same link from that tree too, its server beside this one's, and opens the two alternately (the
+order flipped every round): the side-by-side comparison docs/performance.md reports.
 """
 
 from __future__ import annotations
@@ -40,12 +44,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(data: str) -> tuple[subprocess.Popen, str]:
+def _start(data: str, root: str = ROOT) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = dict(os.environ, XLA_EXPLORER_DATA=data)
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"),
+    # (the app puts its own tree first on the path: a tree beside runs its own code)
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", os.path.join(root, "app", "main.py"),
                              "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
+                             "--browser.gatherUsageStats", "false"], cwd=root, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -77,33 +82,54 @@ def _open(browser, link: str, timeout_s: float) -> dict:
     return {"page_s": t_page, "graphs_s": t_graphs, "rest_s": t_rest}
 
 
+def _summary(runs: list[dict]) -> dict:
+    g = [r["graphs_s"] for r in runs]
+    return {"page_s_median": round(statistics.median(r["page_s"] for r in runs), 2),
+            "graphs_s_median": round(statistics.median(g), 2), "graphs_s_min": round(min(g), 2),
+            "graphs_s_max": round(max(g), 2),
+            "rest_s_median": round(statistics.median(r["rest_s"] for r in runs), 2), "runs": runs}
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
-    query = sys.argv[1] if len(sys.argv) > 1 else "model=transformer_block&backend=cpu&present=1"
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    data = tempfile.mkdtemp(prefix="xe-cached-link-")
-    proc, url = _start(data)
-    link = f"{url}/?{query}"
+    args = sys.argv[1:]
+    beside = None
+    if "--beside" in args:
+        i = args.index("--beside")
+        beside = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    query = args[0] if args else "model=transformer_block&backend=cpu&present=1"
+    n = int(args[1]) if len(args) > 1 else 7
+    trees = {"this": ROOT, **({"beside": beside} if beside else {})}
+    datas = {k: tempfile.mkdtemp(prefix="xe-cached-link-") for k in trees}
+    servers = {}
     try:
+        for k, root in trees.items():
+            servers[k] = _start(datas[k], root)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            first = _open(browser, link, 600)  # compiles and measures: the bundle is cached from now on
-            runs = [_open(browser, link, 120) for _ in range(n)]
+            # the first open compiles and measures: the bundle is cached from then on
+            first = {k: _open(browser, f"{url}/?{query}", 600) for k, (_, url) in servers.items()}
+            runs: dict[str, list] = {k: [] for k in trees}
+            for i in range(n):
+                for k in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
+                    runs[k].append(_open(browser, f"{servers[k][1]}/?{query}", 120))
             browser.close()
     finally:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-        shutil.rmtree(data, ignore_errors=True)
-    g = [r["graphs_s"] for r in runs]
-    out = {"query": query, "n": n, "first_open_s": round(first["graphs_s"], 2),
-           "page_s_median": round(statistics.median(r["page_s"] for r in runs), 2),
-           "graphs_s_median": round(statistics.median(g), 2), "graphs_s_min": round(min(g), 2),
-           "graphs_s_max": round(max(g), 2),
-           "rest_s_median": round(statistics.median(r["rest_s"] for r in runs), 2), "runs": runs}
-    print(f"{query}: first open (compile) {out['first_open_s']} s; cached, fresh session: graphs drawn in "
-          f"{out['graphs_s_median']} s median ({out['graphs_s_min']}-{out['graphs_s_max']}, N={n}), "
-          f"page up in {out['page_s_median']} s, the whole page in {out['rest_s_median']} s")
+        for proc, _ in servers.values():
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        for d in datas.values():
+            shutil.rmtree(d, ignore_errors=True)
+    out = {"query": query, "n": n, "first_open_s": round(first["this"]["graphs_s"], 2), **_summary(runs["this"])}
+    if beside:
+        out["beside"] = {"tree": beside, **_summary(runs["beside"])}
+    for name, r in (("this tree", out), *((("beside: " + beside, out["beside"]),) if beside else ())):
+        print(f"{query} [{name}]: cached, fresh session: graphs drawn in {r['graphs_s_median']} s median "
+              f"({r['graphs_s_min']}-{r['graphs_s_max']}, N={n}), page up in {r['page_s_median']} s, "
+              f"the whole page in {r['rest_s_median']} s")
+    print(f"first open (compile) {out['first_open_s']} s")
     os.makedirs(os.path.join(ROOT, "benchmarks", "out"), exist_ok=True)
     with open(os.path.join(ROOT, "benchmarks", "out", "cached_link.json"), "w") as f:
         json.dump(out, f, indent=1)

@@ -140,3 +140,24 @@ def test_the_editor_font_shows_underscores(server, browser):  # noqa: F811
         what="the editor's font")
     size, line = got
     assert line >= 1.4 * size
+
+
+def test_a_presentation_link_hands_its_settings_to_the_sidebar_drawn_after_the_graphs(server, browser):  # noqa: F811
+    """Presentation mode hides the sidebar, and a session's first run there does not draw it:
+    it comes with the run after the graphs. Leaving presentation shows it holding what the link
+    named (model, backend, measuring off), not the defaults."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=softmax&backend=cpu&measure=0&present=1")
+    _frame(page)
+    app_idle(page)
+    page.get_by_text("Presentation", exact=True).click()
+    side = page.get_by_test_id("stSidebar")
+    wait_until(lambda: side.count() == 1 and side.is_visible(), timeout_s=30, what="the sidebar out of presentation")
+    app_idle(page)
+    from sample_models import DEFAULT_MODEL, gallery
+
+    assert DEFAULT_MODEL != "softmax"
+    assert gallery()["softmax"].title in side.inner_text()  # the caption of the gallery model chosen
+    assert side.get_by_role("radio", name="cpu", exact=True).is_checked()
+    assert not side.get_by_role("checkbox", name="Measure kernel timings").is_checked()
+    assert page.get_by_test_id("stException").count() == 0
