@@ -169,12 +169,19 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             d.pop(k)
         out_records.append(d)
     edges = crossing_edges(pre, p2k) if pre is not None else []
+    # the records naming both ends of each crossing edge (only those: a big program's records
+    # name ten times more pairs than it has crossing edges)
+    consumers_of: dict[str, set[str]] = {}
+    for p, c in edges:
+        consumers_of.setdefault(p, set()).add(c)
     by_edge: dict[tuple[str, str], list[int]] = {}
     for i, d in enumerate(out_records):
         for p in d["producer_pre"]:
-            for c in d["consumer_pre"]:
-                if p != c:
-                    by_edge.setdefault((p, c), []).append(i)
+            wanted = consumers_of.get(p)
+            if wanted:
+                for c in d["consumer_pre"]:
+                    if c in wanted and p != c:
+                        by_edge.setdefault((p, c), []).append(i)
     # the matched records by the ops they name on each side, for the edges no record names
     # both ends of (looked up, not scanned: a scan per edge grew with edges x records)
     by_producer: dict[str, list[int]] = {}

@@ -64,13 +64,31 @@ def test_the_section_carries_each_kernels_code_and_its_linked_lines():
     assert "<a href='#code'>Code</a>" in page
     data = _code_data(page)
     k = data["kernels"]["fusion.0"]
-    assert k["stages"] == {"llvm-ir": IR} and k["ops"] == {"llvm-ir": {"2": ["exp.1"], "3": ["neg.2"]}}
+    assert data["texts"][k["stages"]["llvm-ir"]] == IR and list(k["stages"]) == ["llvm-ir"]
+    assert k["ops"] == {"llvm-ir": {"2": ["exp.1"], "3": ["neg.2"]}}
     assert data["stages"] == {"llvm-ir": "LLVM IR"}
     assert "copy.3" not in data["kernels"]  # a kernel without generated code has no entry (and no option)
     assert "<option value='fusion.0'>fusion.0</option>" in page and "<option value='copy.3'>" not in page
     # the code is the program's text: only ever inside the deflated data, never markup
     markup = re.sub(r"<script\b[^>]*>.*?</script>", "", page, flags=re.S)
     assert "onerror" not in markup and "onerror" not in page.split("id='xe-code'>", 1)[1].split("</script>", 1)[0]
+
+
+def test_kernels_sharing_a_text_carry_it_once_and_count_it_once(monkeypatch):
+    """A stack's layers call one function per kernel: their texts are the same, sent once."""
+    from analysis.render import report_code
+
+    two = POST.replace("ROOT %copy.3 = f32[4]{0} copy(%fusion.0)",
+                       "%fusion.1 = f32[4]{0} fusion(%fusion.0), kind=kLoop, calls=%fused\n"
+                       "  ROOT %copy.3 = f32[4]{0} copy(%fusion.1)")
+    b = bundle_from_hlo(two, name="m")
+    b.code = C.make_code({"fusion.0": {"stages": {"llvm-ir": IR}}, "fusion.1": {"stages": {"llvm-ir": IR}}})
+    # room for the text once (and a character): counted per kernel, the second would not fit
+    monkeypatch.setattr(report_code, "MAX_REPORT_CODE_CHARS", len(IR) + 1)
+    data = report_code.code_data(b)
+    assert data["texts"] == [IR]
+    assert [data["kernels"][n]["stages"] for n in ("fusion.0", "fusion.1")] == [{"llvm-ir": 0}, {"llvm-ir": 0}]
+    assert not any(data["kernels"][n]["left_out"] for n in ("fusion.0", "fusion.1"))
 
 
 def test_without_code_there_is_no_section():

@@ -109,6 +109,11 @@ def test_identical_layers_share_one_layout_up_to_names():
     i = names["ids"].index("k:fusion.2")
     assert names["lines"][i] == ["fusion.2", "f32[4]{0}"]
     assert report_layers._zeros("fusion.2 f32[4]{0}") == "fusion.0000 f00[0]{0}"
+    # a name's number at least four digits, a longer one as long as it is; other digits as many zeros
+    assert report_layers._zeros("add.12345\nbf16[128,7]{1,0} x.0") == "add.00000\nbf00[000,0]{0,0} x.0000"
+    assert report_layers._zeros("a..5 1.5") == "a..0000 0.0000"
+    assert report_layers._zeros("ж.7 f32[12]") == "ж.0000 f00[00]"
+    assert report_layers._zeros("x.٣ y.7") == "x.٣ y.0000"  # another script's digit: kept, laid out as it is
 
 
 def test_a_small_program_is_drawn_whole():

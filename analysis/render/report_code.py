@@ -5,8 +5,10 @@ scrolls to the op's lines. Reads the bundle through ``analysis.code`` only; the 
 builds the lines as text (the code is the user's program's), never as markup.
 
 The code travels as one JSON text deflated in base64 (``xe-code``), inflated by the page when
-it first shows code; the report carries at most ``MAX_REPORT_CODE_CHARS`` of it (a kernel past
-that says so, and ``xla-explorer code`` prints it from the bundle)."""
+it first shows code; each distinct text once (the layers of a stack share their kernels'
+functions, so their texts), a kernel's stages naming theirs by index. The report carries at most
+``MAX_REPORT_CODE_CHARS`` of distinct text (a kernel past that says so, and ``xla-explorer code``
+prints it from the bundle)."""
 
 from __future__ import annotations
 
@@ -21,24 +23,33 @@ MAX_REPORT_CODE_CHARS = 8_000_000  # of code texts in one report, before deflati
 
 
 def code_data(bundle) -> dict | None:
-    """What the page's script gets: ``stages`` {stage: label}, in pipeline order; ``kernels``
-    {name: {"facts": line, "stages": {stage: text}, "ops": {stage: {line: [op names]}}, "cut":
-    {stage: total lines}}}; ``library`` {name: what it calls}. None without code."""
+    """What the page's script gets: ``stages`` {stage: label}, in pipeline order; ``texts``
+    [each distinct code text once]; ``kernels`` {name: {"facts": line, "stages": {stage: index
+    in texts}, "ops": {stage: {line: [op names]}}, "cut": {stage: total lines}}}; ``library``
+    {name: what it calls}. None without code."""
     if not C.has_code(bundle):
         return None
     budget = MAX_REPORT_CODE_CHARS
     kernels = {}
+    texts: list[str] = []
+    index: dict[str, int] = {}
     for name in C.kernel_names(bundle):
         if budget <= 0:  # the report is full: the kernel's loads and stores, its code not made at all
             kernels[name] = {"facts": facts_line(C.facts_as_read(bundle, name) or C.empty_facts()),
                              "stages": {}, "ops": {}, "cut": {}, "left_out": True}
             continue
         kc = C.kernel_code(bundle, name)
-        size = sum(len(t) for t in kc.stages.values())
+        size = sum(len(t) for t in kc.stages.values() if t not in index)  # what it adds
         left_out = size > budget
         budget -= size  # (a kernel too big for what is left closes the report to the kernels after it)
-        kernels[name] = {"facts": facts_line(kc.facts),
-                         "stages": {} if left_out else kc.stages,
+        stages = {}
+        if not left_out:
+            for s, t in kc.stages.items():
+                if t not in index:
+                    index[t] = len(texts)
+                    texts.append(t)
+                stages[s] = index[t]
+        kernels[name] = {"facts": facts_line(kc.facts), "stages": stages,
                          "ops": {} if left_out else kc.ops,  # (its line numbers become JSON's strings)
                          "cut": kc.cut, "left_out": left_out}
     library = {}
@@ -47,7 +58,8 @@ def code_data(bundle) -> dict | None:
         if lib:
             library[k.name] = (f"a library call ({lib['library'] or '?'}: {lib['target']}): its code is the library's"
                                + (f"; config {lib['config']}" if lib.get("config") else ""))
-    return {"stages": {s: C.stage_label(s) for s in C.code_stages(bundle)}, "kernels": kernels, "library": library}
+    return {"stages": {s: C.stage_label(s) for s in C.code_stages(bundle)}, "texts": texts, "kernels": kernels,
+            "library": library}
 
 
 def code_section(bundle, esc) -> str:
@@ -123,7 +135,7 @@ JS = r"""
     if (!k || !stage) return;
     const ops = (k.ops || {})[stage] || {};
     const frag = document.createDocumentFragment();
-    k.stages[stage].split("\n").forEach((text, i) => {
+    data.texts[k.stages[stage]].split("\n").forEach((text, i) => {
       const n = String(i + 1), names = ops[n];
       const row = document.createElement("div"); row.className = "cl" + (names ? " op" : ""); row.dataset.n = n;
       const ln = document.createElement("span"); ln.className = "ln"; ln.textContent = n;

@@ -27,16 +27,19 @@ import re
 from analysis.bundle import Bundle
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node, wrap_title
 
-_DIGITS = re.compile(r"(\.?)(\d+)")
 NAME_DIGITS = 4  # a name's number (``fusion.7``, ``add.1234``) is laid out as this many digits at least
+_TO_ZERO = str.maketrans("123456789", "0" * 9)
+_SHORT_NAME_NUMBER = re.compile(r"\.0{1,%d}(?!0)" % (NAME_DIGITS - 1))
 
 
 def _zeros(text: str) -> str:
-    """Digits as zeros: a name's number (after a dot) at least ``NAME_DIGITS`` wide, so that the
-    same layer with other numbers in its names (XLA numbers them across the module) is one
-    layout; the box is then at most a few digits wider than its label."""
-    return _DIGITS.sub(lambda m: m.group(1) + "0" * (max(len(m.group(2)), NAME_DIGITS) if m.group(1)
-                                                      else len(m.group(2))), text)
+    """ASCII digits as zeros: a name's number (after a dot) at least ``NAME_DIGITS`` wide, so
+    that the same layer with other numbers in its names (XLA numbers them across the module) is
+    one layout; the box is then at most a few digits wider than its label. (By a table and one
+    fixed replacement: a function called per number was half of this in a 96-layer program,
+    docs/performance.md. Other scripts' digits stay as they are: such a layer is laid out on its
+    own, to its exact labels.)"""
+    return _SHORT_NAME_NUMBER.sub("." + "0" * NAME_DIGITS, text.translate(_TO_ZERO))
 
 
 def _lines(label: str) -> list[str]:
