@@ -111,6 +111,7 @@ def compile_job(job: Job) -> None:
     def status():
         if not box:
             box.append(holder.status("Compiling…", expanded=True))
+            sidebar_now()  # (a compile to wait for: the sidebar's widgets meanwhile)
         return box[0]
 
     def progress(p: str) -> None:
@@ -253,13 +254,24 @@ def sidebar() -> tuple:
 # A session's first run draws the sidebar's heading only: its widgets' scripts held the graphs
 # back (docs/performance.md). They come with the run after the graphs, like the rest of the
 # page, holding the session's (a link's) values; the heading keeps the sidebar's place, so the
-# graphs do not move when they come.
+# graphs do not move when they come. Where no graphs come soon (a compile to wait for, or none
+# to show) they are drawn at once (``sidebar_now``).
 sidebar_later = first_run and ss.rest_deferred
+sidebar_pending = sidebar_later
 if sidebar_later:
     st.sidebar.markdown("## XLA Explorer")
     source_kind, pressed, run_compile = ss.get("source_kind") or "Gallery", False, None
 else:
     source_kind, pressed, run_compile = sidebar()
+
+
+def sidebar_now() -> None:
+    """The sidebar's widgets in a first run that held them back, once it is clear they would
+    hold back nothing: the run compiles (seconds), or it ends without graphs."""
+    global sidebar_pending
+    if sidebar_pending:
+        sidebar_pending = False
+        sidebar()
 
 # ----------------------------------------------------------------------------- top row
 
@@ -361,6 +373,7 @@ if source_kind == "Paste code":
 if b is None:  # nothing compiled yet: the error (pasted code has it under the editor, above), and no graphs
     if not (ss.error and source_kind == "Paste code"):
         show_error(ss.error or "Nothing compiled yet.")
+    sidebar_now()
     st.stop()
 
 # ----------------------------------------------------------------------------- header

@@ -30,6 +30,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
+    yield from serve()
+
+
+def serve(env: dict | None = None):
+    """A ``streamlit run`` of the app on a free port, its address yielded until the caller is
+    done; ``env``: more of its environment (e.g. its own data folder)."""
     if not os.path.exists(CHROMIUM):
         pytest.fail("chromium is not installed (the README's test command installs it)")
     port = _free_port()
@@ -37,7 +43,7 @@ def server():
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
