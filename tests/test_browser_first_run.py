@@ -9,6 +9,7 @@ import pytest
 
 from tests.polling import wait_until
 from tests.test_browser import browser, serve  # noqa: F401 - fixtures
+from tests.test_browser_graph import drawn_frame
 
 pytestmark = pytest.mark.browser
 
@@ -21,14 +22,7 @@ def fresh_server(tmp_path_factory):
 
 
 def _drawn(page) -> bool:
-    for f in page.frames:
-        if "xla_graph" in (f.url or "") and not f.is_detached():
-            try:
-                if f.locator("#view-pre svg[data-ready='1']").count() and f.locator("#view-post svg[data-ready='1']").count():
-                    return True
-            except Exception:  # noqa: BLE001 - a frame swapped under us: look again
-                pass
-    return False
+    return drawn_frame(page) is not None
 
 
 def _sidebar_widgets(page) -> bool:

@@ -18,20 +18,28 @@ pytestmark = pytest.mark.browser
 VIEWPORT = {"width": 1280, "height": 720}
 
 
+def drawn_frame(page):
+    """The explorer's graph component frame if both its graphs are drawn now, else None."""
+    for f in page.frames:
+        if "xla_graph" in (f.url or "") and not f.is_detached():
+            try:
+                if f.locator("#view-pre svg[data-ready='1']").count() and \
+                        f.locator("#view-post svg[data-ready='1']").count():
+                    return f
+            except Exception:  # noqa: BLE001 - a frame swapped under us: look again
+                pass
+    return None
+
+
 def _frame(page, timeout_s: float = 180):
     """The explorer's graph component frame once both graphs are drawn."""
     import time
 
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        for f in page.frames:
-            if "xla_graph" in (f.url or "") and not f.is_detached():
-                try:
-                    if f.locator("#view-pre svg[data-ready='1']").count() and \
-                            f.locator("#view-post svg[data-ready='1']").count():
-                        return f
-                except Exception:  # noqa: BLE001 - a frame swapped under us: look again
-                    pass
+        f = drawn_frame(page)
+        if f is not None:
+            return f
         page.wait_for_timeout(400)  # a poll: look again until the deadline
     raise AssertionError("the graphs did not appear")
 
