@@ -40,7 +40,8 @@ def _disassembled(elf: bytes, file: str) -> tuple[str, int | None] | ExplorerErr
 
 def finish(bundle, name: str, entry: dict) -> C.KernelCode:
     """The whole ``KernelCode`` of a kernel entry whose object and links are still to be made."""
-    from analysis.code_links import asm_lines, kernel_ops, link_asm, link_llvm, llvm_lines
+    from analysis.code_links import (RenamedLinks, asm_lines, canonical_ops, kernel_ops, link_asm, link_llvm,
+                                     llvm_lines)
     from analysis.llvm_ir import accesses
 
     stages, cut, problems = dict(entry.get("stages") or {}), dict(entry.get("cut") or {}), []
@@ -68,14 +69,20 @@ def finish(bundle, name: str, entry: dict) -> C.KernelCode:
         kops = kernel_ops(module, name, index)
         if kops is not None:
             kops.function = entry.get("function") or None
+            # twins (a stack's layers) link the same text the same way up to names: made once
+            # per text and form, renamed per kernel (docs/performance.md)
+            key, canon, names = canonical_ops(kops)
             for s, text in stages.items():
                 if s in ops:
                     continue
                 if s == "asm":
-                    ops[s] = link_asm(text, kops, _shared(bundle, "asm_lines", text, lambda: asm_lines(text)))
+                    made = _shared(bundle, "asm_links", (text, key), lambda: link_asm(
+                        text, canon, _shared(bundle, "asm_lines", text, lambda: asm_lines(text))))
                 else:
-                    ops[s] = link_llvm(text, kops, _shared(bundle, "accesses", text, lambda: accesses(text)[0]),
-                                       _shared(bundle, "llvm_lines", text, lambda: llvm_lines(text)))
+                    made = _shared(bundle, "llvm_links", (text, key), lambda: link_llvm(
+                        text, canon, _shared(bundle, "accesses", text, lambda: accesses(text)[0]),
+                        _shared(bundle, "llvm_lines", text, lambda: llvm_lines(text))))
+                ops[s] = RenamedLinks(made, names)
     order = sorted(stages, key=C.stage_order)
     return C.KernelCode(name=name, stages={s: stages[s] for s in order}, facts=facts, ops=ops, cut=cut,
                         problems=problems)

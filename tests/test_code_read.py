@@ -5,7 +5,7 @@ compiles of softmax_layernorm with fusion on and off, damaged object files."""
 import pytest
 
 from analysis import code
-from analysis.code_links import kernel_ops, link_asm, link_llvm
+from analysis.code_links import RenamedLinks, canonical_ops, kernel_ops, link_asm, link_llvm
 from analysis.code_read import code_files, code_from_files
 from analysis.disassemble import disassemble
 from analysis.errors import ExplorerError
@@ -78,6 +78,25 @@ def test_links_from_a_hand_written_fusion_and_its_ir():
     }  # `add i64` (line 17) is index arithmetic: not the float ops' kind
     f = code.llvm_facts(IR)
     assert (f["global_loads"], f["global_stores"]) == (3, 1)
+
+
+def test_a_twin_kernel_links_like_its_first_up_to_names():
+    # a stack's layers: the same fused computation with other names, running the first's
+    # function; links are made once on the canonical form and renamed (code_links.RenamedLinks)
+    ops = kernel_ops(parse_module(HLO), "sub_fusion")
+    twin = kernel_ops(parse_module(HLO.replace("param_", "arg_").replace("sub.1", "sub.71")
+                                   .replace("mul.2", "mul.72").replace("sub_fusion", "sub_fusion.9")), "sub_fusion.9")
+    twin.function = "sub_fusion"  # it runs the first twin's compiled function
+    ops.function = "sub_fusion"
+    key, canon, names = canonical_ops(ops)
+    twin_key, _, twin_names = canonical_ops(twin)
+    assert twin_key == key and twin_names != names
+    made = link_llvm(IR, canon)
+    assert RenamedLinks(made, names) == link_llvm(IR, ops)
+    assert dict(RenamedLinks(made, twin_names)) == {
+        1: ["sub_fusion.9"], 19: ["arg_0"], 21: ["arg_1"], 22: ["sub.71"], 24: ["arg_2"], 25: ["mul.72"], 27: ["mul.72"]}
+    other = kernel_ops(parse_module(HLO.replace("subtract(", "add(")), "sub_fusion")
+    assert canonical_ops(other)[0] != key  # another op: another form
 
 
 def test_links_in_assembly_by_mnemonic():

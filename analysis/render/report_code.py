@@ -24,15 +24,21 @@ MAX_REPORT_CODE_CHARS = 8_000_000  # of code texts in one report, before deflati
 
 def code_data(bundle) -> dict | None:
     """What the page's script gets: ``stages`` {stage: label}, in pipeline order; ``texts``
-    [each distinct code text once]; ``kernels`` {name: {"facts": line, "stages": {stage: index
-    in texts}, "ops": {stage: {line: [op names]}}, "cut": {stage: total lines}}}; ``library``
-    {name: what it calls}. None without code."""
+    [each distinct code text once]; ``links`` [each twins' links once: {line: [op numbers]}];
+    ``kernels`` {name: {"facts": line, "stages": {stage: index in texts}, "ops": {stage: {line:
+    [op names]}}, "links": {stage: index in links}, "names": [op names by number], "cut":
+    {stage: total lines}}} (a stage's lines under ``ops`` or, named by number, under ``links``);
+    ``library`` {name: what it calls}. None without code."""
     if not C.has_code(bundle):
         return None
+    from analysis.code_links import RenamedLinks
+
     budget = MAX_REPORT_CODE_CHARS
     kernels = {}
     texts: list[str] = []
     index: dict[str, int] = {}
+    links: list[dict] = []  # the twins' shared links, each once (``RenamedLinks.template``)
+    link_index: dict[int, int] = {}
     for name in C.kernel_names(bundle):
         if budget <= 0:  # the report is full: the kernel's loads and stores, its code not made at all
             kernels[name] = {"facts": facts_line(C.facts_as_read(bundle, name) or C.empty_facts()),
@@ -42,24 +48,33 @@ def code_data(bundle) -> dict | None:
         size = sum(len(t) for t in kc.stages.values() if t not in index)  # what it adds
         left_out = size > budget
         budget -= size  # (a kernel too big for what is left closes the report to the kernels after it)
-        stages = {}
+        stages, ops, shared, names = {}, {}, {}, None
         if not left_out:
             for s, t in kc.stages.items():
                 if t not in index:
                     index[t] = len(texts)
                     texts.append(t)
                 stages[s] = index[t]
-        kernels[name] = {"facts": facts_line(kc.facts), "stages": stages,
-                         "ops": {} if left_out else kc.ops,  # (its line numbers become JSON's strings)
-                         "cut": kc.cut, "left_out": left_out}
+            for s, lines in kc.ops.items():
+                if isinstance(lines, RenamedLinks) and (names is None or lines.names is names):
+                    names = lines.names
+                    i = link_index.get(id(lines.template))
+                    if i is None:
+                        i = link_index[id(lines.template)] = len(links)
+                        links.append(lines.template)
+                    shared[s] = i
+                else:
+                    ops[s] = dict(lines)  # (its line numbers become JSON's strings)
+        kernels[name] = {"facts": facts_line(kc.facts), "stages": stages, "ops": ops, "cut": kc.cut,
+                         "left_out": left_out, **({"links": shared, "names": names} if shared else {})}
     library = {}
     for k in bundle.kernels:
         lib = C.library_call(bundle, k.name)
         if lib:
             library[k.name] = (f"a library call ({lib['library'] or '?'}: {lib['target']}): its code is the library's"
                                + (f"; config {lib['config']}" if lib.get("config") else ""))
-    return {"stages": {s: C.stage_label(s) for s in C.code_stages(bundle)}, "texts": texts, "kernels": kernels,
-            "library": library}
+    return {"stages": {s: C.stage_label(s) for s in C.code_stages(bundle)}, "texts": texts, "links": links,
+            "kernels": kernels, "library": library}
 
 
 def code_section(bundle, esc) -> str:
@@ -129,11 +144,20 @@ JS = r"""
     sSel.value = stage || "";
     draw(op);
   }
+  // {line: [op names]} of a kernel's stage: its own, or its twins' shared links in its names
+  function opsOf(k, s) {
+    if (k.links && s in k.links) {
+      const out = {}, t = data.links[k.links[s]];
+      Object.keys(t).forEach((n) => { out[n] = t[n].map((i) => k.names[+i]); });
+      return out;
+    }
+    return (k.ops || {})[s] || {};
+  }
   function draw(op) {
     const k = data.kernels[kernel];
     view.textContent = "";
     if (!k || !stage) return;
-    const ops = (k.ops || {})[stage] || {};
+    const ops = opsOf(k, stage);
     const frag = document.createDocumentFragment();
     data.texts[k.stages[stage]].split("\n").forEach((text, i) => {
       const n = String(i + 1), names = ops[n];
