@@ -126,3 +126,24 @@ def test_no_module_but_tuning_tunes_the_runtime():
                     if rel != os.path.join("analysis", "tuning.py") and calls.search(open(path).read()):
                         found.append(rel)
     assert found == []
+
+
+def test_what_a_pause_built_goes_to_the_oldest_generation_unwalked():
+    # a young collection right after the pause would walk all of it (docs/performance.md)
+    with building():
+        made = [[i] for i in range(1000)]
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(x) in oldest for x in made)
+    young = {id(o) for g in (0, 1) for o in gc.get_objects(generation=g)}
+    assert not any(id(x) in young for x in made)
+
+
+def test_what_is_frozen_for_good_stays_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with building():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
