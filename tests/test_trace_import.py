@@ -1,7 +1,9 @@
 """Timings from the user's own jax.profiler trace (analysis/trace_import.py): a program compiled
 with an XLA dump and run three times under the profiler by the test, as a user would on their
 machine; ``xla-explorer analyze DUMP.zip --trace TRACE.zip`` puts the trace's times on the
-dump's kernels. Bad traces get one line."""
+dump's kernels, read from the ``.xplane.pb`` (its reader is checked against
+``jax.profiler.ProfileData`` in tests/test_xplane.py) or the ``.trace.json.gz``. Bad traces get
+one line."""
 
 from __future__ import annotations
 
@@ -76,6 +78,37 @@ def test_a_users_trace_times_the_dumps_kernels(run, tmp_path, capsys):
     assert main(["analyze", dump_zip, "--trace", trace_dir, "--out", str(out)]) == 0
 
 
+def _trace_file(folder, suffix):
+    """The file of a jax.profiler run folder whose name ends with ``suffix``."""
+    found = [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs if f.endswith(suffix)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_either_file_of_a_run_gives_the_same_timings(run, tmp_path):
+    """The run's .xplane.pb alone (as a file and zipped), its .trace.json.gz alone, and its folder
+    (both files: the .xplane.pb is the one read) time the same kernels the same."""
+    dump_zip, _, trace_dir = run
+    xplane, js = _trace_file(trace_dir, ".xplane.pb"), _trace_file(trace_dir, ".trace.json.gz")
+    only_pb = tmp_path / "only_pb.zip"
+    with zipfile.ZipFile(only_pb, "w") as z:
+        z.write(xplane, "plugins/profile/run/host.xplane.pb")
+    got = {}
+    for label, trace in (("pb", xplane), ("pb zipped", str(only_pb)), ("json", js), ("folder", trace_dir)):
+        out = tmp_path / f"{label}.json"
+        assert main(["analyze", dump_zip, "--trace", trace, "--out", str(out)]) == 0, label
+        got[label] = Bundle.load(out).timings
+    assert got["folder"]["trace_file"].endswith(".xplane.pb")
+    assert got["json"]["trace_file"].endswith(".trace.json.gz")
+    ref = got["json"]
+    for label, t in got.items():
+        assert t["steps_seen"] == RUNS and t["platform"] == "cpu", label
+        assert set(t["kernels"]) == set(ref["kernels"]), label
+        for name, row in t["kernels"].items():
+            assert row["median_s"] == pytest.approx(ref["kernels"][name]["median_s"], abs=5e-9), (label, name)
+        assert t["step_median_s"] == pytest.approx(ref["step_median_s"], abs=5e-9), label
+
+
 def test_a_trace_of_another_program_is_refused_in_one_line(run, tmp_path, capsys):
     dump_zip, _, _ = run
     other = tmp_path / "other"
@@ -87,7 +120,7 @@ def test_a_trace_of_another_program_is_refused_in_one_line(run, tmp_path, capsys
 
 
 @pytest.mark.parametrize("member, content, says", [
-    ("plugins/profile/x/readme.txt", b"hello", "the zip holds no .trace.json.gz"),
+    ("plugins/profile/x/readme.txt", b"hello", "the zip holds no .xplane.pb or .trace.json.gz"),
     ("plugins/profile/x/h.trace.json.gz", b"\x1f\x8b not gzip at all" * 10, "not a readable gzip file"),
     ("plugins/profile/x/h.trace.json", b"{\"traceEvents\": [", "not a JSON trace"),
     ("plugins/profile/x/h.trace.json", b"{\"events\": []}", "no traceEvents list"),
