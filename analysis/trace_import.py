@@ -2,26 +2,29 @@
 
 ``jax.profiler.trace(DIR)`` writes ``DIR/plugins/profile/<run>/<host>.xplane.pb`` and, most of
 the time, a Chrome JSON ``<host>.trace.json.gz`` beside it. Either holds every kernel's start and
-end, named by the ``hlo_op`` stat after the optimized module's instructions, with ``hlo_module``,
-``run_id``/``program_id`` and, on GPU, ``kernel_details`` (docs/xla-findings.md). Given the
-compile it ran (an XLA dump, HLO text or a bundle), ``apply_trace`` attributes its events exactly
-as a measurement here does (``analysis.profile``: the same filter of planes and lines, the same
-step, shares and spreads, docs/numbers.md) and labels the timings with the device the trace
-names. This is how a machine without a GPU shows real GPU timings.
+end, named after the optimized module's instructions: by the ``hlo_op`` stat (CPU, GPU) or by
+the event itself on a TPU core's "XLA Ops" line, with the module (``hlo_module``, or on a TPU the
+"XLA Modules" event around it), the execution (``run_id`` on CPU) and, on GPU,
+``kernel_details`` (docs/xla-findings.md). Given the compile it ran (an XLA dump, HLO text or a
+bundle), ``apply_trace`` attributes its events exactly as a measurement here does
+(``analysis.profile``: the same filter of planes and lines, the same step, shares and spreads,
+docs/numbers.md), labels the timings with the device the trace names and, where the trace names a
+device whose data-sheet peaks are known (``analysis.devices``), puts them under the roofline.
+This is how a machine without a GPU or a TPU shows their timings.
 
 What is read: a folder (the newest run folder under it), a zip of one, a ``.xplane.pb``, a
 ``.trace.json.gz`` / ``.trace.json``, or an upload's bytes of any of these. Where a run folder
 holds both files, the **``.xplane.pb`` is read**: jax always writes it, the JSON is made from it
-and drops what the device reports about itself and the ``program_id`` of every event. Both are
-parsed without JAX (``analysis.xplane`` for the XSpace, ``json`` for the JSON), so the app's server
-can read an upload; both are bounded (``MAX_TRACE_BYTES`` of input, ``MAX_EVENTS`` events) and read
-as untrusted input, and anything malformed is one ``ExplorerError`` line.
+and drops what the device reports about itself (the GPU's or TPU's model, so its peaks) and the
+``program_id`` of every event. Both are parsed without JAX (``analysis.xplane`` for the XSpace,
+``json`` for the JSON), so the app's server can read an upload; both are bounded
+(``MAX_TRACE_BYTES`` of input, ``MAX_EVENTS`` events) and read as untrusted input, and anything
+malformed is one ``ExplorerError`` line.
 
 What was checked where: CPU traces made by the test suite, both files, the ``.xplane.pb`` reader
-against ``jax.profiler.ProfileData`` (``tests/test_xplane.py``); XLA:GPU traces only in the layout
-``analysis.profile`` reads them (device planes, ``Stream`` lines, nested ``hlo_op`` names, no
-``run_id``): no trace from a real GPU has been read by this code. TPU traces are refused with a
-message: their layout was never seen.
+against ``jax.profiler.ProfileData`` (``tests/test_xplane.py``). XLA:GPU and TPU traces only in the
+layouts their sources describe (docs/xla-findings.md, "Traces from a GPU and a TPU"), written by
+the tests: no trace from a real GPU or TPU has been read by this code.
 """
 
 from __future__ import annotations
@@ -176,18 +179,48 @@ def parse_json_trace(data: bytes, name: str = "trace") -> TraceProfile:
     return TraceProfile([Plane(procs.get(pid, str(pid)), ls) for pid, ls in planes.items()])
 
 
-def trace_device(pd) -> tuple[str, str]:
-    """(platform, the device in words) of a trace: ``gpu`` when it has ``/device:GPU:N`` planes,
-    ``cpu`` otherwise; TPU traces are refused (their layout was never seen here)."""
-    names = [p.name for p in pd.planes]
-    if any(str(n).startswith("/device:TPU") for n in names):
-        raise ExplorerError("trace", "a TPU trace: this version reads CPU and GPU traces only (a TPU trace's "
-                                     "layout was never seen here)")
-    gpus = sorted(n for n in names if str(n).startswith("/device:GPU:"))
-    if gpus:
-        return "gpu", f"the trace's GPU ({', '.join(gpus[:4])}{', …' if len(gpus) > 4 else ''})"
-    host = next((n for n in names if str(n).startswith("/host:")), "the host")
-    return "cpu", f"the trace's CPU ({host})"
+DEVICE_STATS = {"gpu": "gpu_device_name", "tpu": "device_type_string"}  # plane stats naming the model
+
+
+def trace_device(pd) -> tuple[str, str, str | None]:
+    """(platform, the device in words, its model where the trace names it) of a trace: ``gpu``
+    when it has ``/device:GPU:N`` planes, ``tpu`` when it has ``/device:TPU:N`` ones, ``cpu``
+    otherwise. The model is a device plane's stat (``gpu_device_name``, ``device_type_string``),
+    which only the ``.xplane.pb`` carries."""
+    planes = list(pd.planes)
+    names = [str(p.name) for p in planes]
+    for platform, prefix in (("gpu", "/device:GPU:"), ("tpu", "/device:TPU:")):
+        devs = sorted(n for n in names if n.startswith(prefix))
+        if not devs:
+            continue
+        kind = None
+        for p in planes:
+            if str(p.name).startswith(prefix):
+                kind = next((str(v)[:100] for k, v in (getattr(p, "stats", None) or [])
+                             if k == DEVICE_STATS[platform] and isinstance(v, str) and v.strip()), None)
+                if kind:
+                    break
+        listed = ", ".join(devs[:4]) + (", …" if len(devs) > 4 else "")
+        return platform, f"the trace's {platform.upper()} ({listed}{'; ' + kind if kind else ''})", kind
+    host = next((n for n in names if n.startswith("/host:")), "the host")
+    return "cpu", f"the trace's CPU ({host})", None
+
+
+def trace_peaks(platform: str, kind: str | None) -> tuple[dict | None, str | None]:
+    """(peaks, why none): the data-sheet peaks of the device a trace names (``analysis.devices``),
+    or None and a sentence for the page saying why the roofline has no roofs."""
+    from analysis.devices import table_peaks, tpu_table_peaks
+
+    if platform == "cpu":
+        return None, ("No roofline verdict: a CPU's peaks are measured on the machine itself, and your "
+                      "trace's machine is not this one.")
+    if not kind:
+        return None, (f"No roofline verdict: the trace does not name its {platform.upper()}'s model (a "
+                      ".trace.json.gz never does; the .xplane.pb beside it may), so its peaks are unknown.")
+    peaks = table_peaks(kind) if platform == "gpu" else tpu_table_peaks(kind)
+    if peaks is None:
+        return None, f"No roofline verdict: no data-sheet peaks are known here for {kind[:80]}."
+    return peaks, None
 
 
 def _steps(events, module: str | None) -> int:
@@ -203,12 +236,13 @@ def _steps(events, module: str | None) -> int:
 
 class Trace(NamedTuple):
     """A user's trace, read: its kernel events (``analysis.profile.TraceEvent``), the platform and
-    device it names and its file."""
+    device it names, its file, and the device's model where the trace names it."""
 
     events: list
     platform: str
     device: str
     file: str
+    kind: str | None = None
 
     def modules(self) -> set[str]:
         return {e.hlo_module for e in self.events}
@@ -221,15 +255,16 @@ def load_trace(path: str | None = None, data: bytes | None = None, name: str = "
 
     raw, member = read_trace(path, data, name)
     pd = parse_trace(raw, member)
-    platform, device = trace_device(pd)
-    return Trace(events_from_profile(pd, platform), platform, device, member)
+    platform, device, kind = trace_device(pd)
+    return Trace(events_from_profile(pd, platform), platform, device, member, kind)
 
 
 def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name: str = "trace",
                 trace: Trace | None = None):
     """Fill ``bundle.timings`` from a trace (read here from ``path`` or ``data``, or ``trace``
     read before; see the module docstring) and return the bundle. The timings say where they
-    came from (``source: "trace"``, ``trace_device``, ``trace_file``)."""
+    came from (``source: "trace"``, ``trace_device``, ``trace_file``); ``peaks`` are the named
+    device's data-sheet peaks, or None with ``peaks_note`` saying why."""
     from analysis.profile import attribute, coverage_note
 
     tr = trace or load_trace(path, data, name)
@@ -237,17 +272,22 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     post = bundle.module("hlo_after")
     if post is None:
         raise ExplorerError("trace", "the compile has no optimized module to put the trace's times on")
+    if platform == "tpu" and events and not any(e.hlo_module for e in events):
+        raise ExplorerError("trace", "no TPU op lies inside an \"XLA Modules\" event: the trace does not say which "
+                                     "module ran them", tr.file)
     if post.name not in tr.modules():
         seen = sorted(m for m in tr.modules() if m)
         raise ExplorerError("trace", f"no event of module {post.name} in the trace (it ran: "
                                      f"{', '.join(s[:60] for s in seen[:5]) or 'nothing XLA named'})", tr.file)
     steps = _steps(events, post.name)
-    t = attribute(events, bundle.kernels, steps, platform, post.name)
+    peaks, no_peaks = trace_peaks(platform, tr.kind)
+    t = attribute(events, bundle.kernels, steps, platform, post.name, peaks=peaks)
     ran = {e.instruction for e in events if e.hlo_module == post.name and e.program_id == t["program_id"]}
     names = {k.name for k in bundle.kernels}
     t.update({"platform": platform, "iterations": steps, "traced_steps": steps, "source": "trace",
               "trace_device": tr.device, "trace_file": tr.file[-200:], "events_seen": len(events),
-              "matched_fraction": len(ran & names) / len(ran) if ran else 0.0, "peaks": None})
+              "matched_fraction": len(ran & names) / len(ran) if ran else 0.0, "peaks": peaks,
+              "peaks_note": no_peaks})
     t["coverage_note"] = coverage_note(t, platform)
     bundle.timings = t
     return bundle

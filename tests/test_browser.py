@@ -374,5 +374,6 @@ def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_pat
     note.wait_for(timeout=120_000)
     text = note.inner_text()
     assert "xplane.pb" in text and "CPU" in text and f"{RUNS} executions" in text
+    assert page.get_by_text("No roofline verdict").count() >= 1  # a CPU trace: no roofs, and why
     assert page.get_by_text("step (median)").count() >= 1
     page.screenshot(path=os.path.join(OUT, "trace_upload.png"))
