@@ -183,6 +183,44 @@ def test_a_gpu_shaped_trace_is_read_from_its_stream_lines():
     assert t["step_median_s"] == pytest.approx(70e-6)  # first kernel's start to the last's end
     assert f["share"] == pytest.approx(40 / 70) and th["share"] == pytest.approx(20 / 70)
     assert f["kernel_details"]["fusion_kernel"]["regs"] == 32
+    assert t["peaks"] is None and "does not name its GPU's model" in t["peaks_note"]
+
+
+def _gpu_xspace(device_name="NVIDIA H100 80GB HBM3") -> bytes:
+    """The same GPU trace as an XSpace: the device plane names the GPU (``gpu_device_name``, as
+    the CUPTI collector writes it), the kernel events carry hlo_op, hlo_module and program_id."""
+    from jax.profiler import ProfileData
+
+    kernels = [("fusion", "fusion", 0, 40), ("t", "outer::t", 50, 20), ("fusion", "fusion", 1000, 40),
+               ("t", "outer::t", 1050, 20)]
+    meta = " ".join(f'event_metadata {{ key: {i} value {{ id: {i} name: "{k}_kernel" }} }}'
+                    for i, k in ((1, "fusion"), (2, "t")))
+    names = " ".join(f'stat_metadata {{ key: {i} value {{ id: {i} name: "{n}" }} }}'
+                     for i, n in enumerate(("hlo_op", "hlo_module", "program_id", "gpu_device_name"), start=1))
+    evs = " ".join(f'events {{ metadata_id: {1 if k == "fusion" else 2} offset_ps: {at * 1000000} '
+                   f'duration_ps: {dur * 1000000} stats {{ metadata_id: 1 str_value: "{op}" }} '
+                   f'stats {{ metadata_id: 2 str_value: "jit_g" }} stats {{ metadata_id: 3 int64_value: 3 }} }}'
+                   for k, op, at, dur in kernels)
+    text = (f'planes {{ id: 1 name: "/device:GPU:0" lines {{ id: 13 name: "Stream #13(compute)" timestamp_ns: 7000 '
+            f'{evs} }} {meta} {names} stats {{ metadata_id: 4 str_value: "{device_name}" }} }}')
+    return ProfileData.text_proto_to_serialized_xspace(text)
+
+
+def test_a_gpu_shaped_xplane_names_its_gpu_and_gets_its_peaks():
+    from analysis.bundle import bundle_from_hlo
+    from analysis.trace_import import apply_trace
+
+    t = apply_trace(bundle_from_hlo(GPU_HLO), data=_gpu_xspace(), name="gpu.xplane.pb").timings
+    assert t["platform"] == "gpu" and "NVIDIA H100 80GB HBM3" in t["trace_device"]
+    assert t["steps_seen"] == 2 and t["program_id"] == 3
+    f = t["kernels"]["fusion"]
+    assert f["median_s"] == pytest.approx(40e-6) and t["kernels"]["t"]["median_s"] == pytest.approx(20e-6)
+    assert t["step_median_s"] == pytest.approx(70e-6)
+    # the H100 SXM data sheet: 3.35 TB/s
+    assert t["peaks"]["matched"] == "H100" and t["peaks"]["memory_bytes_per_s"] == 3.35e12
+    assert f["pct_of_peak"] == pytest.approx(100 * FUSION_BYTES / 40e-6 / 3.35e12)
+    t = apply_trace(bundle_from_hlo(GPU_HLO), data=_gpu_xspace("Some Future GPU"), name="gpu.xplane.pb").timings
+    assert t["peaks"] is None and "Some Future GPU" in t["peaks_note"]
 
 
 # A TPU trace as its sources describe it (docs/xla-findings.md, "Traces from a GPU and a TPU"):
