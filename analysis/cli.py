@@ -386,8 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
     a.add_argument("--out", help="write the bundle JSON here instead of stdout")
     a.add_argument("--measure", action="store_true", help="run and time every kernel")
-    a.add_argument("--trace", metavar="TRACE", help="timings from your own jax.profiler trace of this compile "
-                                                    "(its folder, a zip of it, or the .xplane.pb)")
+    a.add_argument("--trace", metavar="TRACE", help="timings from your own jax.profiler trace of this compile, "
+                                                    "made on a CPU, a GPU or a TPU (its folder, a zip of it, its "
+                                                    ".xplane.pb or its .trace.json.gz)")
     a.add_argument("--iters", type=int, default=None, help="timed iterations (default: ~1-3 s worth)")
     a.add_argument("--compare-fusion", action="store_true",
                    help="also compile with fusion disabled and compare kernels, bytes (and, with "

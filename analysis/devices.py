@@ -2,6 +2,8 @@
 
 - ``platform_of``: JAX's platform names (``cuda``, ``rocm``, ...) as the product's (``gpu``);
 - ``GPU_PEAKS`` / ``table_peaks``: data-sheet peaks of NVIDIA GPUs, the roofs of the roofline;
+- ``TPU_PEAKS`` / ``tpu_table_peaks``: the same for the TPU generations whose data sheet gives them
+  per device;
 - ``GPU_TARGETS`` / ``target_config``: GPU descriptions for compiling without a GPU.
 
 GPU target descriptions for compiling without a GPU ("deviceless" / ahead-of-time).
@@ -76,6 +78,34 @@ def table_peaks(device_kind: str) -> dict | None:
                     "note": "NVIDIA data-sheet peaks (dense, no sparsity)"}
     return None
 
+
+
+# Cloud TPU data sheets (Google Cloud's "TPU v5e" and "TPU v6e" system-architecture pages), per
+# chip; memory in bytes/s, compute in FLOP/s. Only generations with one TensorCore per chip are
+# here, so that a trace's device plane (``/device:TPU:N``) is one chip whether the plane is a chip
+# or a core: v2, v3, v4 and v5p chips hold two TensorCores, and which of the two a plane is was
+# never seen in a trace. The data sheets give bf16 (and int8) matrix peaks only.
+# Matched against the trace's device name (``device_type_string``), lowercased, by any of the
+# spellings (JAX's device kinds are "TPU v5 lite" and "TPU v6 lite").
+TPU_PEAKS: tuple[tuple[str, tuple[str, ...], dict], ...] = (
+    # TPU v6e (Trillium): "Peak compute per chip (bf16) 918 TFLOPs", "HBM bandwidth per chip 1638 GBps".
+    ("TPU v6e", ("v6 lite", "v6e", "trillium"), {"memory": 1638e9, "bf16": 918 * _T}),
+    # TPU v5e: "Peak compute per chip (bf16) 197 TFLOPs", "HBM2 capacity and bandwidth 16 GB, 819 GBps"
+    # (a later revision of the page writes "800 GiBps", 859 GB/s; the lower figure is kept).
+    ("TPU v5e", ("v5 lite", "v5e", "v5litepod"), {"memory": 819e9, "bf16": 197 * _T}),
+)
+
+
+def tpu_table_peaks(device_kind: str) -> dict | None:
+    """Peaks of a known TPU generation, as the ``peaks`` schema (see docs/bundle.md), or None."""
+    kind = (device_kind or "").lower()
+    for matched, spellings, p in TPU_PEAKS:
+        if any(s in kind for s in spellings):
+            return {"source": "table", "device_kind": device_kind, "matched": matched,
+                    "memory_bytes_per_s": p["memory"],
+                    "flops_per_s": {k: v for k, v in p.items() if k != "memory"},
+                    "note": "Cloud TPU data-sheet peaks per chip (bf16 matrix units)"}
+    return None
 
 
 _SM90 = """gpu_device_info {{

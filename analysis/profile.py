@@ -44,11 +44,17 @@ instruction), ``hlo_module``, ``program_id``, ``kernel_details``, ``correlation_
 instruction may launch several kernels. Derived lines ("XLA Ops", "XLA Modules", ...) would
 double count and are skipped. ``run_id`` may be missing there; steps are then cut from the
 time-ordered launches (each step launches the same number of kernels).
+
+On TPU (from sources only, docs/xla-findings.md "Traces from a GPU and a TPU"; no TPU was run
+here): each TensorCore is a ``/device:TPU:N`` plane whose "XLA Ops" line has an event per executed
+instruction, named by it through its metadata (no ``hlo_op`` stat), inside the "XLA Modules" event
+of the module's execution (named ``jit_f(program_id)``). ``tpu_events`` reads them.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import re
 import statistics
 from collections import Counter
@@ -96,7 +102,7 @@ class KernelTiming(TypedDict):
     library: str | None
     context: str
     inclusive: bool  # control flow: its time includes the kernels it runs
-    calls: float  # executions per step (loop trip counts included), median over steps
+    calls: float  # executions per step (loop trip counts included; on TPU per core), median over steps
     launches: float  # device kernels launched per step (one call may launch several on GPU)
     median_s: float  # time per step spent in it: median, min, mean, spread and total over steps
     min_s: float
@@ -190,9 +196,18 @@ def _int_or_none(v):
         return None
 
 
+TPU_CORE = re.compile(r"/device:TPU:\d+$")  # a TensorCore plane (SparseCore planes add " SparseCore N")
+TPU_OPS_LINE, TPU_MODULES_LINE = "XLA Ops", "XLA Modules"
+_MODULE_RUN = re.compile(r"^(.*)\((\d+)\)$")
+KEPT_STATS = ("kernel_details", "correlation_id", "device_ordinal", "memcpy_details", "hlo_category")
+
+
 def events_from_profile(pd, platform: str) -> list[TraceEvent]:
     """Events carrying ``hlo_op`` from the planes where the kernels run: ``/host:CPU`` on
-    CPU, ``/device:GPU:N`` stream lines on GPU."""
+    CPU, ``/device:GPU:N`` stream lines on GPU, the "XLA Ops" line of each ``/device:TPU:N``
+    TensorCore plane on TPU (``tpu_events``)."""
+    if platform == "tpu":
+        return tpu_events(pd)
     out: list[TraceEvent] = []
     for plane in pd.planes:
         pname = plane.name
@@ -216,8 +231,67 @@ def events_from_profile(pd, platform: str) -> list[TraceEvent]:
                     program_id=_int_or_none(st.get("program_id")), start_ns=float(e.start_ns),
                     duration_ns=float(e.duration_ns), line=f"{pname} {lname}" if platform == "gpu" else lname,
                     run_id=_int_or_none(st.get("run_id")),
-                    stats={k: v for k, v in st.items() if k in ("kernel_details", "correlation_id",
-                                                                "device_ordinal", "memcpy_details")},
+                    stats={k: v for k, v in st.items() if k in KEPT_STATS},
+                ))
+    return out
+
+
+def tpu_op_name(name: str) -> str:
+    """The HLO instruction a TPU op event names. Its metadata's display name is the instruction
+    (``fusion.3``), its name may be the instruction's text (``%fusion.3 = f32[8]{0} fusion(...)``);
+    the trace viewer's JSON shows the display name. Either way: the name before `` = ``."""
+    head = name.split(" = ", 1)[0].strip() if " = " in name else name.strip()
+    return head.lstrip("%").strip()
+
+
+def module_run_name(name: str) -> tuple[str, int | None]:
+    """``jit_f(42)`` (an "XLA Modules" event) -> (``jit_f``, 42): the module and its program id."""
+    m = _MODULE_RUN.match(name.strip())
+    return (m.group(1), int(m.group(2))) if m else (name.strip(), None)
+
+
+def tpu_events(pd) -> list[TraceEvent]:
+    """A TPU trace's op events (docs/xla-findings.md, "Traces from a GPU and a TPU"): on each
+    TensorCore plane (``/device:TPU:N``), the "XLA Ops" line holds one event per executed HLO
+    instruction, named by it (``tpu_op_name``; an ``hlo_op`` stat, where one is, wins), nested
+    where control flow runs other ops; the "XLA Modules" line holds one event per execution of a
+    module, named ``module(program_id)``, spanning its ops. An op's module, program and step
+    (``run_id``) are those of the module execution that contains it: the k-th execution of a
+    module on a core is step k, on every core, so one step spans the cores that ran it."""
+    out: list[TraceEvent] = []
+    for plane in pd.planes:
+        pname = str(plane.name)
+        if not TPU_CORE.match(pname):
+            continue
+        lines = list(plane.lines)
+        runs = []  # (start, end, module, program id, k-th execution of that module here)
+        seen: Counter = Counter()
+        mods = sorted((float(e.start_ns), float(e.start_ns) + float(e.duration_ns), str(e.name))
+                      for ln in lines if ln.name == TPU_MODULES_LINE for e in ln.events)
+        for start, end, name in mods:
+            module, program = module_run_name(name)
+            runs.append((start, end, module, program, seen[module]))
+            seen[module] += 1
+        starts = [r[0] for r in runs]
+        for ln in lines:
+            if ln.name != TPU_OPS_LINE:
+                continue
+            for e in ln.events:
+                st = dict(e.stats)
+                op = str(st.get("hlo_op") or tpu_op_name(str(e.name)))
+                if not op:
+                    continue
+                start, dur = float(e.start_ns), float(e.duration_ns)
+                i = bisect.bisect_right(starts, start) - 1
+                run = runs[i] if i >= 0 and start + dur <= runs[i][1] + 1e-3 else None
+                module = str(st.get("hlo_module") or (run[2] if run else ""))
+                program = _int_or_none(st.get("program_id"))
+                out.append(TraceEvent(
+                    name=str(e.name), hlo_op=op, hlo_module=module,
+                    program_id=program if program is not None else (run[3] if run else None),
+                    start_ns=start, duration_ns=dur, line=f"{pname} {ln.name}",
+                    run_id=run[4] if run else _int_or_none(st.get("run_id")),
+                    stats={**{k: v for k, v in st.items() if k in KEPT_STATS}, "device": pname},
                 ))
     return out
 
@@ -376,7 +450,7 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             inst = e.instruction
             own.setdefault(inst, []).append((e.start_ns, e.start_ns + e.duration_ns))
             counts[inst] = counts.get(inst, 0) + 1
-            names_in_step.setdefault(inst, set()).add(e.name)
+            names_in_step.setdefault(inst, set()).add(e.stats.get("device") if platform == "tpu" else e.name)
             if platform == "gpu":
                 d = kernel_names.setdefault(inst, {})
                 if e.name not in d:
@@ -389,8 +463,9 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
         for inst in set(per_kernel_steps) | set(sums):
             per_kernel_steps.setdefault(inst, [0.0] * si).append(sums.get(inst, 0.0))
             per_kernel_launches.setdefault(inst, [0] * si).append(counts.get(inst, 0))
-            # On GPU one execution of an instruction may launch several distinct kernels.
-            distinct = max(1, len(names_in_step.get(inst, ()))) if platform == "gpu" else 1
+            # On GPU one execution of an instruction may launch several distinct kernels; on TPU
+            # each core runs its own copy of the program: calls are per core.
+            distinct = max(1, len(names_in_step.get(inst, ()))) if platform in ("gpu", "tpu") else 1
             per_kernel_calls.setdefault(inst, [0.0] * si).append(counts.get(inst, 0) / distinct)
         busy.append(union_length((e.start_ns, e.start_ns + e.duration_ns) for e in step) * 1e-9)
         spans.append((max(e.start_ns + e.duration_ns for e in step) - min(e.start_ns for e in step)) * 1e-9)

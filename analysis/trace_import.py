@@ -1,23 +1,30 @@
 """Timings from a user's own ``jax.profiler`` trace, onto the compile it ran.
 
-A trace made on the user's machine (``jax.profiler.trace(DIR)`` writes
-``DIR/plugins/profile/<run>/<host>.trace.json.gz`` beside the ``.xplane.pb``; a folder, a zip of
-it, or the file) holds every kernel's start and end, named by the ``hlo_op`` argument after the
-optimized module's instructions, with ``hlo_module``, ``run_id``/``program_id`` and, on GPU,
+``jax.profiler.trace(DIR)`` writes ``DIR/plugins/profile/<run>/<host>.xplane.pb`` and, most of
+the time, a Chrome JSON ``<host>.trace.json.gz`` beside it. Either holds every kernel's start and
+end, named after the optimized module's instructions: by the ``hlo_op`` stat (CPU, GPU) or by
+the event itself on a TPU core's "XLA Ops" line, with the module (``hlo_module``, or on a TPU the
+"XLA Modules" event around it), the execution (``run_id`` on CPU) and, on GPU,
 ``kernel_details`` (docs/xla-findings.md). Given the compile it ran (an XLA dump, HLO text or a
 bundle), ``apply_trace`` attributes its events exactly as a measurement here does
 (``analysis.profile``: the same filter of planes and lines, the same step, shares and spreads,
-docs/numbers.md) and labels the timings with the device the trace names. This is how a machine
-without a GPU shows real GPU timings.
+docs/numbers.md), labels the timings with the device the trace names and, where the trace names a
+device whose data-sheet peaks are known (``analysis.devices``), puts them under the roofline.
+This is how a machine without a GPU or a TPU shows their timings.
 
-The Chrome JSON is read, not the ``.xplane.pb``: it holds the same events and arguments, and it is
-plain JSON, so this module needs no JAX and the app's server can read an uploaded trace (bounded:
-``MAX_TRACE_BYTES`` of JSON, ``MAX_EVENTS`` events; untrusted input, checked as it is read).
+What is read: a folder (the newest run folder under it), a zip of one, a ``.xplane.pb``, a
+``.trace.json.gz`` / ``.trace.json``, or an upload's bytes of any of these. Where a run folder
+holds both files, the **``.xplane.pb`` is read**: jax always writes it, the JSON is made from it
+and drops what the device reports about itself (the GPU's or TPU's model, so its peaks) and the
+``program_id`` of every event. Both are parsed without JAX (``analysis.xplane`` for the XSpace,
+``json`` for the JSON), so the app's server can read an upload; both are bounded
+(``MAX_TRACE_BYTES`` of input, ``MAX_EVENTS`` events) and read as untrusted input, and anything
+malformed is one ``ExplorerError`` line.
 
-What was checked where: CPU traces made by the test suite (``tests/test_trace_import.py``);
-XLA:GPU traces only in the layout ``analysis.profile`` reads them (device planes, ``Stream``
-lines, nested ``hlo_op`` names, no ``run_id``): no trace from a real GPU has been read by this
-code. TPU traces are refused with a message: their layout was never seen.
+What was checked where: CPU traces made by the test suite, both files, the ``.xplane.pb`` reader
+against ``jax.profiler.ProfileData`` (``tests/test_xplane.py``). XLA:GPU and TPU traces only in the
+layouts their sources describe (docs/xla-findings.md, "Traces from a GPU and a TPU"), written by
+the tests: no trace from a real GPU or TPU has been read by this code.
 """
 
 from __future__ import annotations
@@ -26,38 +33,19 @@ import gzip
 import io
 import json
 import os
+import posixpath
 import zipfile
 from collections import Counter
 from typing import NamedTuple
 
 from analysis.errors import ExplorerError
+from analysis.xplane import MAX_EVENTS, Event, Line, Plane, Space, read_xspace
 
-MAX_TRACE_BYTES = 256 * 2 ** 20  # of JSON, after gunzip
-MAX_EVENTS = 3_000_000
+MAX_TRACE_BYTES = 256 * 2 ** 20  # of JSON after gunzip, or of XSpace
 
-
-class _Event(NamedTuple):
-    name: str
-    start_ns: float
-    duration_ns: float
-    stats: list
-
-
-class _Line(NamedTuple):
-    name: str
-    events: list
-
-
-class _Plane(NamedTuple):
-    name: str
-    lines: list
-
-
-class TraceProfile(NamedTuple):
-    """The planes -> lines -> events of a Chrome JSON trace, shaped like ``ProfileData`` (what
-    ``analysis.profile.events_from_profile`` reads): a plane per process, a line per thread."""
-
-    planes: list
+# The planes -> lines -> events of a trace (either form), shaped like ``ProfileData`` (what
+# ``analysis.profile.events_from_profile`` reads); for the JSON, a plane per process, a line per thread.
+TraceProfile = Space
 
 
 def _bounded_gunzip(raw: bytes, name: str) -> bytes:
@@ -67,25 +55,37 @@ def _bounded_gunzip(raw: bytes, name: str) -> bytes:
         except (OSError, EOFError) as e:
             raise ExplorerError("trace", f"not a readable gzip file: {e}", name) from None
     if len(data) > MAX_TRACE_BYTES:
-        raise ExplorerError("trace", f"the trace's JSON is over {MAX_TRACE_BYTES // 2 ** 20} MiB", name)
+        raise ExplorerError("trace", f"the trace is over {MAX_TRACE_BYTES // 2 ** 20} MiB unzipped", name)
     return data
 
 
+def _kind(name: str) -> int:
+    """2 for an XSpace, 1 for a JSON trace, 0 for neither (by the name jax.profiler gives them)."""
+    n = name.lower()
+    return 2 if n.endswith(".xplane.pb") else 1 if n.endswith((".trace.json.gz", ".trace.json")) else 0
+
+
 def _pick(names: list[str]) -> str | None:
-    traces = [n for n in names if n.endswith((".trace.json.gz", ".trace.json"))]
-    return max(traces) if traces else None  # run folders are named by date: the last is the newest
+    """The trace to read among files: the newest run folder's (run folders are named by date, so
+    the last is the newest), its ``.xplane.pb`` before its ``.trace.json.gz``, the last host's."""
+    found = [n for n in names if _kind(n)]
+    if not found:
+        return None
+    return max(found, key=lambda n: (posixpath.dirname(n.replace(os.sep, "/")), _kind(n), n))
+
+
+WHERE = "jax.profiler.trace(DIR) writes DIR/plugins/profile/<run>/<host>.xplane.pb"
 
 
 def read_trace(path: str | None = None, data: bytes | None = None, name: str = "trace") -> tuple[bytes, str]:
-    """The JSON text of a trace: from ``path`` (a ``.trace.json.gz``, a folder holding one, the
-    newest taken, or a zip of such a folder) or from the bytes of an upload. Returns (JSON
-    bytes, the file's name)."""
+    """The bytes of a trace (XSpace, or JSON text) and its file's name: from ``path`` (a
+    ``.xplane.pb`` or ``.trace.json.gz``, a folder holding them, or a zip of such a folder; see
+    ``_pick``) or from the bytes of an upload (any of those)."""
     if path is not None and os.path.isdir(path):
         found = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
         pick = _pick(found)
         if pick is None:
-            raise ExplorerError("trace", "no .trace.json.gz in this folder (jax.profiler.trace(DIR) writes "
-                                         "DIR/plugins/profile/<run>/<host>.trace.json.gz)", path)
+            raise ExplorerError("trace", f"no .xplane.pb or .trace.json.gz in this folder ({WHERE})", path)
         path = pick
     if path is not None:
         try:
@@ -93,7 +93,7 @@ def read_trace(path: str | None = None, data: bytes | None = None, name: str = "
             if size > MAX_TRACE_BYTES:
                 raise ExplorerError("trace", f"over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", path)
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(MAX_TRACE_BYTES + 1)
         except OSError as e:
             raise ExplorerError("trace", e.strerror or str(e), path) from None
         name = os.path.basename(path)
@@ -101,18 +101,17 @@ def read_trace(path: str | None = None, data: bytes | None = None, name: str = "
     if data[:4] == b"PK\x03\x04":
         try:
             z = zipfile.ZipFile(io.BytesIO(data))
-        except zipfile.BadZipFile as e:
-            raise ExplorerError("trace", f"not a readable zip: {e}", name) from None
-        with z:
-            infos = {i.filename: i for i in z.infolist() if not i.is_dir()}
-            pick = _pick(list(infos))
-            if pick is None:
-                raise ExplorerError("trace", "the zip holds no .trace.json.gz (jax.profiler.trace(DIR) writes one "
-                                             "beside the .xplane.pb)", name)
-            if infos[pick].file_size > MAX_TRACE_BYTES:
-                raise ExplorerError("trace", f"{pick} is over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", name)
-            with z.open(infos[pick]) as f:
-                data, name = f.read(MAX_TRACE_BYTES + 1), pick
+            with z:
+                infos = {i.filename: i for i in z.infolist() if not i.is_dir()}
+                pick = _pick(list(infos))
+                if pick is None:
+                    raise ExplorerError("trace", f"the zip holds no .xplane.pb or .trace.json.gz ({WHERE})", name)
+                if infos[pick].file_size > MAX_TRACE_BYTES:
+                    raise ExplorerError("trace", f"{pick} is over the {MAX_TRACE_BYTES // 2 ** 20} MiB a trace may be", name)
+                with z.open(infos[pick]) as f:
+                    data, name = f.read(MAX_TRACE_BYTES + 1), pick
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, OSError, EOFError) as e:
+            raise ExplorerError("trace", f"not a readable zip: {str(e)[:120]}", name) from None
     if data[:2] == b"\x1f\x8b":
         data = _bounded_gunzip(data, name)
     if len(data) > MAX_TRACE_BYTES:
@@ -120,11 +119,26 @@ def read_trace(path: str | None = None, data: bytes | None = None, name: str = "
     return data, name
 
 
+def _is_json(data: bytes, name: str) -> bool:
+    n = name.lower()
+    if n.endswith(".pb"):
+        return False
+    return n.endswith((".json", ".json.gz")) or data[:64].lstrip()[:1] in (b"{", b"[")
+
+
 def _num(v) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def parse_trace(data: bytes, name: str = "trace") -> TraceProfile:
+    """A trace's bytes -> ``TraceProfile``: an XSpace (``analysis.xplane.read_xspace``) or a Chrome
+    JSON trace (``parse_json_trace``), told apart by the file's name, else by the first byte."""
+    if _is_json(data, name):
+        return parse_json_trace(data, name)
+    return read_xspace(data, name)
+
+
+def parse_json_trace(data: bytes, name: str = "trace") -> TraceProfile:
     """A Chrome JSON trace -> ``TraceProfile``. Complete events (``"ph": "X"``) only; processes
     and threads named by their metadata events. Anything malformed is skipped or refused in one
     line, never trusted."""
@@ -152,30 +166,61 @@ def parse_trace(data: bytes, name: str = "trace") -> TraceProfile:
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
-        ts, dur, args = _num(e.get("ts")), _num(e.get("dur")), e.get("args")
+        ts, dur, args = _num(e.get("ts")), _num(e.get("dur")), e.get("args", {})
         if ts is None or dur is None or dur < 0 or not isinstance(args, dict):
-            continue
-        stats = [(str(k)[:100], v if isinstance(v, (str, int, float)) else str(v)[:2000]) for k, v in args.items()]
+            continue  # an event without arguments is kept (the JSON export writes none where it has no stat)
+        stats = [(str(k)[:100], v[:2000] if isinstance(v, str) else v if isinstance(v, (int, float)) else str(v)[:2000])
+                 for k, v in args.items()]
         key = (e.get("pid"), e.get("tid"))
-        lines.setdefault(key, []).append(_Event(str(e.get("name", ""))[:500], ts * 1e3, dur * 1e3, stats))
+        lines.setdefault(key, []).append(Event(str(e.get("name", ""))[:500], ts * 1e3, dur * 1e3, stats))
     planes: dict = {}
     for (pid, tid), evs in lines.items():
-        planes.setdefault(pid, []).append(_Line(threads.get((pid, tid), str(tid)), evs))
-    return TraceProfile([_Plane(procs.get(pid, str(pid)), ls) for pid, ls in planes.items()])
+        planes.setdefault(pid, []).append(Line(threads.get((pid, tid), str(tid)), evs))
+    return TraceProfile([Plane(procs.get(pid, str(pid)), ls) for pid, ls in planes.items()])
 
 
-def trace_device(pd) -> tuple[str, str]:
-    """(platform, the device in words) of a trace: ``gpu`` when it has ``/device:GPU:N`` planes,
-    ``cpu`` otherwise; TPU traces are refused (their layout was never seen here)."""
-    names = [p.name for p in pd.planes]
-    if any(str(n).startswith("/device:TPU") for n in names):
-        raise ExplorerError("trace", "a TPU trace: this version reads CPU and GPU traces only (a TPU trace's "
-                                     "layout was never seen here)")
-    gpus = sorted(n for n in names if str(n).startswith("/device:GPU:"))
-    if gpus:
-        return "gpu", f"the trace's GPU ({', '.join(gpus[:4])}{', …' if len(gpus) > 4 else ''})"
-    host = next((n for n in names if str(n).startswith("/host:")), "the host")
-    return "cpu", f"the trace's CPU ({host})"
+DEVICE_STATS = {"gpu": "gpu_device_name", "tpu": "device_type_string"}  # plane stats naming the model
+
+
+def trace_device(pd) -> tuple[str, str, str | None]:
+    """(platform, the device in words, its model where the trace names it) of a trace: ``gpu``
+    when it has ``/device:GPU:N`` planes, ``tpu`` when it has ``/device:TPU:N`` ones, ``cpu``
+    otherwise. The model is a device plane's stat (``gpu_device_name``, ``device_type_string``),
+    which only the ``.xplane.pb`` carries."""
+    planes = list(pd.planes)
+    names = [str(p.name) for p in planes]
+    for platform, prefix in (("gpu", "/device:GPU:"), ("tpu", "/device:TPU:")):
+        devs = sorted(n for n in names if n.startswith(prefix))
+        if not devs:
+            continue
+        kind = None
+        for p in planes:
+            if str(p.name).startswith(prefix):
+                kind = next((str(v)[:100] for k, v in (getattr(p, "stats", None) or [])
+                             if k == DEVICE_STATS[platform] and isinstance(v, str) and v.strip()), None)
+                if kind:
+                    break
+        listed = ", ".join(devs[:4]) + (", …" if len(devs) > 4 else "")
+        return platform, f"the trace's {platform.upper()} ({listed}{'; ' + kind if kind else ''})", kind
+    host = next((n for n in names if n.startswith("/host:")), "the host")
+    return "cpu", f"the trace's CPU ({host})", None
+
+
+def trace_peaks(platform: str, kind: str | None) -> tuple[dict | None, str | None]:
+    """(peaks, why none): the data-sheet peaks of the device a trace names (``analysis.devices``),
+    or None and a sentence for the page saying why the roofline has no roofs."""
+    from analysis.devices import table_peaks, tpu_table_peaks
+
+    if platform == "cpu":
+        return None, ("No roofline verdict: a CPU's peaks are measured on the machine itself, and your "
+                      "trace's machine is not this one.")
+    if not kind:
+        return None, (f"No roofline verdict: the trace does not name its {platform.upper()}'s model (a "
+                      ".trace.json.gz never does; the .xplane.pb beside it may), so its peaks are unknown.")
+    peaks = table_peaks(kind) if platform == "gpu" else tpu_table_peaks(kind)
+    if peaks is None:
+        return None, f"No roofline verdict: no data-sheet peaks are known here for {kind[:80]}."
+    return peaks, None
 
 
 def _steps(events, module: str | None) -> int:
@@ -191,32 +236,35 @@ def _steps(events, module: str | None) -> int:
 
 class Trace(NamedTuple):
     """A user's trace, read: its kernel events (``analysis.profile.TraceEvent``), the platform and
-    device it names and its file."""
+    device it names, its file, and the device's model where the trace names it."""
 
     events: list
     platform: str
     device: str
     file: str
+    kind: str | None = None
 
     def modules(self) -> set[str]:
         return {e.hlo_module for e in self.events}
 
 
 def load_trace(path: str | None = None, data: bytes | None = None, name: str = "trace") -> Trace:
-    """Read and check a trace once (a folder, a zip, a ``.trace.json.gz``, or an upload's bytes)."""
+    """Read and check a trace once (a folder, a zip, a ``.xplane.pb``, a ``.trace.json.gz``, or an
+    upload's bytes of any of these)."""
     from analysis.profile import events_from_profile
 
-    text, member = read_trace(path, data, name)
-    pd = parse_trace(text, member)
-    platform, device = trace_device(pd)
-    return Trace(events_from_profile(pd, platform), platform, device, member)
+    raw, member = read_trace(path, data, name)
+    pd = parse_trace(raw, member)
+    platform, device, kind = trace_device(pd)
+    return Trace(events_from_profile(pd, platform), platform, device, member, kind)
 
 
 def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name: str = "trace",
                 trace: Trace | None = None):
     """Fill ``bundle.timings`` from a trace (read here from ``path`` or ``data``, or ``trace``
     read before; see the module docstring) and return the bundle. The timings say where they
-    came from (``source: "trace"``, ``trace_device``, ``trace_file``)."""
+    came from (``source: "trace"``, ``trace_device``, ``trace_file``); ``peaks`` are the named
+    device's data-sheet peaks, or None with ``peaks_note`` saying why."""
     from analysis.profile import attribute, coverage_note
 
     tr = trace or load_trace(path, data, name)
@@ -224,17 +272,22 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     post = bundle.module("hlo_after")
     if post is None:
         raise ExplorerError("trace", "the compile has no optimized module to put the trace's times on")
+    if platform == "tpu" and events and not any(e.hlo_module for e in events):
+        raise ExplorerError("trace", "no TPU op lies inside an \"XLA Modules\" event: the trace does not say which "
+                                     "module ran them", tr.file)
     if post.name not in tr.modules():
-        seen = sorted(tr.modules())
+        seen = sorted(m for m in tr.modules() if m)
         raise ExplorerError("trace", f"no event of module {post.name} in the trace (it ran: "
                                      f"{', '.join(s[:60] for s in seen[:5]) or 'nothing XLA named'})", tr.file)
     steps = _steps(events, post.name)
-    t = attribute(events, bundle.kernels, steps, platform, post.name)
+    peaks, no_peaks = trace_peaks(platform, tr.kind)
+    t = attribute(events, bundle.kernels, steps, platform, post.name, peaks=peaks)
     ran = {e.instruction for e in events if e.hlo_module == post.name and e.program_id == t["program_id"]}
     names = {k.name for k in bundle.kernels}
     t.update({"platform": platform, "iterations": steps, "traced_steps": steps, "source": "trace",
               "trace_device": tr.device, "trace_file": tr.file[-200:], "events_seen": len(events),
-              "matched_fraction": len(ran & names) / len(ran) if ran else 0.0, "peaks": None})
+              "matched_fraction": len(ran & names) / len(ran) if ran else 0.0, "peaks": peaks,
+              "peaks_note": no_peaks})
     t["coverage_note"] = coverage_note(t, platform)
     bundle.timings = t
     return bundle

@@ -181,8 +181,8 @@ def sidebar() -> tuple:
             up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
                                   type=["hlo", "txt", "json", "zip"], key="upload")
             tr = st.file_uploader("Your profiler trace (optional): jax.profiler.trace's folder zipped, or its "
-                                  ".trace.json.gz", type=["zip", "gz", "json"], key="upload_trace",
-                                  help="The kernels' times from your own machine (a GPU, or a CPU) go onto the "
+                                  ".xplane.pb or .trace.json.gz", type=["zip", "pb", "gz", "json"], key="upload_trace",
+                                  help="The kernels' times from your own machine (a GPU, a TPU or a CPU) go onto the "
                                        "graphs and the table, labelled with the device the trace names")
             if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
                 load_upload(up, tr)

@@ -4,6 +4,8 @@ chart point), so the caller can highlight it in the graph."""
 
 from __future__ import annotations
 
+import re
+
 from analysis.bundle import Bundle
 from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
     _label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
@@ -12,6 +14,15 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.rows import fused_text
 from app.picks import picked_point, picked_row
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def plain(text: str) -> str:
+    """A string from a user's file shown as itself in Streamlit's markdown (a caption): every
+    ASCII punctuation mark markdown could read (links, images, emphasis, colour and emoji
+    directives, LaTeX) escaped."""
+    return _MARKDOWN.sub(r"\\\1", text)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -151,8 +162,8 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")
         if t.get("source") == "trace":
-            st.caption(f"Timings from your trace ({str(t.get('trace_file'))[-120:]}), made on "
-                       f"{str(t.get('trace_device'))[:120]}, not on this server: {t.get('steps_seen')} executions, "
+            st.caption(f"Timings from your trace ({plain(str(t.get('trace_file'))[-120:])}), made on "
+                       f"{plain(str(t.get('trace_device'))[:120])}, not on this server: {t.get('steps_seen')} executions, "
                        f"{t.get('matched_fraction', 0):.0%} of the instructions it ran are kernels of this compile.")
         if t.get("coverage_note"):
             st.info(t["coverage_note"])
@@ -163,6 +174,8 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             fl = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             st.caption(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
                        f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
+        elif t.get("peaks_note"):
+            st.caption(plain(str(t["peaks_note"])[:300]))
         from analysis.profile import over_peak_note
 
         if over_peak_note(t):

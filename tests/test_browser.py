@@ -346,22 +346,24 @@ def test_an_error_is_shown_once_whole_and_as_text(server, browser):
 
 
 def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_path):
-    """The user's own run (an XLA dump and a jax.profiler trace, both zipped, made here by the
-    test as a user would on their machine) uploaded together: the kernels get the trace's times."""
-    from tests.test_trace_import import RUNS, _mlp, _users_run
+    """The user's own run (an XLA dump zipped and the .xplane.pb of a jax.profiler trace, made here
+    by the test as a user would on their machine) uploaded together: the kernels get the trace's
+    times."""
+    from tests.test_trace_import import RUNS, _mlp, _trace_file, _users_run
 
     import jax
 
     k = jax.random.split(jax.random.PRNGKey(0), 3)
-    dump_zip, trace_zip, _ = _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)),
+    dump_zip, _, trace_dir = _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)),
                                         jax.random.normal(k[1], (128, 256)), jax.random.normal(k[2], (256, 32)))
+    xplane = _trace_file(trace_dir, ".xplane.pb")  # the uploader takes the bare file
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(server)
     _graph_frames(page)
     page.get_by_text("Upload HLO / bundle").click()
     inputs = page.locator("input[type=file]")
     inputs.nth(1).wait_for(state="attached", timeout=60_000)  # the two uploaders (their inputs are hidden)
-    for i, path in ((0, dump_zip), (1, trace_zip)):
+    for i, path in ((0, dump_zip), (1, xplane)):
         with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url and r.request.method == "PUT",
                                   timeout=60_000):
             inputs.nth(i).set_input_files(path)
@@ -371,6 +373,7 @@ def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_pat
     note = page.get_by_text("Timings from your trace")
     note.wait_for(timeout=120_000)
     text = note.inner_text()
-    assert "trace.json.gz" in text and "CPU" in text and f"{RUNS} executions" in text
+    assert "xplane.pb" in text and "CPU" in text and f"{RUNS} executions" in text
+    assert page.get_by_text("No roofline verdict").count() >= 1  # a CPU trace: no roofs, and why
     assert page.get_by_text("step (median)").count() >= 1
     page.screenshot(path=os.path.join(OUT, "trace_upload.png"))

@@ -314,3 +314,14 @@ def test_an_unmeasured_big_table_keeps_the_kernels_with_the_most_bytes(bundle):
     assert not at.exception
     assert list(at.dataframe[0].value["kernel"]) == want
     assert any("with the most bytes read and written" in c.value for c in at.caption)
+
+
+def test_a_traces_strings_show_as_themselves_in_a_caption():
+    """A user's trace names its file and device; in a caption (markdown) they are text: no link,
+    image, emphasis, code, colour directive or HTML (rendered here by a CommonMark renderer)."""
+    import html
+
+    markdown_it = pytest.importorskip("markdown_it")
+    s = ("![x](http://e/a.png) **b** <img src=x> [l](javascript:alert(1)) `c` # h _i_ ~s~ $x$ :red[r] "
+         "a\\b 1. vm_1.xplane.pb")
+    assert markdown_it.MarkdownIt("commonmark").render(kv.plain(s)).strip() == f"<p>{html.escape(s, quote=False)}</p>"

@@ -283,6 +283,8 @@ def summary_text(b: Bundle) -> str:
         if peaks.get("memory_bytes_per_s"):
             fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
             lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}")
+        elif t.get("peaks_note"):
+            lines.append(f"  peaks                   : none. {str(t['peaks_note'])[:300]}")
         lines.append("  top kernels             :")
         lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'GB/s':>8s} {'% peak':>7s}")
         rows = sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))
