@@ -10,6 +10,7 @@ serialized, written only by the bundle itself and by ``analysis.pipeline``.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -235,6 +236,23 @@ class Bundle:
             e.file = str(path)
             raise ExplorerError(e.phase, e.message, str(path), e.line, e.column) from None
 
+    def json_size_at_least(self) -> int:
+        """A lower bound of ``len(self.to_json())`` made without encoding the bundle (its JSON is
+        a pass over every kernel, decision and buffer: a tenth of a second and more for a big
+        program): its stage texts, its memory record's JSON, each kernel at least its empty
+        record and its names, each provenance entry at least its key. The report asks before
+        making the JSON it could not embed (docs/performance.md)."""
+        total = sum(len(t) for t in self.stages.values() if isinstance(t, str))
+        if self.memory is not None:
+            total += len(json.dumps(self.memory, default=_json_default))
+        empty = _empty_kernel_json()
+        total += sum(empty + len(k.name) + len(k.opcode) + len(k.route) + len(k.computation) + len(k.shape)
+                     for k in self.kernels)
+        p = self.provenance
+        if p is not None:
+            total += sum(len(key) + 6 for part in (p.pre_to_kernels, p.kernel_to_pre, p.how) for key in part)
+        return total
+
     def content_hash(self, as_dict: dict | None = None) -> str:
         """A short hash of what the bundle shows (its creation time left out, so the same
         compile gives the same hash): of its JSON without ``created``; ``as_dict`` as for
@@ -257,6 +275,12 @@ class Bundle:
         created = d.pop("created", None)
         body = json.dumps(d, default=_json_default)
         return body, hashlib.sha256(body.encode()).hexdigest()[:16], created
+
+
+@functools.cache
+def _empty_kernel_json() -> int:
+    """The JSON length of a kernel record whose strings are empty and lists none."""
+    return len(json.dumps(Kernel(name="", opcode="", route="", computation="", shape="").to_dict()))
 
 
 def _json_default(o):

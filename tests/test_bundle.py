@@ -263,3 +263,17 @@ def test_a_memory_peak_written_as_whole_floats_loads_as_integers():
     half["memory"]["peak"] = {**p, "bytes": p["bytes"] + 0.5}
     with pytest.raises(ExplorerError, match="memory.peak"):
         Bundle.from_dict(half)
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(os.path.join(os.path.dirname(__file__), "fixtures", "cpu"))
+                                        if f.endswith(".bundle.json")))
+def test_the_json_size_bound_is_never_more_than_the_json(name):
+    # the report skips the JSON it could not embed by this bound: it must never exceed the truth
+    b = Bundle.load(os.path.join(os.path.dirname(__file__), "fixtures", "cpu", name))
+    assert 0 < b.json_size_at_least() <= len(b.to_json())
+
+
+def test_the_json_size_bound_counts_the_texts_memory_and_kernels():
+    b = bundle_from_hlo(CPU_HLO, "cpu")
+    text = sum(len(t) for t in b.stages.values())
+    assert b.json_size_at_least() >= text + 300 * len(b.kernels)  # an empty kernel record is ~300 characters

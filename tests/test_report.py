@@ -90,6 +90,19 @@ def test_report_holds_graphs_kernels_and_numbers(tb):
     assert Bundle.from_json(embedded).to_json() == tb.to_json()
 
 
+def test_a_bundle_too_big_to_embed_is_left_out_and_the_footer_says_so(tb, monkeypatch):
+    from analysis.render import report
+
+    size = len(tb.to_json())
+    monkeypatch.setattr(report, "MAX_EMBEDDED_BUNDLE", size // 2)  # this bundle, twice too big
+    page = html_report(tb)
+    assert "<script type='application/json' id='xe-bundle'" not in page and "<button id='dl-bundle'>" not in page
+    assert "not in this file" in page and "--out FILE.json" in page
+    monkeypatch.setattr(report, "MAX_EMBEDDED_BUNDLE", size + 1000)  # and one that fits
+    page = html_report(tb)
+    assert "<button id='dl-bundle'>" in page and f"bundle {tb.content_hash()}" in page and "not in this file" not in page
+
+
 def test_measured_report_has_timings_charts_and_fusion_comparison(measured):
     page = html_report(measured)
     t = measured.timings

@@ -355,12 +355,14 @@ def html_report(bundle: Bundle) -> str:
     charts, fusion = _charts(b)
     source = _source_html(b)
     stages = _stages_html(b)
-    as_dict = b.to_dict()  # once, for the embedded JSON and the footer's hash
-    # (the JSON holds every stage text and the deflated code: past the limit already, it is not
-    # made only to be dropped)
-    too_big = sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) > MAX_EMBEDDED_BUNDLE
-    # (its text and the footer's hash from one encoding: each is a pass over the whole bundle)
-    bundle_json, digest = ("", b.content_hash(as_dict)) if too_big else b.json_and_hash(as_dict)
+    # The bundle's JSON, embedded for its download, and its hash in the footer: made only where
+    # it can be embedded (a big program's is past the limit: its JSON was made, 0.2 s at 96
+    # layers, only for the hash; docs/performance.md). Its text and hash from one encoding.
+    bundle_json, digest = "", None
+    if b.json_size_at_least() <= MAX_EMBEDDED_BUNDLE:
+        as_dict = b.to_dict()
+        if sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) <= MAX_EMBEDDED_BUNDLE:
+            bundle_json, digest = b.json_and_hash(as_dict)
     kernels = _kernel_table(b)
     memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
@@ -371,7 +373,7 @@ def html_report(bundle: Bundle) -> str:
         sides = lay["sides"]
         pre, post = ((sides[s]["layers"] if s in sides else None) for s in ("pre", "post"))
         svgs = {s: sides[s]["svg"] for s in sides}
-    embed = not too_big and len(bundle_json) <= MAX_EMBEDDED_BUNDLE
+    embed = bool(bundle_json) and len(bundle_json) <= MAX_EMBEDDED_BUNDLE
     sub = " · ".join(_e(x) for x in (device_label(env), env.get("backend"),
                                       ("jax " + env["jax"]) if env.get("jax") else None, b.created) if x)
     nav = [("summary", "Summary"), ("graphs", "Graphs"), ("kernels", "Kernels")]
@@ -426,7 +428,11 @@ def html_report(bundle: Bundle) -> str:
         parts.append(f"<section id='source'><h2>Source</h2>{source}</section>")
     if stages:
         parts.append(f"<section id='stages'><h2>Program texts</h2>{stages}</section>")
-    parts.append(f"</main><footer>Made with XLA Explorer · bundle {_e(digest)} · schema "
+    kept = f"bundle {_e(digest)}" if digest else "its bundle"
+    if not embed:  # (its download: the same compile's ``xla-explorer analyze MODEL --out FILE.json``)
+        kept += (f" (over {MAX_EMBEDDED_BUNDLE // 2 ** 20} MiB of JSON: not in this file; "
+                 "xla-explorer analyze MODEL --out FILE.json writes it)")
+    parts.append(f"</main><footer>Made with XLA Explorer · {kept} · schema "
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
