@@ -148,7 +148,38 @@ class Layer:
 def layer_tree(pre: Module) -> Layer:
     """The layers of a pre-optimization module, each with the compute ops directly in it (every
     op once per call site, as ``analysis.provenance.op_count`` counts them: the root's subtree
-    holds exactly the program's ops).
+    holds exactly the program's ops): a tree of its own for the caller to fill (kernels, bytes,
+    time), copied from the one made once per parsed module (``prepare``)."""
+    made = pre.__dict__.get("_layer_tree")
+    if made is None:
+        made = pre.__dict__["_layer_tree"] = _layer_tree(pre)
+    return _copy(made)
+
+
+def prepare(pre: Module) -> None:
+    """The layer tree of ``pre``, made now (beside a compile, while XLA optimizes:
+    docs/performance.md) and kept with the parsed module."""
+    if "_layer_tree" not in pre.__dict__:
+        pre.__dict__["_layer_tree"] = _layer_tree(pre)
+
+
+def _copy(tree: Layer) -> Layer:
+    """A copy of a tree as ``_layer_tree`` makes it (paths, ops, repeats and the root's unnamed
+    ops; nothing else is filled yet)."""
+    # iterative, as ``Layer.walk``: the tree is as deep as the program's scopes
+    out = Layer(tree.path, list(tree.ops), unnamed=set(tree.unnamed), repeats=tree.repeats)
+    todo = [(tree, out)]
+    while todo:
+        src, dst = todo.pop()
+        for k, c in src.children.items():
+            n = Layer(c.path, list(c.ops), unnamed=set(c.unnamed), repeats=c.repeats)
+            dst.children[k] = n
+            todo.append((c, n))
+    return out
+
+
+def _layer_tree(pre: Module) -> Layer:
+    """``layer_tree``'s tree, made (see there).
 
     A layer entered right inside a loop's body (``lax.scan``/``nnx.scan`` over stacked layers)
     is marked with the loop's trip count (``Layer.repeats``), and the loop's own ops (its

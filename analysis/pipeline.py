@@ -106,6 +106,18 @@ class Pipeline:
         with self._lock:
             self._parses[stage] = (text, module)
 
+    def prepare_before(self) -> None:
+        """What the analysis and the layer views read of the module before optimization alone
+        (its compute ops and their users, its layer tree), made now and kept with its parse:
+        called beside a compile while XLA optimizes, where a core is idle; the analysis of the
+        optimized module then finds it made (docs/performance.md)."""
+        from analysis import layers, provenance
+
+        hit = self.parse("hlo_before")
+        if hit is not None:
+            provenance.prepare(hit[1])
+            layers.prepare(hit[1])
+
     def parse(self, stage: str) -> tuple[str, Module] | None:
         """``(text, module)`` of a stage, or None before it parsed."""
         with self._lock:
@@ -127,7 +139,7 @@ class Pipeline:
                 made = self._made = (key, (kernels, provenance, compute_metrics(pre[1], post[1], kernels, provenance)))
             return made[1]
 
-    def onto(self, bundle: Bundle) -> Bundle:
+    def onto(self, bundle: Bundle, kernels_of=None) -> Bundle:
         """The bundle with the parses of its own texts, their analysis (this pipeline's, made now
         if it was not made yet, where the bundle holds both its parses and the platform is the
         one it is made for; else made on the bundle: ``analyze``) and what was derived ahead
@@ -152,7 +164,8 @@ class Pipeline:
             # the very lists (nothing changes a bundle's kernels in place): what was derived from
             # them ahead holds for this bundle too
             bundle.kernels, bundle.provenance, bundle.metrics = made[0], made[1], dict(made[2])
-            derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
+            if kernels_of is None or kernels_of is not bundle.provenance:  # (else they were mapped with it)
+                derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
         else:
             analyze(bundle)
         for k, v in extra.items():
@@ -161,15 +174,18 @@ class Pipeline:
             bundle.cache.values.setdefault(k, v)
         return bundle
 
-    def work_ahead(self, work: Callable[[Bundle], None], fusion_decisions, source: dict) -> None:
+    def work_ahead(self, work: Callable[[Bundle], None], fusion_decisions, source: dict,
+                   kernels_of=None) -> None:
         """``work`` on a draft bundle of the two parses, their analysis, ``fusion_decisions``
         and ``source``, made before the real bundle (beside XLA's code generation, or while a
         worker compiles); what it derives there (``Bundle.derived``) the bundles this pipeline
         is put onto later take wherever it was made of their own objects (``keep``). A failure
-        is a warning: the work is done again for the bundle, which reports it."""
+        is a warning: the work is done again for the bundle, which reports it. ``kernels_of``:
+        the provenance the decisions' kernels were mapped with (``decisions_for_bundle``), not
+        mapped again where it is the draft's."""
         stages = {k: hit[0] for k in STAGES if (hit := self.parse(k)) is not None}
         draft = Bundle(stages=stages, fusion_decisions=fusion_decisions, source=dict(source))
-        self.onto(draft)  # its analysis, and the decisions' kernels from its provenance
+        self.onto(draft, kernels_of)  # its analysis, and the decisions' kernels from its provenance
         try:
             work(draft)
         except Exception as e:  # noqa: BLE001 - see above

@@ -194,8 +194,7 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                 if k.name not in lst:
                     lst.append(k.name)
 
-    walked = _walk_compute(pre)
-    ops = list({i.name: i for i, _ in walked}.values())
+    walked, ops, users, param_of_call = _pre_side(pre)
     prov = Provenance()
     for inst, key in walked:  # an op inlined at several call sites collects every site's kernels
         if key is None:
@@ -220,11 +219,7 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
     # dot re-created by a layout pass) are matched by structure: a pre-optimization op with the
     # same opcode, element type and dimensions as one of their instructions.
     matched = {kn for lst in by_key.values() for kn in lst}
-    by_shape: dict[tuple, list[Instruction]] = {}
-    for inst in ops:
-        if inst.opcode not in NOT_COMPUTE:
-            for sk in _structure_keys(inst):
-                by_shape.setdefault(sk, []).append(inst)
+    by_shape = None
     for k in post_kernels:
         if k.route == "control" or k.name in matched:
             continue
@@ -235,6 +230,8 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
         for inst in members:
             if inst.opcode in NOT_COMPUTE or inst.opcode == "fusion":
                 continue
+            if by_shape is None:
+                by_shape = _pre_by_shape(pre, ops)
             cands = []
             for sk in _structure_keys(inst):
                 cands = by_shape.get(sk, [])
@@ -247,30 +244,7 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                 prov.how.setdefault(cand.name, "shape")
 
     # Ops without a match inherit from users, then operands, until nothing changes. A nested
-    # jit's computation is seen through its call: its parameter i stands for the call's operand
-    # i, and its root's users are the call's users (``jax.nn.relu`` inside a layer).
-    users: dict[str, list[Instruction]] = {}
-    param_of_call: dict[str, list[Instruction]] = {}
-    for comp in pre.computations:
-        for inst in comp.instructions:
-            for o in inst.operands:
-                users.setdefault(o, []).append(inst)
-    for comp in pre.computations:
-        for inst in comp.instructions:
-            if inst.opcode != "call":
-                continue
-            args = inst.operand_instructions()
-            for cname in inst.called_computations:
-                callee = pre.by_name.get(cname)
-                if callee is None:
-                    continue
-                for pi in callee.instructions:
-                    number = pi.operand_text.strip()
-                    if pi.opcode == "parameter" and number.isdigit() and int(number) < len(args):
-                        param_of_call.setdefault(pi.name, []).append(args[int(number)])
-                if callee.root is not None:
-                    users.setdefault(callee.root.name, []).extend(users.get(inst.name, []))
-
+    # jit's computation is seen through its call (``_pre_side``).
     def operands_through_calls(inst: Instruction) -> list[Instruction]:
         out = []
         for o in inst.operand_instructions():
@@ -330,6 +304,63 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
         for kn in kns:
             prov.kernel_to_pre.setdefault(kn, []).append(pre_name)
     return prov
+
+
+def prepare(pre: Module) -> None:
+    """What mapping any optimized module onto ``pre`` reads of ``pre`` alone, made now (beside a
+    compile, while XLA optimizes: docs/performance.md) and kept with the parsed module."""
+    _pre_by_shape(pre, _pre_side(pre)[1])
+
+
+def _pre_side(pre: Module) -> tuple:
+    """``(walked, ops, users, param_of_call)`` of a module before optimization, made once per
+    parsed module (it does not change): its compute ops with their keys (``_walk_compute``),
+    each op once, each op's users and each nested jit's parameters' arguments. A nested jit's
+    computation is seen through its call: its parameter i stands for the call's operand i, and
+    its root's users are the call's users (``jax.nn.relu`` inside a layer). Callers must not
+    change what they get."""
+    made = pre.__dict__.get("_provenance_pre")
+    if made is not None:
+        return made
+    walked = _walk_compute(pre)
+    ops = list({i.name: i for i, _ in walked}.values())
+    users: dict[str, list[Instruction]] = {}
+    param_of_call: dict[str, list[Instruction]] = {}
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            for o in inst.operands:
+                users.setdefault(o, []).append(inst)
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            if inst.opcode != "call":
+                continue
+            args = inst.operand_instructions()
+            for cname in inst.called_computations:
+                callee = pre.by_name.get(cname)
+                if callee is None:
+                    continue
+                for pi in callee.instructions:
+                    number = pi.operand_text.strip()
+                    if pi.opcode == "parameter" and number.isdigit() and int(number) < len(args):
+                        param_of_call.setdefault(pi.name, []).append(args[int(number)])
+                if callee.root is not None:
+                    users.setdefault(callee.root.name, []).extend(users.get(inst.name, []))
+    made = pre.__dict__["_provenance_pre"] = (walked, ops, users, param_of_call)
+    return made
+
+
+def _pre_by_shape(pre: Module, ops: list[Instruction]) -> dict[tuple, list[Instruction]]:
+    """The compute ops of ``pre`` by ``_structure_keys``, made the first time a kernel without
+    metadata needs them (once per parsed module)."""
+    made = pre.__dict__.get("_provenance_by_shape")
+    if made is None:
+        made = {}
+        for inst in ops:
+            if inst.opcode not in NOT_COMPUTE:
+                for sk in _structure_keys(inst):
+                    made.setdefault(sk, []).append(inst)
+        pre.__dict__["_provenance_by_shape"] = made
+    return made
 
 
 _FAMILY = {"dot": "contraction", "convolution": "contraction", "reduce": "reduction", "reduce-window": "reduction"}

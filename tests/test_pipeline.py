@@ -106,3 +106,52 @@ def test_what_was_derived_ahead_counts_where_it_was_made_of_the_bundles_own_obje
     assert b.derived("index", (b.module("hlo_after"), b.kernels), lambda: "made again") == "made ahead"
     o = pipe.onto(Bundle(stages={"hlo_before": PRE, "hlo_after": POST_OTHER}))
     assert o.derived("index", (o.module("hlo_after"), o.kernels), lambda: "made again") == "made again"
+
+
+LAYERED_PRE = """HloModule m
+ENTRY %main (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %a = f32[8]{0} add(%p, %p), metadata={op_name="jit(f)/block0/add"}
+  %b = f32[8]{0} multiply(%a, %a), metadata={op_name="jit(f)/block1/mul"}
+  ROOT %n = f32[8]{0} negate(%b), metadata={op_name="jit(f)/block1/neg"}
+}
+"""
+
+
+def test_what_the_module_before_optimization_alone_decides_is_made_ahead_and_used_as_made():
+    from analysis.layers import layer_tree
+    from analysis.provenance import map_provenance
+    from analysis.kernels import kernels as find_kernels
+    from analysis.hlo import parse_module
+
+    pipe = _fed(("hlo_before", LAYERED_PRE))
+    pipe.prepare_before()  # beside XLA's optimization: the tree and the op indexes
+    pre = pipe.parse("hlo_before")[1]
+    tree = layer_tree(pre)
+    assert list(tree.children) == ["block0", "block1"] and tree.children["block1"].ops == ["b", "n"]
+    tree.children["block0"].kernels.append("k")  # a caller fills its own copy
+    tree.children["block0"].ops.append("x")
+    again = layer_tree(pre)
+    assert again.children["block0"].kernels == [] and again.children["block0"].ops == ["a"]
+    # the provenance made on the prepared module is the one made from scratch: the fusion
+    # holds the add and the multiply (by metadata); the negate, left alone, is its own kernel
+    post = parse_module(LAYERED_POST)
+    for module in (pre, parse_module(LAYERED_PRE)):
+        prov = map_provenance(module, post, find_kernels(post, "cpu"))
+        assert {k: sorted(v) for k, v in prov.kernel_to_pre.items()} == {"f": ["a", "b"], "n": ["n"]}
+
+
+LAYERED_POST = """HloModule m, is_scheduled=true
+
+%fused (x: f32[8]) -> f32[8] {
+  %x = f32[8]{0} parameter(0)
+  %a = f32[8]{0} add(%x, %x), metadata={op_name="jit(f)/block0/add"}
+  ROOT %b = f32[8]{0} multiply(%a, %a), metadata={op_name="jit(f)/block1/mul"}
+}
+
+ENTRY %main (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %f = f32[8]{0} fusion(%p), kind=kLoop, calls=%fused
+  ROOT %n = f32[8]{0} negate(%f), metadata={op_name="jit(f)/block1/neg"}
+}
+"""

@@ -337,6 +337,7 @@ class _Beside(threading.Thread):
                 self._follower.failed = True  # (poll returns True or False) the log is read from its file after
             if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
                 told.add("hlo_before")
+                _or_none(self._pipe.prepare_before)  # while XLA optimizes: the module's own indexes
             if "hlo_before" in told and "hlo_after" not in told and \
                     self._offer("hlo_after", after_optimizations(self._dir), tried):  # (after the compile too)
                 told.add("hlo_after")
@@ -385,7 +386,7 @@ class _Beside(threading.Thread):
             _or_none(self._on_decisions, got[2])  # (the bundle carries them all the same)
         if self._ahead is not None:
             work, source = self._ahead
-            _or_none(self._pipe.work_ahead, work, got[2], source)
+            _or_none(self._pipe.work_ahead, work, got[2], source, made[1])  # (mapped with its provenance)
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:

@@ -102,6 +102,8 @@ class EarlyParts:
             for k, v in texts.items():
                 try:
                     self.pipe.offer(k, v)
+                    if k == "hlo_before" and "hlo_after" not in texts:  # (the worker's XLA still optimizes)
+                        self.pipe.prepare_before()
                 except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
                     pass
             try:
