@@ -31,6 +31,7 @@ opened in < 1 s; app memory after N=192 <= 2x that after N=12.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -112,6 +113,9 @@ def first_graph(ns: list[int], trials: int, report_ns: list[int] = ()) -> dict:
         for n in ns:
             order = ["bare", "ours"] + (["report"] if n in report_ns else [])
             for which in (order if t % 2 == 0 else order[::-1]):
+                # each from a heap without the garbage of the runs before it: a full collection
+                # of a previous run's objects would land inside whichever run came next
+                gc.collect()
                 if which == "bare":
                     rows[n]["bare_s"].append(bare(n))
                 elif which == "ours":
