@@ -96,20 +96,96 @@ def _match(idx: _Index, name: str, opcode: str, op_name: str, frame: int | None)
     return [], "unmatched"
 
 
+class RecordMatcher:
+    """The first half of ``decisions_for_bundle``, which reads the module before optimization
+    alone: each record's producer and consumer matched to its ops (``_match``), in the records'
+    order (a fusion's members are the ops of the records that grew it). Fed the records as the
+    log is read (``feed``: beside a compile, while XLA still optimizes, docs/performance.md),
+    it has them matched by the time the optimized module is there; ``decisions_for_bundle``
+    then adds what needs that module (the kernels, the crossing edges)."""
+
+    def __init__(self, pre: Module | None, dump_module: Module | None = None):
+        self.pre = pre
+        self.idx = _index(pre) if pre is not None else _Index({}, {}, {}, {})
+        self.users = _users(pre) if pre is not None else {}
+        self.dump_users = _users(dump_module, all_instructions=True) if dump_module is not None else {}
+        self.records: list | None = None  # the list fed (a log parser's, which only grows)
+        self.done = 0  # how many of it are matched
+        self.out: list[dict] = []
+        self.unmatched = 0
+        self._lib_start = None
+
+    def feed(self, records: list, complete: bool = True) -> None:
+        """Match the records not matched yet. While the log is still being read (``complete``
+        False) the last one waits: a line after it may still name the fusion it made."""
+        if self.records is not records:
+            if self.records is not None:
+                raise ValueError("a RecordMatcher follows one list of records")
+            self.records = records
+        upto = len(records) if complete else len(records) - 1
+        idx, users = self.idx, self.users
+        for r in records[self.done:upto]:
+            if r.producer_opcode in PLUMBING or r.consumer_opcode in PLUMBING:
+                continue  # a constant or parameter joining a kernel is no edge between two ops
+            d = r.to_dict()
+            prod, how_p = _match(idx, r.producer, r.producer_opcode, r.producer_op_name, r.producer_frame)
+            cons, how_c = (_match(idx, r.consumer, r.consumer_opcode, r.consumer_op_name, r.consumer_frame)
+                           if r.consumer else ([], ""))
+            if r.source == "dump" and r.decision == NOT_FUSED and not r.consumer:
+                # the dump names only the producer: its users in the module priority fusion saw
+                names = self.dump_users.get(r.producer, [])
+                d["consumer"] = ", ".join(names)
+                cons = sorted({n for u in names for n in _match(idx, u, "", "", None)[0]})
+                how_c = "users" if cons else "unmatched"
+            # "Skipping unsupported instruction" does not say on which side the op is: orient by the graph
+            if r.reason == "Skipping unsupported instruction" and prod and cons and \
+                    not any(c in users.get(p, ()) for p in prod for c in cons) and \
+                    any(p in users.get(c, ()) for p in prod for c in cons):
+                prod, cons, how_p, how_c = cons, prod, how_c, how_p
+                d["producer"], d["consumer"] = d["consumer"], d["producer"]
+            if r.pass_name == "dot-library-rewriter" and r.decision in (CREATED, FUSED):
+                start = (r.consumer_op_name, r.consumer_frame) if r.decision == FUSED and \
+                    r.reason.startswith("Up") else (r.producer_op_name, r.producer_frame)
+                if r.decision == CREATED:
+                    self._lib_start = start
+                    idx.library[self._lib_start] = set(prod)
+                elif idx.library:
+                    idx.library[self._lib_start].update(prod if r.reason.startswith("Up") else cons)
+            if r.decision in (FUSED, MERGED, CREATED) and r.fusion:
+                members = idx.fusions.setdefault(r.fusion, set())
+                members.update(prod)
+                members.update(cons)
+                if r.consumer in idx.fusions and r.consumer != r.fusion:
+                    members.update(idx.fusions[r.consumer])
+            d["producer_pre"], d["consumer_pre"] = prod, cons
+            d["how"] = {"producer": how_p, "consumer": how_c}
+            d["producer_kernels"] = d["consumer_kernels"] = None  # (the optimized module's: decisions_for_bundle)
+            # no gloss per record: it is gloss(reason), and a big program logs tens of thousands of records
+            if not prod or (r.consumer and not cons and r.decision != CREATED):
+                self.unmatched += 1
+                d["matched"] = False
+            else:
+                d["matched"] = True
+            for k in ("producer_opcode", "consumer_opcode", "producer_op_name", "consumer_op_name",
+                      "producer_frame", "consumer_frame"):
+                d.pop(k)
+            self.out.append(d)
+        self.done = max(self.done, upto)
+
+
 def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance=None,
                          platform: str = "", source: str = "log", extra: dict | None = None,
-                         dump_module: Module | None = None) -> dict:
+                         dump_module: Module | None = None, matcher: RecordMatcher | None = None) -> dict:
     """The Bundle's ``fusion_decisions``: the records with their producer and consumer mapped
     to pre-optimization ops and kernels, the unmatched count, and the pre-optimization edges
     that cross a kernel boundary, each with the decisions about it (or counted as "no decision
-    logged")."""
+    logged"). ``matcher``: a ``RecordMatcher`` of ``pre`` fed these very records so far (the
+    rest are matched here)."""
     p2k = dict(getattr(provenance, "pre_to_kernels", None) or {})
-    idx = _index(pre) if pre is not None else _Index({}, {}, {}, {})
-    users = _users(pre) if pre is not None else {}
-    dump_users = _users(dump_module, all_instructions=True) if dump_module is not None else {}
-    out_records = []
-    unmatched = 0
-    lib_start = None
+    if matcher is None or matcher.pre is not pre or matcher.records not in (None, records):
+        matcher = RecordMatcher(pre, dump_module)
+    matcher.feed(records)
+    out_records, unmatched = matcher.out, matcher.unmatched
     memo: dict[tuple, list] = {}
 
     def kernels_of(names: list[str]) -> list[str]:
@@ -121,53 +197,9 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             got = memo[key] = sorted({k for n in names for k in p2k.get(n, ())})
         return got
 
-    for r in records:
-        if r.producer_opcode in PLUMBING or r.consumer_opcode in PLUMBING:
-            continue  # a constant or parameter joining a kernel is no edge between two ops
-        d = r.to_dict()
-        prod, how_p = _match(idx, r.producer, r.producer_opcode, r.producer_op_name, r.producer_frame)
-        cons, how_c = (_match(idx, r.consumer, r.consumer_opcode, r.consumer_op_name, r.consumer_frame)
-                       if r.consumer else ([], ""))
-        if r.source == "dump" and r.decision == NOT_FUSED and not r.consumer:
-            # the dump names only the producer: its users in the module priority fusion saw
-            names = dump_users.get(r.producer, [])
-            d["consumer"] = ", ".join(names)
-            cons = sorted({n for u in names for n in _match(idx, u, "", "", None)[0]})
-            how_c = "users" if cons else "unmatched"
-        # "Skipping unsupported instruction" does not say on which side the op is: orient by the graph
-        if r.reason == "Skipping unsupported instruction" and prod and cons and \
-                not any(c in users.get(p, ()) for p in prod for c in cons) and \
-                any(p in users.get(c, ()) for p in prod for c in cons):
-            prod, cons, how_p, how_c = cons, prod, how_c, how_p
-            d["producer"], d["consumer"] = d["consumer"], d["producer"]
-        if r.pass_name == "dot-library-rewriter" and r.decision in (CREATED, FUSED):
-            start = (r.consumer_op_name, r.consumer_frame) if r.decision == FUSED and \
-                r.reason.startswith("Up") else (r.producer_op_name, r.producer_frame)
-            if r.decision == CREATED:
-                lib_start = start
-                idx.library[lib_start] = set(prod)
-            elif idx.library:
-                idx.library[lib_start].update(prod if r.reason.startswith("Up") else cons)
-        if r.decision in (FUSED, MERGED, CREATED) and r.fusion:
-            members = idx.fusions.setdefault(r.fusion, set())
-            members.update(prod)
-            members.update(cons)
-            if r.consumer in idx.fusions and r.consumer != r.fusion:
-                members.update(idx.fusions[r.consumer])
-        d["producer_pre"], d["consumer_pre"] = prod, cons
-        d["how"] = {"producer": how_p, "consumer": how_c}
-        d["producer_kernels"] = kernels_of(prod)
-        d["consumer_kernels"] = kernels_of(cons)
-        # no gloss per record: it is gloss(reason), and a big program logs tens of thousands of records
-        if not prod or (r.consumer and not cons and r.decision != CREATED):
-            unmatched += 1
-            d["matched"] = False
-        else:
-            d["matched"] = True
-        for k in ("producer_opcode", "consumer_opcode", "producer_op_name", "consumer_op_name",
-                  "producer_frame", "consumer_frame"):
-            d.pop(k)
-        out_records.append(d)
+    for d in out_records:
+        d["producer_kernels"] = kernels_of(d["producer_pre"])
+        d["consumer_kernels"] = kernels_of(d["consumer_pre"])
     edges = crossing_edges(pre, p2k) if pre is not None else []
     # the records naming both ends of each crossing edge (only those: a big program's records
     # name ten times more pairs than it has crossing edges)
@@ -308,11 +340,13 @@ def op_lines(fd: dict | None, op: str, kernel_of: dict | None = None) -> list[st
 
 
 def from_texts(pre: Module | None, post: Module | None, provenance, platform: str, log: str | None,
-               dumps: list[str], extra: dict | None = None, parsed: LogParser | None = None) -> dict | None:
+               dumps: list[str], extra: dict | None = None, parsed: LogParser | None = None,
+               matcher: RecordMatcher | None = None) -> dict | None:
     """A captured log and/or fusion process dumps -> a bundle's ``fusion_decisions`` (``None``
     when there is neither). With both, the log's records are kept (they carry metadata, which
     matches better) and the dump adds the producers priority fusion found ineligible. ``parsed``:
-    the whole log already read by a ``LogParser`` (then ``log`` is only whether there was one)."""
+    the whole log already read by a ``LogParser`` (then ``log`` is only whether there was one);
+    ``matcher``: its records matched to ``pre`` as they were read (``RecordMatcher``)."""
     if log is None and parsed is None and not dumps:
         return None
     from analysis.hlo import parse_module
@@ -334,4 +368,5 @@ def from_texts(pre: Module | None, post: Module | None, provenance, platform: st
         else:
             records, source = recs, "dump"
     return decisions_for_bundle(records, pre, provenance, platform=platform, source=source,
-                                extra={**(extra or {}), **facts}, dump_module=dump_module)
+                                extra={**(extra or {}), **facts}, dump_module=dump_module,
+                                matcher=matcher if source == "log" else None)

@@ -178,6 +178,11 @@ class LogParser:
         elif f == "gemm_fusion.cc":
             _gemm_line(msg, st, out, ln)
 
+    def records_of(self, module: str) -> list[Decision] | None:
+        """The records logged for ``module`` so far: the very list this parser appends to (a
+        record's ``fusion`` may still be set by the line after it), or None before any."""
+        return self._per_module.get(module)
+
     def result(self, module: str | None = None) -> tuple[list[Decision], dict]:
         counts = {k: len(v) for k, v in self._per_module.items() if v}
         if module is None or module not in counts:

@@ -149,6 +149,32 @@ def test_h200_log_and_dump_gemm_prologue_refusal():
     assert any(r["producer"] == "split.3.0" and "bitcast.16.0" in r["consumer"] for r in dumped)
 
 
+def test_records_matched_as_the_log_is_read_give_the_decisions_made_after_it():
+    # a compile matches the records to the module before optimization while XLA still
+    # optimizes (RecordMatcher fed a growing list, the last record held back): the decisions
+    # must be those made from the whole log at once
+    from analysis.fusion_decisions import RecordMatcher
+    from analysis.fusion_log import LOG_PREFIX, LogParser
+
+    b = _bundle("transformer_block", "cpu", "cpu")
+    pre, post = b.module("hlo_before"), b.module("hlo_after")
+    whole = from_texts(pre, post, b.provenance, "cpu", _read("transformer_block.cpu.log"), [], {"jax": "0.10.2"})
+    parser, matcher = LogParser(), RecordMatcher(pre)
+    fed_midway = 0
+    for n, line in enumerate(_read("transformer_block.cpu.log").splitlines(), 1):
+        m = LOG_PREFIX.match(line)
+        if m:
+            parser.feed_message(m.group("file"), line[m.end():], n)
+        records = parser.records_of(pre.name)
+        if records is not None and n % 7 == 0:
+            matcher.feed(records, complete=False)
+            fed_midway = max(fed_midway, matcher.done)
+    assert 0 < fed_midway < len(parser.records_of(pre.name))  # it was fed midway, not only at the end
+    incremental = from_texts(pre, post, b.provenance, "cpu", None, [], {"jax": "0.10.2"}, parser, matcher)
+    assert incremental == whole
+    assert [list(r) for r in incremental["records"]] == [list(r) for r in whole["records"]]  # keys in one order
+
+
 def test_every_reason_in_the_fixtures_has_a_gloss():
     for model, tag, plat, dump in (("mlp", "cpu", "cpu", False), ("layernorm", "cpu", "cpu", False),
                                    ("transformer_block", "cpu", "cpu", False),

@@ -85,6 +85,8 @@ class LogFollower:
         # decisions made from this log beside the compile: (lines fed then, provenance used,
         # the result); ``read_decisions`` takes them if no line came after
         self.decided: tuple | None = None
+        # the records matched to the module before optimization as they are read (``match_onto``)
+        self.matcher = None
 
     @property
     def complete(self) -> bool:
@@ -113,7 +115,27 @@ class LogFollower:
                 self.parser.feed_message(file, message, self._kept)
             elif kind == "show":
                 self.show.append(line)
+        if cut > 0:
+            self._advance()
         return cut > 0
+
+    def match_onto(self, pre) -> None:
+        """From now on, each poll matches the new records of ``pre``'s module to its ops
+        (``RecordMatcher``), so that little is left to match once the optimized module is
+        there: the matching reads the module before optimization alone, and runs while XLA
+        still optimizes (docs/performance.md)."""
+        from analysis.fusion_decisions import RecordMatcher
+
+        self.matcher = RecordMatcher(pre)
+        self._advance()
+
+    def _advance(self) -> None:
+        m = self.matcher
+        if m is None:
+            return
+        records = self.parser.records_of(m.pre.name)
+        if records is not None and (m.records is None or m.records is records):
+            m.feed(records, complete=False)
 
     def close(self) -> None:
         try:
@@ -233,7 +255,8 @@ def decide(follower: LogFollower, pre, post, provenance, platform: str, dump_dir
     if glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt")):
         return
     fed = follower.parser.fed
-    result = from_texts(pre, post, provenance, platform, None, [], {"jax": jax.__version__}, follower.parser)
+    result = from_texts(pre, post, provenance, platform, None, [], {"jax": jax.__version__}, follower.parser,
+                        follower.matcher)
     follower.decided = (fed, provenance, result)
 
 

@@ -338,6 +338,8 @@ class _Beside(threading.Thread):
             if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
                 told.add("hlo_before")
                 _or_none(self._pipe.prepare_before)  # while XLA optimizes: the module's own indexes
+                if self._follower is not None and not self._follower.failed:  # and the log's records matched to it
+                    _or_none(self._follower.match_onto, self._pipe.parse("hlo_before")[1])
             if "hlo_before" in told and "hlo_after" not in told and \
                     self._offer("hlo_after", after_optimizations(self._dir), tried):  # (after the compile too)
                 told.add("hlo_after")
