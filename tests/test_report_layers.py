@@ -262,3 +262,34 @@ def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
     again = report_layers.layer_graphs(fresh)
     assert again is not got
     assert [s["dot"] for s in again["sides"].values()] == [s["dot"] for s in got["sides"].values()]
+
+
+def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_widest():
+    from analysis.render.graph import Edge, GraphSpec, Node
+
+    def layer(i: int, op: int) -> GraphSpec:
+        g = GraphSpec(f"layer{i}")
+        g.nodes["L:prev"] = Node("L:prev", f"layer{i - 1}\n3 ops", "op")
+        g.nodes[f"op:add.{op}"] = Node(f"op:add.{op}", f"add.{op}\nf32[8]{{0}}", "op")
+        g.edges = [Edge("L:prev", f"op:add.{op}")]
+        return g
+
+    forms: dict = {}
+    for i, op in ((3, 7), (9, 12), (10, 123456), (11, 5)):  # layer10 reads from layer9, ...
+        make, key, _ = report_layers._canonical(layer(i, op))
+        forms.setdefault(key, [make, []])[1].append(f"L:layer{i}")
+    # three forms: layer3 and layer9 are one (names' numbers count four digits at least); layer11
+    # reads from layer10 (one digit more), layer10's add.123456 has six
+    assert len(forms) == 3
+    merged = report_layers._merged(forms)
+    assert len(merged) == 1 and merged[0][1] == ["L:layer3", "L:layer9", "L:layer10", "L:layer11"]
+    spec = merged[0][0]()
+    labels = sorted(n.label for n in spec.nodes.values())
+    # each number as wide as its widest: "layer10" (2), "add.123456" (6), "f32" (2), "[8]" (1)
+    assert labels == ["add.000000\nf00[0]{0}", "layer00\n0 ops"]
+    # another graph (one more edge) is a layout of its own
+    other = layer(12, 8)
+    other.edges.append(Edge("op:add.8", "L:prev"))
+    make, key, _ = report_layers._canonical(other)
+    forms[key] = [make, ["L:layer12"]]
+    assert len(report_layers._merged(forms)) == 2

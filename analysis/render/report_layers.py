@@ -86,6 +86,47 @@ def _canonical(spec: GraphSpec) -> tuple:
     return make, key, names
 
 
+_ZERO_RUN = re.compile("0+")
+
+
+def _merged(forms: dict[tuple, list]) -> list[tuple]:
+    """The layouts to make for the canonical forms of a side's layers: ``[(maker, [layer ids])]``.
+    Forms that differ only in how many digits their labels' numbers have (``layer9`` next to
+    ``layer10``, ``add.1234`` next to ``add.98765``: the same graph, its boxes a digit wider)
+    are one layout, each number laid out as wide as its widest: a 96-layer stack has 13
+    forms, 7 layouts (docs/performance.md)."""
+    groups: dict[tuple, list] = {}
+    for key, (make, lids) in forms.items():
+        color_by, nodes, clusters, edges = key
+        labels = [n[1] for n in nodes] + [c[1] for c in clusters]
+        shape = (color_by, tuple((n[0], _ZERO_RUN.sub("0", n[1]), *n[2:]) for n in nodes),
+                 tuple((c[0], _ZERO_RUN.sub("0", c[1]), *c[2:]) for c in clusters), edges)
+        widths = [len(r) for label in labels for r in _ZERO_RUN.findall(label)]
+        groups.setdefault(shape, []).append((make, lids, widths))
+    out = []
+    for members in groups.values():
+        make = members[0][0]
+        widest = [max(w) for w in zip(*(m[2] for m in members))]
+        lids = [lid for m in members for lid in m[1]]
+        out.append((make if len(members) == 1 else _widened(make, widest), lids))
+    return out
+
+
+def _widened(make, widths: list[int]):
+    """``make``'s graph with the digit runs of its labels (in node, then cluster order) as wide
+    as ``widths`` says."""
+    def makes() -> GraphSpec:
+        spec = make()
+        it = iter(widths)
+        pad = lambda m: "0" * next(it)  # noqa: E731 - one run after another, in order
+        for n in spec.nodes.values():
+            n.label = _ZERO_RUN.sub(pad, n.label)
+        for c in spec.clusters.values():
+            c.label = _ZERO_RUN.sub(pad, c.label)
+        return spec
+    return makes
+
+
 def _rest(cls, *renamed: str):
     """The fields of ``cls`` other than ``renamed``, read in one call."""
     return operator.attrgetter(*[f.name for f in dataclasses.fields(cls) if f.name not in renamed])
@@ -161,15 +202,18 @@ def _layer_graphs(bundle: Bundle) -> dict | None:
         if "layers" not in collapsed.get(side, {}):
             continue
         spec = collapsed[side]["layers"]
-        templates: list[str] = []  # DOT texts
-        at: dict[tuple, int] = {}
+        forms: dict[tuple, list] = {}  # a canonical form -> (its maker, [layer ids])
         views = {}
         for name, layer_spec in own.get(side, {}).items():
             make, key, names = _canonical(layer_spec)
-            if key not in at:
-                at[key] = len(templates)
-                templates.append(make().to_dot())
-            views["L:" + name.split(":", 1)[1]] = [at[key], names, layer_spec.title]
+            lid = "L:" + name.split(":", 1)[1]
+            forms.setdefault(key, [make, []])[1].append(lid)
+            views[lid] = [None, names, layer_spec.title]
+        templates: list[str] = []  # DOT texts
+        for makes, lids in _merged(forms):
+            for lid in lids:
+                views[lid][0] = len(templates)
+            templates.append(makes().to_dot())
         sides[side] = {"layers": spec, "dot": spec.to_dot(), "templates": templates, "views": views}
     maps = layer_maps(bundle)
     order = maps["order"]
