@@ -207,6 +207,7 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
     for p, c in edges:
         consumers_of.setdefault(p, set()).add(c)
     by_edge: dict[tuple[str, str], list[int]] = {}
+    reasons: dict[str, int] = {}
     for i, d in enumerate(out_records):
         for p in d["producer_pre"]:
             wanted = consumers_of.get(p)
@@ -214,16 +215,22 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
                 for c in d["consumer_pre"]:
                     if c in wanted and p != c:
                         by_edge.setdefault((p, c), []).append(i)
+        if d["reason"]:
+            reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
     # the matched records by the ops they name on each side, for the edges no record names
-    # both ends of (looked up, not scanned: a scan per edge grew with edges x records)
+    # both ends of (looked up, not scanned: a scan per edge grew with edges x records), and
+    # only for those edges' ends
+    lack_p = {p for p, c in edges if (p, c) not in by_edge}
+    lack_c = {c for p, c in edges if (p, c) not in by_edge}
     by_producer: dict[str, list[int]] = {}
     by_consumer: dict[str, list[int]] = {}
-    for i, d in enumerate(out_records):
-        if d["matched"]:
-            for n in dict.fromkeys(d["producer_pre"]):
-                by_producer.setdefault(n, []).append(i)
-            for n in dict.fromkeys(d["consumer_pre"]):
-                by_consumer.setdefault(n, []).append(i)
+    if lack_p:
+        for i, d in enumerate(out_records):
+            if d["matched"]:
+                for n in dict.fromkeys(n for n in d["producer_pre"] if n in lack_p):
+                    by_producer.setdefault(n, []).append(i)
+                for n in dict.fromkeys(n for n in d["consumer_pre"] if n in lack_c):
+                    by_consumer.setdefault(n, []).append(i)
     edge_rows = []
     for p, c in edges:
         ids, how = by_edge.get((p, c), []), "ops"
@@ -237,10 +244,6 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             how = "kernels" if ids else ""
         edge_rows.append({"producer": p, "consumer": c, "records": ids, "how": how})
     explained = sum(1 for e in edge_rows if e["records"])
-    reasons: dict[str, int] = {}
-    for d in out_records:
-        if d["reason"]:
-            reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
     return {
         "platform": platform, "source": source, **(extra or {}),
         "records": out_records,
