@@ -10,6 +10,8 @@ of the same N, measured beside it:
    with the layout cache emptied first; bare and ours alternate, the order flipping per trial;
    beside them (``--report``) **the report**: ``compile_model`` plus ``html_report``, what
    ``xla-explorer report`` does, from an empty layout cache;
+   and (``--report-cli``) ``xla-explorer report`` itself as a user runs it on the model file, in
+   a fresh process, against a bare compile of the file in a fresh process, alternated;
 2. **--measure**: ``compile_model`` plus ``measure`` against the bare compile plus the time the
    measured calls themselves take (warm-up, timed and traced calls);
 3. **in a real browser** (a Streamlit server with an empty store, Chromium): a link to the
@@ -21,7 +23,7 @@ of the same N, measured beside it:
    round, so the reading does not depend on when its last one was).
 
     .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 3] [--report 12,96]
-                                           [--measure 12] [--browser 1,12,192]
+                                           [--report-cli 96] [--measure 12] [--browser 1,12,192]
 
 Writes ``benchmarks/out/scaling.json``. Goals (#18): first graph <= 1.5x the bare compile at
 every N; (#37) the report of N=96 <= 1.5x; in the browser at N=192 graphs drawn <= 1.5x, a click highlighted in < 100 ms, a layer
@@ -319,6 +321,46 @@ def browser(ns: list[int]) -> dict:
     return out
 
 
+def _fresh_bare_file(path: str) -> float:
+    """``python`` running a model file and compiling its model, nothing of XLA Explorer imported:
+    a bare compile of the file as its author would run it."""
+    code = ("import runpy, jax\nns = runpy.run_path(%r, run_name='__main__')\n"
+            "jax.jit(ns['model']).lower(*ns['example_inputs']()).compile()" % path)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=os.path.dirname(path), env=BASE_ENV)
+    return time.perf_counter() - t0
+
+
+def report_cli(ns: list[int], trials: int) -> dict:
+    """``xla-explorer report stackN.py --html OUT`` as a user runs it (a fresh process; the
+    model file compiled in the sandboxed worker, as by default) against a bare compile of the
+    same file in a fresh process (``_fresh_bare_file``: Python, JAX, the file's inputs and
+    ``jit(model).lower(*inputs).compile()``), alternated, their order flipped per trial."""
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        for n in ns:
+            path = os.path.join(d, f"stack{n}.py")
+            with open(path, "w") as f:
+                f.write(stack_source(n))
+            cli = [os.path.join(os.path.dirname(sys.executable), "xla-explorer"), "report", path,
+                   "--html", os.path.join(d, "r.html")]
+            bare_s, cli_s = [], []
+            for t in range(trials):
+                for which in (("bare", "cli") if t % 2 == 0 else ("cli", "bare")):
+                    if which == "bare":
+                        bare_s.append(_fresh_bare_file(path))
+                    else:
+                        t0 = time.perf_counter()
+                        subprocess.run(cli, check=True, cwd=ROOT, env=BASE_ENV, capture_output=True)
+                        cli_s.append(time.perf_counter() - t0)
+                print(f"  N={n:<4} trial {t + 1}: fresh bare {bare_s[-1]:.2f} s, xla-explorer report {cli_s[-1]:.2f} s",
+                      flush=True)
+            mb, mc = statistics.median(bare_s), statistics.median(cli_s)
+            out[n] = {"fresh_bare_compile_s": round(mb, 3), "report_cli_s": round(mc, 3), "ratio": round(mc / mb, 2),
+                      "bare_s": [round(x, 2) for x in bare_s], "cli_s": [round(x, 2) for x in cli_s]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns", default="1,12,48,96,192")
@@ -326,12 +368,16 @@ def main() -> None:
     ap.add_argument("--measure", default="12")
     ap.add_argument("--browser", default="1,12,192")
     ap.add_argument("--report", default="12,96")  # of --ns: the report timed beside them too
+    ap.add_argument("--report-cli", default="96")  # xla-explorer report in a fresh process vs a fresh bare compile
     a = ap.parse_args()
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     os.makedirs(OUT, exist_ok=True)
     res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M")}
     print("first graph, in-process (interleaved):", flush=True)
     res["first_graph"] = first_graph(ints(a.ns), a.trials, ints(a.report))
+    if a.report_cli:
+        print("xla-explorer report, a fresh process each (alternated):", flush=True)
+        res["report_cli"] = report_cli(ints(a.report_cli), a.trials)
     if a.measure:
         print("--measure:", flush=True)
         res["measure"] = measured(ints(a.measure))
@@ -352,6 +398,9 @@ def main() -> None:
         rep = r.get("report")
         print(f"| {n} | {r['kernels']} | {r['bare_compile_s']:.2f} s | {r['first_graph_s']:.2f} s | {r['ratio']}x | "
               + (f"{rep['total_s']:.2f} s | {rep['ratio']}x |" if rep else "– | – |"))
+    for n, r in (res.get("report_cli") or {}).items():
+        print(f"xla-explorer report, N={n}: {r['report_cli_s']:.2f} s against a fresh bare compile's "
+              f"{r['fresh_bare_compile_s']:.2f} s: {r['ratio']}x")
     print(json.dumps({k: v for k, v in res.items() if k != "first_graph"}, indent=1))
 
 

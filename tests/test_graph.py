@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import xml.dom.minidom
 
+import pytest
+
 from analysis.render.graph import HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES
 from analysis.render.graphviz_runner import render_svg
 from analysis.render.module_graphs import layout_is_default, post_graph, pre_graph, scope_of
@@ -255,3 +257,33 @@ ENTRY %main (p: f32[64], q: f32[64]) -> (f32[64], f32[64]) {
     assert g.nodes["k:exp_fusion"].cluster == "a:ars" or g.clusters[g.nodes["k:exp_fusion"].cluster].parent == "a:ars"
     assert 'subgraph "cluster_a:ars"' in g.to_dot()
     assert 'id="a:ars"' in render_svg(g.to_dot())  # Graphviz draws the box
+
+
+def test_a_layout_asked_for_while_it_is_being_made_is_made_once(monkeypatch):
+    # the report starts its layers' layouts as soon as they are made and asks for them again
+    # with the page: Graphviz runs once per DOT text, and both get its SVG
+    from analysis.render import graphviz_runner, layout_cache
+
+    calls = []
+    real = graphviz_runner._run_dot
+
+    def counted(dot, timeout):
+        calls.append(dot)
+        return real(dot, timeout)
+
+    monkeypatch.setattr(graphviz_runner, "_run_dot", counted)
+    dot = 'digraph "once" { a -> b -> c }'
+    with layout_cache._SVG_LOCK:
+        layout_cache._SVG_CACHE.pop(dot, None)
+    first = layout_cache.layout_dots_start([dot])  # nobody waits for this one
+    second = layout_cache.layout_dots_start([dot, dot])
+    second()
+    first()
+    assert calls == [dot]
+    assert "<svg" in layout_cache.layout_svg(dot) and calls == [dot]  # cached: not laid out again
+    bad = "digraph { a -> "  # Graphviz refuses it: both callers hear why, once
+    with pytest.raises(RuntimeError):
+        layout_cache.layout_dots_start([bad])()
+    with pytest.raises(RuntimeError):
+        layout_cache.layout_dots_start([bad])()
+    assert calls.count(bad) == 1

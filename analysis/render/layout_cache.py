@@ -26,6 +26,11 @@ _SVG_MAX_CHARS = 48 << 20  # and at most this much SVG text in all: one huge upl
 _SVG_FAILED: "OrderedDict[str, tuple[float, str]]" = OrderedDict()
 FAILED_FOR_S = 600.0
 
+# DOT texts being laid out now, each with the event set once its outcome is remembered: asked
+# for meanwhile, a layout is waited for rather than made a second time (the report's layers are
+# started as soon as they are made, and asked for again by the page)
+_PENDING: dict[str, threading.Event] = {}
+
 
 def _trim_svg_cache() -> None:
     total = sum(len(v) for v in _SVG_CACHE.values())
@@ -62,24 +67,42 @@ def layout_all(specs) -> None:
 
 def layout_dots_start(dots: list[str]) -> Callable[[], None]:
     """``layout_all`` of DOT texts, started: the layouts run in Graphviz's processes while the
-    caller goes on; calling what this returns waits for them, caches them, and raises the
-    first failure."""
+    caller goes on, and are cached as each batch ends, whether or not anyone waits; calling what
+    this returns waits for them (and for those another caller started) and raises the first
+    failure among them."""
+    wanted = list(dict.fromkeys(dots))
     with _SVG_LOCK:
-        missing = list(dict.fromkeys(d for d in dots if d not in _SVG_CACHE and _failed(d) is None))
-        failed = [_failed(d) for d in dots if d not in _SVG_CACHE and _failed(d) is not None]
-    pending = render_svgs_start(missing) if missing else None
+        missing = [d for d in wanted if d not in _SVG_CACHE and d not in _PENDING and _failed(d) is None]
+        for d in missing:
+            _PENDING[d] = threading.Event()
+        events = [_PENDING[d] for d in wanted if d in _PENDING]
+    if missing:
+        try:
+            pending = render_svgs_start(missing)
+        except RuntimeError as e:  # Graphviz is not installed: every one of them fails, now
+            _settle(missing, [e] * len(missing))
+            raise
+        threading.Thread(target=lambda: _settle(missing, pending()), name="xla-explorer-layouts", daemon=True).start()
 
     def finish() -> None:
-        if pending is not None:
-            results = pending()
-            with _SVG_LOCK:
-                for d, r in zip(missing, results):
-                    _remember(d, r)
-            failed.extend(str(r) for r in results if isinstance(r, RuntimeError))
+        for ev in events:
+            ev.wait()
+        with _SVG_LOCK:
+            failed = [_failed(d) for d in wanted if d not in _SVG_CACHE and _failed(d) is not None]
         if failed:
             raise RuntimeError(failed[0])
 
     return finish
+
+
+def _settle(dots: list[str], results: list) -> None:
+    """The outcomes of layouts started together, remembered, and their waiters woken."""
+    with _SVG_LOCK:
+        for d, r in zip(dots, results):
+            _remember(d, r)
+            ev = _PENDING.pop(d, None)
+            if ev is not None:
+                ev.set()
 
 
 def layout_svg(dot: str) -> str:

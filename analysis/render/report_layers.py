@@ -186,8 +186,19 @@ def layer_graphs(bundle: Bundle) -> dict | None:
 
 def ahead(bundle: Bundle) -> None:
     """The report's layer graphs, made on a draft of the bundle while XLA still compiles
-    (``compile_model``'s and ``run_job``'s ``ahead``; their layouts are made with the report)."""
-    layer_graphs(bundle)
+    (``compile_model``'s and ``run_job``'s ``ahead``), and their layouts started: Graphviz's
+    processes take the core this thread leaves once it is done, and the report finds them laid
+    out (or being laid out) in the shared cache (docs/performance.md)."""
+    from analysis.render.layout_cache import layout_dots_start
+
+    graphs = layer_graphs(bundle)
+    if graphs is not None:
+        layout_dots_start(_dots(graphs))
+
+
+def _dots(graphs: dict) -> list[str]:
+    """Every DOT text of the layers: each side's collapsed view and its layer templates."""
+    return [d for s in graphs["sides"].values() for d in [s["dot"], *s["templates"]]]
 
 
 def _layer_graphs(bundle: Bundle) -> dict | None:
@@ -231,7 +242,7 @@ def layered_graphs_start(bundle: Bundle):
     graphs = layer_graphs(bundle)
     if graphs is None:
         return None
-    done = layout_dots_start([d for s in graphs["sides"].values() for d in [s["dot"], *s["templates"]]])
+    done = layout_dots_start(_dots(graphs))  # (those ``ahead`` started are waited for, not made again)
 
     def finish() -> dict:
         try:
