@@ -293,3 +293,21 @@ def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_
     make, key, _ = report_layers._canonical(other)
     forms[key] = [make, ["L:layer12"]]
     assert len(report_layers._merged(forms)) == 2
+
+
+def test_each_layers_graph_before_optimization_made_ahead_is_the_one_made_after():
+    # the report makes them from the module before optimization alone while XLA optimizes
+    # (report_layers.ahead.before), the boxes of the layers they read labelled once the
+    # kernels are known: the same graphs as made from the whole bundle at once
+    ahead_b = _bundle()
+    report_layers.ahead.before(ahead_b.module("hlo_before"))
+    ahead = layer_graph.own_layer_specs(ahead_b)["pre"]
+    fresh = layer_graph.own_layer_specs(_bundle())["pre"]
+    assert list(ahead) == list(fresh)
+    for name in fresh:
+        assert ahead[name].to_dot() == fresh[name].to_dot() and ahead[name].title == fresh[name].title
+    box = ahead["layers:net/blk1"].nodes["L:net/blk0"]
+    assert "blk0" in box.label and "ops → 1 kernel" in box.label and "\x00" not in box.label + box.tooltip
+    # a second bundle of the same module gets its own boxes: the graphs made ahead are not changed
+    again = layer_graph.own_layer_specs(ahead_b)["pre"]
+    assert again["layers:net/blk1"].nodes["L:net/blk0"].label == box.label

@@ -94,7 +94,9 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     that thread was late); the bundle holds that very object when they stand
     (``read_decisions``). ``ahead``: the caller's work on a draft of the bundle, in that thread
     once the decisions are made (``Pipeline.work_ahead``): what it derives there, the bundle
-    takes (the report's layer graphs, docs/performance.md).
+    takes (the report's layer graphs, docs/performance.md); a ``before`` attribute of it, if it
+    has one, is called with the module before optimization as soon as that parses (work that
+    reads it alone, done while XLA optimizes).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -337,7 +339,10 @@ class _Beside(threading.Thread):
                 self._follower.failed = True  # (poll returns True or False) the log is read from its file after
             if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
                 told.add("hlo_before")
-                _or_none(self._pipe.prepare_before)  # while XLA optimizes: the module's own indexes
+                _or_none(self._pipe.prepare_before)  # while XLA optimizes: the module's own indexes,
+                before = getattr(self._ahead[0], "before", None) if self._ahead else None
+                if before is not None:  # and the caller's work on it alone
+                    _or_none(before, self._pipe.parse("hlo_before")[1])
                 if self._follower is not None and not self._follower.failed:  # and the log's records matched to it
                     _or_none(self._follower.match_onto, self._pipe.parse("hlo_before")[1])
             if "hlo_before" in told and "hlo_after" not in told and \

@@ -27,8 +27,10 @@ Pure: reads a Bundle.
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 from analysis.bundle import Bundle
+from analysis.hlo import Module
 from analysis.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.layers import layer_name
@@ -260,24 +262,29 @@ def _boxes(bundle: Bundle, root: Layer, tops: list[Layer]):
     """What every layers view draws the same way: the top layers by path, the kernels across a
     border (``border_kernels``), each layer's box (id, label, tooltip), the layer box an op is
     drawn in (``op_top(inst, scope)``) and the one a kernel is drawn in (``kernel_top``)."""
-    level = len(tops[0].path)
     by_path = {t.path: t for t in tops}
     border = border_kernels(bundle, root, tops)
     placed = collections.Counter(border.values())
     labels = {t.path: (layer_id(t), _label(t),
                        "layer " + "/".join(t.path) + "\n" + "\n".join(layer_facts(t, placed.get(t.path, 0))))
               for t in tops}
+    kernel_top = {k: t.path for t in tops for k in drawn_in(t)}
+    kernel_top.update(border)
+    return by_path, border, labels, _op_top(tops), kernel_top
+
+
+def _op_top(tops: list[Layer]):
+    """``op_top(inst, scope)``: the layer box an op is drawn in: the one its scope names (an op
+    of a nested jit called from two layers is in each), else the one the layer tree puts it in
+    (a loop's own ops, in the layer the loop repeats). Reads the tree's ops alone."""
+    level = len(tops[0].path)
+    by_path = {t.path for t in tops}
     in_tree = {op: t.path for t in tops for op in t.all_ops()}
 
     def op_top(inst, scope: str) -> tuple | None:
-        """The layer box an op is drawn in: the one its scope names (an op of a nested jit called
-        from two layers is in each), else the one the layer tree puts it in (a loop's own ops,
-        in the layer the loop repeats)."""
         p = layer_path(scope + "/op")[:level] if scope else ()  # the scope as an op_name: the layer it names
         return p if len(p) == level and p in by_path else in_tree.get(inst.name)
-    kernel_top = {k: t.path for t in tops for k in drawn_in(t)}
-    kernel_top.update(border)
-    return by_path, border, labels, op_top, kernel_top
+    return op_top
 
 
 _PLUMBING = frozenset({"get-tuple-element", "bitcast", "tuple"})  # pass a value on (both graphs draw through them)
@@ -298,36 +305,11 @@ def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
     root, tops, pre_mod, post_mod, (by_path, border, labels, op_top, kernel_top) = got
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if pre_mod is not None:
-        from analysis.render.module_graphs import flat_entry
-
-        flat = flat_entry(pre_mod)
-        homes = [op_top(inst, scope) for inst, scope in flat]
-        at = {}
-        for i, (inst, _) in enumerate(flat):
-            at.setdefault(inst.name, i)
-        mine: dict[tuple, list[int]] = {p: [] for p in by_path}
-        for i, p in enumerate(homes):
-            if p is not None:
-                mine[p].append(i)
-        for path, own in mine.items():
-            take = set(own)
-            todo = [o for i in own for o in flat[i][0].operands]
-            while todo:  # what the layer reads from outside, through a value's plumbing
-                j = at.get(todo.pop())
-                if j is None or j in take or homes[j] == path:
-                    continue
-                take.add(j)
-                inst = flat[j][0]
-                if homes[j] is None and (inst.opcode in _PLUMBING or inst.opcode in ("broadcast", "constant")):
-                    todo.extend(inst.operands)  # a scalar broadcast is drawn as nothing, like its scalar
-
-            def group_of(inst, scope, path=path):
-                p = op_top(inst, scope)
-                return labels[p] if p is not None and p != path else None
-
-            spec = pre_graph(pre_mod, collapse=False, groups=group_of, insts=[flat[i] for i in sorted(take)])
-            spec.title = f"before · layer {'/'.join(path)}: its {len(by_path[path].all_ops())} ops"
-            out["pre"]["layers:" + "/".join(path)] = spec
+        made = _pre_layer_specs(pre_mod)
+        for path in by_path:
+            spec = made.get(path)
+            if spec is not None:
+                out["pre"]["layers:" + "/".join(path)] = _labelled(spec, labels)
     if post_mod is not None:
         entry = post_mod.entry.instructions
         index = {inst.name: i for i, inst in enumerate(entry)}
@@ -360,6 +342,80 @@ def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
             spec.title = f"after · layer {'/'.join(path)}: its {n} kernel{'s' if n != 1 else ''}"
             out["post"]["layers:" + "/".join(path)] = spec
     return {k: v for k, v in out.items() if v}
+
+
+_BOX = "\x00box\x00"  # a layer box's label and tooltip until its facts are known: this, then its id
+
+
+def prepare_before(pre: Module) -> None:
+    """Each layer's own graph before optimization (``own_layer_specs``), made from the module
+    before optimization alone (beside the compile, while XLA optimizes: docs/performance.md) and
+    kept with its parse; the boxes of the layers it reads from are labelled when the kernels are
+    known (their facts count them)."""
+    _pre_layer_specs(pre)
+
+
+def _pre_layer_specs(pre: Module) -> dict[tuple, GraphSpec]:
+    """{top layer's path: its graph before optimization}, each neighbour's box labelled
+    ``_BOX + its id`` (``_labelled`` writes the facts in); made once per parsed module. Callers
+    must not change what they get."""
+    made = pre.__dict__.get("_pre_layer_specs")
+    if made is not None:
+        return made
+    from analysis.layers import layer_tree
+    from analysis.render.module_graphs import flat_entry
+
+    tops = top_layers(layer_tree(pre))
+    made = {}
+    if tops:
+        op_top = _op_top(tops)
+        boxes = {t.path: (layer_id(t), _BOX + layer_id(t), _BOX + layer_id(t)) for t in tops}
+        flat = flat_entry(pre)
+        homes = [op_top(inst, scope) for inst, scope in flat]
+        at = {}
+        for i, (inst, _) in enumerate(flat):
+            at.setdefault(inst.name, i)
+        mine: dict[tuple, list[int]] = {t.path: [] for t in tops}
+        for i, p in enumerate(homes):
+            if p is not None:
+                mine[p].append(i)
+        ops = {t.path: len(t.all_ops()) for t in tops}
+        for path, own in mine.items():
+            take = set(own)
+            todo = [o for i in own for o in flat[i][0].operands]
+            while todo:  # what the layer reads from outside, through a value's plumbing
+                j = at.get(todo.pop())
+                if j is None or j in take or homes[j] == path:
+                    continue
+                take.add(j)
+                inst = flat[j][0]
+                if homes[j] is None and (inst.opcode in _PLUMBING or inst.opcode in ("broadcast", "constant")):
+                    todo.extend(inst.operands)  # a scalar broadcast is drawn as nothing, like its scalar
+
+            def group_of(inst, scope, path=path):
+                p = op_top(inst, scope)
+                return boxes[p] if p is not None and p != path else None
+
+            spec = pre_graph(pre, collapse=False, groups=group_of, insts=[flat[i] for i in sorted(take)])
+            spec.title = f"before · layer {'/'.join(path)}: its {ops[path]} ops"
+            made[path] = spec
+    pre.__dict__["_pre_layer_specs"] = made
+    return made
+
+
+def _labelled(spec: GraphSpec, labels: dict) -> GraphSpec:
+    """A graph of ``_pre_layer_specs`` with its layer boxes' labels and tooltips written in (what
+    drawing it added after the placeholder, a fan-out's count, is kept); the rest shared."""
+    by_id = {lab[0]: lab for lab in labels.values()}
+    nodes = dict(spec.nodes)
+    for nid, n in spec.nodes.items():
+        if n.label.startswith(_BOX) and nid in by_id:
+            _, label, tip = by_id[nid]
+            place = _BOX + nid
+            nodes[nid] = dataclasses.replace(n, label=label + n.label[len(place):],
+                                             tooltip=tip + n.tooltip[len(place):] if n.tooltip.startswith(place)
+                                             else n.tooltip)
+    return GraphSpec(spec.title, nodes, spec.edges, spec.clusters, list(spec.collapsed), spec.color_by)
 
 
 def _pre_neighbours(module, mine: set[str]) -> set[str]:

@@ -196,6 +196,17 @@ def ahead(bundle: Bundle) -> None:
         layout_dots_start(_dots(graphs))
 
 
+def _before(pre) -> None:
+    """``ahead``'s part on the module before optimization alone, while XLA optimizes: each
+    layer's own graph before optimization (``layer_graph.prepare_before``)."""
+    from analysis.render.layer_graph import prepare_before
+
+    prepare_before(pre)
+
+
+ahead.before = _before  # (``compile_model``'s and ``run_job``'s ``ahead`` protocol)
+
+
 def _dots(graphs: dict) -> list[str]:
     """Every DOT text of the layers: each side's collapsed view and its layer templates."""
     return [d for s in graphs["sides"].values() for d in [s["dot"], *s["templates"]]]
