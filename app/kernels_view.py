@@ -4,8 +4,6 @@ chart point), so the caller can highlight it in the graph."""
 
 from __future__ import annotations
 
-import re
-
 from analysis.bundle import Bundle
 from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
     _label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
@@ -14,16 +12,7 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.rows import fused_text
 from app.picks import picked_point, picked_row
-
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
-def plain(text: str) -> str:
-    """A string from a user's file shown as itself in Streamlit's markdown (a caption): every
-    ASCII punctuation mark markdown could read (links, images, emphasis, colour and emoji
-    directives, LaTeX) escaped."""
-    return _MARKDOWN.sub(r"\\\1", text)
-
+from app.safe import plain  # a trace's file and device names, in captions
 
 # ----------------------------------------------------------------------------- the table
 

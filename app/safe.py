@@ -4,13 +4,17 @@ Everything a user or a worker sends is untrusted: a bundle's title, a pass's pip
 uploaded dump's module name. ``text(value)`` escapes it for HTML (``<``, ``>``, ``&``, quotes)
 and also turns the characters Markdown gives a meaning (links, emphasis, code spans) into
 character references, so the value shows as the characters it is, and nothing else.
+``plain(value)`` does the same for Markdown rendered without HTML (a caption): each mark
+Markdown could read backslash-escaped.
 """
 
 from __future__ import annotations
 
 import html
+import re
 
 _MARKDOWN = {c: f"&#{ord(c)};" for c in "\\`*_[](){}#+!|~$:"}
+_MARKDOWN_MARK = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
 def text(value, limit: int = 300) -> str:
@@ -20,3 +24,10 @@ def text(value, limit: int = 300) -> str:
         s = s[: limit - 1] + "…"
     s = html.escape(s, quote=True)
     return "".join(_MARKDOWN.get(c, c) for c in s)
+
+
+def plain(text: str) -> str:
+    """A string from a user's file shown as itself in Streamlit's markdown without HTML (a
+    caption): every ASCII punctuation mark markdown could read (links, images, emphasis, colour
+    and emoji directives, LaTeX) escaped."""
+    return _MARKDOWN_MARK.sub(r"\\\1", text)
