@@ -106,9 +106,10 @@ class Pipeline:
         with self._lock:
             self._parses[stage] = (text, module)
 
-    def prepare_before(self) -> None:
+    def prepare_before(self, ahead=None) -> None:
         """What the analysis and the layer views read of the module before optimization alone
-        (its compute ops and their users, its layer tree), made now and kept with its parse:
+        (its compute ops and their users, its layer tree), made now and kept with its parse, and
+        the caller's work on it alone (``ahead.before(module)``, where its work ahead has one):
         called beside a compile while XLA optimizes, where a core is idle; the analysis of the
         optimized module then finds it made (docs/performance.md)."""
         from analysis import layers, provenance
@@ -117,6 +118,9 @@ class Pipeline:
         if hit is not None:
             provenance.prepare(hit[1])
             layers.prepare(hit[1])
+            before = getattr(ahead, "before", None)
+            if before is not None:
+                before(hit[1])
 
     def parse(self, stage: str) -> tuple[str, Module] | None:
         """``(text, module)`` of a stage, or None before it parsed."""

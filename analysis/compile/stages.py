@@ -339,10 +339,8 @@ class _Beside(threading.Thread):
                 self._follower.failed = True  # (poll returns True or False) the log is read from its file after
             if "hlo_before" not in told and self._offer("hlo_before", before_optimizations(self._dir), tried):
                 told.add("hlo_before")
-                _or_none(self._pipe.prepare_before)  # while XLA optimizes: the module's own indexes,
-                before = getattr(self._ahead[0], "before", None) if self._ahead else None
-                if before is not None:  # and the caller's work on it alone
-                    _or_none(before, self._pipe.parse("hlo_before")[1])
+                # while XLA optimizes: the module's own indexes, and the caller's work on it alone
+                _or_none(self._pipe.prepare_before, self._ahead[0] if self._ahead else None)
                 if self._follower is not None and not self._follower.failed:  # and the log's records matched to it
                     _or_none(self._follower.match_onto, self._pipe.parse("hlo_before")[1])
             if "hlo_before" in told and "hlo_after" not in told and \

@@ -103,10 +103,7 @@ class EarlyParts:
                 try:
                     self.pipe.offer(k, v)
                     if k == "hlo_before" and "hlo_after" not in texts:  # (the worker's XLA still optimizes)
-                        self.pipe.prepare_before()
-                        before = getattr(self.ahead, "before", None)  # the caller's work on it alone
-                        if before is not None and self.job.kind in ("code", "file"):
-                            before(self.pipe.parse("hlo_before")[1])
+                        self.pipe.prepare_before(self.ahead if self.job.kind in ("code", "file") else None)
                 except Exception:  # noqa: BLE001 - parsed again with the bundle, which reports it
                     pass
             try:
