@@ -135,13 +135,21 @@ def test_the_editor_font_shows_underscores(server, browser):  # noqa: F811
     ace.wait_for_selector(".ace_line")
     # Debian's DejaVu Sans Mono (there on every Debian machine), and a line box tall enough for
     # the underscore, which sits below the baseline (a 16 px line at 14 px clipped it)
-    got = wait_until(lambda: ace.evaluate(
-        "() => { const e = document.querySelector('.ace_editor'), l = document.querySelector('.ace_line');"
-        " const cs = getComputedStyle(e); return cs.fontFamily.startsWith('\"DejaVu Sans Mono\"')"
-        " && [parseFloat(cs.fontSize), l.getBoundingClientRect().height]; }"), timeout_s=20,
-        what="the editor's font")
-    size, line = got
-    assert line >= 1.4 * size
+    seen = []
+
+    def measured():
+        got = ace.evaluate(
+            "() => { const e = document.querySelector('.ace_editor'), l = document.querySelector('.ace_line');"
+            " const cs = getComputedStyle(e); return [cs.fontFamily, parseFloat(cs.fontSize),"
+            " l.getBoundingClientRect().height]; }")
+        seen[:] = got
+        family, size, line = got
+        return family.startswith('"DejaVu Sans Mono"') and line >= 1.4 * size
+
+    try:
+        wait_until(measured, timeout_s=20, what="the editor's font")
+    except AssertionError:
+        raise AssertionError(f"the editor's font and line box stayed {seen}") from None
 
 
 def test_a_presentation_link_hands_its_settings_to_the_sidebar_drawn_after_the_graphs(server, browser):  # noqa: F811
