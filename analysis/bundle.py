@@ -368,6 +368,17 @@ def fusion_decisions_from_json(d) -> dict | None:
     return Bundle.from_dict({"schema_version": SCHEMA_VERSION, "fusion_decisions": d}).fusion_decisions
 
 
+TRACE_ORIGIN = "the HLO a profiler trace carries (only after optimization)"
+
+
+def missing_stage_text(b: Bundle, side: str) -> str:
+    """What a graph's place says when the bundle has no module for it (``side``: "pre"/"post")."""
+    if side == "pre" and b.environment.get("origin") == TRACE_ORIGIN:
+        return ("A profiler trace carries only the module as it ran, optimized: open the trace with its XLA dump "
+                "(XLA_FLAGS=--xla_dump_to=DIR) for the graph before optimization.")
+    return "No pre-optimization HLO in this input." if side == "pre" else "No optimized HLO in this input."
+
+
 def bundle_from_hlo(text: str, name: str = "hlo", file: str | None = None,
                     before_text: str | None = None) -> Bundle:
     """A Bundle from plain HLO text (an XLA dump from any machine). Whether it is before or

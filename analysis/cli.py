@@ -67,6 +67,29 @@ def load_dump(path: str, module: str | None = None, say=None):
     return bundles[0]
 
 
+def load_trace_programs(path: str, module: str | None = None, say=None, trusted: bool = False):
+    """The Bundle of the module a profiler trace ran (``module``, else the one with the most
+    kernel time), made from the HLO the trace carries, with the trace's timings on it. XLA turns
+    the carried module into text in the sandboxed worker (here with ``trusted``)."""
+    from analysis.service.worker import run_hlo_texts
+    from analysis.trace_import import bundles_from_trace, load_trace, program_label, ran_programs
+
+    tr = load_trace(path)
+    ran = ran_programs(tr)
+    if say and not module and len(ran) > 1:
+        say(f"the trace ran {len(ran)} modules; using {program_label(ran[0])}, the one with the most kernel time "
+            "(others: " + ", ".join(program_label(p) for p in ran[1:6]) + (", ..." if len(ran) > 6 else "")
+            + "; pick one with --module)")
+    if not trusted:
+        from analysis.service.sandbox import sandbox_status
+
+        isolated, reason = sandbox_status()
+        if not isolated:
+            print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
+    return bundles_from_trace(tr, module or (program_label(ran[0]) if ran else None),
+                              lambda protos: run_hlo_texts(protos, trusted=trusted))[0]
+
+
 def _model_job(path: str, **kw):
     from analysis.service.job import Job
 
@@ -116,6 +139,10 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
         if devices is not None:
             raise ExplorerError("options", "--devices is for a model that is compiled; this input is only read "
                                            "(its device count is the one it was compiled for)", model)
+        from analysis.trace_import import is_trace
+
+        if is_trace(model):
+            return load_trace_programs(model, module, say, trusted)
         if model.endswith(".zip") or _is_zip(model):
             return load_dump(model, module, say)
         text = _read_text(model)
@@ -202,7 +229,7 @@ def _cmd_analyze(args) -> int:
                       module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
                       trusted=args.trusted, devices=args.devices)
-    if trace:
+    if trace and os.path.abspath(trace) != os.path.abspath(args.model):  # a trace given as MODEL brought its own
         from analysis.trace_import import apply_trace
 
         apply_trace(bundle, trace)
@@ -383,7 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
     a = sub.add_parser("analyze", parents=[common, compiling],
                        help="compile a model (or read HLO / a bundle) and write its bundle")
-    a.add_argument("model", help="gallery name, .py model file, HLO text file or bundle .json")
+    a.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json, zipped XLA dump, "
+                                 "or a jax.profiler trace (its folder, a zip of it, or its .xplane.pb: the HLO it "
+                                 "carries, with its timings)")
     a.add_argument("--out", help="write the bundle JSON here instead of stdout")
     a.add_argument("--measure", action="store_true", help="run and time every kernel")
     a.add_argument("--trace", metavar="TRACE", help="timings from your own jax.profiler trace of this compile, "
@@ -399,7 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(fn=_cmd_analyze)
     r = sub.add_parser("report", parents=[common, compiling],
                        help="write one self-contained HTML report (works offline) of a model, bundle or dump")
-    r.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json or XLA dump .zip")
+    r.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json, XLA dump .zip "
+                                 "or a jax.profiler trace (the HLO it carries, with its timings)")
     r.add_argument("--html", required=True, metavar="OUT.html", help="where to write the report")
     r.add_argument("--svg-dir", metavar="DIR", help="also write both graphs as SVG and DOT files here")
     r.set_defaults(fn=_cmd_report)

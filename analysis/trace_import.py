@@ -21,6 +21,12 @@ and drops what the device reports about itself (the GPU's or TPU's model, so its
 (``MAX_TRACE_BYTES`` of input, ``MAX_EVENTS`` events) and read as untrusted input, and anything
 malformed is one ``ExplorerError`` line.
 
+A trace alone (no dump) is read too (``bundles_from_trace``): its ``.xplane.pb`` carries the
+optimized module of each program it ran (``analysis.xplane.Program``), which XLA prints as text
+in the sandboxed worker (``analysis.compile.hlo_proto``); the text is parsed like any uploaded HLO
+text and gets the events of its own program (a function compiled for two shapes is two programs
+of one module name).
+
 What was checked where: CPU traces made by the test suite, both files, the ``.xplane.pb`` reader
 against ``jax.profiler.ProfileData`` (``tests/test_xplane.py``). XLA:GPU and TPU traces only in the
 layouts their sources describe (docs/xla-findings.md, "Traces from a GPU and a TPU"), written by
@@ -202,7 +208,7 @@ def trace_device(pd) -> tuple[str, str, str | None]:
                     break
         listed = ", ".join(devs[:4]) + (", …" if len(devs) > 4 else "")
         return platform, f"the trace's {platform.upper()} ({listed}{'; ' + kind if kind else ''})", kind
-    host = next((n for n in names if n.startswith("/host:")), "the host")
+    host = next((n for n in names if n.startswith("/host:") and n != "/host:metadata"), "the host")
     return "cpu", f"the trace's CPU ({host})", None
 
 
@@ -243,6 +249,7 @@ class Trace(NamedTuple):
     device: str
     file: str
     kind: str | None = None
+    programs: list = []  # the modules it carries (``analysis.xplane.Program``); a JSON trace none
 
     def modules(self) -> set[str]:
         return {e.hlo_module for e in self.events}
@@ -256,7 +263,8 @@ def load_trace(path: str | None = None, data: bytes | None = None, name: str = "
     raw, member = read_trace(path, data, name)
     pd = parse_trace(raw, member)
     platform, device, kind = trace_device(pd)
-    return Trace(events_from_profile(pd, platform), platform, device, member, kind)
+    return Trace(events_from_profile(pd, platform), platform, device, member, kind,
+                 list(getattr(pd, "programs", [])))
 
 
 def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name: str = "trace",
@@ -291,3 +299,79 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     t["coverage_note"] = coverage_note(t, platform)
     bundle.timings = t
     return bundle
+
+
+MAX_TRACE_MODULES = 12  # of the modules a trace ran, the ones with the most time, opened
+
+
+def is_trace(path) -> bool:
+    """Whether ``path`` is a trace rather than a compile: a ``.xplane.pb`` or ``.trace.json.gz``,
+    a folder or zip holding one (a zipped XLA dump holds HLO texts, no trace)."""
+    if isinstance(path, str) and os.path.isdir(path):
+        return any(_kind(f) for _, _, fs in os.walk(path) for f in fs)
+    if isinstance(path, str) and _kind(path):
+        return True
+    try:
+        with zipfile.ZipFile(path) as z:
+            return any(_kind(n) for n in z.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
+def ran_programs(tr: Trace) -> list:
+    """The programs the trace carries that it ran, the one with the most kernel time first."""
+    busy: Counter = Counter()
+    for e in tr.events:
+        busy[(e.hlo_module, e.program_id)] += e.duration_ns
+    by_name: Counter = Counter()
+    for (m, _), t in busy.items():
+        by_name[m] += t
+
+    def time_of(p):  # events without a program id (JSON, TPU) are matched by name
+        return busy.get((p.module, p.program_id)) or (busy.get((p.module, None)) if by_name[p.module] else 0)
+
+    ran = [p for p in tr.programs if time_of(p)]
+    return sorted(ran, key=lambda p: (-time_of(p), p.module))
+
+
+def program_label(p) -> str:
+    return f"{p.module}({p.program_id})" if p.program_id is not None else p.module
+
+
+def bundles_from_trace(tr: Trace, module: str | None = None, to_texts=None) -> list:
+    """The compiles a trace ran, from the HLO it carries, each with the trace's timings: the
+    one with the most kernel time first, or ``module`` (its name, or ``name(program_id)``).
+    ``to_texts``: ``{key: HloModuleProto bytes} -> {key: HLO text}`` (default: XLA in the
+    sandboxed worker, ``analysis.service.worker.run_hlo_texts``). Only the optimized module is
+    in a trace: the bundles have no graph before optimization."""
+    from analysis.bundle import TRACE_ORIGIN, bundle_from_hlo
+
+    if not tr.programs:
+        raise ExplorerError("trace", "this trace carries no HLO (a .trace.json.gz never does; the .xplane.pb "
+                                     "beside it does): give the .xplane.pb, or the XLA dump with --trace", tr.file)
+    ran = ran_programs(tr)
+    if not ran:
+        seen = sorted(m for m in tr.modules() if m)
+        raise ExplorerError("trace", "none of the modules the trace carries ran in it (it ran: "
+                                     f"{', '.join(s[:60] for s in seen[:5]) or 'nothing XLA named'})", tr.file)
+    if module:
+        want = module.strip()
+        picked = [p for p in ran if want in (p.module, program_label(p))]
+        if not picked:
+            raise ExplorerError("load", f"no module {want!r} ran in the trace (it ran: "
+                                        + ", ".join(program_label(p) for p in ran[:20]) + ")", tr.file)
+        ran = picked[:1]
+    ran = ran[:MAX_TRACE_MODULES]
+    if to_texts is None:
+        from analysis.service.worker import run_hlo_texts as to_texts
+    texts = to_texts({program_label(p): p.proto for p in ran})
+    out = []
+    for p in ran:
+        label = program_label(p)
+        b = bundle_from_hlo(texts[label], p.module, tr.file)
+        if b.module("hlo_after") is None:
+            raise ExplorerError("trace", f"the module {label} the trace carries is not an optimized one", tr.file)
+        b.environment["origin"] = TRACE_ORIGIN
+        mine = [e for e in tr.events if e.hlo_module == p.module and e.program_id in (p.program_id, None)]
+        out.append(apply_trace(b, trace=tr._replace(events=mine)))
+    return out

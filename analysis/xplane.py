@@ -32,7 +32,12 @@ What comes out (``read_xspace``) has the shape of ``jax.profiler.ProfileData`` (
 - aggregated events (``num_occurrences`` instead of an offset) have no time and are left out, so
   are events of negative duration;
 - a plane also keeps its own stats (device capabilities: ``gpu_device_name`` on a GPU,
-  ``device_type_string`` on a TPU), which the JSON export does not write.
+  ``device_type_string`` on a TPU), which the JSON export does not write;
+- the programs the trace carries (``Space.programs``): the ``/host:metadata`` plane's event
+  metadata, one per compiled module, named ``<module>(<program_id>)``, hold the module as XLA
+  ran it (an ``Hlo Proto`` stat: a serialized ``HloProto``, whose field 1 is the
+  ``HloModuleProto``). Its bytes are kept as they are: turning them into HLO text takes XLA's own
+  deserializer, which runs in the sandboxed worker (``analysis.trace_hlo``).
 
 Untrusted input: the bytes are bounded by the caller, the events, metadata entries and stats
 counted before anything is built from them, strings cut to a length; anything that does not
@@ -42,6 +47,7 @@ parse is one ``ExplorerError`` line.
 from __future__ import annotations
 
 import functools
+import re
 from typing import NamedTuple
 
 from analysis.errors import ExplorerError
@@ -52,6 +58,7 @@ MAX_STATS = 12_000_000        # stat values kept, events' and metadata's togethe
 MAX_LINES = 100_000
 MAX_NAME = 500                # characters of an event's name kept
 MAX_VALUE = 2000              # characters of a string stat kept
+MAX_PROGRAMS = 1000           # compiled modules a trace may carry the HLO of
 
 
 class Event(NamedTuple):
@@ -72,10 +79,20 @@ class Plane(NamedTuple):
     stats: list = []          # the plane's own (name, value) pairs
 
 
+class Program(NamedTuple):
+    """A compiled module a trace carries: its name, its program id, its ``HloModuleProto``."""
+
+    module: str
+    program_id: int | None
+    proto: bytes
+
+
 class Space(NamedTuple):
-    """Planes -> lines -> events, shaped like ``jax.profiler.ProfileData``."""
+    """Planes -> lines -> events, shaped like ``jax.profiler.ProfileData``; and the programs
+    the trace carries."""
 
     planes: list
+    programs: list = []
 
 
 # (message, [(field, number, type, label, message type)], (oneof name, its fields) or None),
@@ -107,6 +124,8 @@ _SCHEMA = (
                 ("stat_metadata", 5, _MSG, 3, "StatMetadataEntry"), ("stats", 6, _MSG, 3, "XStat")], None),
     ("XSpace", [("planes", 1, _MSG, 3, "XPlane"), ("errors", 2, _STR, 3, None),
                 ("warnings", 3, _STR, 3, None), ("hostnames", 4, _STR, 3, None)], None),
+    # xla's hlo.proto: an HloProto's first field is the HloModuleProto, kept as bytes here
+    ("HloProto", [("hlo_module", 1, _BYTES, 1, None)], None),
 )
 _PACKAGE = "xla_explorer.xspace"
 
@@ -214,4 +233,40 @@ def read_xspace(data: bytes, name: str = "trace") -> Space:
                 events.append(Event(label, t0 + ev.offset_ps / 1000.0, ev.duration_ps / 1000.0, st))
             lines.append(Line((ln.display_name or ln.name)[:200], events))
         out.append(Plane(p.name[:200], lines, _stats(p.stats, stat_names, [])))
-    return Space(out)
+    return Space(out, _programs(planes, name))
+
+
+_CALLED = re.compile(r"(.*)\((\d+)\)")
+
+
+def _programs(planes, name: str) -> list[Program]:
+    """The modules the ``/host:metadata`` plane carries (see the module docstring)."""
+    HloProto = message_classes()["HloProto"]  # noqa: N806
+    out = []
+    for p in planes:
+        if p.name != "/host:metadata":
+            continue
+        stat_names = {e.key: e.value.name for e in p.stat_metadata}
+        for e in p.event_metadata:
+            m = e.value
+            blob = next((s.bytes_value for s in m.stats if stat_names.get(s.metadata_id) == "Hlo Proto"
+                         and s.WhichOneof("value") == "bytes_value"), None)
+            if blob is None:
+                continue
+            if len(out) >= MAX_PROGRAMS:
+                raise ExplorerError("trace", f"over the {MAX_PROGRAMS:,} compiled modules a trace may carry", name)
+            hp = HloProto()
+            try:
+                hp.ParseFromString(blob)
+            except Exception:  # noqa: BLE001 - the parser's DecodeError: this module is not read
+                continue
+            if not hp.hlo_module:
+                continue
+            pid = next((v for k, v in _stats(m.stats, stat_names, []) if k == "program_id"
+                        and isinstance(v, int)), None)
+            called = _CALLED.fullmatch(m.name[:MAX_NAME])
+            module = called.group(1) if called else m.name[:MAX_NAME]
+            if pid is None and called:
+                pid = int(called.group(2))
+            out.append(Program(module, pid, hp.hlo_module))
+    return out

@@ -180,16 +180,18 @@ def sidebar() -> tuple:
         else:
             up = st.file_uploader("HLO text (.hlo/.txt), a bundle (.json) or a zipped XLA dump folder (.zip)",
                                   type=["hlo", "txt", "json", "zip"], key="upload")
-            tr = st.file_uploader("Your profiler trace (optional): jax.profiler.trace's folder zipped, or its "
+            tr = st.file_uploader("Your profiler trace: jax.profiler.trace's folder zipped, or its "
                                   ".xplane.pb or .trace.json.gz", type=["zip", "pb", "gz", "json"], key="upload_trace",
                                   help="The kernels' times from your own machine (a GPU, a TPU or a CPU) go onto the "
-                                       "graphs and the table, labelled with the device the trace names")
-            if up is not None and st.button("Open", key="open_upload", type="primary", width="stretch"):
-                load_upload(up, tr)
+                                       "graphs and the table, labelled with the device the trace names. Alone, its "
+                                       ".xplane.pb also gives the optimized HLO of the modules it ran")
+            if (up is not None or tr is not None) and st.button("Open", key="open_upload", type="primary",
+                                                                 width="stretch"):
+                load_upload(up, tr)  # a trace alone: the modules it ran, from the HLO it carries
             dumps = ss.get("dump_bundles") or []
             if len(dumps) > 1:
                 names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
-                pick = st.selectbox("Module in the dump", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
+                pick = st.selectbox("Module", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
                 if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
                     ss.bundle, ss.sel = dumps[pick], {}
 

@@ -216,6 +216,7 @@ def _payload_core(b: Bundle) -> dict:
                              "layers": {k: v for k, v in layers.items() if k != "op_box"},
                              "light": pack_light(light)}, default=str)
         links = layers = light = None
+    from analysis.bundle import missing_stage_text
     from analysis.render.decisions import edge_why
 
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
@@ -223,7 +224,7 @@ def _payload_core(b: Bundle) -> dict:
                # big programs open collapsed to their layers (the layers view scales; every op does not)
                "open_variant": "layers" if big else "default", "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
-               "missing": {"pre": "No pre-optimization HLO in this input.", "post": "No optimized HLO in this input."},
+               "missing": {side: missing_stage_text(b, side) for side in ("pre", "post")},
                "error": error, "details_log": []}
     if big:
         payload["packed"] = packed

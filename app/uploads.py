@@ -1,5 +1,5 @@
 """The Explorer's uploads: an HLO text, a bundle or a zipped XLA dump, and the user's own
-profiler trace of it, opened as the page's bundle (``st.session_state.bundle``). Everything
+profiler trace of it (or the trace alone, with the HLO it carries), opened as the page's bundle (``st.session_state.bundle``). Everything
 uploaded is untrusted: sizes are checked first (``app.guard``), a bundle is re-derived from its
 HLO texts, and any error is one line in ``st.session_state.error``; the page's bundle is kept."""
 
@@ -39,11 +39,50 @@ def with_trace(found: list[Bundle], trace_upload) -> list[Bundle] | None:
 
 def load_upload(upload, trace=None) -> None:
     """An uploaded HLO text, bundle or dump zip (and the user's trace of it, when given) opened as
-    the page's bundle; any error is one line (``ss.error``), the page's bundle kept."""
+    the page's bundle; a trace alone (in either uploader) opens the modules it ran from the HLO
+    it carries. Any error is one line (``ss.error``), the page's bundle kept."""
+    if upload is not None and trace is None and _holds_a_trace(upload):
+        upload, trace = None, upload
     try:
-        _load_upload(upload, trace)
+        if upload is None:
+            _load_trace_alone(trace)
+        else:
+            _load_upload(upload, trace)
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-        ss.error = unexpected(e, "load", upload.name)
+        ss.error = unexpected(e, "load", (upload or trace).name)
+
+
+def _holds_a_trace(upload) -> bool:
+    """A ``.xplane.pb``, or a zip holding a trace rather than a dump's HLO texts."""
+    import io
+    import zipfile
+
+    from analysis.trace_import import is_trace
+
+    if upload.name.lower().endswith((".xplane.pb", ".trace.json.gz")):
+        return True
+    data = upload.getvalue()
+    if data[:4] != b"PK\x03\x04" or guard.upload_error(upload):
+        return False
+    return is_trace(io.BytesIO(data))
+
+
+def _load_trace_alone(trace_upload) -> None:
+    """The modules a trace ran, from the HLO it carries (XLA prints it in the sandboxed worker),
+    each with the trace's timings; the one with the most kernel time shown."""
+    from analysis.trace_import import bundles_from_trace, load_trace
+
+    too_big = guard.upload_error(trace_upload)
+    if too_big:
+        ss.error = too_big
+        return
+    try:
+        found = bundles_from_trace(load_trace(data=trace_upload.getvalue(), name=trace_upload.name))
+    except ExplorerError as e:
+        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
+        return
+    ss.dump_bundles = found
+    ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
 
 
 def _load_upload(upload, trace=None) -> None:

@@ -377,3 +377,36 @@ def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_pat
     assert page.get_by_text("No roofline verdict").count() >= 1  # a CPU trace: no roofs, and why
     assert page.get_by_text("step (median)").count() >= 1
     page.screenshot(path=os.path.join(OUT, "trace_upload.png"))
+
+
+def test_a_trace_alone_opens_the_module_it_ran(server, browser, tmp_path):
+    """Only the user's jax.profiler trace (zipped), no dump: the page opens the module the trace
+    ran from the HLO it carries, with the trace's timings, and says the graph before
+    optimization is not in a trace."""
+    from tests.test_trace_import import RUNS, _mlp, _users_run
+
+    import jax
+
+    k = jax.random.split(jax.random.PRNGKey(1), 3)
+    _, trace_zip, _ = _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)),
+                                 jax.random.normal(k[1], (128, 256)), jax.random.normal(k[2], (256, 32)))
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    _graph_frames(page)
+    page.get_by_text("Upload HLO / bundle").click()
+    inputs = page.locator("input[type=file]")
+    inputs.nth(1).wait_for(state="attached", timeout=60_000)
+    with page.expect_response(lambda r: "/_stcore/upload_file/" in r.url and r.request.method == "PUT",
+                              timeout=60_000):
+        inputs.nth(1).set_input_files(trace_zip)  # the trace's box, the model's left empty
+    page.get_by_test_id("stSidebar").get_by_text("trace.zip").first.wait_for(timeout=60_000)
+    app_idle(page)
+    page.get_by_role("button", name="Open").click()
+    note = page.get_by_text("Timings from your trace")
+    note.wait_for(timeout=120_000)
+    assert f"{RUNS} executions" in note.inner_text()
+    page.screenshot(path=os.path.join(OUT, "trace_alone.png"))
+    panes = _graph_frames(page, n=1)  # the graph after optimization alone
+    assert [p.title().split(" ")[0] for p in panes] == ["after"], [p.title() for p in panes]
+    page.get_by_role("heading", name="jit__mlp").first.wait_for()
+    assert panes[0].frame.get_by_text("A profiler trace carries only the module as it ran").count() == 1

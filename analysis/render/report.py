@@ -22,7 +22,7 @@ import json
 import re
 
 from analysis import tuning
-from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label
+from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
 from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds
@@ -413,8 +413,8 @@ def html_report(bundle: Bundle) -> str:
                  "<p class='muted small'>Click a kernel (right) to light up the ops it absorbed (left), or an op to "
                  "light up the kernel it ended in. Each fusion is a box holding the ops it swallowed.</p>"
                  + (report_layers.layer_bar(lay, _e) if lay else "") + "<div class='graphs'>"
-                 + _graph_pane(pre, "pre", "Before optimization", "No pre-optimization HLO in this input.", svgs.get("pre"))
-                 + _graph_pane(post, "post", "After optimization", "No optimized HLO in this input.", svgs.get("post"))
+                 + _graph_pane(pre, "pre", "Before optimization", missing_stage_text(b, "pre"), svgs.get("pre"))
+                 + _graph_pane(post, "post", "After optimization", missing_stage_text(b, "post"), svgs.get("post"))
                  + "</div></section>")
     parts.append(f"<section id='kernels'><h2>Kernels ({len(b.kernels)})</h2>{kernels}</section>")
     parts.append(code)  # analysis.render.report_code: the selected kernel's generated code

@@ -5,7 +5,8 @@ A worker (``python -m analysis.service.worker_main``, documented in ``docs/worke
 it runs, ``{"texts": {...}}`` (its HLO, once compiled), for a measuring job whose
 ``preview_kernels`` the program reaches ``{"preview": BUNDLE}`` (the compile's bundle, before
 it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an
-``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
+``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``, for a
+``kind="hlo_proto"`` job ``{"hlo_texts": {KEY: TEXT}}``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("gallery", "code", "file", "probe", "sweep")
+KINDS = ("gallery", "code", "file", "probe", "sweep", "hlo_proto")
 
 # The phases a job goes through, as a worker names them in ``{"progress": PHASE}`` (a phase may
 # carry a detail after a colon: ``sweep:cached calls``), with the words the app shows for each;
@@ -35,6 +36,7 @@ class Job:
     filename: str = "<pasted code>"
     name: str = "pasted"
     kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe" | "sweep"
+    #                     | "hlo_proto" (source: JSON of base64 HloModuleProtos; answers their HLO texts)
     backend: str = "auto"
     compiler_options: dict = field(default_factory=dict)
     measure: bool = False
@@ -88,7 +90,7 @@ def job_devices(job: Job) -> int:
 
     if job.devices is not None:
         return check_devices(job.devices)
-    if job.kind == "probe":
+    if job.kind in ("probe", "hlo_proto"):
         return 1
     return devices_in_source(job_source(job), job.filename) or 1
 
