@@ -69,25 +69,18 @@ def load_dump(path: str, module: str | None = None, say=None):
 
 def load_trace_programs(path: str, module: str | None = None, say=None, trusted: bool = False):
     """The Bundle of the module a profiler trace ran (``module``, else the one with the most
-    kernel time), made from the HLO the trace carries, with the trace's timings on it. XLA turns
-    the carried module into text in the sandboxed worker (here with ``trusted``)."""
-    from analysis.service.worker import run_hlo_texts
-    from analysis.trace_import import bundles_from_trace, load_trace, program_label, ran_programs
+    kernel time), made from the HLO the trace carries, with the trace's timings on it. XLA prints
+    the carried module in the sandboxed worker (here with ``trusted``)."""
+    from analysis.trace_import import bundle_from_trace, load_trace, pick_program, program_label, ran_programs, trace_job
 
     tr = load_trace(path)
+    p = pick_program(tr, module)
     ran = ran_programs(tr)
     if say and not module and len(ran) > 1:
-        say(f"the trace ran {len(ran)} modules; using {program_label(ran[0])}, the one with the most kernel time "
-            "(others: " + ", ".join(program_label(p) for p in ran[1:6]) + (", ..." if len(ran) > 6 else "")
+        say(f"the trace ran {len(ran)} modules; using {program_label(p)}, the one with the most kernel time "
+            "(others: " + ", ".join(program_label(q) for q in ran[1:6]) + (", ..." if len(ran) > 6 else "")
             + "; pick one with --module)")
-    if not trusted:
-        from analysis.service.sandbox import sandbox_status
-
-        isolated, reason = sandbox_status()
-        if not isolated:
-            print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
-    return bundles_from_trace(tr, module or (program_label(ran[0]) if ran else None),
-                              lambda protos: run_hlo_texts(protos, trusted=trusted))[0]
+    return bundle_from_trace(tr, p, run_untrusted(trace_job(p, tr), trusted=trusted))
 
 
 def _model_job(path: str, **kw):

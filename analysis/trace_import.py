@@ -35,6 +35,7 @@ the tests: no trace from a real GPU or TPU has been read by this code.
 
 from __future__ import annotations
 
+import copy
 import gzip
 import io
 import json
@@ -301,9 +302,6 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     return bundle
 
 
-MAX_TRACE_MODULES = 12  # of the modules a trace ran, the ones with the most time, opened
-
-
 def is_trace(path) -> bool:
     """Whether ``path`` is a trace rather than a compile: a ``.xplane.pb`` or ``.trace.json.gz``,
     a folder or zip holding one (a zipped XLA dump holds HLO texts, no trace)."""
@@ -318,34 +316,40 @@ def is_trace(path) -> bool:
         return False
 
 
+def program_events(tr: Trace, p) -> list:
+    """The trace's events of program ``p`` (events without a program id are matched by name)."""
+    return [e for e in tr.events if e.hlo_module == p.module and e.program_id in (p.program_id, None)]
+
+
+def program_busy_ns(tr: Trace, p) -> float:
+    """The kernel time the trace spent in program ``p`` (its events' durations added)."""
+    return sum(e.duration_ns for e in program_events(tr, p))
+
+
 def ran_programs(tr: Trace) -> list:
     """The programs the trace carries that it ran, the one with the most kernel time first."""
-    busy: Counter = Counter()
-    for e in tr.events:
-        busy[(e.hlo_module, e.program_id)] += e.duration_ns
-    by_name: Counter = Counter()
-    for (m, _), t in busy.items():
-        by_name[m] += t
-
-    def time_of(p):  # events without a program id (JSON, TPU) are matched by name
-        return busy.get((p.module, p.program_id)) or (busy.get((p.module, None)) if by_name[p.module] else 0)
-
-    ran = [p for p in tr.programs if time_of(p)]
-    return sorted(ran, key=lambda p: (-time_of(p), p.module))
+    busy = {id(p): program_busy_ns(tr, p) for p in tr.programs}
+    return sorted((p for p in tr.programs if busy[id(p)] > 0), key=lambda p: (-busy[id(p)], p.module))
 
 
 def program_label(p) -> str:
     return f"{p.module}({p.program_id})" if p.program_id is not None else p.module
 
 
-def bundles_from_trace(tr: Trace, module: str | None = None, to_texts=None) -> list:
-    """The compiles a trace ran, from the HLO it carries, each with the trace's timings: the
-    one with the most kernel time first, or ``module`` (its name, or ``name(program_id)``).
-    ``to_texts``: ``{key: HloModuleProto bytes} -> {key: HLO text}`` (default: XLA in the
-    sandboxed worker, ``analysis.service.worker.run_hlo_texts``). Only the optimized module is
-    in a trace: the bundles have no graph before optimization."""
-    from analysis.bundle import TRACE_ORIGIN, bundle_from_hlo
+def trace_job(p, tr: Trace):
+    """The worker job that opens program ``p`` of trace ``tr``: XLA prints the module it carries
+    (``analysis.compile.hlo_proto``), in the sandbox, through the queue like any job."""
+    import base64
 
+    from analysis.service.job import Job
+
+    return Job(kind="hlo_proto", name=program_label(p), filename=tr.file[-200:],
+               source=base64.b64encode(p.proto).decode())
+
+
+def pick_program(tr: Trace, module: str | None = None):
+    """The program of the trace to open: ``module`` (its name, or ``name(program_id)``), else the
+    one it spent the most kernel time in. One ExplorerError line when there is none."""
     if not tr.programs:
         raise ExplorerError("trace", "this trace carries no HLO (a .trace.json.gz never does; the .xplane.pb "
                                      "beside it does): give the .xplane.pb, or the XLA dump with --trace", tr.file)
@@ -354,24 +358,26 @@ def bundles_from_trace(tr: Trace, module: str | None = None, to_texts=None) -> l
         seen = sorted(m for m in tr.modules() if m)
         raise ExplorerError("trace", "none of the modules the trace carries ran in it (it ran: "
                                      f"{', '.join(s[:60] for s in seen[:5]) or 'nothing XLA named'})", tr.file)
-    if module:
-        want = module.strip()
-        picked = [p for p in ran if want in (p.module, program_label(p))]
-        if not picked:
-            raise ExplorerError("load", f"no module {want!r} ran in the trace (it ran: "
-                                        + ", ".join(program_label(p) for p in ran[:20]) + ")", tr.file)
-        ran = picked[:1]
-    ran = ran[:MAX_TRACE_MODULES]
-    if to_texts is None:
-        from analysis.service.worker import run_hlo_texts as to_texts
-    texts = to_texts({program_label(p): p.proto for p in ran})
-    out = []
-    for p in ran:
-        label = program_label(p)
-        b = bundle_from_hlo(texts[label], p.module, tr.file)
-        if b.module("hlo_after") is None:
-            raise ExplorerError("trace", f"the module {label} the trace carries is not an optimized one", tr.file)
-        b.environment["origin"] = TRACE_ORIGIN
-        mine = [e for e in tr.events if e.hlo_module == p.module and e.program_id in (p.program_id, None)]
-        out.append(apply_trace(b, trace=tr._replace(events=mine)))
-    return out
+    if not module:
+        return ran[0]
+    want = module.strip()
+    picked = [p for p in ran if want in (p.module, program_label(p))]
+    if not picked:
+        raise ExplorerError("load", f"no module {want!r} ran in the trace (it ran: "
+                                    + ", ".join(program_label(p) for p in ran[:20]) + ")", tr.file)
+    return picked[0]
+
+
+def bundle_from_trace(tr: Trace, p, bundle):
+    """``bundle`` (the HLO program ``p`` of trace ``tr`` carries, from ``trace_job``) with the
+    trace's timings of that program's events on it. Only the optimized module is in a trace:
+    the bundle has no graph before optimization, and says so (``analysis.bundle.TRACE_ORIGIN``)."""
+    from analysis.bundle import TRACE_ORIGIN
+
+    if bundle.module("hlo_after") is None or bundle.module("hlo_after").name != p.module:
+        raise ExplorerError("trace", f"the module {program_label(p)} the trace carries is not the optimized "
+                                     "module it ran", tr.file)
+    bundle = copy.copy(bundle)  # a shared (queued, cached) bundle is not changed: its fields are replaced
+    bundle.environment = {**(bundle.environment or {}), "origin": TRACE_ORIGIN}
+    bundle.source = {**(bundle.source or {}), "kind": "hlo", "name": p.module, "file": tr.file[-200:], "code": None}
+    return apply_trace(bundle, trace=tr._replace(events=program_events(tr, p)))

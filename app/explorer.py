@@ -194,6 +194,22 @@ def sidebar() -> tuple:
                 pick = st.selectbox("Module", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
                 if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
                     ss.bundle, ss.sel = dumps[pick], {}
+            traced = ss.get("trace_open")
+            if traced is not None:
+                from analysis.render.format import human_seconds
+                from analysis.trace_import import program_busy_ns, program_label, ran_programs
+                from app.uploads import open_trace_program
+
+                ran = ran_programs(traced)
+                if len(ran) > 1:
+                    busy = [human_seconds(program_busy_ns(traced, p) * 1e-9) for p in ran]
+                    pick = st.selectbox("Module in the trace (most kernel time first)", range(len(ran)),
+                                        format_func=lambda i: f"{program_label(ran[i])} · {busy[i]} of kernels",
+                                        key="trace_pick")
+                    shown = ss.bundle is not None and (ss.bundle.timings or {}).get("program_id") == ran[pick].program_id
+                    if not shown and st.button("Show this module", key="trace_show") and open_trace_program(
+                            traced, ran[pick]):
+                        st.rerun()  # the page, and this box, of the module now shown
 
         if job is not None:
             gpu = runner.gpu_present()

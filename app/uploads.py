@@ -68,21 +68,39 @@ def _holds_a_trace(upload) -> bool:
 
 
 def _load_trace_alone(trace_upload) -> None:
-    """The modules a trace ran, from the HLO it carries (XLA prints it in the sandboxed worker),
-    each with the trace's timings; the one with the most kernel time shown."""
-    from analysis.trace_import import bundles_from_trace, load_trace
+    """The module a trace spent the most kernel time in, from the HLO it carries (XLA prints it
+    in the sandboxed worker, a job through the queue), with the trace's timings; the trace kept
+    (``ss.trace_open``) so another of its modules can be opened (``open_trace_program``)."""
+    from analysis.trace_import import load_trace, pick_program
 
     too_big = guard.upload_error(trace_upload)
     if too_big:
         ss.error = too_big
         return
     try:
-        found = bundles_from_trace(load_trace(data=trace_upload.getvalue(), name=trace_upload.name))
+        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
+        p = pick_program(tr)
     except ExplorerError as e:
         ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
         return
-    ss.dump_bundles = found
-    ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
+    if open_trace_program(tr, p):
+        ss.dump_bundles, ss.trace_open = None, tr
+
+
+def open_trace_program(tr, p) -> bool:
+    """Program ``p`` of trace ``tr`` opened as the page's bundle; False after saying why not."""
+    from analysis.trace_import import bundle_from_trace, trace_job
+    from app import runner
+
+    try:
+        with st.spinner("XLA prints the module the trace carries…"):
+            made = runner.compile_bundle(trace_job(p, tr), session=ss.session_id).bundle
+        b = bundle_from_trace(tr, p, made)
+    except ExplorerError as e:
+        ss.error = ExplorerError(e.phase, e.message, e.file or tr.file, e.line, e.column).one_line()
+        return False
+    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
+    return True
 
 
 def _load_upload(upload, trace=None) -> None:
@@ -101,7 +119,7 @@ def _load_upload(upload, trace=None) -> None:
             return
         if trace is not None and (found := with_trace(found, trace)) is None:
             return
-        ss.dump_bundles = found
+        ss.dump_bundles, ss.trace_open = found, None
         ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
         return
     try:
@@ -127,4 +145,5 @@ def _load_upload(upload, trace=None) -> None:
         return
     if trace is not None and with_trace([b], trace) is None:
         return
+    ss.dump_bundles, ss.trace_open = None, None
     ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None

@@ -381,15 +381,13 @@ def test_a_dump_with_its_trace_shows_the_traces_timings(server, browser, tmp_pat
 
 def test_a_trace_alone_opens_the_module_it_ran(server, browser, tmp_path):
     """Only the user's jax.profiler trace (zipped), no dump: the page opens the module the trace
-    ran from the HLO it carries, with the trace's timings, and says the graph before
-    optimization is not in a trace."""
-    from tests.test_trace_import import RUNS, _mlp, _users_run
+    spent the most time in, from the HLO it carries, with the trace's timings, and says the graph
+    before optimization is not in a trace; the trace's other program of that function (a second
+    shape) opens from the sidebar."""
+    from tests.test_trace_hlo import three_program_trace
+    from tests.test_trace_import import RUNS
 
-    import jax
-
-    k = jax.random.split(jax.random.PRNGKey(1), 3)
-    _, trace_zip, _ = _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)),
-                                 jax.random.normal(k[1], (128, 256)), jax.random.normal(k[2], (256, 32)))
+    _, trace_zip, _ = three_program_trace(tmp_path)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(server)
     _graph_frames(page)
@@ -410,3 +408,15 @@ def test_a_trace_alone_opens_the_module_it_ran(server, browser, tmp_path):
     assert [p.title().split(" ")[0] for p in panes] == ["after"], [p.title() for p in panes]
     page.get_by_role("heading", name="jit__mlp").first.wait_for()
     assert panes[0].frame.get_by_text("A profiler trace carries only the module as it ran").count() == 1
+    assert panes[0].frame.get_by_text("f32[512,128]").count() >= 1  # the big batch's program
+    # the small batch's program of the same function, from the trace kept
+    app_idle(page)
+    box = page.get_by_role("combobox", name="Module in the trace")
+    box.scroll_into_view_if_needed()
+    box.click()
+    page.get_by_role("option").filter(has_text="jit__mlp").nth(1).click()
+    app_idle(page)
+    page.get_by_role("button", name="Show this module").click()
+    app_idle(page)
+    _retry(page, lambda: _graph_frames(page, n=1)[0].frame.get_by_text("f32[8,128]").first.wait_for(timeout=60_000))
+    assert page.get_by_role("button", name="Show this module").count() == 0  # it is the one shown

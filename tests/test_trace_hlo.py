@@ -37,11 +37,14 @@ def _sin3(x):
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
+    return three_program_trace(tmp_path_factory.mktemp("trace_alone"))
+
+
+def three_program_trace(tmp):
     """One trace of three programs: the MLP at a big and a small batch (one jitted function, so
     two programs of one module name: a new shape is a new compile) and a tiny elementwise one.
     The big MLP does by far the most work. Returns the trace's folder, its zip, and each
     executable's text (XLA's) by label."""
-    tmp = tmp_path_factory.mktemp("trace_alone")
     k = jax.random.split(jax.random.PRNGKey(0), 4)
     w1, w2 = jax.random.normal(k[1], (128, 256)), jax.random.normal(k[2], (256, 32))
     runs = {"big": (_mlp, (jax.random.normal(k[0], (512, 128)), w1, w2)),
@@ -176,23 +179,30 @@ def test_a_module_xla_cannot_read_is_one_line_from_the_sandbox(tmp_path, capsys)
 
 
 def test_the_apps_upload_opens_a_trace_alone(traced):
-    """Dropped in either uploader, the trace's zip opens the modules it ran, each with its
-    timings, the busiest first; a JSON trace alone is refused in one line, the page's bundle kept."""
+    """Dropped in either uploader, the trace's zip opens the module it spent the most time in,
+    with its timings (a job through the queue); another of its programs opens from the trace
+    kept; a JSON trace alone is refused in one line, the page's bundle kept."""
     import streamlit as st
 
+    from analysis.trace_import import program_label, ran_programs
     from app import uploads
 
     trace_dir, trace_zip, xla = traced
     ss = st.session_state
+    ss.session_id = "test-trace-alone"
     for as_model in (False, True):
-        ss.bundle, ss.error, ss.dump_bundles = None, None, None
+        ss.bundle, ss.error, ss.trace_open = None, None, None
         up = _Upload("trace.zip", open(trace_zip, "rb").read())
         uploads.load_upload(up, None) if as_model else uploads.load_upload(None, up)
         assert ss.error is None, ss.error
         assert _names(ss.bundle.stages["hlo_after"]) == _names(xla["big"])
-        assert len(ss.dump_bundles) == 3 and all(b.timings["source"] == "trace" for b in ss.dump_bundles)
-        assert {_entry_params(b.stages["hlo_after"])[0] for b in ss.dump_bundles} == {
-            "f32[512,128]{1,0}", "f32[8,128]{1,0}", "f32[8]{0}"}
+        assert ss.bundle.timings["source"] == "trace" and ss.bundle.timings["steps_seen"] == RUNS
+    ran = ran_programs(ss.trace_open)
+    assert [p.module for p in ran].count("jit__mlp") == 2 and len(ran) == 3
+    sin = next(p for p in ran if p.module == "jit__sin3")
+    assert uploads.open_trace_program(ss.trace_open, sin) and ss.error is None
+    assert _names(ss.bundle.stages["hlo_after"]) == _names(xla["sin"]), program_label(sin)
+    assert ss.bundle.timings["program_id"] == sin.program_id
     kept = ss.bundle
     js = _trace_file(trace_dir, ".trace.json.gz")
     uploads.load_upload(None, _Upload(os.path.basename(js), open(js, "rb").read()))

@@ -1,11 +1,12 @@
 """An ``HloModuleProto`` (what a profiler trace carries of each module it ran) -> HLO text, by
 XLA's own deserializer and printer (jaxlib's ``HloModule``), printed as a compile's dump prints
 it: metadata (op names, source lines), backend configs, layouts, large constants elided.
+(``XlaComputation.as_hlo_text`` prints no metadata, so no provenance to the program's ops.)
 
-It runs in the sandboxed worker (a ``kind="hlo_proto"`` job, ``analysis.service.worker``):
-the bytes come from a user's trace, and XLA's C++ deserializer is not to be handed untrusted
-bytes in the app's server. The text it returns is parsed by the project's own parser, like any
-uploaded HLO text."""
+It runs in the sandboxed worker, as a ``kind="hlo_proto"`` job (through the queue, its limits
+and cache like any job): the bytes come from a user's trace, and XLA's C++ deserializer is not
+to be handed untrusted bytes in the app's server. The parent derives the bundle again from the
+text, with the project's own parser, like any worker's bundle."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def hlo_text(proto: bytes, name: str = "module") -> str:
     XLA cannot read it."""
     try:
         from jaxlib import _hlo
-    except ImportError:  # a jaxlib without the HLO bindings (older than the project's floor)
+    except ImportError:  # a jaxlib without the HLO bindings
         raise ExplorerError("trace", "this jaxlib cannot read the HLO a trace carries: give the trace "
                                      "with its XLA dump (XLA_FLAGS=--xla_dump_to=DIR)", name) from None
     try:
@@ -33,15 +34,12 @@ def hlo_text(proto: bytes, name: str = "module") -> str:
     return module.to_string(opts)
 
 
-def hlo_texts(encoded: dict) -> dict:
-    """``{key: base64 of an HloModuleProto}`` -> ``{key: HLO text}`` (the worker's job)."""
-    if not isinstance(encoded, dict):
-        raise ExplorerError("protocol", "an hlo_proto job's source is a JSON object of base64 strings")
-    out = {}
-    for key, b64 in encoded.items():
-        try:
-            raw = base64.b64decode(b64, validate=True)
-        except (ValueError, TypeError):
-            raise ExplorerError("protocol", "an hlo_proto job's module is not base64", str(key)[:80]) from None
-        out[str(key)] = hlo_text(raw, str(key)[:80])
-    return out
+def bundle_of(job):
+    """A ``kind="hlo_proto"`` job's bundle: its module's HLO text, as XLA prints it."""
+    from analysis.bundle import bundle_from_hlo
+
+    try:
+        raw = base64.b64decode(job.source or "", validate=True)
+    except (ValueError, TypeError):
+        raise ExplorerError("protocol", "an hlo_proto job's source is not base64", job.filename) from None
+    return bundle_from_hlo(hlo_text(raw, job.name), job.name.split("(")[0], job.filename)

@@ -5,8 +5,7 @@ A worker (``python -m analysis.service.worker_main``, documented in ``docs/worke
 it runs, ``{"texts": {...}}`` (its HLO, once compiled), for a measuring job whose
 ``preview_kernels`` the program reaches ``{"preview": BUNDLE}`` (the compile's bundle, before
 it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an
-``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``, for a
-``kind="hlo_proto"`` job ``{"hlo_texts": {KEY: TEXT}}``.
+``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ class Job:
     filename: str = "<pasted code>"
     name: str = "pasted"
     kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe" | "sweep"
-    #                     | "hlo_proto" (source: JSON of base64 HloModuleProtos; answers their HLO texts)
+    #                     | "hlo_proto" (source: the base64 of an HloModuleProto a user's trace carries;
+    #                       name: its module(program_id); the bundle of its HLO as XLA prints it)
     backend: str = "auto"
     compiler_options: dict = field(default_factory=dict)
     measure: bool = False

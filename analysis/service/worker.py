@@ -289,31 +289,3 @@ def run_probe(limits=None) -> dict:
         raise describe_failure(res, limits)
     return res.message["probe"]
 
-
-def run_hlo_texts(protos: dict, limits=None, trusted: bool = False) -> dict:
-    """``{key: HloModuleProto bytes}`` (what a user's trace carries) -> ``{key: HLO text}``, by
-    XLA in a sandboxed worker (``analysis.compile.hlo_proto``), or here when ``trusted`` (the
-    CLI's ``--trusted``: the user vouches for the file). Each text is bounded like an uploaded
-    HLO text (``Limits.upload_mb``); the keys are the ones asked for."""
-    import base64
-    import json
-
-    limits = limits or Limits.from_env()
-    if trusted:
-        from analysis.compile.hlo_proto import hlo_text
-
-        return {k: hlo_text(v, k) for k, v in protos.items()}
-    job = Job(kind="hlo_proto", name="trace", filename="<trace>",
-              source=json.dumps({k: base64.b64encode(v).decode() for k, v in protos.items()}))
-    res = worker_process.run_worker(asdict(job), limits)
-    if res.message is None or "hlo_texts" not in res.message:
-        if res.message and "error" in res.message:
-            raise ExplorerError.from_dict(res.message["error"])
-        raise describe_failure(res, limits)
-    texts = res.message["hlo_texts"]
-    cap = limits.upload_mb * 2 ** 20
-    if (not isinstance(texts, dict) or set(texts) != set(protos)
-            or not all(isinstance(t, str) and len(t) <= cap for t in texts.values())):
-        raise ExplorerError("protocol", "the worker's HLO texts of the trace's modules are not what was asked "
-                                        f"(texts of at most {limits.upload_mb} MB, one per module)")
-    return texts

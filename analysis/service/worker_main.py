@@ -36,8 +36,11 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     ``preview`` before measuring. ``ends_with_job``: this process exits after the job (the
     worker), so the compile's objects are never looked at by the collector again."""
     say = progress or (lambda p: None)
-    if job.kind in ("probe", "hlo_proto"):
-        raise ExplorerError("protocol", f"a {job.kind} job has no bundle (worker.run_probe, worker.run_hlo_texts)")
+    if job.kind == "probe":
+        raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
+    if job.kind == "hlo_proto":
+        say("load")
+        return hlo_proto.bundle_of(job)
     if job.kind == "sweep":
         return sweep.run_sweep(job, progress)
     if job.gpu_target and job.measure:
@@ -179,9 +182,6 @@ def _worker_main() -> int:
     try:
         if job.kind == "probe":
             emit({"probe": backend.probe()})
-            return 0
-        if job.kind == "hlo_proto":
-            emit({"hlo_texts": hlo_proto.hlo_texts(json.loads(job.source))})
             return 0
         previewed = []
         sent: dict = {}

@@ -299,7 +299,7 @@ class _Conversation:
         self.read = 0  # bytes read from stdout and stderr together
         self.hit: str | None = None  # "output" | "timeout" | "cancelled": why the worker was killed
         self.stderr_tail = bytearray()
-        self.final: dict | None = None  # the answer ({"bundle"|"measured"|"error"|"probe"|"hlo_texts": ...})
+        self.final: dict | None = None  # the answer ({"bundle"|"measured"|"error"|"probe": ...})
         self.phases_said = 0
         self.last_phase: str | None = None
 
@@ -398,7 +398,7 @@ class _Conversation:
             if fn is not None:
                 self.left[kind] -= 1
                 _call(fn, value)
-        elif any(k in msg for k in ("bundle", "measured", "error", "probe", "hlo_texts")):
+        elif any(k in msg for k in ("bundle", "measured", "error", "probe")):
             self.final = msg
 
     def _progress(self, phase) -> None:
