@@ -11,6 +11,7 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
 )
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.rows import fused_text
+from analysis.render.summary import trace_source_text
 from app.picks import picked_point, picked_row
 from app.safe import plain  # a trace's file and device names, in captions
 
@@ -151,9 +152,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
         c[3].metric("attributed", f"{t.get('attributed_fraction', 0):.0%}",
                     help="share of the busy time in kernels of this module, matched by hlo_op")
         if t.get("source") == "trace":
-            st.caption(f"Timings from your trace ({plain(str(t.get('trace_file'))[-120:])}), made on "
-                       f"{plain(str(t.get('trace_device'))[:120])}, not on this server: {t.get('steps_seen')} executions, "
-                       f"{t.get('matched_fraction', 0):.0%} of the instructions it ran are kernels of this compile.")
+            st.caption(f"Timings from {plain(trace_source_text(t))}.")
         if t.get("coverage_note"):
             st.info(t["coverage_note"])
         if t.get("command_buffer_note"):

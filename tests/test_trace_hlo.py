@@ -219,3 +219,16 @@ def test_a_zipped_dump_is_not_taken_for_a_trace(tmp_path):
     with zipfile.ZipFile(z, "a") as f:
         f.writestr("plugins/profile/run/host.xplane.pb", b"")
     assert is_trace(str(z))
+
+
+def test_a_notebook_shows_a_trace_of_its_own_run(traced):
+    """In a notebook the user profiles their own code and shows the trace's folder: the same
+    module, timed by the trace, in the page the notebook embeds."""
+    import xla_explorer as xe
+
+    trace_dir, _, xla = traced
+    ex = xe.show(trace_dir)
+    assert _names(ex.bundle.stages["hlo_after"]) == _names(xla["big"])
+    assert ex.bundle.timings["source"] == "trace" and ex.bundle.timings["steps_seen"] == RUNS
+    page = ex.html()
+    assert "A profiler trace carries only the module as it ran" in page and "Timings from your trace" in page

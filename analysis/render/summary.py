@@ -276,9 +276,7 @@ def summary_text(b: Bundle) -> str:
             lines.append(f"  call, no profiler       : {numbers.spread_text(cl, human_seconds)} wall clock over "
                          f"{t.get('iterations')} calls, host dispatch included")
         if t.get("source") == "trace":
-            lines.append(f"  timings from            : {str(t.get('trace_device'))[:120]}, your trace "
-                         f"{str(t.get('trace_file'))[:120]} ({t.get('matched_fraction', 0):.0%} of the instructions "
-                         "it ran are kernels of this compile)")
+            lines.append(f"  timings from            : {trace_source_text(t)}")
         peaks = t.get("peaks") or {}
         if peaks.get("memory_bytes_per_s"):
             fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
@@ -341,6 +339,16 @@ def route_chips_html(counts: list[tuple[str, int]] | None = None, chip: str = "c
                    for r, c in items)
 
 
+def trace_source_text(t: dict) -> str | None:
+    """Where timings from a user's trace were made, said the same by the page, the report and the
+    CLI ("Timings from " + this); None for timings measured here."""
+    if (t or {}).get("source") != "trace":
+        return None
+    return (f"your trace {str(t.get('trace_file'))[-120:]}, made on {str(t.get('trace_device'))[:120]}, not on this "
+            f"machine: {t.get('steps_seen')} executions, {t.get('matched_fraction', 0):.0%} of the instructions it "
+            "ran are kernels of this compile")
+
+
 def summary_html(b: Bundle) -> str:
     """The report's summary strip: the cards, then the kernels per route. Every string from the
     bundle is escaped."""
@@ -350,4 +358,7 @@ def summary_html(b: Bundle) -> str:
                     + (f"<div class='note'>{e(c.note)}</div>" if c.note else "") + "</div>" for c in s.cards())
     routes = route_chips_html(s.route_counts())
     extra = f"<div class='routes'>Kernels per route: {routes}</div>" if routes else ""
+    traced = trace_source_text(b.timings or {})
+    if traced:
+        extra += f"<p class='muted small'>Timings from {e(traced)}.</p>"
     return "<div class='cards'>" + cards + "</div>" + extra
