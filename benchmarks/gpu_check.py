@@ -7,7 +7,10 @@ OUT_DIR defaults to $OUT, else benchmarks/out/gpu_check. Writes there:
 - ``<model>.bundle.json``: the measured bundle (timings + fusion_comparison), viewable anywhere;
 - ``fusion_passes.json``: which of ``analysis.compile.measure.FUSION_PASSES['gpu']`` ran and changed
   the module in a real pass dump, and every pass name with "fusion" in it (to correct the list);
-- ``report.json`` and ``report.txt``: the checks below, per model.
+- ``report.json`` and ``report.txt``: the checks below, per model;
+- ``users_trace/dump.zip`` and ``users_trace/trace.zip``: a small program compiled with an XLA
+  dump and run three times under ``jax.profiler.trace``, as a user would on their GPU: the first
+  real GPU trace for ``analysis/trace_import.py`` (commit them under ``tests/fixtures/gpu/``).
 
 Checks (exit status 1 if one fails; 2 if there is no GPU at all):
 
@@ -18,6 +21,8 @@ Checks (exit status 1 if one fails; 2 if there is no GPU at all):
 - kernel_details (grid, block, registers, ...) were read for the timed kernels;
 - fusion off gives more kernels than the default compile;
 - every claim of the model's lesson (``sample_models/lessons.py``) holds on this GPU;
+- the user's trace: its kernel times land on the dump's kernels (>= 90% of the launches), and the
+  trace alone opens the same module from the HLO it carries, with the same kernels timed;
 - and, not a check: kernels per route/library of this autotuned compile next to the recorded
   untuned H200 compile made without a device (``sample_models/recorded/h200``).
 
@@ -170,6 +175,66 @@ def check_model(name: str, iters: int, out_dir: str) -> dict:
     }
 
 
+def users_trace(out_dir: str) -> dict:
+    """What a user brings from their own GPU: a dump and a profiler trace of one program, read
+    the two ways the explorer reads them (dump + trace; the trace alone)."""
+    import shutil
+    import zipfile
+
+    import jax
+    import jax.numpy as jnp
+
+    from analysis.cli import load_dump, load_trace_programs
+    from analysis.kernels import launching
+    from analysis.trace_import import apply_trace
+
+    def mlp(x, w1, w2):
+        return jax.nn.softmax(jnp.tanh(x @ w1 + 1.0) @ w2, axis=-1)
+
+    here = os.path.join(out_dir, "users_trace")
+    shutil.rmtree(here, ignore_errors=True)
+    os.makedirs(here)
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    args = (jax.random.normal(k[0], (256, 512)), jax.random.normal(k[1], (512, 1024)),
+            jax.random.normal(k[2], (1024, 256)))
+    work = tempfile.mkdtemp()
+    dump, trace = os.path.join(work, "dump"), os.path.join(work, "trace")
+    compiled = jax.jit(mlp).lower(*args).compile(compiler_options={"xla_dump_to": dump})
+    jax.block_until_ready(compiled(*args))
+    with jax.profiler.trace(trace):
+        for _ in range(3):
+            jax.block_until_ready(compiled(*args))
+    zips = {}
+    for name, folder in (("dump", dump), ("trace", trace)):
+        zips[name] = os.path.join(here, f"{name}.zip")
+        with zipfile.ZipFile(zips[name], "w", zipfile.ZIP_DEFLATED) as z:
+            for d, _, files in os.walk(folder):
+                for f in files:
+                    z.write(os.path.join(d, f), os.path.relpath(os.path.join(d, f), folder))
+    out, problems = {}, []
+    for way in ("dump_and_trace", "trace_alone"):
+        try:
+            if way == "dump_and_trace":
+                b = apply_trace(load_dump(zips["dump"], "jit_mlp"), zips["trace"])
+            else:
+                b = load_trace_programs(zips["trace"], trusted=True)
+        except Exception as e:  # noqa: BLE001 - say it, go on
+            problems.append(f"{way}: {type(e).__name__}: {e}")
+            continue
+        t = b.timings
+        launch = {x.name for x in launching(b.kernels)}
+        timed = {n for n, r in t["kernels"].items() if r.get("route") != "unknown"}
+        out[way] = {"kernels": len(launch), "timed": len(timed & launch), "device": t.get("trace_device"),
+                    "steps": t.get("steps_seen"), "matched_fraction": t.get("matched_fraction"),
+                    "peaks": (t.get("peaks") or {}).get("matched"), "step_median_s": t.get("step_median_s")}
+        if len(timed & launch) < 0.9 * max(1, len(launch)):
+            problems.append(f"{way}: {len(timed & launch)} of {len(launch)} launches timed")
+    if len(out) == 2 and out["dump_and_trace"]["kernels"] != out["trace_alone"]["kernels"]:
+        problems.append("the trace's own HLO has another kernel count than the dump's")
+    shutil.rmtree(work, ignore_errors=True)
+    return {"ok": not problems, "problems": problems, **out}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", default=os.environ.get("OUT") or os.path.join(ROOT, "benchmarks", "out", "gpu_check"))
@@ -204,8 +269,14 @@ def main(argv=None) -> int:
                                         f"{r['kernels']} kernels, step {r['step_median_s'] * 1e6:.1f} µs, "
                                         f"attributed {r['attributed_fraction']:.0%}, {r['library_or_triton']}"),
               flush=True)
-    ok = all(r["ok"] for r in results) and bool(results)
-    report = {"ok": ok, "device_kind": dev.device_kind, "passes": passes, "models": results}
+    try:
+        traced = users_trace(args.out)
+    except Exception as e:  # noqa: BLE001 - report it with the models
+        traced = {"ok": False, "problems": [f"{type(e).__name__}: {e}"], "traceback": traceback.format_exc()[-4000:]}
+    print(f"[{'ok' if traced['ok'] else 'FAIL'}] a user's trace: " + ("; ".join(traced["problems"]) or json.dumps(
+        {k: v for k, v in traced.items() if k not in ("ok", "problems")}, default=str)), flush=True)
+    ok = all(r["ok"] for r in results) and bool(results) and traced["ok"]
+    report = {"ok": ok, "device_kind": dev.device_kind, "passes": passes, "models": results, "users_trace": traced}
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, default=str)
     with open(os.path.join(args.out, "report.txt"), "w") as f:

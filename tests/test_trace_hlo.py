@@ -232,3 +232,18 @@ def test_a_notebook_shows_a_trace_of_its_own_run(traced):
     assert ex.bundle.timings["source"] == "trace" and ex.bundle.timings["steps_seen"] == RUNS
     page = ex.html()
     assert "A profiler trace carries only the module as it ran" in page and "Timings from your trace" in page
+
+
+def test_the_gpu_checks_users_trace_step_runs_here(tmp_path):
+    """benchmarks/gpu_check.py's user-trace step (a GPU session's first real GPU trace) works
+    on whatever JAX has here, so a lent GPU's minutes are not lost to a broken script."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "gpu_check.py"))
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    got = gpu_check.users_trace(str(tmp_path))
+    assert got["ok"], got["problems"]
+    assert got["trace_alone"]["kernels"] == got["dump_and_trace"]["kernels"] and got["trace_alone"]["steps"] == 3
+    assert sorted(os.listdir(tmp_path / "users_trace")) == ["dump.zip", "trace.zip"]
