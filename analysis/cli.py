@@ -71,7 +71,8 @@ def load_trace_programs(path: str, module: str | None = None, say=None, trusted:
     """The Bundle of the module a profiler trace ran (``module``, else the one with the most
     kernel time), made from the HLO the trace carries, with the trace's timings on it. XLA prints
     the carried module in the sandboxed worker (here with ``trusted``)."""
-    from analysis.trace_import import bundle_from_trace, load_trace, pick_program, program_label, ran_programs, trace_job
+    from analysis.service.job import trace_job
+    from analysis.trace_import import bundle_from_trace, load_trace, pick_program, program_label, ran_programs
 
     tr = load_trace(path)
     p = pick_program(tr, module)

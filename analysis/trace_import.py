@@ -336,17 +336,6 @@ def program_label(p) -> str:
     return f"{p.module}({p.program_id})" if p.program_id is not None else p.module
 
 
-def trace_job(p, tr: Trace):
-    """The worker job that opens program ``p`` of trace ``tr``: XLA prints the module it carries
-    (``analysis.compile.hlo_proto``), in the sandbox, through the queue like any job."""
-    import base64
-
-    from analysis.service.job import Job
-
-    return Job(kind="hlo_proto", name=program_label(p), filename=tr.file[-200:],
-               source=base64.b64encode(p.proto).decode())
-
-
 def pick_program(tr: Trace, module: str | None = None):
     """The program of the trace to open: ``module`` (its name, or ``name(program_id)``), else the
     one it spent the most kernel time in. One ExplorerError line when there is none."""
@@ -369,7 +358,7 @@ def pick_program(tr: Trace, module: str | None = None):
 
 
 def bundle_from_trace(tr: Trace, p, bundle):
-    """``bundle`` (the HLO program ``p`` of trace ``tr`` carries, from ``trace_job``) with the
+    """``bundle`` (the HLO program ``p`` of trace ``tr`` carries, from ``service.job.trace_job``) with the
     trace's timings of that program's events on it. Only the optimized module is in a trace:
     the bundle has no graph before optimization, and says so (``analysis.bundle.TRACE_ORIGIN``)."""
     from analysis.bundle import TRACE_ORIGIN

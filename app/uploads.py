@@ -89,7 +89,8 @@ def _load_trace_alone(trace_upload) -> None:
 
 def open_trace_program(tr, p) -> bool:
     """Program ``p`` of trace ``tr`` opened as the page's bundle; False after saying why not."""
-    from analysis.trace_import import bundle_from_trace, trace_job
+    from analysis.service.job import trace_job
+    from analysis.trace_import import bundle_from_trace
     from app import runner
 
     try:

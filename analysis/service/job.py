@@ -98,3 +98,15 @@ def job_devices(job: Job) -> int:
 def is_measure(job: Job) -> bool:
     """A job that runs the program to time it (it needs the machine to itself)."""
     return bool(job.measure or job.compare_fusion)
+
+
+def trace_job(p, tr) -> Job:
+    """The worker job that opens program ``p`` (``analysis.xplane.Program``) of trace ``tr``
+    (``analysis.trace_import.Trace``): XLA prints the module it carries
+    (``analysis.compile.hlo_proto``), in the sandbox, through the queue like any job."""
+    import base64
+
+    from analysis.trace_import import program_label
+
+    return Job(kind="hlo_proto", name=program_label(p), filename=tr.file[-200:],
+               source=base64.b64encode(p.proto).decode())
