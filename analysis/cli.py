@@ -133,12 +133,17 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
         if devices is not None:
             raise ExplorerError("options", "--devices is for a model that is compiled; this input is only read "
                                            "(its device count is the one it was compiled for)", model)
-        from analysis.trace_import import is_trace
+        from analysis.trace_import import holds_trace, is_trace
 
         if is_trace(model):
             return load_trace_programs(model, module, say, trusted)
         if model.endswith(".zip") or _is_zip(model):
-            return load_dump(model, module, say)
+            b = load_dump(model, module, say)
+            if holds_trace(model):  # the dump and its trace zipped together
+                from analysis.trace_import import apply_trace
+
+                apply_trace(b, model)
+            return b
         text = _read_text(model)
         if text.lstrip().startswith("{"):
             return Bundle.load(model)

@@ -302,18 +302,36 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     return bundle
 
 
-def is_trace(path) -> bool:
-    """Whether ``path`` is a trace rather than a compile: a ``.xplane.pb`` or ``.trace.json.gz``,
-    a folder or zip holding one (a zipped XLA dump holds HLO texts, no trace)."""
+def _holds(names) -> tuple[bool, bool]:
+    """(a trace file, an XLA dump's optimized module) among file names."""
+    names = list(names)
+    return any(_kind(n) for n in names), any(n.endswith("after_optimizations.txt") for n in names)
+
+
+def _members(path) -> tuple[bool, bool]:
     if isinstance(path, str) and os.path.isdir(path):
-        return any(_kind(f) for _, _, fs in os.walk(path) for f in fs)
+        return _holds(f for _, _, fs in os.walk(path) for f in fs)
     if isinstance(path, str) and _kind(path):
-        return True
+        return True, False
     try:
         with zipfile.ZipFile(path) as z:
-            return any(_kind(n) for n in z.namelist())
+            return _holds(z.namelist())
     except (zipfile.BadZipFile, OSError, ValueError):
-        return False
+        return False, False
+
+
+def is_trace(path) -> bool:
+    """Whether ``path`` is a trace alone rather than a compile: a ``.xplane.pb`` or
+    ``.trace.json.gz``, a folder or zip holding one and no XLA dump (a zip of both is a dump with
+    its trace: ``holds_trace``). ``path`` may be a zip's file object."""
+    trace, dump = _members(path)
+    return trace and not dump
+
+
+def holds_trace(path) -> bool:
+    """Whether a zipped XLA dump also holds a profiler trace (the user zipped both together)."""
+    trace, dump = _members(path)
+    return trace and dump
 
 
 def program_events(tr: Trace, p) -> list:

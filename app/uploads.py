@@ -111,13 +111,18 @@ def _load_upload(upload, trace=None) -> None:
         return
     data = upload.getvalue()
     if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
+        import io
+
         from analysis.dump import bundles_from_dump_zip
+        from analysis.trace_import import holds_trace
 
         try:
             found = bundles_from_dump_zip(data, upload.name, parsed_mb=guard.upload_limit_mb())
         except ExplorerError as e:
             ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
             return
+        if trace is None and holds_trace(io.BytesIO(data)):
+            trace = upload  # the dump and its trace zipped together: the trace is read from the same zip
         if trace is not None and (found := with_trace(found, trace)) is None:
             return
         ss.dump_bundles, ss.trace_open = found, None

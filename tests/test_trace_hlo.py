@@ -210,15 +210,48 @@ def test_the_apps_upload_opens_a_trace_alone(traced):
 
 
 def test_a_zipped_dump_is_not_taken_for_a_trace(tmp_path):
-    from analysis.trace_import import is_trace
+    from analysis.trace_import import holds_trace, is_trace
 
     z = tmp_path / "dump.zip"
     with zipfile.ZipFile(z, "w") as f:
-        f.writestr("module_0001.jit_f.after_optimizations.txt", "HloModule jit_f\n")
-    assert not is_trace(str(z))
+        f.writestr("module_0001.jit_f.cpu_after_optimizations.txt", "HloModule jit_f\n")
+    assert not is_trace(str(z)) and not holds_trace(str(z))
     with zipfile.ZipFile(z, "a") as f:
+        f.writestr("trace/plugins/profile/run/host.xplane.pb", b"")
+    assert not is_trace(str(z)) and holds_trace(str(z))  # a dump with its trace
+    t = tmp_path / "trace.zip"
+    with zipfile.ZipFile(t, "w") as f:
         f.writestr("plugins/profile/run/host.xplane.pb", b"")
-    assert is_trace(str(z))
+    assert is_trace(str(t)) and not holds_trace(str(t))
+
+
+def test_a_dump_and_its_trace_zipped_together_open_as_the_dump_with_the_traces_timings(tmp_path, capsys):
+    """A user zips their working folder: the dump and the trace side by side. The dump's two
+    graphs open, the trace's times on its kernels (the CLI and the app's one upload box)."""
+    import streamlit as st
+
+    from app import uploads
+    from tests.test_trace_import import _users_run
+
+    k = jax.random.split(jax.random.PRNGKey(2), 3)
+    _users_run(tmp_path, _mlp, jax.random.normal(k[0], (64, 128)), jax.random.normal(k[1], (128, 256)),
+               jax.random.normal(k[2], (256, 32)))
+    both = tmp_path / "both.zip"
+    with zipfile.ZipFile(both, "w") as z:
+        for sub in ("dump", "trace"):
+            for d, _, files in os.walk(tmp_path / sub):
+                for f in files:
+                    z.write(os.path.join(d, f), os.path.relpath(os.path.join(d, f), tmp_path))
+    out = tmp_path / "b.json"
+    assert main(["analyze", str(both), "--out", str(out)]) == 0
+    b = Bundle.load(out)
+    assert "hlo_before" in b.stages and "hlo_after" in b.stages  # the dump's, both sides
+    assert b.timings["source"] == "trace" and b.timings["steps_seen"] == RUNS
+    ss = st.session_state
+    ss.bundle, ss.error = None, None
+    uploads.load_upload(_Upload("both.zip", both.read_bytes()), None)
+    assert ss.error is None, ss.error
+    assert "hlo_before" in ss.bundle.stages and ss.bundle.timings["steps_seen"] == RUNS
 
 
 def test_a_notebook_shows_a_trace_of_its_own_run(traced):
