@@ -21,7 +21,7 @@ and drops what the device reports about itself (the GPU's or TPU's model, so its
 (``MAX_TRACE_BYTES`` of input, ``MAX_EVENTS`` events) and read as untrusted input, and anything
 malformed is one ``ExplorerError`` line.
 
-A trace alone (no dump) is read too (``bundles_from_trace``): its ``.xplane.pb`` carries the
+A trace alone (no dump) is read too (``pick_program``, ``bundle_from_trace``): its ``.xplane.pb`` carries the
 optimized module of each program it ran (``analysis.xplane.Program``), which XLA prints as text
 in the sandboxed worker (``analysis.compile.hlo_proto``); the text is parsed like any uploaded HLO
 text and gets the events of its own program (a function compiled for two shapes is two programs
@@ -339,15 +339,21 @@ def program_events(tr: Trace, p) -> list:
     return [e for e in tr.events if e.hlo_module == p.module and e.program_id in (p.program_id, None)]
 
 
-def program_busy_ns(tr: Trace, p) -> float:
-    """The kernel time the trace spent in program ``p`` (its events' durations added)."""
-    return sum(e.duration_ns for e in program_events(tr, p))
+def busy_programs(tr: Trace) -> list:
+    """``(program, kernel time in ns)`` of the programs the trace carries that it ran, the most
+    time first: its events' durations added in one pass over them (a program's events as
+    ``program_events`` takes them)."""
+    busy: Counter = Counter()
+    for e in tr.events:
+        busy[(e.hlo_module, e.program_id)] += e.duration_ns
+    timed = [(p, busy.get((p.module, p.program_id), 0) + (busy.get((p.module, None), 0) if p.program_id is not None else 0))
+             for p in tr.programs]
+    return sorted(((p, t) for p, t in timed if t > 0), key=lambda pt: (-pt[1], pt[0].module))
 
 
 def ran_programs(tr: Trace) -> list:
     """The programs the trace carries that it ran, the one with the most kernel time first."""
-    busy = {id(p): program_busy_ns(tr, p) for p in tr.programs}
-    return sorted((p for p in tr.programs if busy[id(p)] > 0), key=lambda p: (-busy[id(p)], p.module))
+    return [p for p, _ in busy_programs(tr)]
 
 
 def program_label(p) -> str:

@@ -37,7 +37,7 @@ What comes out (``read_xspace``) has the shape of ``jax.profiler.ProfileData`` (
   metadata, one per compiled module, named ``<module>(<program_id>)``, hold the module as XLA
   ran it (an ``Hlo Proto`` stat: a serialized ``HloProto``, whose field 1 is the
   ``HloModuleProto``). Its bytes are kept as they are: turning them into HLO text takes XLA's own
-  deserializer, which runs in the sandboxed worker (``analysis.trace_hlo``).
+  deserializer, which runs in the sandboxed worker (``analysis.compile.hlo_proto``).
 
 Untrusted input: the bytes are bounded by the caller, the events, metadata entries and stats
 counted before anything is built from them, strings cut to a length; anything that does not

@@ -197,12 +197,13 @@ def sidebar() -> tuple:
             traced = ss.get("trace_open")
             if traced is not None:
                 from analysis.render.format import human_seconds
-                from analysis.trace_import import program_busy_ns, program_label, ran_programs
+                from analysis.trace_import import busy_programs, program_label
                 from app.uploads import open_trace_program
 
-                ran = ran_programs(traced)
+                timed = busy_programs(traced)
+                ran = [p for p, _ in timed]
                 if len(ran) > 1:
-                    busy = [human_seconds(program_busy_ns(traced, p) * 1e-9) for p in ran]
+                    busy = [human_seconds(ns * 1e-9) for _, ns in timed]
                     pick = st.selectbox("Module in the trace (most kernel time first)", range(len(ran)),
                                         format_func=lambda i: f"{program_label(ran[i])} · {busy[i]} of kernels",
                                         key="trace_pick")

@@ -55,7 +55,6 @@ def load_upload(upload, trace=None) -> None:
 def _holds_a_trace(upload) -> bool:
     """A ``.xplane.pb``, or a zip holding a trace rather than a dump's HLO texts."""
     import io
-    import zipfile
 
     from analysis.trace_import import is_trace
 

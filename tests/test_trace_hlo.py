@@ -1,4 +1,4 @@
-"""A trace alone (analysis/trace_import.bundles_from_trace): the modules a user's jax.profiler
+"""A trace alone (analysis/trace_import.pick_program, bundle_from_trace): the modules a user's jax.profiler
 trace ran, opened from the HLO the trace carries (its ``/host:metadata`` plane), printed by XLA
 in the sandboxed worker (analysis/compile/hlo_proto.py), with the trace's timings on them.
 

@@ -288,4 +288,3 @@ def run_probe(limits=None) -> dict:
             raise ExplorerError.from_dict(res.message["error"])
         raise describe_failure(res, limits)
     return res.message["probe"]
-
