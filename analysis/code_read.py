@@ -30,6 +30,9 @@ from analysis.llvm_ir import accesses
 MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
 _STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
 CODE_FILE = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)\.(?P<kind>ir-no-opt\.ll|ir-with-opt\.ll|o)$")
+# XLA 0.10 dumped every kernel's LLVM IR; from 0.11 on only the emitters xla_dump_emitter_re names
+NOTE_NO_IR = ("the dump has each kernel's machine code but no LLVM IR (so no loads and stores): XLA dumps "
+              "it when told --xla_dump_emitter_re=llvm as well as --xla_dump_to")
 _KERNEL_PART = re.compile(r"^(?:__compute_module_(?P<a>.+)|(?P<b>.+)_kernel_module)$")
 
 
@@ -89,6 +92,8 @@ def code_from_files(names, read: Callable[[str, int], bytes], bundle) -> dict | 
         note = f"{len(problems)} code file(s) not read: {problems[0]}"
     elif not kernels and any(k.route != "library" and k.route != "control" for k in bundle.kernels):
         note = "XLA wrote no code files for this compile"
+    elif kernels and not any(e["stages"] for e in kernels.values()):
+        note = NOTE_NO_IR
     return C.make_code(kernels, library, note)
 
 

@@ -26,11 +26,11 @@ from analysis.provenance import _walk_compute
 
 # Scopes JAX's own transformations put into op names: control flow (``while/body``,
 # ``cond/branch_0_fun``), inlined calls (``closed_call``, ``core_call``), remat and custom
-# derivatives. They are where an op ran, not a layer of the model: their ops are the enclosing
-# layer's.
+# derivatives; jax 0.12 scopes a scan's body under ``eval_jaxpr``. They are where an op ran, not
+# a layer of the model: their ops are the enclosing layer's.
 _JAX_SCOPES = frozenset({"while", "closed_call", "core_call", "remat", "checkpoint", "rematted_computation",
                          "pjit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "shard_map",
-                         "xla_call"})
+                         "xla_call", "eval_jaxpr"})
 _BRANCH = re.compile(r"^branch_\d+(_fun)?$")
 # A library's name for its own code, inside the module the user named: an einsum's spec
 # (``...qhd,...khd->...hqk``, which ``jnp.einsum`` scopes its ops under) and methods' qualified

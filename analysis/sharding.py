@@ -8,6 +8,13 @@ Forms read: ``{replicated}``, ``{maximal device=N}``, ``{manual}``, tiled ``{dev
 dimensions are not the array's: the devices in them hold the same block, or are manual), and a
 tuple's ``{{...}, {...}}`` (one per element). Shardy's ``xla.sdy.sharding`` frontend attribute
 says the same in its own words and is not read here: XLA prints ``sharding=`` beside it.
+
+jax 0.12's XLA dumps the module it starts from with named shardings: ``{mesh['x'=2,'y'=4],
+[{'x'}, {}]}`` (the mesh's axes and sizes, then for each dimension of the array the axes it is
+split over, major first; an axis no dimension names holds copies). They are read as the tiled
+form XLA converts them to: the devices (``device_ids=(...)``, else 0, 1, ... in the mesh's
+order) laid out as the mesh, transposed so that each dimension's axes come first, then the
+axes of the copies.
 """
 
 from __future__ import annotations
@@ -93,6 +100,8 @@ def parse_sharding(text: str | None) -> Sharding | None:
         first = re.match(r"\{\s*(\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\})", t)
         return parse_sharding(first.group(1)) if first else Sharding("unknown")
     body = (t[1:-1] if t.startswith("{") and t.endswith("}") else t).strip()
+    if body.startswith("mesh["):
+        return _named(body)
     if body.startswith("replicated"):
         return Sharding("replicated")
     if body.startswith("manual"):
@@ -129,6 +138,56 @@ def parse_sharding(text: str | None) -> Sharding | None:
     for n in dims[len(tiles):]:
         trailing *= n
     return Sharding("tiled", tiles, tuple(devices), copies, trailing=trailing)
+
+
+_MESH_RE = re.compile(r"mesh\[([^\]]*)\]")
+_MESH_AXIS_RE = re.compile(r"'([^']*)'\s*=\s*(\d+)")
+_DEVICE_IDS_RE = re.compile(r"device_ids=\(([\d,\s]*)\)")
+_DIM_RE = re.compile(r"\{([^{}]*)\}")
+_QUOTED_RE = re.compile(r"'([^']*)'")
+
+
+def _named(body: str) -> Sharding:
+    """A named sharding (``mesh['x'=2,'y'=4], [{'x'}, {}]``) as the tiled one it stands for."""
+    m = _MESH_RE.match(body)
+    if not m:
+        return Sharding("unknown")
+    axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
+    sizes = dict(axes)
+    rest = body[m.end():]
+    ids = _DEVICE_IDS_RE.search(rest)
+    if ids:
+        rest = rest[:ids.start()] + rest[ids.end():]
+    open_ = rest.find("[")
+    close = rest.find("]", open_ + 1)
+    if not axes or len(sizes) != len(axes) or open_ < 0 or close < 0 or ":(" in rest:
+        return Sharding("unknown")  # (sub-axes, ``'x':(1)2``, are not read)
+    dims = [_QUOTED_RE.findall(g) for g in _DIM_RE.findall(rest[open_ + 1:close])]
+    used = [a for d in dims for a in d]
+    if any(a not in sizes for a in used) or len(set(used)) != len(used):
+        return Sharding("unknown")
+    total = 1
+    for _, n in axes:
+        total *= n
+    device_ids = _ints(ids.group(1)) if ids else list(range(total))
+    if len(device_ids) != total:
+        return Sharding("unknown")
+    order = [a for a, _ in axes]
+    copies_axes = [a for a in order if a not in used]
+    perm = [order.index(a) for a in used + copies_axes]
+    devices = [device_ids[i] for i in _iota([], [n for _, n in axes], perm)]
+    tiles = []
+    for d in dims:
+        n = 1
+        for a in d:
+            n *= sizes[a]
+        tiles.append(n)
+    copies = 1
+    for a in copies_axes:
+        copies *= sizes[a]
+    if not any(n > 1 for n in tiles):
+        return Sharding("replicated")
+    return Sharding("tiled", tuple(tiles), tuple(devices), copies, trailing=copies)
 
 
 def sharding_of(inst) -> Sharding | None:

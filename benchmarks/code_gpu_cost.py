@@ -37,7 +37,8 @@ def main(argv=None) -> int:
 
     from analysis.bundle import Bundle, analyze
     from analysis.compile.backend import gpu_target_device
-    from analysis.compile.code_gpu import DUMP_OPTIONS, find_tools, gpu_code
+    from analysis.compile.code_gpu import find_tools, gpu_code
+    from analysis.compile.xla_release import DUMP_OPTIONS
     from analysis.compile.load import load_gallery
 
     tools = find_tools()

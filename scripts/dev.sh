@@ -23,9 +23,40 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-PY=${PYTHON:-python3}
+# The interpreter: $PYTHON if set, else the newest Python on this machine that the newest jax
+# supports (jax 0.11 and later need 3.12 or later; 3.11 gets jax 0.10), looked for on the PATH
+# and where pyenv and uv keep their installs.
+SUPPORTED="3.13 3.12 3.11"
+works() { "$1" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+find_python() {  # find_python 3.12 -> a working python3.12, or nothing
+  local c
+  for c in "python$1" "${PYENV_ROOT:-$HOME/.pyenv}/versions/$1"*/bin/"python$1" \
+           "$HOME/.local/share/uv/python/cpython-$1"*/bin/"python$1" "/usr/local/bin/python$1" "/usr/bin/python$1"; do
+    if works "$c"; then command -v "$c" 2>/dev/null || echo "$c"; return 0; fi
+  done
+  return 1
+}
+version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+if [ -n "${PYTHON:-}" ]; then
+  PY=$PYTHON
+else
+  PY=""
+  for v in $SUPPORTED; do
+    PY=$(find_python "$v") && break
+  done
+  if [ -z "$PY" ]; then
+    echo "no Python 3.11, 3.12 or 3.13 found (on the PATH, in pyenv or uv); install one, or set PYTHON" >&2
+    exit 1
+  fi
+fi
+want=$(version_of "$PY")
+[ "$want" = 3.11 ] && echo "== Python 3.11 gets jax 0.10, a year behind: the newest jax needs Python 3.12 or 3.13"
+if [ -x .venv/bin/python ] && [ "$(version_of .venv/bin/python)" != "$want" ]; then
+  echo "== .venv has Python $(version_of .venv/bin/python); making it anew with Python $want"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  echo "== creating .venv"
+  echo "== creating .venv (Python $want: $PY)"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-$mode

@@ -200,7 +200,9 @@ def test_the_first_texts_carry_the_jaxpr_and_stablehlo_the_bundle_holds():
         assert told[0][k] is b.stages[k]
     assert told[0]["hlo_before"] == b.stages["hlo_before"]
     assert "exp" in told[0]["jaxpr"] and "stablehlo." in told[0]["stablehlo"]
-    assert set(told[-1]) == {"hlo_before", "hlo_after"} and told[-1]["hlo_after"] is b.stages["hlo_after"]
+    assert set(told[-1]) == {"hlo_before", "hlo_after"} and told[-1]["hlo_after"] == b.stages["hlo_after"]
+    # the bundle holds a text object told, which a worker's answer then leaves out
+    assert any(t.get("hlo_after") is b.stages["hlo_after"] for t in told)
 
 
 def test_the_capture_echoes_what_is_not_the_fusion_log(tmp_path, capfd):

@@ -15,7 +15,7 @@ from analysis import code as C
 from analysis.bundle import Bundle, analyze
 from analysis.errors import ExplorerError
 from analysis.code_gpu_read import ttgir_of
-from analysis.compile.code_gpu import DUMP_OPTIONS, NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
+from analysis.compile.code_gpu import NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
 
 HLO = """HloModule jit_model, is_scheduled=true, entry_computation_layout={(f32[1024]{0}, f32[64,64]{1,0})->(f32[1024]{0}, f32[64,64]{1,0}, f32[64,64]{1,0})}
 
@@ -283,11 +283,6 @@ def test_ttgir_is_the_module_handed_to_the_llvm_conversion():
            "module { llvm.func c }\n")
     assert ttgir_of(log) == "module attributes {\"ttg.num-warps\" = 4 : i32} { b }\n"
     assert ttgir_of("no such pass") is None
-
-
-def test_the_triton_ir_dump_is_asked_for_by_an_option_xla_knows():
-    # xla_dump_emitter_re is matched against the emitter's name ("triton-fusion" dumps ttir)
-    assert DUMP_OPTIONS == {"xla_dump_emitter_re": "triton-fusion"}
 
 
 _TOOLS = find_tools()

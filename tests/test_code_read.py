@@ -261,7 +261,9 @@ def test_an_imported_dump_zip_brings_its_code(tmp_path):
     from analysis.dump import bundles_from_dump_zip
     from sample_models import softmax_layernorm as m
 
-    jax.jit(m.model).lower(*m.example_inputs()).compile(compiler_options={"xla_dump_to": str(tmp_path)})
+    # (as docs/code.md tells a user to dump: XLA 0.11 and later write LLVM IR only when asked)
+    jax.jit(m.model).lower(*m.example_inputs()).compile(
+        compiler_options={"xla_dump_to": str(tmp_path), "xla_dump_emitter_re": "llvm"})
     files = {n: open(os.path.join(tmp_path, n), "rb").read() for n in os.listdir(tmp_path)}
     objects = sorted(n for n in files if n.endswith(".o"))
     assert objects  # XLA:CPU wrote its kernels' objects
@@ -275,3 +277,20 @@ def test_an_imported_dump_zip_brings_its_code(tmp_path):
     damaged = [n for n in emitted if "asm" not in code.kernel_code(b, n).stages]
     assert len(damaged) == 1 and damaged[0] in objects[0]
     assert objects[0] in code.kernel_code(b, damaged[0]).problems[0]
+
+
+def test_a_dump_without_llvm_ir_says_how_to_get_it(tmp_path):
+    jax = pytest.importorskip("jax")
+    import os
+
+    from analysis.code_read import NOTE_NO_IR
+    from analysis.dump import bundles_from_dump_zip
+    from sample_models import softmax_layernorm as m
+
+    jax.jit(m.model).lower(*m.example_inputs()).compile(compiler_options={"xla_dump_to": str(tmp_path)})
+    files = {n: open(os.path.join(tmp_path, n), "rb").read() for n in os.listdir(tmp_path)
+             if not n.endswith(".ll")}  # what jax 0.11 and later write with --xla_dump_to alone
+    b = bundles_from_dump_zip(_zip(files), "dump.zip")[0]
+    assert code.totals(b)["kernels"] > 0
+    assert b.code["note"] == NOTE_NO_IR
+    assert "--xla_dump_emitter_re=llvm" in NOTE_NO_IR

@@ -32,6 +32,8 @@ CAPTURED = json.load(open(os.path.join(HERE, "fixtures", "layers", "op_names.jso
     # a scanned stack of layers: the loop's scopes are where the op ran, not layers
     ("jit(nnx_program)/while/body/closed_call/blocks/linear/dot_general", ("blocks", "linear")),
     ("jit(nnx_program)/while/cond/lt", ()),
+    # jax 0.12 evaluates a scan's body under eval_jaxpr
+    ("jit(model)/rnn/while/body/eval_jaxpr/tanh", ("rnn",)),
     ("jit(f)/drop/jit(_threefry_fold_in)/RngStream.__call__/while/body/closed_call/xor", ("drop",)),
     ("jit(f)/cond/branch_1_fun/gate/mul", ("gate",)),  # lax.cond's branches
     ("jit(f)/body/cond/add", ("body", "cond")),  # a user's own scopes that only look like JAX's

@@ -629,3 +629,23 @@ def test_texts_sent_as_xla_dumps_them_are_parsed_once_and_the_compiled_ones_take
     for text in ("a", "b", "c", "d"):
         more.texts({"hlo_before": text})
     assert more.sent == {"hlo_before": "c"}
+
+
+def test_a_real_worker_s_answer_leaves_out_the_hlo_it_sent_while_compiling():
+    """A worker (a real process, with the limits) sends its HLO texts as XLA dumps them; its
+    answer then leaves out the texts the bundle holds that were sent: the optimized module is
+    not sent twice, whichever of XLA's equal texts (the dump's, ``as_text()``'s) the bundle took."""
+    pytest.importorskip("jax")
+    from dataclasses import asdict, replace
+
+    from analysis.service.job import Job
+    from analysis.service.settings import Limits
+    from analysis.service.worker_process import run_worker
+
+    told: list[dict] = []
+    res = run_worker(asdict(Job(kind="gallery", name="rnn_scan")), replace(Limits.from_env(), sandbox="off"),
+                     texts=told.append)
+    assert "bundle" in res.message, res.message
+    assert any("hlo_after" in t for t in told)
+    assert "hlo_after" not in res.message["bundle"]["stages"]
+    assert "hlo_before" not in res.message["bundle"]["stages"]

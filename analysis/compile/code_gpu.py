@@ -24,10 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from analysis.code_gpu_read import gpu_code_from_files
 from analysis.code_ptx import split_ptxas, split_sass
 
-# Compile options that make XLA:GPU dump what is read besides the PTX and LLVM IR: each Triton
-# fusion's Triton IR (a few kilobytes a fusion; the compile is not measurably slower)
-DUMP_OPTIONS = {"xla_dump_emitter_re": "triton-fusion"}
-
 TOOL_SECONDS = 120  # ptxas and nvdisasm for a whole compile, all files together
 TOOL_FILE_SECONDS = 60
 MAX_TOOL_FILES = 2000

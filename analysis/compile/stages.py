@@ -43,7 +43,7 @@ from analysis.hlo.parser import prepare as prepare_parser
 from analysis.memory import agree_with_xla, memory_from_dir
 from analysis.passes import pass_log_from_dir
 from analysis.pipeline import Pipeline
-from analysis.compile.code_gpu import DUMP_OPTIONS as CODE_DUMP_OPTIONS  # Triton IR (any backend accepts it)
+from analysis.compile.xla_release import DUMP_OPTIONS as RELEASE_DUMP_OPTIONS
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 
 
@@ -118,7 +118,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
             # the dump is read while XLA's own estimates are made beside it (C++, without the GIL:
             # docs/performance.md): reading it after them left this thread waiting
             c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
-                         {"xla_dump_to": dump_dir, **CODE_DUMP_OPTIONS,
+                         {"xla_dump_to": dump_dir, **RELEASE_DUMP_OPTIONS,
                           **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
                          on_texts, follower, on_decisions=on_decisions, ahead=ahead,
                          read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),

@@ -93,8 +93,13 @@ _FAST = (
 _ATTR = r"[ \t]*,[ \t]*([A-Za-z_][\w.\-]*)=(" + _VALUE + r")"
 # Operand lists: shapes and /*index=N*/ comments taken out, what is left must be names.
 _OPERAND_SHAPE_RE = re.compile(_ARRAY_SHAPE + r"|/\*[^*]*\*/")
-_OPERAND_LIST_RE = re.compile(r"[ \t]*%?" + _NAME + r"[ \t]*(?:,[ \t]*%?" + _NAME + r"[ \t]*)*")
-_OPERAND_RE = re.compile(r"%?(" + _NAME + r")")
+# ``%t#1`` is element 1 of the tuple ``t`` (XLA 0.12's printer leaves the get-tuple-element out
+# and its parser puts one back, ``_Scope.element``); ``%t#1#0`` an element of that.
+_ELEMENT_SUFFIX = r"(?:#[0-9]+)*"
+_OPERAND_LIST_RE = re.compile(r"[ \t]*%?" + _NAME + _ELEMENT_SUFFIX + r"[ \t]*(?:,[ \t]*%?" + _NAME
+                              + _ELEMENT_SUFFIX + r"[ \t]*)*")
+_OPERAND_RE = re.compile(r"%?(" + _NAME + _ELEMENT_SUFFIX + r")")
+_HASH_INDEX_RE = re.compile(r"\s*#\s*([0-9]+)")
 # A computation header on one line: '[ENTRY] [%]name [(params) -> shape] {'.
 _COMP = (
     r"(ENTRY[ \t]+)?%?(" + _NAME + r")[ \t]*"
@@ -258,6 +263,85 @@ def _one_line(s: str) -> str:
 
 
 # ----------------------------------------------------------------------------- the parser
+
+
+class _Scope:
+    """The names of one computation as it is read.
+
+    ``names`` maps each instruction's name to it (the computation's ``by_name`` when done).
+    Some instructions are made up by the parser, as XLA's parser makes them: an instruction
+    written inline as an operand (``negate.anon``) and the element of a tuple an operand takes
+    with ``%t#1`` (``t_1``, a get-tuple-element). A made-up name gives way to an instruction the
+    text names the same later: that one is renamed (``t_1.1``) and the text's references to it
+    follow it through ``renamed``, as in XLA.
+    """
+
+    __slots__ = ("names", "made", "renamed", "elements")
+
+    def __init__(self) -> None:
+        self.names: dict[str, Instruction] = {}
+        self.made: set[str] = set()
+        self.renamed: dict[str, str] = {}
+        self.elements: dict[tuple[str, tuple[int, ...]], str] = {}
+
+    def fresh(self, base: str) -> str:
+        """``base``, or ``base.1``, ``base.2``, ... whichever is free."""
+        name, k = base, 0
+        while name in self.names:
+            k += 1
+            name = f"{base}.{k}"
+        return name
+
+    def claim(self, name: str) -> str | None:
+        """The name an instruction the text calls ``name`` gets; None where it is taken."""
+        if name not in self.names:
+            return name
+        if name not in self.made:
+            return None
+        new = self.fresh(name)
+        self.renamed[name] = new
+        return new
+
+    def resolve(self, name: str) -> str:
+        return self.renamed.get(name, name)
+
+    def element(self, ref: str, comp: Computation, line: int) -> str:
+        """The instruction for operand ``ref`` (``t#1#0``): one get-tuple-element per tuple
+        and index, added to ``comp`` where first used (before its user), named as XLA names it
+        (``t_1``, then ``t_1_0``). Raises ``ValueError`` with the reason where it cannot be."""
+        base, *rest = ref.split("#")
+        parent = self.resolve(base)
+        if parent not in self.names:
+            raise ValueError(f"operand {_short(ref)!r} takes an element of {_short(base)!r}, which is not "
+                             f"defined before it in computation {_short(comp.name)!r}")
+        path: tuple[int, ...] = ()
+        label = base
+        for piece in rest:
+            index = int(piece)
+            path += (index,)
+            label += f"_{index}"
+            known = self.elements.get((self.resolve(base), path))
+            if known is not None:
+                parent = known
+                continue
+            of = self.names[parent]
+            try:
+                shape = _cached_shape(of.shape_text)
+            except ShapeParseError:
+                shape = None
+            if shape is None or not shape.is_tuple or index >= len(shape.tuple_shapes):
+                what = (f"its shape {_short(of.shape_text)} is not a tuple" if shape is None or not shape.is_tuple
+                        else f"its tuple has {len(shape.tuple_shapes)} elements")
+                raise ValueError(f"operand {_short(ref)!r}: {_short(parent)!r} has no element {index} ({what})")
+            name = self.fresh(label)
+            inst = Instruction(name, "get-tuple-element", str(shape.tuple_shapes[index]), [parent],
+                               {"index": str(index)}, False, line, "%" + parent, comp)
+            comp.instructions.append(inst)
+            self.names[name] = inst
+            self.made.add(name)
+            self.elements[(self.resolve(base), path)] = name
+            parent = name
+        return parent
 
 
 class _Parser:
@@ -446,7 +530,8 @@ class _Parser:
         attrs_of = attr_re.findall
         shared = self.shared
         insts = comp.instructions
-        names: dict[str, Instruction] = {}
+        scope = _Scope()
+        names = scope.names
         line = self.line_at(pos)
         last_end = -1  # where the previous instruction ended
         while True:
@@ -463,7 +548,10 @@ class _Parser:
                             else None
                     else:
                         ops = _operand_names(operand_text)
-                        if ops:  # the defining instruction's name string, not a copy per use
+                        if ops:
+                            if scope.renamed or "#" in operand_text:
+                                ops = self.fast_operands(ops, scope, comp, line, m.start(5))
+                            # the defining instruction's name string, not a copy per use
                             ops = [names[o].name if o in names else o for o in ops]
                     if ops is not None and name not in names and not (
                             "\n" in attr_text and _INLINE_CALL_RE.search(attr_text)):
@@ -493,12 +581,25 @@ class _Parser:
             if text[s] == "}":
                 comp.__dict__["by_name"] = names
                 return s + 1
-            pos = last_end = self.instruction(comp, s, names, last_end)
+            pos = last_end = self.instruction(comp, s, scope, last_end)
             line = self.line_at(pos)
+
+    def fast_operands(self, ops: list[str], scope: _Scope, comp: Computation, line: int, pos: int) -> list[str]:
+        out = []
+        for o in ops:
+            if "#" in o:
+                try:
+                    o = scope.element(o, comp, line)
+                except ValueError as e:
+                    raise self.error(str(e), pos) from None
+            else:
+                o = scope.resolve(o)
+            out.append(o)
+        return out
 
     # -- instructions (general parser)
 
-    def instruction(self, comp: Computation, s: int, names: dict, last_end: int) -> int:
+    def instruction(self, comp: Computation, s: int, scope: _Scope, last_end: int) -> int:
         text = self.text
         same_line = last_end >= 0 and text.find("\n", last_end, s) < 0
         try:
@@ -523,17 +624,19 @@ class _Parser:
                 raise _Fail(f"expected an instruction 'name = shape opcode(operands)': no '=' after "
                             f"{_short(name)!r}", m.end())
             p = self.ws(q + 1)
-            inst, p = self.instruction_rhs(comp, p, name, root, s, names, 0)
+            inst, p = self.instruction_rhs(comp, p, name, root, s, scope, 0)
         except _Fail as f:
             raise self.error(f.message, f.pos, s, f.at) from None
-        if name in names:
+        own = scope.claim(name)
+        if own is None:
             raise HloParseError(f"duplicate instruction name {_short(name)!r}", inst.line, 1, inst.text)
+        inst.name = own
         comp.instructions.append(inst)
-        names[name] = inst
+        scope.names[own] = inst
         return p
 
     def instruction_rhs(self, comp: Computation, p: int, name: str | None, root: bool, s: int,
-                        names: dict, depth: int) -> tuple[Instruction, int]:
+                        scope: _Scope, depth: int) -> tuple[Instruction, int]:
         """``[shape] opcode(operands)[, attrs]`` at ``p``. ``name`` None: an inline operand,
         which goes into the computation (before its user) under a name made up as XLA does."""
         text = self.text
@@ -558,7 +661,7 @@ class _Parser:
             operand_text = text[open_pos + 1:p - 1]
             ops: list[str] = []
         else:
-            ops, p, inline = self.operands(comp, p, s, names, depth)
+            ops, p, inline = self.operands(comp, p, s, scope, depth)
             operand_text = _one_line(text[open_pos + 1:p - 1])
             if inline:  # written back as names: the inline instructions are instructions now
                 operand_text = ", ".join("%" + o for o in ops)
@@ -566,27 +669,20 @@ class _Parser:
         if name is not None:  # (an inline operand has no attributes: XLA reads a ',' as the next operand)
             p = self.attributes(p, attrs, comp)
         if shape_text is None:
-            shape_text = self.infer_shape(opcode, ops, names, attrs, shape_start)
+            shape_text = self.infer_shape(opcode, ops, scope.names, attrs, shape_start)
         else:
             try:
                 _cached_shape(shape_text)
             except ShapeParseError as err:
                 raise _Fail(f"bad shape: {err}", shape_start) from None
         if name is None:
-            name = self.anon_name(opcode, names)
+            name = scope.fresh(opcode + ".anon")  # (XLA's name for an instruction written inline as an operand)
             inst = Instruction(name, opcode, shape_text, ops, attrs, False, line, operand_text, comp)
             comp.instructions.append(inst)
-            names[name] = inst
+            scope.names[name] = inst
+            scope.made.add(name)
             return inst, p
         return Instruction(name, opcode, shape_text, ops, attrs, root, line, operand_text, comp), p
-
-    def anon_name(self, opcode: str, names: dict) -> str:
-        base = opcode + ".anon"  # (XLA's name for an instruction written inline as an operand)
-        name, k = base, 0
-        while name in names:
-            k += 1
-            name = f"{base}.{k}"
-        return name
 
     def at_shape(self, p: int) -> bool:
         text = self.text
@@ -641,9 +737,10 @@ class _Parser:
             p = lm.end()
         return _one_line(text[start:p]), p
 
-    def operands(self, comp: Computation, p: int, s: int, names: dict, depth: int) -> tuple[list[str], int, bool]:
-        """``(operand, ...)`` at ``p``; each ``[shape] [%]name`` or an instruction written
-        inline (``f32[2] parameter(0)``). Returns the names, the end and whether any was inline."""
+    def operands(self, comp: Computation, p: int, s: int, scope: _Scope, depth: int) -> tuple[list[str], int, bool]:
+        """``(operand, ...)`` at ``p``; each ``[shape] [%]name[#index...]`` or an instruction
+        written inline (``f32[2] parameter(0)``). Returns the names, the end and whether any
+        was inline."""
         text, n = self.text, self.n
         open_pos = p
         p = self.ws(p + 1)
@@ -662,12 +759,22 @@ class _Parser:
                 has_shape = True
             m = _NAME_RE.match(text, p)
             if m and text.startswith("(", self.ws(m.end())):
-                sub, p = self.instruction_rhs(comp, item, None, False, s, names, depth + 1)
+                sub, p = self.instruction_rhs(comp, item, None, False, s, scope, depth + 1)
                 out.append(sub.name)
                 inline = True
             elif m:
-                out.append(m.group(1))
-                p = m.end()
+                ref, p = m.group(1), m.end()
+                h = _HASH_INDEX_RE.match(text, self.ws(p)) if "#" in text[p:p + 80] else None
+                while h:
+                    ref, p = f"{ref}#{int(h.group(1))}", h.end()
+                    h = _HASH_INDEX_RE.match(text, self.ws(p))
+                if "#" in ref:
+                    try:
+                        out.append(scope.element(ref, comp, self.line_at(s)))
+                    except ValueError as e:
+                        raise _Fail(str(e), m.start()) from None
+                else:
+                    out.append(scope.resolve(ref))
             elif text.startswith((")", ","), p):
                 raise _Fail("expected an operand name" + (" after its shape" if has_shape else ""), p)
             else:

@@ -107,7 +107,9 @@ def for_parent(bundle: Bundle, sent: dict, decided=None) -> dict:
         d = bundle.to_dict(leave_out=leave_out)
     stages = d.get("stages")
     if isinstance(stages, dict):
-        d["stages"] = {k: v for k, v in stages.items() if not (k in sent and sent[k] is v)}
+        # (equal, not only the same object: the compile may have read a dump again after sending
+        # it, and which of two equal texts the bundle holds depends on the threads' timing)
+        d["stages"] = {k: v for k, v in stages.items() if not (k in sent and (sent[k] is v or sent[k] == v))}
     return d
 
 
@@ -188,10 +190,10 @@ def _worker_main() -> int:
 
         def texts(t):
             # the dumps' texts as XLA writes them, then the compiled ones: a text already sent
-            # goes once (the parent has it); ``sent`` holds the latest objects, which the bundle
-            # holds too (for_parent leaves those out)
+            # goes once (the parent has it); ``sent`` holds the objects sent, the ones the bundle
+            # holds (the pipeline keeps the first of equal texts), which for_parent leaves out
             new = {k: v for k, v in t.items() if sent.get(k) != v}
-            sent.update(t)
+            sent.update(new)
             if new:
                 emit({"texts": new})
 
