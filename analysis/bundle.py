@@ -95,7 +95,12 @@ class Bundle:
         hit = self.cache.parses.get(stage)
         if hit is None or hit[0] is not text:  # parsed once per text (a replaced text is parsed again)
             with tuning.building():  # an entry point of analysis.tuning: a module is many objects, none garbage
-                hit = self.cache.parses[stage] = (text, parse_module(text) if text else None)
+                try:
+                    hit = self.cache.parses[stage] = (text, parse_module(text) if text else None)
+                except HloParseError as e:
+                    name = (self.source or {}).get("name") if isinstance(self.source, dict) else None
+                    e.source = e.source or (f"{stage} of {name}" if name else stage)
+                    raise
         return hit[1]
 
     def share_from(self, other: "Bundle") -> None:

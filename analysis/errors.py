@@ -78,5 +78,6 @@ MAX_DETAIL = 8000  # characters of an error's whole text kept (a JAX error expla
 
 
 def from_parse_error(err, file: str | None = None) -> ExplorerError:
-    """An HloParseError as an ExplorerError of phase ``parse``."""
-    return ExplorerError("parse", err.message, file, err.line, err.column, err.snippet.strip()[:200])
+    """An HloParseError as an ExplorerError of phase ``parse``, at ``file`` or the text it names."""
+    return ExplorerError("parse", err.message, file or getattr(err, "source", None), err.line, err.column,
+                         err.snippet.strip()[:200])

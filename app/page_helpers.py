@@ -9,7 +9,8 @@ import re
 
 import streamlit as st
 
-from analysis.errors import ExplorerError
+from analysis.errors import ExplorerError, from_parse_error
+from analysis.hlo import HloParseError
 from analysis.service.job import PHASES, Job
 from app import runner
 
@@ -30,6 +31,8 @@ def unexpected(e: BaseException, phase: str, file: str | None = None) -> str:
     user's ``file``); the traceback goes
     to the server's log, never to the page."""
     logging.getLogger("xla_explorer").error("unexpected error (%s)", phase, exc_info=e)
+    if isinstance(e, HloParseError):  # a text nothing checked before: where it is bad
+        return from_parse_error(e).one_line()
     where = f"{phase} error" + (f" at {' '.join(str(file).split())[:100]}" if file else "")
     if isinstance(e, MemoryError):
         return f"{where}: out of memory (the input needs more than this server has)"

@@ -45,10 +45,12 @@ from analysis.hlo.shape_inference import INFERRED, inferred_shape
 
 
 class HloParseError(ValueError):
-    """Malformed HLO text. ``line``/``column`` are 1-based; ``snippet`` is the offending line."""
+    """Malformed HLO text. ``line``/``column`` are 1-based; ``snippet`` is the offending line;
+    ``source`` names the text where whoever parsed it knows (``"hlo_after of mlp"``)."""
 
     def __init__(self, message: str, line: int, column: int, snippet: str):
         self.message, self.line, self.column, self.snippet = message, line, column, snippet
+        self.source: str | None = None
         short = snippet.strip()
         if len(short) > 100:
             short = short[:97] + "..."
