@@ -16,9 +16,11 @@ a line is linked by what the text does carry:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from analysis import linear_re
+from analysis.llvm_ir import assignment
 
 # LLVM IR instruction -> the HLO opcodes it computes
 OPCODES = {
@@ -140,7 +142,7 @@ def kernel_ops(module, name: str, index: dict | None = None) -> KernelOps | None
     params = {}
     for i in called[0].instructions:
         if i.opcode == "parameter":
-            m = re.match(r"\s*(\d+)", i.operand_text or (i.operands[0] if i.operands else ""))
+            m = _PARAMETER_NUMBER.match(i.operand_text or (i.operands[0] if i.operands else ""))
             if m:
                 params[int(m.group(1))] = i.name
     root = called[0].root
@@ -165,8 +167,10 @@ def _llvm_type(inst) -> str | None:
         return None
 
 
-_DEFINE = re.compile(r"^define\b[^@]*@\"?([\w.$-]+)\"?\s*\(")
-_ASSIGN = re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$")
+# The texts are a user's upload (a dump, a bundle): RE2 patterns (``analysis.linear_re``), each run
+# where a cheap test of the line passes; a disassembly's every line is read with str methods.
+_PARAMETER_NUMBER = linear_re.compile(r"\s*(\d+)")
+_DEFINE = linear_re.compile(r"^define\b[^@]*@\"?([\w.$-]+)\"?\s*\(")
 
 
 def llvm_lines(text: str) -> list[tuple]:
@@ -174,12 +178,12 @@ def llvm_lines(text: str) -> list[tuple]:
     stack's twins): ``(line, "define", function)`` and ``(line, "arith", opcodes, type)``."""
     out = []
     for n, line in enumerate(text.splitlines(), 1):
-        d = _DEFINE.match(line)
+        d = _DEFINE.match(line) if line.startswith("define") else None
         if d:
             out.append((n, "define", d.group(1)))
             continue
-        m = _ASSIGN.match(line)
-        got = _arith_want(m.group(2).strip() if m else line.strip())
+        a = assignment(line)
+        got = _arith_want(a[1].strip() if a else line.strip())
         if got:
             out.append((n, "arith") + got)
     return out
@@ -215,21 +219,62 @@ def link_llvm(text: str, ops: KernelOps, acc=None, lines: list | None = None) ->
     return {n: list(dict.fromkeys(v)) for n, v in sorted(out.items())}
 
 
-_TYPE = re.compile(r"<\s*\d+\s+x\s+(\w+)\s*>|\b(float|double|half|bfloat|i\d+)\b")
+_TYPE = linear_re.compile(r"<\s*\d+\s+x\s+(\w+)\s*>|\b(float|double|half|bfloat|i\d+)\b")
+_INTRINSIC = linear_re.compile(r"@(?:llvm|xla)\.([a-z0-9]+)")
 _UNTYPED = ("compare", "convert", "select", "clamp")  # their operands' type is not their result's
 
 
 def _arith_want(rhs: str) -> tuple[tuple, str | None] | None:
     """The HLO opcodes an arithmetic line's instruction computes and its element type, or None."""
-    word = rhs.split(None, 1)[0] if rhs else ""
+    parts = rhs.split(None, 1)
+    word = parts[0] if parts else ""
     want: tuple = OPCODES.get(word, ())
     if "call " in rhs or word == "call" or rhs.startswith("tail call"):
-        m = re.search(r"@(?:llvm|xla)\.([a-z0-9]+)", rhs)
+        m = _INTRINSIC.search(rhs) if "@" in rhs else None
         want = CALLS.get(m.group(1), (m.group(1),)) if m else ()
     if not want:
         return None
-    t = _TYPE.search(rhs.split(None, 1)[1] if " " in rhs else "")
-    return want, ((t.group(1) or t.group(2)) if t else None)
+    return want, _element_type(parts[1] if " " in rhs and len(parts) > 1 else "")
+
+
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # RE2's \w
+_SCALARS = frozenset(("float", "double", "half", "bfloat"))
+
+
+def _scalar(word: str) -> bool:
+    return word in _SCALARS or word[:1] == "i" and word[1:].isdigit() and word.isascii()
+
+
+def _vector_element(text: str) -> str | None:
+    """T of a text that starts ``<N x T>`` (``_TYPE``'s first form, spaces only), else None."""
+    inner = text[1:text.find(">")] if ">" in text else ""
+    parts = [p for p in inner.split(" ") if p]
+    if len(parts) == 3 and parts[0].isdigit() and parts[0].isascii() and parts[1] == "x" and _WORD.issuperset(parts[2]):
+        return parts[2]
+    return None
+
+
+def _element_type(text: str) -> str | None:
+    """The element type ``_TYPE`` finds first in an instruction's operands (``<8 x float> %a, %b``
+    -> float). The usual forms are read with str methods: words (``contract``, ``olt``) up to a
+    scalar or a vector type, where no match can start before the type; anything else goes to the
+    pattern."""
+    at = 0
+    for word in text.split(" ", 4):  # the rest, past four words, has spaces: it goes to the pattern
+        if word.startswith("<"):
+            vector = _vector_element(text[at:])
+            if vector is not None:
+                return vector
+            break
+        if not word or not _WORD.issuperset(word):
+            break  # punctuation: a match may start inside it
+        if _scalar(word):
+            return word
+        at += len(word) + 1
+    else:
+        return None
+    t = _TYPE.search(text)
+    return (t.group(1) or t.group(2)) if t else None
 
 
 def _arith_names(want: tuple, ty: str | None, ops: KernelOps) -> list[str]:
@@ -239,7 +284,25 @@ def _arith_names(want: tuple, ty: str | None, ops: KernelOps) -> list[str]:
             if op in _UNTYPED or ty is None or ops.types.get(n) in (None, ty)]
 
 
-_ASM_INS = re.compile(r"^\s*[0-9a-f]+:\s+([a-z][a-z0-9]*)\b")
+_HEX = frozenset("0123456789abcdef")
+_MNEMONIC = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_SIMD_SUFFIXES = frozenset(("ps", "ss", "pd", "sd", "ph", "sh"))
+
+
+def _mnemonic(line: str) -> str | None:
+    """The mnemonic of a disassembly line ``  offset:<whitespace>mnemonic operands``
+    (``^\\s*[0-9a-f]+:\\s+([a-z][a-z0-9]*)\\b``), else None."""
+    head, colon, rest = line.lstrip().partition(":")
+    if not (colon and head and _HEX.issuperset(head) and rest[:1].isspace()):
+        return None
+    rest = rest.lstrip()
+    end = 0
+    while end < len(rest) and rest[end] in _MNEMONIC:
+        end += 1
+    after = rest[end:end + 1]
+    if not rest[:1].isalpha() or end == 0 or after.isalnum() or after == "_":  # [a-z] first, a word's end after
+        return None
+    return rest[:end]
 
 
 def asm_lines(text: str) -> list[tuple]:
@@ -250,11 +313,14 @@ def asm_lines(text: str) -> list[tuple]:
         if line.rstrip().endswith(":"):
             out.append((n, line.rstrip(), None))
             continue
-        m = _ASM_INS.match(line)
-        if not m:
+        mnemonic = _mnemonic(line)
+        if mnemonic is None:
             continue
-        stem = re.sub(r"^v", "", m.group(1))
-        stem = re.sub(r"(132|213|231)?(ps|ss|pd|sd|ph|sh)$", "", stem)
+        stem = mnemonic[1:] if mnemonic.startswith("v") else mnemonic
+        if stem[-2:] in _SIMD_SUFFIXES:  # vfmadd231ps -> fmadd
+            stem = stem[:-2]
+            if stem[-3:] in ("132", "213", "231"):
+                stem = stem[:-3]
         if stem in ASM:
             out.append((n, None, ASM[stem]))
     return out

@@ -99,11 +99,11 @@ def assignment(line: str) -> tuple[str, str] | None:
     """``(name, rest)`` of an instruction line ``%name = rest`` (the rest with no leading
     whitespace), else None: read with str methods, it meets every line of a body."""
     s = line.lstrip()
-    if not s.startswith("%"):
+    if s[:1] != "%":
         return None
     head, eq, rest = s.partition("=")
     name = head[1:].rstrip()
-    if not eq or not is_name(name):
+    if not eq or not name or not _NAME_CHARS.issuperset(name):  # is_name, inline: every line comes here
         return None
     return name, rest.lstrip()
 
