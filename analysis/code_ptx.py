@@ -27,17 +27,91 @@ says the same; only ``registers`` and ``spills`` need ptxas):
 
 from __future__ import annotations
 
-import re
-
+from analysis import linear_re
 from analysis.code import empty_facts
+
+# The texts come from a user's dump or bundle as well as from our compiles: RE2 patterns
+# (``analysis.linear_re``), each run where a cheap test of the line finds what it needs; what meets
+# every statement or instruction line is read with str methods.
 
 # -- PTX ---------------------------------------------------------------------------------------
 
-_FUNC_START = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)\s*\(?")
-_STATEMENT_OP = re.compile(r"^(?:@!?%?\w+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*)")
-_REG_DECL = re.compile(r"\.reg\s+\.\w+\s+%\w+(?:<(\d+)>)?")
-_SHARED_DECL = re.compile(r"^\s*(?!\.extern)(?:\.\w+\s+)*\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+[\w$]+((?:\[\d*\])*)\s*;")
-_TYPE_BITS = re.compile(r"^[bsuf](\d+)$")
+_FUNC_START = linear_re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?"
+                                r"([\w$.]+)\s*\(?")
+_STATEMENT_OP = linear_re.compile(r"^(?:@!?%?\w+\s+)?([a-z][a-z0-9_]*(?:\.[a-z0-9_:]+)*)")
+_REG_DECL = linear_re.compile(r"\.reg\s+\.\w+\s+%\w+(?:<(\d+)>)?")
+# a static .shared array (not an .extern one, whose size the launch gives: see ptx_facts)
+_SHARED_DECL = linear_re.compile(r"^\s*(?:\.\w+\s+)*\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+[\w$]+((?:\[\d*\])*)\s*;")
+_DIMENSION = linear_re.compile(r"\[(\d*)\]")
+_ASCII_DIGITS = frozenset("0123456789")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # RE2's \w
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_OPCODE_CHARS = _LOWER | _ASCII_DIGITS | frozenset("_.:")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_SASS_OPCODE_CHARS = _UPPER | _ASCII_DIGITS | frozenset("_.")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _ptx_opcode(token: str) -> bool:
+    """Whether ``token`` is a whole ``[a-z][a-z0-9_]*(?:\\.[a-z0-9_:]+)*``: a head that starts with
+    a letter and has no ``:``, and no empty modifier."""
+    if not token or token[0] not in _LOWER or not _OPCODE_CHARS.issuperset(token):
+        return False
+    head, *mods = token.split(".")
+    return ":" not in head and all(mods)
+
+
+def _after_blank(s: str) -> str | None:
+    """``s`` past the spaces and tabs that open it (``\\s+``), None where none does or another
+    kind of whitespace follows them (the pattern decides those)."""
+    rest = s.lstrip(" \t")
+    return rest if len(rest) < len(s) and not rest[:1].isspace() else None
+
+
+def _statement_op(s: str) -> str | None:
+    """The opcode of a PTX statement (``_STATEMENT_OP``'s group): the usual forms, an opcode or
+    a predicate guard and an opcode (``@!%p1 bra``), read with str methods, where the pattern
+    would stop at the token's end; any other goes to the pattern."""
+    rest = s
+    if s.startswith("@"):
+        guard = s.split(None, 1)[0]
+        name = guard[1:].removeprefix("!").removeprefix("%")
+        rest = _after_blank(s[len(guard):]) if name and _WORD.issuperset(name) else None
+    if rest is not None:
+        token = rest.split(None, 1)[0] if rest else ""
+        if _ptx_opcode(token):
+            return token
+    m = _STATEMENT_OP.match(s)
+    return m.group(1) if m else None
+
+
+def _function_start(line: str):
+    return _FUNC_START.match(line) if ".entry" in line or ".func" in line else None
+
+
+def _type_bits(part: str) -> int | None:
+    """N of a type modifier ``bN``/``sN``/``uN``/``fN`` (``^[bsuf](\\d+)$``), else None."""
+    digits = part[1:]
+    if part[:1] in ("b", "s", "u", "f") and digits and _ASCII_DIGITS.issuperset(digits):
+        return int(digits) if len(digits) <= 30 else None
+    return None
+
+
+def _after_labels(s: str) -> str:
+    """A statement without the labels before it (``$L__BB0_2: add.s32 ...``: ``^[$\\w]+:\\s*``,
+    again and again), read with str methods: every statement comes here."""
+    if ":" not in s:
+        return s
+    i, n = 0, len(s)
+    while True:
+        j = i
+        while j < n and (s[j] in _WORD or s[j] == "$"):
+            j += 1
+        if j == i or j == n or s[j] != ":":
+            return s[i:]
+        i = j + 1
+        while i < n and s[i] in " \t\n\r\f":
+            i += 1
 
 
 def split_ptx(text: str) -> tuple[str, dict[str, str]]:
@@ -50,7 +124,7 @@ def split_ptx(text: str) -> tuple[str, dict[str, str]]:
     i, n = 0, len(lines)
     pending: list[str] = []  # comment lines that may open the next function (``// .globl X``)
     while i < n:
-        m = _FUNC_START.match(lines[i])
+        m = _function_start(lines[i])
         if not m or lines[i].rstrip().endswith(";"):  # a declaration (``.extern .func f(...);``)
             if lines[i].lstrip().startswith("//") or not lines[i].strip():
                 pending.append(lines[i])
@@ -78,7 +152,7 @@ def split_ptx(text: str) -> tuple[str, dict[str, str]]:
 
 def ptx_entries(text: str) -> list[str]:
     """The kernels (``.entry``) a PTX module defines, in order."""
-    return [m.group(2) for m in map(_FUNC_START.match, text.splitlines())
+    return [m.group(2) for m in map(_function_start, text.splitlines())
             if m and m.group(1) == "entry" and not m.string.rstrip().endswith(";")]
 
 
@@ -88,12 +162,7 @@ def _statements(text: str):
     for line in text.splitlines():
         code = line.split("//")[0]
         for part in code.split(";"):
-            s = part.strip().lstrip("{}").strip()
-            while True:  # a label before a statement: ``$L__BB0_2: add.s32 ...``
-                m = re.match(r"^[$\w]+:\s*", s)
-                if not m or s.startswith(("%", "@")):
-                    break
-                s = s[m.end():]
+            s = _after_labels(part.strip().lstrip("{}").strip())
             s = s.rstrip("}").strip()
             if s:
                 yield s
@@ -105,9 +174,10 @@ def _global_access(op: str) -> tuple[int, int, int | None]:
     head = parts[0]
     spaces = [p for p in parts[1:] if p in ("global", "shared", "shared::cta", "shared::cluster", "local", "param", "const")]
     bits = None
-    vec = next((int(p[1:]) for p in parts[1:] if re.fullmatch(r"v\d+", p)), None)
+    vec = next((int(p[1:]) for p in parts[1:]
+                if p[:1] == "v" and 1 < len(p) <= 31 and _ASCII_DIGITS.issuperset(p[1:])), None)
     if vec:
-        t = next((int(m.group(1)) for p in reversed(parts) if (m := _TYPE_BITS.match(p))), None)
+        t = next((b for p in reversed(parts) if (b := _type_bits(p)) is not None), None)
         bits = vec * t if t else None
     if head in ("ld", "ldu") and spaces[:1] == ["global"]:
         return 1, 0, bits
@@ -138,21 +208,22 @@ def ptx_facts(text: str) -> dict:
     width = shared = None
     for s in _statements(text):
         if s.startswith("."):
-            for m in _REG_DECL.finditer(s):
-                declared += int(m.group(1)) if m.group(1) else 1
-            sm = _SHARED_DECL.match(s + ";")
+            if ".reg" in s:
+                for m in _REG_DECL.finditer(s):
+                    declared += int(m.group(1)) if m.group(1) else 1
+            sm = _SHARED_DECL.match(s + ";") if ".shared" in s and not s.lstrip().startswith(".extern") else None
             if sm:
-                elem = _TYPE_BITS.match(sm.group(1))
+                elem = _type_bits(sm.group(1))
                 count = 1
-                for d in re.findall(r"\[(\d*)\]", sm.group(2)):
+                for d in _DIMENSION.findall(sm.group(2)):
                     count *= int(d) if d else 0
-                shared = (shared or 0) + count * (int(elem.group(1)) // 8 if elem else 1)
+                shared = (shared or 0) + count * (elem // 8 if elem is not None else 1)
             continue
-        m = _STATEMENT_OP.match(s)
-        if not m:
+        op = _statement_op(s)
+        if op is None:
             continue
         insts += 1
-        ld, st, bits = _global_access(m.group(1))
+        ld, st, bits = _global_access(op)
         loads += ld
         stores += st
         if bits and (ld or st) and (width is None or bits > width):
@@ -165,11 +236,10 @@ def ptx_facts(text: str) -> dict:
 
 # -- ptxas -v ----------------------------------------------------------------------------------
 
-_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_PTXAS_FUNC = re.compile(r"Function properties for (\S+)")
-_PTXAS_USED = re.compile(r"Used (\d+) registers")
-_PTXAS_SPILL = re.compile(r"(\d+) bytes spill stores,\s*(\d+) bytes spill loads")
-_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+_PTXAS_ENTRY = linear_re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_USED = linear_re.compile(r"Used (\d+) registers")
+_PTXAS_SPILL = linear_re.compile(r"(\d+) bytes spill stores,\s*(\d+) bytes spill loads")
+_PTXAS_SMEM = linear_re.compile(r"(\d+) bytes smem")
 
 
 def split_ptxas(text: str) -> dict[str, str]:
@@ -179,7 +249,7 @@ def split_ptxas(text: str) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     cur: list[str] | None = None
     for line in text.splitlines():
-        m = _PTXAS_ENTRY.search(line)
+        m = _PTXAS_ENTRY.search(line) if "Compiling entry function '" in line else None
         if m:
             cur = out.setdefault(m.group(1), [])
         if cur is not None:
@@ -193,9 +263,9 @@ def ptxas_facts(text: str) -> dict:
     ``shared_bytes`` (``N bytes smem``, static shared memory). What the report does not say is
     ``None``; loads and stores are not in it (0)."""
     facts = empty_facts()
-    regs = [int(x) for x in _PTXAS_USED.findall(text)]
-    spills = [int(a) for a, _ in _PTXAS_SPILL.findall(text)]
-    smem = [int(x) for x in _PTXAS_SMEM.findall(text)]
+    regs = [int(x) for x in _PTXAS_USED.findall(text) if len(x) <= 30] if "Used " in text else []
+    spills = [int(a) for a, _ in _PTXAS_SPILL.findall(text) if len(a) <= 30] if "spill stores" in text else []
+    smem = [int(x) for x in _PTXAS_SMEM.findall(text) if len(x) <= 30] if " bytes smem" in text else []
     facts.update(registers=max(regs) if regs else None, spills=sum(spills) if spills else None,
                  shared_bytes=max(smem) if smem else (0 if regs else None), stage="ptxas")
     return facts
@@ -203,8 +273,8 @@ def ptxas_facts(text: str) -> dict:
 
 # -- SASS (nvdisasm / cuobjdump -sass) ---------------------------------------------------------
 
-_SASS_SECTION = re.compile(r"^\s*\.section\s+\.text\.([\w$.]+)|^\s*Function\s*:\s*([\w$.]+)")
-_SASS_INST = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+_SASS_SECTION = linear_re.compile(r"^\s*\.section\s+\.text\.([\w$.]+)|^\s*Function\s*:\s*([\w$.]+)")
+_SASS_INST = linear_re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
 _SASS_BITS = {"8": 8, "U8": 8, "S8": 8, "16": 16, "U16": 16, "S16": 16, "64": 64, "128": 128}
 
 
@@ -214,12 +284,43 @@ def split_sass(text: str) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     cur: list[str] | None = None
     for line in text.splitlines():
-        m = _SASS_SECTION.match(line)
+        m = _SASS_SECTION.match(line) if ".section" in line or "Function" in line else None
         if m:
             cur = out.setdefault(m.group(1) or m.group(2), [])
         if cur is not None:
             cur.append(line)
     return {k: "\n".join(v) + "\n" for k, v in out.items()}
+
+
+def _plain(text: str) -> bool:
+    """Whether the whitespace of ``text`` is what both ``str.split()`` and RE2's ``\\s`` take
+    (ASCII, no ``\\v``, no ``\\x1c``-``\\x1f``): then a line split at whitespace is split where
+    the pattern would be."""
+    return text.isascii() and not any(c in text for c in "\x0b\x1c\x1d\x1e\x1f")
+
+
+def _sass_instruction(line: str, plain: bool) -> tuple[str, str] | None:
+    """(opcode, its modifiers: ``.E.128`` or "") of a SASS line (``_SASS_INST``'s groups). In a
+    ``_plain`` text the usual line, ``  /*0040*/  [@!P0 ]LDG.E.128 R4, ...``, is read with str
+    methods (every line comes here); any other that may be one goes to the pattern."""
+    if "/*" not in line:
+        return None
+    if plain:
+        parts = line.split(None, 2)
+        addr = parts[0]
+        if addr[:2] != "/*" or addr[-2:] != "*/" or len(addr) < 8 or not _HEX.issuperset(addr[2:-2]):
+            return None  # an encoding line (/* 0x... */), or no address first
+        op = parts[1] if len(parts) > 1 else ""
+        if op[:1] == "@" and len(parts) > 2:
+            name = op[1:].removeprefix("!").removeprefix("U")
+            op = parts[2].split(None, 1)[0] if name[:1] == "P" and len(name) > 1 and _WORD.issuperset(name) else ""
+        if op[-1:] == ";":  # the pattern stops at it as at a space (``NOP;``)
+            op = op[:-1]
+        if op[:1] in _UPPER and _SASS_OPCODE_CHARS.issuperset(op) and ".." not in op and op[-1] != ".":
+            head, dot, mods = op.partition(".")
+            return head, dot + mods
+    m = _SASS_INST.match(line)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def sass_facts(text: str) -> dict:
@@ -230,17 +331,19 @@ def sass_facts(text: str) -> dict:
     facts = empty_facts()
     loads = stores = insts = 0
     width = None
+    plain = _plain(text)
     for line in text.splitlines():
-        m = _SASS_INST.match(line)
-        if not m:
+        got = _sass_instruction(line, plain)
+        if got is None:
             continue
         insts += 1
-        op, mods = m.group(1), m.group(2).lstrip(".").split(".") if m.group(2) else []
+        op = got[0]
         ld = op in ("LDG", "LDGSTS", "UTMALDG", "ATOMG")
         st = op in ("STG", "RED", "REDG", "ATOMG", "UTMASTG", "UTMAREDG")
         loads += ld
         stores += st
         if op in ("LDG", "STG"):
+            mods = got[1].lstrip(".").split(".") if got[1] else []
             bits = max((_SASS_BITS.get(x, 0) for x in mods), default=0)
             if bits > 32 and (width is None or bits > width):
                 width = bits
