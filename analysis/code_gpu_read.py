@@ -21,25 +21,32 @@ LLVM conversion) is taken.
 
 from __future__ import annotations
 
-import re
-
 from analysis import code as C
+from analysis import linear_re
 from analysis.code_ptx import ptx_facts, ptxas_facts, split_ptx
 from analysis.code_read import MAX_IR_BYTES
 from analysis.errors import ExplorerError
 
 MAX_LOG_BYTES = 64 * 1024 * 1024  # a Triton fusion's pass log (a few megabytes each)
 
-_MODULE_FILE = re.compile(r"^module_(\d+)\.(.+?)\.(\d+)\.(ir-no-opt\.ll|ir-with-opt\.ll|ptx)$")
-_TTIR_FILE = re.compile(r"^module_(\d+)\.(.+?)\.([^/]+)\.ttir\.txt$")
-_TTGIR_LOG = re.compile(r"^(.+?)\.([\w$]+)\.triton-to-llvm\.txt$")
-_THUNK_LINE = re.compile(r"^\s*(\d+):\s+(\w+)\s+\[[^\]]*\]\s+(\S+)(?:.*?shared_memory:\s*(\d+)\s*bytes)?")
-_THUNK_INFO = re.compile(r"thunk_info\s*\{([^{}]*)\}")
-_LL_DEFINE = re.compile(r"^define\b[^@]*@\"?([\w$.-]+)\"?\s*\(")
-_LL_KERNEL = re.compile(r"^define\s+(?:[\w()]+\s+)*ptx_kernel\b|^define\b.*\"nvvm\.kernel\"")
+# File names and texts come from a user's zipped dump as well as from our compiles: RE2 patterns
+# (``analysis.linear_re``), those matched per line behind a cheap test of the line.
+_MODULE_FILE = linear_re.compile(r"^module_(\d+)\.(.+?)\.(\d+)\.(ir-no-opt\.ll|ir-with-opt\.ll|ptx)$")
+_TTIR_FILE = linear_re.compile(r"^module_(\d+)\.(.+?)\.([^/]+)\.ttir\.txt$")
+_TTGIR_LOG = linear_re.compile(r"^(.+?)\.([\w$]+)\.triton-to-llvm\.txt$")
+_THUNK_LINE = linear_re.compile(r"^\s*(\d+):\s+(\w+)\s+\[[^\]]*\]\s+(\S+)"
+                               r"(?:.*?shared_memory:\s*(\d+)\s*bytes)?")
+_THUNK_INFO = linear_re.compile(r"thunk_info\s*\{([^{}]*)\}")
+_THUNK_ANNOTATION = linear_re.compile(r'profile_annotation:\s*"([^"]*)"')
+_THUNK_ID = linear_re.compile(r"thunk_id:\s*(\d+)")
+_LL_DEFINE = linear_re.compile(r"^define\b[^@]*@\"?([\w$.-]+)\"?\s*\(")
+_LL_KERNEL = linear_re.compile(r"^define\s+(?:[\w()]+\s+)*ptx_kernel\b|^define\b.*\"nvvm\.kernel\"")
+_LL_NOT_KERNEL = linear_re.compile(r"^define\s+(?:internal|private|linkonce\w*|weak\w*|available_externally)\b")
+_PTX_ENTRY = linear_re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)*\.entry\b")
+_NOT_IN_NAME = linear_re.compile(r"[^A-Za-z0-9_]")
 _TTGIR_HEADER = "IR Dump Before ConvertTritonGPUToLLVM"
-_GPU_FILE = re.compile(r"^module_\d+\..+\.(?:\d+\.(?:ir-no-opt\.ll|ir-with-opt\.ll|ptx)|ttir\.txt|"
-                       r"thunk_sequence\.txt|thunk_metadata\.txt)$|\.triton-to-llvm\.txt$")
+_GPU_FILE = linear_re.compile(r"^module_\d+\..+\.(?:\d+\.(?:ir-no-opt\.ll|ir-with-opt\.ll|ptx)|ttir\.txt|"
+                              r"thunk_sequence\.txt|thunk_metadata\.txt)$|\.triton-to-llvm\.txt$")
 
 
 def is_gpu_code_file(base: str) -> bool:
@@ -135,7 +142,7 @@ def library_call(kernel, module) -> dict:
 
 def _xla_name(hlo_name: str) -> str:
     """XLA's name for an instruction's kernel (``fusion.10`` -> ``fusion_10``)."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", hlo_name)
+    return _NOT_IN_NAME.sub("_", hlo_name)
 
 
 def _module_files(names: list[str], module_name: str | None) -> dict:
@@ -192,7 +199,7 @@ def kernel_stages(files: dict, text) -> dict:
 
 
 def _is_entry(body: str) -> bool:
-    return any(re.match(r"^\s*(?:\.visible\s+|\.weak\s+)*\.entry\b", line) for line in body.splitlines()[:40])
+    return any(_PTX_ENTRY.match(line) for line in body.splitlines()[:40] if ".entry" in line)
 
 
 def split_llvm(text: str) -> dict[str, str]:
@@ -204,12 +211,12 @@ def split_llvm(text: str) -> dict[str, str]:
     found: list[tuple[str, bool, str]] = []  # (name, marked a kernel, text)
     i = 0
     while i < len(lines):
-        m = _LL_DEFINE.match(lines[i])
+        m = _LL_DEFINE.match(lines[i]) if lines[i].startswith("define") else None
         if m:
             j = i
             while j < len(lines) and not lines[j].startswith("}"):
                 j += 1
-            if not re.match(r"^define\s+(?:internal|private|linkonce\w*|weak\w*|available_externally)\b", lines[i]):
+            if not _LL_NOT_KERNEL.match(lines[i]):
                 found.append((m.group(1), bool(_LL_KERNEL.match(lines[i])), "\n".join(lines[i:j + 1]) + "\n"))
             i = j
         i += 1
@@ -243,14 +250,14 @@ def _launches(names: list[str], text, prefix: str | None) -> dict:
     kernel_of, shared = {}, {}
     seq_text, meta_text = text(seq), text(meta)
     for line in (seq_text or "").splitlines():
-        m = _THUNK_LINE.match(line)
+        m = _THUNK_LINE.match(line) if ":" in line else None
         if m and "Kernel" in m.group(2):
             kernel_of[int(m.group(1))] = m.group(3)
             if m.group(4) is not None:
                 shared[m.group(3)] = max(shared.get(m.group(3), 0), int(m.group(4)))
     for block in _THUNK_INFO.findall(meta_text or ""):
-        a = re.search(r'profile_annotation:\s*"([^"]*)"', block)
-        t = re.search(r"thunk_id:\s*(\d+)", block)
+        a = _THUNK_ANNOTATION.search(block)
+        t = _THUNK_ID.search(block)
         if a and t and int(t.group(1)) in kernel_of:
             out["entries"].setdefault(a.group(1), []).append(kernel_of[int(t.group(1))])
     out["shared"] = shared
