@@ -19,21 +19,21 @@ says what it calls. docs/code.md says what each part means.
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from analysis import code as C
+from analysis import linear_re
 from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
 from analysis.llvm_ir import accesses
 
 MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
 _STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
-CODE_FILE = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)\.(?P<kind>ir-no-opt\.ll|ir-with-opt\.ll|o)$")
+CODE_FILE = linear_re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)\.(?P<kind>ir-no-opt\.ll|ir-with-opt\.ll|o)$")
 # XLA 0.10 dumped every kernel's LLVM IR; from 0.11 on only the emitters xla_dump_emitter_re names
 NOTE_NO_IR = ("the dump has each kernel's machine code but no LLVM IR (so no loads and stores): XLA dumps "
               "it when told --xla_dump_emitter_re=llvm as well as --xla_dump_to")
-_KERNEL_PART = re.compile(r"^(?:__compute_module_(?P<a>.+)|(?P<b>.+)_kernel_module)$")
+_KERNEL_PART = linear_re.compile(r"^(?:__compute_module_(?P<a>.+)|(?P<b>.+)_kernel_module)$")
 
 
 def code_files(names, module_name: str) -> dict[str, dict[str, str]]:
