@@ -17,8 +17,9 @@ CPU ``fusion`` (instruction_fusion.cc, cpu_instruction_fusion.cc) and ``dot-libr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+
+from analysis import linear_re
 
 FUSED, NOT_FUSED, CREATED, MERGED = "fused", "not fused", "created fusion", "merged"
 DECISIONS = (FUSED, NOT_FUSED, CREATED, MERGED)
@@ -67,36 +68,131 @@ class Decision:
 
 # XLA's log prefix (severity, date, time, thread, file:line); the message is the rest of the line
 # (``line[m.end():]``). Also how the capture sorts the log's lines (``analysis.compile.decisions``).
-LOG_PREFIX = re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
-_INSTR = re.compile(r"^\s*%?(?P<name>[\w.\-]+) = (?P<rest>.*)$")
-_OPCODE = re.compile(r"(?:^|[\s)}\]])(?P<op>[a-z][a-z0-9\-]*)\(")
-_OPNAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
-_FRAME = re.compile(r"stack_frame_id=(\d+)")
-_INTO = re.compile(r" into %?(?=[\w.\-]+ = )")
+# A log may be a user's upload: RE2 patterns only (``analysis.linear_re``), a message tried against
+# one only where a cheap test finds the pattern's words. What every line or instruction meets (the
+# prefix, an instruction's parts, "X into Y", a pass's name) is read with str methods, as its
+# pattern reads it (tests/test_linear_readers.py checks they agree); the pattern takes the rest.
+LOG_PREFIX = linear_re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
+_DIGITS = frozenset("0123456789")
+_TIME_CHARS = frozenset("0123456789:.")
+_FILE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def log_line(line: str) -> tuple[str, int] | None:
+    """(the file that logged it, where its message starts) of an XLA log line, as ``LOG_PREFIX``
+    matches it. Every line of a log comes here: the usual prefix (``I1205 12:30:09.643435    6209
+    file.cc:303] ``) is read with str methods; a line that starts like one and is not read so goes
+    to the pattern."""
+    if line[:1] not in ("I", "W", "E", "F") or line[5:6] != " " or not _DIGITS.issuperset(line[1:5]):
+        return None
+    close = line.find("] ", 6)
+    time, _, rest = line[6:close].partition(" ")
+    thread, _, where = rest.lstrip(" ").partition(" ")
+    file, _, number = where.partition(":")
+    if close > 0 and time and thread and number and _TIME_CHARS.issuperset(time) and _DIGITS.issuperset(thread) \
+            and _DIGITS.issuperset(number) and _FILE_CHARS.issuperset(file) \
+            and (file.endswith(".cc") and len(file) > 3 or file.endswith(".h") and len(file) > 2):
+        return file, close + 2
+    m = LOG_PREFIX.match(line)
+    return (m.group(1), m.end()) if m else None
+
+
+_INSTR = linear_re.compile(r"^\s*%?([\w.\-]+) = (.*)$")  # read by _instr_parts
+_OPCODE = linear_re.compile(r"(?:^|[\s)}\]])([a-z][a-z0-9\-]*)\(")  # read by _opcode
+_OPNAME = linear_re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_FRAME = linear_re.compile(r"stack_frame_id=(\d+)")
+_INTO = linear_re.compile(r" into %?([\w.\-]+ = )")  # read by _into: the consumer's text starts at group 1
+_PIPELINE = linear_re.compile(r"Running HLO pass pipeline on module (\S+): (.*)$")
+_PASS = linear_re.compile(r"\s*HLO pass (\S+)$")  # read by _pass_run
+_LIBRARY_FUSING = linear_re.compile(r"\s*(Up|Down): Fusing with: (.*)$")
+_LIBRARY_SKIPPING = linear_re.compile(r"\s*Skipping unsupported instruction: (.*)$")
+_CANNOT_FUSE = linear_re.compile(r"Cannot fuse (\S+) with (\S+), because: (.*)$")
+_NOT_FUSING = linear_re.compile(r"Not fusing (.*) to the (output|input) due to the decision: (.*)$")
+
+
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_OPCODE_CHARS = _LOWER | _DIGITS | frozenset("-")
+_BEFORE_OPCODE = frozenset(" \t\n\r\f)}]")
+
+
+def _instr_parts(text: str) -> tuple[str, str] | None:
+    """(name, rest) of ``%name = rest`` (``_INSTR``), else None."""
+    s = text.lstrip(" \t\n\r\f")
+    if s[:1] == "%":
+        s = s[1:]
+    i = s.find(" = ")
+    if i <= 0 or not _FILE_CHARS.issuperset(s[:i]) or "\n" in s:
+        return None
+    return s[:i], s[i + 3:]
+
+
+def _opcode(rest: str) -> str:
+    """``_OPCODE``'s op: the first word of lowercase letters, digits and ``-`` that starts with a
+    letter, follows a blank or a closing bracket (or nothing) and opens a ``(``; "" where none."""
+    k = rest.find("(")
+    while k >= 0:
+        p = k
+        while p > 0 and rest[p - 1] in _OPCODE_CHARS:
+            p -= 1
+        if p < k and rest[p] in _LOWER and (p == 0 or rest[p - 1] in _BEFORE_OPCODE):
+            return rest[p:k]
+        k = rest.find("(", k + 1)
+    return ""
+
+
+def _op_name(rest: str) -> str:
+    """``_OPNAME``'s value (the metadata is at the end of a long line: found with ``find``)."""
+    i = rest.find('op_name="')
+    if i < 0:
+        return ""
+    end = rest.find('"', i + 9)
+    if end >= 0 and "\\" not in rest[i + 9:end]:
+        return rest[i + 9:end]
+    on = _OPNAME.search(rest[i:])  # a slice: RE2 counts a start position from the text's start
+    return on.group(1) if on else ""
+
+
+def _frame(rest: str) -> int | None:
+    """``_FRAME``'s number, None where there is none (or past 30 digits)."""
+    i = rest.find("stack_frame_id=")
+    if i < 0:
+        return None
+    tail = rest[i + 15:]
+    digits = tail[:len(tail) - len(tail.lstrip("0123456789"))]
+    if not digits:
+        fr = _FRAME.search(rest[i:])
+        digits = fr.group(1) if fr else ""
+    return int(digits) if digits and len(digits) <= 30 else None
 
 
 def parse_instr(text: str) -> LogInstr:
     """Name, opcode, op_name and stack frame of an instruction's text (or of a bare name)."""
     text = text.strip()
-    m = _INSTR.match(text)
-    if not m:
+    parts = _instr_parts(text)
+    if parts is None:
         return LogInstr(text.lstrip("%").strip("'"))
-    rest = m.group("rest")
-    op = _OPCODE.search(rest)
-    # searched from where ``find`` sees them first: the metadata is at the end of a long line
-    i = rest.find('op_name="')
-    on = _OPNAME.search(rest, i) if i >= 0 else None
-    i = rest.find("stack_frame_id=")
-    fr = _FRAME.search(rest, i) if i >= 0 else None
-    return LogInstr(m.group("name"), op.group("op") if op else "",
-                    on.group(1).replace("\\'", "'") if on else "", int(fr.group(1)) if fr else None)
+    name, rest = parts
+    return LogInstr(name, _opcode(rest), _op_name(rest).replace("\\'", "'"), _frame(rest))
 
 
 def _split_into(msg: str, st: "_State") -> tuple[LogInstr, LogInstr] | None:
-    m = _INTO.search(msg)
-    if not m:
+    at = _into(msg)
+    if at is None:
         return None
-    return st.instr(msg[:m.start()]), st.instr(msg[m.end():])
+    return st.instr(msg[:at[0]]), st.instr(msg[at[1]:])
+
+
+def _into(msg: str) -> tuple[int, int] | None:
+    """(where ``_INTO`` starts, where its group starts: the consumer's text) in ``msg``, or None:
+    each `` into `` tried in turn, its name read up to the next space."""
+    q = msg.find(" into ")
+    while q >= 0:
+        j = q + 6 + (msg[q + 6:q + 7] == "%")
+        space = msg.find(" ", j)
+        if space > j and msg.startswith(" = ", space) and _FILE_CHARS.issuperset(msg[j:space]):
+            return q, j
+        q = msg.find(" into ", q + 1)
+    return None
 
 
 def _rec(pass_name, decision, p: LogInstr, c: LogInstr, reason="", fusion=None, line=0) -> Decision:
@@ -127,6 +223,15 @@ class _State:
         return got
 
 
+def _pass_run(msg: str) -> str | None:
+    """The pass of ``  HLO pass NAME`` (``_PASS``), else None."""
+    s = msg.lstrip(" \t\n\r\f")
+    name = s[9:]
+    if not s.startswith("HLO pass ") or not name or any(c in name for c in " \t\n\r\f"):
+        return None
+    return name
+
+
 def _pass(st: _State, default: str) -> str:
     return st.pass_name or default
 
@@ -144,9 +249,9 @@ class LogParser:
 
     def feed(self, raw: str, ln: int) -> None:
         self.fed += 1
-        m = LOG_PREFIX.match(raw)
-        if m:
-            self._message(m.group("file"), raw[m.end():], ln)
+        got = log_line(raw)
+        if got is not None:
+            self._message(got[0], raw[got[1]:], ln)
 
     def feed_message(self, f: str, msg: str, ln: int) -> None:
         """A log line already split at its prefix (``LOG_PREFIX``): the file that logged it and the
@@ -161,13 +266,13 @@ class LogParser:
         if out is None:
             out = self._per_module[st.module] = []
         if f == "hlo_pass_pipeline.cc":
-            mm = re.match(r"Running HLO pass pipeline on module (\S+): (.*)$", msg)
+            mm = _PIPELINE.match(msg) if msg.startswith("Running HLO pass pipeline on module ") else None
             if mm:
                 st.module, st.pipeline, st.pass_name = mm.group(1), mm.group(2), ""
                 return
-            mm = re.match(r"\s*HLO pass (\S+)$", msg)
-            if mm:
-                st.pass_name = mm.group(1)
+            name = _pass_run(msg)
+            if name is not None:
+                st.pass_name = name
             return
         if f in ("instruction_fusion.cc", "cpu_instruction_fusion.cc"):
             _cpu_fusion_line(msg, st, out, ln)
@@ -250,14 +355,14 @@ def _library_line(msg: str, st: _State, out: list, ln: int) -> None:
         st.library = st.instr(msg[len("Starting a fusion with: "):])
         out.append(_rec(pass_name, CREATED, st.library, st.library, "Starting a fusion with", line=ln))
         return
-    mm = re.match(r"\s*(Up|Down): Fusing with: (.*)$", msg)
+    mm = _LIBRARY_FUSING.match(msg) if ": Fusing with: " in msg else None
     if mm and st.library is not None:
         other = st.instr(mm.group(2))
         p, c = (other, st.library) if mm.group(1) == "Up" else (st.library, other)
         kind = MERGED if other.opcode == "fusion" else FUSED
         out.append(_rec(pass_name, kind, p, c, f"{mm.group(1)}: Fusing with", line=ln))
         return
-    mm = re.match(r"\s*Skipping unsupported instruction: (.*)$", msg)
+    mm = _LIBRARY_SKIPPING.match(msg) if "Skipping unsupported instruction: " in msg else None
     if mm and st.library is not None:
         other = st.instr(mm.group(1))
         # The log does not say on which side; the mapping orients the pair by the graph.
@@ -280,7 +385,7 @@ def _priority_line(msg: str, st: _State, out: list, ln: int) -> None:
         if out and out[-1].decision == FUSED and out[-1].fusion is None:
             out[-1].fusion = f.name
         return
-    mm = re.match(r"Cannot fuse (\S+) with (\S+), because: (.*)$", msg)
+    mm = _CANNOT_FUSE.match(msg) if msg.startswith("Cannot fuse ") else None
     if mm:
         p = st.seen.get(mm.group(1), LogInstr(mm.group(1)))
         c = st.seen.get(mm.group(2), LogInstr(mm.group(2)))
@@ -289,13 +394,12 @@ def _priority_line(msg: str, st: _State, out: list, ln: int) -> None:
 
 def _gemm_line(msg: str, st: _State, out: list, ln: int) -> None:
     pass_name = _pass(st, "triton-gemm-rewriter")
-    i = _INSTR.match(msg)
-    if i and not msg.startswith(("Not fusing", "Fusing")):
+    if _instr_parts(msg) is not None and not msg.startswith(("Not fusing", "Fusing")):
         li = st.instr(msg)
         if li.opcode == "dot":
             st.dot = li
         return
-    mm = re.match(r"Not fusing (.*) to the (output|input) due to the decision: (.*)$", msg)
+    mm = _NOT_FUSING.match(msg) if msg.startswith("Not fusing ") else None
     if mm and st.dot is not None:
         other = st.instr(mm.group(1))
         # Seen here: "to the output" names an op feeding the dot, "to the input" one after it.

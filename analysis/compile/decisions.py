@@ -28,7 +28,7 @@ import jax  # noqa: F401 - jaxlib's own logging reads the environment as it load
 
 from analysis.bundle import Bundle
 from analysis.fusion_decisions import from_texts
-from analysis.fusion_log import LOG_PREFIX, VMODULES, LogParser
+from analysis.fusion_log import VMODULES, LogParser, log_line
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -199,9 +199,9 @@ def _split(line: str) -> tuple[str | None, str | None, str | None]:
     (the line split once, for sorting and for the parser). ``keep``: a fusion pass's line;
     ``show``: XLA's warnings and errors, and whatever else was printed (the user's own prints
     while tracing), for the real stderr; None: the rest."""
-    m = LOG_PREFIX.match(line)
-    if m is not None and m.group("file") in _KEEP_FILES:
-        return "keep", m.group("file"), line[m.end():]
+    got = log_line(line)
+    if got is not None and got[0] in _KEEP_FILES:
+        return "keep", got[0], line[got[1]:]
     if _SHOW.match(line) or not _GLOG.match(line):
         return "show", None, None
     return None, None, None
