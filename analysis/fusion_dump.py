@@ -3,17 +3,40 @@ dumping is on for that pass) read into the fusion log's ``Decision`` records. Pu
 
 from __future__ import annotations
 
-import re
-
+from analysis import linear_re
 from analysis.fusion_log import FUSED, NOT_FUSED, Decision
 
 # Read line by line, each pattern matched at the start of one line: a dump is a user's upload, and
 # a pattern over the whole text (a step from its "fusion_steps {" to the next "}") took time
-# quadratic in the lines of a step left open (24,000 lines: a minute with the GIL held).
+# quadratic in the lines of a step left open (24,000 lines: a minute with the GIL held). The
+# patterns are RE2's (``analysis.linear_re``): linear in a line, however long.
 _STEP_OPEN = "fusion_steps {"
-_KIND = re.compile(r"\s*(\w+) \{")
-_FIELD = re.compile(r'\s*(\w+): (?:"((?:[^"\\]|\\.)*)"|(\S+))')
-_BEFORE = re.compile(r'hlo_module_before_fusion: "((?:[^"\\]|\\.)*)"')
+_KIND = linear_re.compile(r"\s*(\w+) \{")
+_FIELD = linear_re.compile(r'\s*(\w+): (?:"((?:[^"\\]|\\.)*)"|(\S+))')
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # RE2's \w
+_BLANKS = " \t\n\r\f"  # RE2's \s
+
+
+def _field(line: str) -> tuple[str, str] | None:
+    """(name, value) of a step's field line (``_FIELD``: the quoted value without its quotes, else
+    the bare word). Every line of a step comes here: the usual forms are read with str methods,
+    a value with a backslash or a blank in it goes to the pattern."""
+    name, colon, value = line.lstrip(_BLANKS).partition(": ")
+    if not colon or not name or not _WORD.issuperset(name):
+        return None
+    if value[:1] == '"':
+        end = value.find('"', 1)
+        if end > 0 and "\\" not in value[1:end]:
+            return name, value[1:end]
+    else:
+        word = value.split(" ", 1)[0]
+        if word and not any(c in word for c in _BLANKS):
+            return name, word
+    f = _FIELD.match(line)
+    return (f.group(1), f.group(2) if f.group(2) is not None else f.group(3)) if f else None
+
+
+_BEFORE = linear_re.compile(r'hlo_module_before_fusion: "((?:[^"\\]|\\.)*)"')
 
 
 def _steps(lines):
@@ -39,14 +62,14 @@ def parse_fusion_dump(text: str) -> tuple[list[Decision], str | None]:
     lines = text.splitlines()
     for n, body in enumerate(_steps(lines), 1):
         first_line = next((ln for ln in body if ln.strip()), "")
-        kind = _KIND.match(first_line)
+        kind = _KIND.match(first_line) if " {" in first_line else None
         if not kind:
             continue
         fields: dict[str, list[str]] = {}
         for ln in body:
-            f = _FIELD.match(ln)
+            f = _field(ln) if ": " in ln else None
             if f:
-                fields.setdefault(f.group(1), []).append(f.group(2) if f.group(2) is not None else f.group(3))
+                fields.setdefault(f[0], []).append(f[1])
         first = lambda k: (fields.get(k) or [""])[0]  # noqa: E731
         if kind.group(1) == "fusion":
             d = Decision("priority-fusion", FUSED, first("producer_name"), first("consumer_name"),
