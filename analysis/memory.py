@@ -20,25 +20,122 @@ body, on the stack) are not heap memory and are left out, as ``memory_analysis()
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
+from analysis import linear_re
 from analysis.errors import ExplorerError
 
 KINDS = ("parameter", "output", "temp", "constant", "thread-local")
 HEAP_KINDS = ("parameter", "output", "constant", "temp")  # what the live curve adds up
 
-# Each line matched from its start, with no lazy part followed by a scan: a dump is a user's upload
-# (a lazy "(.*?):?\s*$", or a lazy name before "{...}", took time quadratic in one long line).
-_ALLOC = re.compile(r"^allocation (\d+): size (\d+)(.*)$")
-_VALUE = re.compile(r"^value: <(\d+) ([^\s{>]+)(\{[^}]*\})?( \(phi\))?(?: @(\d+))?> "
-                    r"\(size=(\d+),offset=(\d+)\): (.*)$")
-_PARAM = re.compile(r"parameter (\d+)")
-_SHAPE = re.compile(r"shape (?:is )?\|([^|]*)\|")
-_COLOR = re.compile(r"color (\d+)")
-_SEQ = re.compile(r"^(\d+):(\S+)$")
-_RANGE = re.compile(r"^(\S+?)(\{[^}]*\}):(\d+)-(\d+)$")
-_MAX = re.compile(r"HloLiveRange \(max (\d+)\)")
+# A dump is a user's upload: RE2 patterns (``analysis.linear_re``), linear in a line however it is
+# written (under ``re`` a lazy "(.*?):?\s*$", or a lazy name before "{...}", took time quadratic in
+# one long line), each tried where a cheap test of the line finds what it starts with.
+_ALLOC = linear_re.compile(r"^allocation (\d+): size (\d+)(.*)$")
+_VALUE = linear_re.compile(r"^value: <(\d+) ([^\s{>]+)(\{[^}]*\})?( \(phi\))?(?: @(\d+))?> "
+                           r"\(size=(\d+),offset=(\d+)\): (.*)$")
+_PARAM = linear_re.compile(r"parameter (\d+)")
+_SHAPE = linear_re.compile(r"shape (?:is )?\|([^|]*)\|")
+_COLOR = linear_re.compile(r"color (\d+)")
+_SEQ = linear_re.compile(r"^(\d+):(\S+)$")
+_RANGE = linear_re.compile(r"^(\S+?)(\{[^}]*\}):(\d+)-(\d+)$")
+_MAX = linear_re.compile(r"HloLiveRange \(max (\d+)\)")
+_DIGITS = frozenset("0123456789")
+_BLANKS = " \t\n\r\f"  # RE2's \s
+
+# Every line of the texts meets one of these: the usual line is read with str methods, and only
+# where they find it as the pattern would (tests/test_linear_readers.py checks it); any other
+# line goes to the pattern.
+
+
+def _number(s: str) -> bool:
+    return bool(s) and _DIGITS.issuperset(s)
+
+
+def _no_blank(s: str) -> bool:
+    return bool(s) and not any(c in s for c in _BLANKS)
+
+
+def _allocation(line: str) -> tuple[str, str, str] | None:
+    """(number, size, the rest) of ``allocation N: size S...`` (``_ALLOC``), else None."""
+    if not line.startswith("allocation "):
+        return None
+    number, colon, rest = line[11:].partition(": size ")
+    size = rest[:len(rest) - len(rest.lstrip("0123456789"))]
+    if colon and _number(number) and size and "\n" not in rest:
+        return number, size, rest[len(size):]
+    m = _ALLOC.match(line)
+    return m.groups() if m else None
+
+
+def _number_after(text: str, words: str, pattern) -> int | None:
+    """The number right after the first ``words`` (``parameter 3``: ``pattern``'s group), else
+    the pattern's, which looks further."""
+    i = text.find(words)
+    if i < 0:
+        return None
+    tail = text[i + len(words):]
+    digits = tail[:len(tail) - len(tail.lstrip("0123456789"))]
+    if not digits:
+        m = pattern.search(text[i:])
+        digits = m.group(1) if m else ""
+    return int(digits) if digits else None
+
+
+def _shape_of(attrs: str) -> str | None:
+    """``shape |...|`` or ``shape is |...|`` (``_SHAPE``), else None."""
+    i = attrs.find("shape ")
+    if i < 0:
+        return None
+    j = i + 6 + (3 if attrs.startswith("is |", i + 6) else 0)
+    end = attrs.find("|", j + 1)
+    if attrs[j:j + 1] == "|" and end > j:
+        return attrs[j + 1:end]
+    m = _SHAPE.search(attrs[i:])
+    return m.group(1) if m else None
+
+
+def _sequence_step(line: str) -> tuple[str, str] | None:
+    """(step, instruction) of ``N:name`` (``_SEQ``), else None."""
+    step, colon, name = line.partition(":")
+    if colon and _number(step) and _no_blank(name):
+        return step, name
+    m = _SEQ.match(line) if line[:1] in _DIGITS else None
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _live_range(line: str) -> tuple[str, str, str, str] | None:
+    """(value, index, first, last) of ``name{index}:first-last`` (``_RANGE``), else None."""
+    before, colon, steps = line.rpartition(":")
+    first, dash, last = steps.partition("-")
+    if colon and dash and _number(first) and _number(last) and before.endswith("}"):
+        inner_close = before.rfind("}", 0, len(before) - 1)  # the index's "{" comes after any other "}"
+        at = before.find("{", max(inner_close + 1, 1))
+        if at > 0 and _no_blank(before[:at]):
+            return before[:at], before[at:], first, last
+    m = _RANGE.match(line) if "}:" in line else None
+    return m.groups() if m else None
+
+
+def _value_fields(line: str) -> tuple | None:
+    """``_VALUE``'s groups of a ``value: <id name{index} (phi) @pos> (size=S,offset=O): shape`` line
+    (index, ``(phi)`` and ``@pos`` each there or not), else None."""
+    head, close, tail = line.partition("> (size=")
+    if close and head.startswith("value: <"):
+        ident, space, rest = head[8:].partition(" ")
+        rest, at, pos = rest.partition(" @")
+        phi = " (phi)" if rest.endswith(" (phi)") else None
+        rest = rest[:-6] if phi else rest
+        brace = rest.find("{")
+        name, index = (rest[:brace], rest[brace:]) if brace >= 0 else (rest, None)
+        sizes, paren, shape = tail.partition("): ")
+        size, comma, offset = sizes.partition(",offset=")
+        if space and paren and comma and _number(ident) and (not at or _number(pos)) and _number(size) \
+                and _number(offset) and _no_blank(name) and ">" not in name and "\n" not in shape \
+                and (index is None or index.endswith("}") and "}" not in index[:-1]):
+            return ident, name, index, phi, pos if at else None, size, offset, shape
+    m = _VALUE.match(line) if line.startswith("value: <") else None
+    return m.groups() if m else None
 
 
 @dataclass
@@ -72,7 +169,7 @@ class Allocation:
 
 
 def _kind(attrs: str) -> str:
-    if _PARAM.search(attrs):
+    if _number_after(attrs, "parameter ", _PARAM) is not None:
         return "parameter"
     if "thread-local" in attrs:
         return "thread-local"
@@ -90,21 +187,20 @@ def parse_buffer_assignment(text: str, file: str | None = None) -> list[Allocati
     out: list[Allocation] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        m = _ALLOC.match(line)
+        m = _allocation(line)
         if m:
-            attrs = m.group(3).rstrip()
+            attrs = m[2].rstrip()
             attrs = attrs[:-1] if attrs.endswith(":") else attrs
-            p, s, c = _PARAM.search(attrs), _SHAPE.search(attrs), _COLOR.search(attrs)
-            out.append(Allocation(int(m.group(1)), int(m.group(2)), _kind(attrs),
-                                  int(p.group(1)) if p else None, "maybe-live-out" in attrs,
-                                  int(c.group(1)) if c else 0, s.group(1) if s else None))
+            color = _number_after(attrs, "color ", _COLOR)
+            out.append(Allocation(int(m[0]), int(m[1]), _kind(attrs), _number_after(attrs, "parameter ", _PARAM),
+                                  "maybe-live-out" in attrs, color if color is not None else 0, _shape_of(attrs)))
             continue
         if line.startswith("value:"):
-            v = _VALUE.match(line)
+            v = _value_fields(line)
             if v is None or not out:
                 raise ExplorerError("load", f"cannot read this buffer-assignment value: {line[:80]!r}", file, lineno)
-            out[-1].values.append(Value(int(v.group(1)), v.group(2), v.group(3) or "{}", int(v.group(6)),
-                                        int(v.group(7)), v.group(8).strip(), bool(v.group(4)), out[-1].index))
+            out[-1].values.append(Value(int(v[0]), v[1], v[2] or "{}", int(v[5]), int(v[6]), v[7].strip(), bool(v[3]),
+                                        out[-1].index))
         elif line.startswith(("Total bytes used", "Used values", "HloLiveRange", "BufferLiveRange")):
             break  # a verbose form appends other sections; the allocations are all above
     if not out:
@@ -129,20 +225,20 @@ def parse_live_range(text: str, file: str | None = None) -> LiveRanges:
     section = ""
     for raw in text.splitlines():
         line = raw.strip()
-        if line.endswith(":") and not _SEQ.match(line):
+        if line.endswith(":") and _sequence_step(line) is None:
             section = line
             continue
         if line.startswith("Live ranges at") or line.startswith("Stack trace"):
             section = "other"
             continue
         if section.startswith("InstructionSequence"):
-            s = _SEQ.match(line)
+            s = _sequence_step(line)
             if s:
-                schedule.append(s.group(2))
+                schedule.append(s[1])
         elif section.startswith("BufferLiveRange"):
-            r = _RANGE.match(line)
+            r = _live_range(line)
             if r:
-                ranges[r.group(1) + r.group(2)] = (int(r.group(3)), int(r.group(4)))
+                ranges[r[0] + r[1]] = (int(r[2]), int(r[3]))
     return LiveRanges(schedule, ranges, int(m.group(1)))
 
 
