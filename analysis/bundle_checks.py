@@ -81,6 +81,60 @@ def check_parts(kw: dict) -> None:
         for k, v in (kw.get(name) or {}).items():
             if not isinstance(k, str):
                 raise _bad(name, "has a key that is not text")
+    check_upload(kw)
+
+
+def drop_object_files(d) -> None:
+    """A bundle's JSON (``d``) without the object files its code may hold: a process that runs no
+    ELF reader (the app's server) keeps none. The worker that made the bundle disassembled them
+    (``analysis.code_finish.disassemble_objects``); a kernel whose object is dropped here keeps its
+    other stages."""
+    code = d.get("code") if isinstance(d, dict) else None
+    kernels = code.get("kernels") if isinstance(code, dict) else None
+    if isinstance(kernels, dict):
+        for k in kernels.values():
+            if isinstance(k, dict):
+                k.pop("elf", None)
+
+
+# What an opened upload may say it holds besides (``analysis.inputs.opener``)
+UPLOAD_KINDS = ("hlo", "bundle", "dump", "trace")
+MAX_UPLOAD_CHOICES = 500
+
+
+def check_upload(kw: dict) -> None:
+    """``source.upload`` (what the gate says an upload holds: its kind, files, the modules or
+    programs to choose from) as the front ends read it: its kind one of ``UPLOAD_KINDS``, at
+    most ``MAX_UPLOAD_CHOICES`` choices, texts cut to 200 characters, numbers numbers."""
+    src = kw.get("source")
+    up = src.get("upload") if isinstance(src, dict) else None
+    if up is None:
+        return
+    if not isinstance(up, dict) or up.get("kind") not in UPLOAD_KINDS:
+        raise _bad("source.upload", f"must say its kind ({', '.join(UPLOAD_KINDS)})")
+    choices = up.get("choices", [])
+    if not isinstance(choices, list) or len(choices) > MAX_UPLOAD_CHOICES:
+        raise _bad("source.upload.choices", f"must be a list of at most {MAX_UPLOAD_CHOICES} choices")
+
+    def text(v, where):
+        if not isinstance(v, _OPT_STR):
+            raise _bad(where, "must be text")
+        return v[:200] if v is not None else None
+
+    clean = []
+    for n, c in enumerate(choices):
+        where = f"source.upload.choices[{n}]"
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            raise _bad(where, "needs a name")
+        kernels, seconds = c.get("kernels"), c.get("kernel_s")
+        if not isinstance(kernels, _OPT_INT) or isinstance(kernels, bool) or not isinstance(seconds, _OPT_NUM) \
+                or isinstance(seconds, bool):
+            raise _bad(where, "needs whole kernels and kernel_s seconds (or null)")
+        clean.append({"name": c["name"][:200], "label": text(c.get("label"), where) or c["name"][:200],
+                      "kernels": kernels, "passes": c.get("passes") is True, "kernel_s": seconds})
+    src["upload"] = {"kind": up["kind"], "file": text(up.get("file"), "source.upload.file"),
+                     "trace_file": text(up.get("trace_file"), "source.upload.trace_file"),
+                     "picked": text(up.get("picked"), "source.upload.picked"), "choices": clean}
 
 
 _DECISION_TEXTS = ("pass_name", "decision", "producer", "consumer", "reason")

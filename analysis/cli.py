@@ -17,10 +17,13 @@ User errors exit with status 2 and one line on stderr naming the file, line and 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
+import zipfile
 
-from analysis.errors import ExplorerError
+from analysis.errors import ExplorerError, from_parse_error
+from analysis.hlo import HloParseError
 
 
 def _read_text(path: str) -> str:
@@ -33,55 +36,66 @@ def _read_text(path: str) -> str:
         raise ExplorerError("load", "not a UTF-8 text file", path) from None
 
 
-def _is_zip(path: str) -> bool:
+# The most a file (or a folder's files together) handed to the CLI may be: the worker that reads
+# it is sent its bytes (docs/worker.md, "The gate")
+MAX_INPUT_BYTES = 256 * 2 ** 20
+
+
+def read_input(path: str) -> tuple[str, bytes]:
+    """The name and bytes of a file the user gave, or of a folder's files zipped together here
+    (stored, uncompressed: a profiler's trace folder, a dump folder), at most
+    ``MAX_INPUT_BYTES``. The bytes are read, never parsed: the worker opens them."""
+    too_big = f"over the {MAX_INPUT_BYTES // 2 ** 20} MiB an input may be"
     try:
-        with open(path, "rb") as f:
-            return f.read(4) in (b"PK\x03\x04", b"PK\x05\x06")
-    except OSError:
-        return False
-
-
-def load_dump(path: str, module: str | None = None, say=None):
-    """The Bundle of one module of a zipped XLA dump: ``module`` (a name or module id), else
-    the most interesting one."""
-    from analysis.dump import bundles_from_dump_zip
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if not os.path.isdir(path):
+            if os.path.getsize(path) > MAX_INPUT_BYTES:
+                raise ExplorerError("load", too_big, path)
+            with open(path, "rb") as f:
+                return os.path.basename(path), f.read(MAX_INPUT_BYTES + 1)
+        buf, total = io.BytesIO(), 0
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            for d, _, files in os.walk(path):
+                for f in sorted(files):
+                    full = os.path.join(d, f)
+                    if os.path.islink(full) or not os.path.isfile(full):
+                        continue
+                    total += os.path.getsize(full)
+                    if total > MAX_INPUT_BYTES:
+                        raise ExplorerError("load", too_big, path)
+                    z.write(full, os.path.relpath(full, path))
+        return os.path.basename(os.path.normpath(path)) + ".zip", buf.getvalue()
     except OSError as e:
         raise ExplorerError("load", e.strerror or str(e), path) from None
-    bundles = bundles_from_dump_zip(data, path)
-    if module:
-        want = module.strip()
-        for b in bundles:
-            if want in (b.title, b.source.get("module_id"), (b.source.get("module_id") or "").lstrip("0")):
-                return b
-        raise ExplorerError("load", f"no module {want!r} in the dump (it has: "
-                                    + ", ".join(f"{b.source.get('module_id')} {b.title}" for b in bundles[:20]) + ")",
-                            path)
-    if len(bundles) > 1 and say:
-        say(f"{len(bundles)} modules in the dump; using {bundles[0].title} (module {bundles[0].source.get('module_id')}); "
-            "others: " + ", ".join(b.title for b in bundles[1:8]) + (" ..." if len(bundles) > 8 else "")
-            + " (pick one with --module)")
-    return bundles[0]
 
 
-def load_trace_programs(path: str, module: str | None = None, say=None, trusted: bool = False):
-    """The Bundle of the module a profiler trace ran (``module``, else the one with the most
-    kernel time), made from the HLO the trace carries, with the trace's timings on it. XLA prints
-    the carried module in the sandboxed worker (here with ``trusted``)."""
-    from analysis.service.job import trace_job
-    from analysis.trace_import import bundle_from_trace, load_trace, pick_program, program_label, ran_programs
+def open_input(path: str, module: str | None = None, say=None, trusted: bool = False, trace: str | None = None,
+               prefer: str | None = None, bundle=None):
+    """The Bundle of a file the user gave (an HLO text, a bundle, a zipped dump, a profiler trace),
+    and the timings of ``trace`` on it, opened by the gate (``analysis.inputs``) in the sandboxed
+    worker (here with ``trusted``): ``module`` (a dump's module, a trace's program), else the one
+    with the most kernels (or kernel time). ``bundle``: a compile made here instead of the file,
+    to put the trace's timings on."""
+    from analysis.service.job import upload_job
 
-    tr = load_trace(path)
-    p = pick_program(tr, module)
-    ran = ran_programs(tr)
-    if say and not module and len(ran) > 1:
-        say(f"the trace ran {len(ran)} modules; using {program_label(p)}, the one with the most kernel time "
-            "(others: " + ", ".join(program_label(q) for q in ran[1:6]) + (", ..." if len(ran) > 6 else "")
-            + "; pick one with --module)")
-    return bundle_from_trace(tr, p, run_untrusted(trace_job(p, tr), trusted=trusted))
+    if bundle is not None:
+        name, data = f"{bundle.title}.json", bundle.to_json().encode()
+    else:
+        name, data = read_input(path)
+    trace_name, trace_data = read_input(trace) if trace else (None, None)
+    job = upload_job(name, data, trace_name, trace_data, module, prefer)
+    b = run_untrusted(job, trusted=trusted)
+    up = (b.source or {}).get("upload") or {}
+    choices = up.get("choices") or []
+    if say and not module and len(choices) > 1:
+        picked = up.get("picked")
+        others = [c["name"] if up.get("kind") == "trace" else c["label"] for c in choices if c["name"] != picked]
+        if up.get("kind") == "trace":
+            say(f"the trace ran {len(choices)} modules; using {picked}, the one with the most kernel time (others: "
+                + ", ".join(others[:5]) + (", ..." if len(others) > 5 else "") + "; pick one with --module)")
+        else:
+            say(f"{len(choices)} modules in the dump; using {b.title} (module {picked}); others: "
+                + ", ".join(others[:7]) + (" ..." if len(others) > 7 else "") + " (pick one with --module)")
+    return b
 
 
 def _model_job(path: str, **kw):
@@ -104,7 +118,8 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
     if trusted:
         from analysis.service.worker_main import execute
 
-        print(TRUSTED_NOTE.format(file=job.filename), file=sys.stderr)
+        if job.kind in ("code", "file"):  # (a file read here runs nothing)
+            print(TRUSTED_NOTE.format(file=job.filename), file=sys.stderr)
         return execute(job, progress, ahead=ahead)
     from analysis.service.sandbox import sandbox_status
     from analysis.service.worker import run_job
@@ -118,13 +133,14 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
              compare: bool = False, iterations: int | None = None, trusted: bool = False,
-             devices: int | None = None, ahead=None):
-    """A Bundle from whatever MODEL names: a bundle, an HLO text or a dump is read; a model file
-    is compiled (and measured) in the sandboxed worker; a gallery model here, or in a worker
-    started with its devices when it runs on more than one (``devices``, else its ``DEVICES``).
-    ``ahead``: what the caller will derive from a compiled bundle, done on a draft of it while
-    it compiles (``compile_model``)."""
-    from analysis.bundle import Bundle, bundle_from_hlo
+             devices: int | None = None, ahead=None, trace: str | None = None, prefer: str | None = None):
+    """A Bundle from whatever MODEL names: a bundle, an HLO text, a dump or a profiler trace is
+    opened by the gate in the sandboxed worker (``open_input``, with ``trace``'s timings); a
+    model file is compiled (and measured) in the sandboxed worker; a gallery model here, or in a
+    worker started with its devices when it runs on more than one (``devices``, else its
+    ``DEVICES``). ``ahead``: what the caller will derive from a compiled bundle, done on a draft
+    of it while it compiles (``compile_model``). A compiled model's bundle gets ``trace``'s
+    timings through the gate too."""
     from analysis.devices import check_devices
 
     if devices is not None:
@@ -133,21 +149,15 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
         if devices is not None:
             raise ExplorerError("options", "--devices is for a model that is compiled; this input is only read "
                                            "(its device count is the one it was compiled for)", model)
-        from analysis.trace_import import holds_trace, is_trace
+        same = trace and os.path.abspath(trace) == os.path.abspath(model)  # a trace given as MODEL brought its own
+        return open_input(model, module, say, trusted, None if same else trace, prefer)
+    b = _compiled(model, backend, options, progress, gpu_target, measure, compare, iterations, trusted, devices, ahead)
+    return open_input(model, None, say, trusted, trace, bundle=b) if trace else b
 
-        if is_trace(model):
-            return load_trace_programs(model, module, say, trusted)
-        if model.endswith(".zip") or _is_zip(model):
-            b = load_dump(model, module, say)
-            if holds_trace(model):  # the dump and its trace zipped together
-                from analysis.trace_import import apply_trace
 
-                apply_trace(b, model)
-            return b
-        text = _read_text(model)
-        if text.lstrip().startswith("{"):
-            return Bundle.load(model)
-        return bundle_from_hlo(text, os.path.splitext(os.path.basename(model))[0], model)
+def _compiled(model: str, backend: str, options, progress, gpu_target, measure: bool, compare: bool, iterations,
+              trusted: bool, devices, ahead):
+    """A model file or gallery model, compiled (and measured)."""
     if not os.path.exists(model) and (model.endswith(".py") or os.sep in model or "." in os.path.basename(model)):
         # Looks like a file name (gallery names have no dots or slashes): say so, rather
         # than "no gallery model named 'x.hlo'".
@@ -227,11 +237,7 @@ def _cmd_analyze(args) -> int:
                       progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
                       module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
-                      trusted=args.trusted, devices=args.devices)
-    if trace and os.path.abspath(trace) != os.path.abspath(args.model):  # a trace given as MODEL brought its own
-        from analysis.trace_import import apply_trace
-
-        apply_trace(bundle, trace)
+                      trusted=args.trusted, devices=args.devices, trace=trace)
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -286,7 +292,7 @@ def _cmd_passes(args) -> int:
     options = _options(args)
     model = args.model
     if os.path.exists(model) and not model.endswith(".py"):
-        b = load_any(model, module=args.module, say=lambda m: print(m, file=sys.stderr))
+        b = load_any(model, module=args.module, say=lambda m: print(m, file=sys.stderr), prefer="passes")
         log = b.pass_log or []
         if not log:
             raise ExplorerError("load", "this input has no pass log (compile a model, or zip a dump made with "
@@ -478,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"xla-explorer: {e.one_line()}", file=sys.stderr)
+        return 2
+    except HloParseError as e:  # a text this run did not check itself (a bundle's): where it is bad
+        if args.debug:
+            raise
+        print(f"xla-explorer: {from_parse_error(e).one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("xla-explorer: interrupted", file=sys.stderr)

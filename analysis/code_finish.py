@@ -38,13 +38,55 @@ def _disassembled(elf: bytes, file: str) -> tuple[str, int | None] | ExplorerErr
         return e
 
 
+def disassemble_objects(bundle) -> None:
+    """Every CPU kernel's object file disassembled now into its ``asm`` stage (once per object
+    its twins share), and the object files dropped from the bundle: called in the worker, so
+    that no ELF parser runs on the app's server (docs/worker.md, "The gate"; an object file a
+    worker or an upload sends is as untrusted as any of their bytes). A damaged object is the
+    kernel's ``asm_problem`` (one line) and the rest of its code stands; past the bundle's code
+    budget (``C.MAX_BUNDLE_CODE_CHARS``, the texts it holds counted once each) a kernel keeps no
+    machine code and says so. Its lines are linked to its ops when it is first asked for, as ever."""
+    c = bundle.code
+    kernels = c.get("kernels") if isinstance(c, dict) else None
+    if not kernels:
+        return
+    texts: dict[int, str] = {}
+    for k in kernels.values():
+        for t in (k.get("stages") or {}).values():
+            texts[id(t)] = t
+    left = C.MAX_BUNDLE_CODE_CHARS - sum(len(t) for t in texts.values() if isinstance(t, str))
+    made: dict[bytes, tuple | ExplorerError] = {}
+    for name, k in kernels.items():
+        elf = k.get("elf")
+        if not isinstance(elf, (bytes, bytearray)):
+            continue
+        elf, file = bytes(elf), k.get("elf_file") or f"{name}.o"
+        got = made.get(elf)
+        if got is None:
+            got = made[elf] = _disassembled(elf, file)
+            if not isinstance(got, ExplorerError):
+                left -= len(got[0])
+                if left < 0:
+                    got = made[elf] = ExplorerError("code", "not disassembled: the bundle's code is full", file)
+        k["elf"] = None
+        if isinstance(got, ExplorerError):
+            k["asm_problem"] = got.one_line()[:300]
+            continue
+        k["stages"] = {**(k.get("stages") or {}), "asm": got[0]}
+        if got[1] is not None:
+            k["cut"] = {**(k.get("cut") or {}), "asm": got[1]}
+    if any("asm" in (k.get("stages") or {}) for k in kernels.values()) and "asm" not in (c.get("stages") or []):
+        c["stages"] = sorted([*(c.get("stages") or []), "asm"], key=C.stage_order)
+
+
 def finish(bundle, name: str, entry: dict) -> C.KernelCode:
     """The whole ``KernelCode`` of a kernel entry whose object and links are still to be made."""
     from analysis.code_links import (RenamedLinks, asm_lines, canonical_ops, kernel_ops, link_asm, link_llvm,
                                      llvm_lines)
     from analysis.llvm_ir import accesses
 
-    stages, cut, problems = dict(entry.get("stages") or {}), dict(entry.get("cut") or {}), []
+    stages, cut = dict(entry.get("stages") or {}), dict(entry.get("cut") or {})
+    problems = [entry["asm_problem"]] if isinstance(entry.get("asm_problem"), str) else []
     elf = entry.get("elf")
     if isinstance(elf, (bytes, bytearray)):
         elf, file = bytes(elf), entry.get("elf_file") or f"{name}.o"

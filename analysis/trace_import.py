@@ -105,7 +105,7 @@ def read_trace(path: str | None = None, data: bytes | None = None, name: str = "
             raise ExplorerError("trace", e.strerror or str(e), path) from None
         name = os.path.basename(path)
     assert data is not None
-    if data[:4] == b"PK\x03\x04":
+    if data[:4] in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip (the second: one with no files)
         try:
             z = zipfile.ZipFile(io.BytesIO(data))
             with z:
@@ -149,6 +149,12 @@ def parse_json_trace(data: bytes, name: str = "trace") -> TraceProfile:
     """A Chrome JSON trace -> ``TraceProfile``. Complete events (``"ph": "X"``) only; processes
     and threads named by their metadata events. Anything malformed is skipped or refused in one
     line, never trusted."""
+    # each event is a JSON object: counted (an upper bound, at C speed) before anything is built,
+    # so a gzip bomb of empty objects is refused, not parsed into millions of dicts
+    objects = data.count(b"{")
+    if objects > 2 * MAX_EVENTS + 1000:
+        raise ExplorerError("trace", f"over {2 * MAX_EVENTS:,} JSON objects, more than the {MAX_EVENTS:,} events "
+                                     "a trace may hold", name)
     try:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -256,12 +262,20 @@ class Trace(NamedTuple):
         return {e.hlo_module for e in self.events}
 
 
-def load_trace(path: str | None = None, data: bytes | None = None, name: str = "trace") -> Trace:
+NO_HLO = ("this trace carries no HLO (a .trace.json.gz never does; the .xplane.pb beside it does): give the "
+          ".xplane.pb, or the XLA dump with --trace")
+
+
+def load_trace(path: str | None = None, data: bytes | None = None, name: str = "trace",
+               need_hlo: bool = False) -> Trace:
     """Read and check a trace once (a folder, a zip, a ``.xplane.pb``, a ``.trace.json.gz``, or an
-    upload's bytes of any of these)."""
+    upload's bytes of any of these). ``need_hlo``: a trace alone, opened for the HLO it carries:
+    a JSON trace, which carries none, is refused before its events are read."""
     from analysis.profile import events_from_profile
 
     raw, member = read_trace(path, data, name)
+    if need_hlo and _is_json(raw, member):
+        raise ExplorerError("trace", NO_HLO, member)
     pd = parse_trace(raw, member)
     platform, device, kind = trace_device(pd)
     return Trace(events_from_profile(pd, platform), platform, device, member, kind,
@@ -364,8 +378,7 @@ def pick_program(tr: Trace, module: str | None = None):
     """The program of the trace to open: ``module`` (its name, or ``name(program_id)``), else the
     one it spent the most kernel time in. One ExplorerError line when there is none."""
     if not tr.programs:
-        raise ExplorerError("trace", "this trace carries no HLO (a .trace.json.gz never does; the .xplane.pb "
-                                     "beside it does): give the .xplane.pb, or the XLA dump with --trace", tr.file)
+        raise ExplorerError("trace", NO_HLO, tr.file)
     ran = ran_programs(tr)
     if not ran:
         seen = sorted(m for m in tr.modules() if m)

@@ -59,6 +59,7 @@ MAX_LINES = 100_000
 MAX_NAME = 500                # characters of an event's name kept
 MAX_VALUE = 2000              # characters of a string stat kept
 MAX_PROGRAMS = 1000           # compiled modules a trace may carry the HLO of
+MAX_TOP_LEVEL = 10_000        # planes, errors, warnings, hostnames (a handful in a real trace)
 
 
 class Event(NamedTuple):
@@ -182,9 +183,62 @@ def _stats(stats, stat_names: dict, out: list) -> list:
     return out
 
 
+def count_top_level(data: bytes, limit: int = MAX_TOP_LEVEL) -> int | None:
+    """How many entries (planes, errors, warnings, hostnames) the top level of a serialized
+    XSpace holds, read off the wire format without parsing anything inside them, stopping past
+    ``limit`` (then ``limit + 1``); None where the top level is not well formed (the parser then
+    says so). The protobuf library builds the whole message before anything can be counted, and
+    a plane costs the loop over them a Python object: millions of empty planes in a few
+    kilobytes zipped were tens of seconds and a gigabyte before any bound was checked."""
+    n, pos, end = 0, 0, len(data)
+
+    def varint(p: int) -> tuple[int, int] | None:
+        v, shift = 0, 0
+        while p < end and shift < 64:
+            b = data[p]
+            v |= (b & 0x7F) << shift
+            p += 1
+            if not b & 0x80:
+                return v, p
+            shift += 7
+        return None
+
+    while pos < end:
+        got = varint(pos)
+        if got is None:
+            return None
+        tag, pos = got
+        wire = tag & 7
+        if wire == 0:
+            got = varint(pos)
+            if got is None:
+                return None
+            pos = got[1]
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            got = varint(pos)
+            if got is None:
+                return None
+            length, pos = got
+            pos += length
+        else:
+            return None
+        n += 1
+        if n > limit:
+            return n
+    return n if pos == end else None
+
+
 def read_xspace(data: bytes, name: str = "trace") -> Space:
     """A serialized XSpace -> ``Space`` (see the module docstring). Refuses in one line what is no
-    XSpace or holds more than the bounds above."""
+    XSpace or holds more than the bounds above, the planes counted before anything is built."""
+    entries = count_top_level(data)
+    if entries is not None and entries > MAX_TOP_LEVEL:
+        raise ExplorerError("trace", f"over {MAX_TOP_LEVEL:,} planes and other entries, more than a trace may hold",
+                            name)
     XSpace = message_classes()["XSpace"]  # noqa: N806
     space = XSpace()
     try:

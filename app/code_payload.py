@@ -120,7 +120,9 @@ def kernel_view(b: Bundle, name: str) -> dict | None:
     stage = facts.get("stage") if isinstance(facts.get("stage"), str) else None
     return {"stages": {s: kc.stages[s] for s in stages if s in kc.stages} or dict(kc.stages),
             "ops": ops, "cut": dict(kc.cut or {}), "facts_stage": stage,
-            "facts": fact_lines(facts, codecore.stage_label(stage) if stage else None),
+            # a stage that could not be made (a damaged object file) says why, in one line each
+            "facts": fact_lines(facts, codecore.stage_label(stage) if stage else None)
+            + [f"not made: {p}" for p in kc.problems],
             "pre": _pre_ops_of(b, name, named, _instruction_index(b))}
 
 

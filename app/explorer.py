@@ -29,7 +29,7 @@ from analysis.service.job import Job  # noqa: E402
 from app import graph_payload, guard, queries, runner, safe, views  # noqa: E402
 from app.page_helpers import as_text, presets_for, show_error, show_note, unexpected  # noqa: E402
 from app.devices_view import devices_control  # noqa: E402
-from app.uploads import load_upload  # noqa: E402
+from app.uploads import choice_label, load_upload, open_choice, upload_choices  # noqa: E402
 from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
@@ -188,29 +188,14 @@ def sidebar() -> tuple:
             if (up is not None or tr is not None) and st.button("Open", key="open_upload", type="primary",
                                                                  width="stretch"):
                 load_upload(up, tr)  # a trace alone: the modules it ran, from the HLO it carries
-            dumps = ss.get("dump_bundles") or []
-            if len(dumps) > 1:
-                names = [f"{d.title} ({d.metrics.get('kernels_after', '?')} kernels)" for d in dumps]
-                pick = st.selectbox("Module", range(len(dumps)), format_func=lambda i: names[i], key="dump_pick")
-                if dumps[pick] is not ss.bundle and st.button("Show this module", key="dump_show"):
-                    ss.bundle, ss.sel = dumps[pick], {}
-            traced = ss.get("trace_open")
-            if traced is not None:
-                from analysis.render.format import human_seconds
-                from analysis.trace_import import busy_programs, program_label
-                from app.uploads import open_trace_program
-
-                timed = busy_programs(traced)
-                ran = [p for p, _ in timed]
-                if len(ran) > 1:
-                    busy = [human_seconds(ns * 1e-9) for _, ns in timed]
-                    pick = st.selectbox("Module in the trace (most kernel time first)", range(len(ran)),
-                                        format_func=lambda i: f"{program_label(ran[i])} · {busy[i]} of kernels",
-                                        key="trace_pick")
-                    shown = ss.bundle is not None and (ss.bundle.timings or {}).get("program_id") == ran[pick].program_id
-                    if not shown and st.button("Show this module", key="trace_show") and open_trace_program(
-                            traced, ran[pick]):
-                        st.rerun()  # the page, and this box, of the module now shown
+            choices, picked, what = upload_choices(ss.get("bundle"))
+            if len(choices) > 1 and ss.get("upload_job") is not None:
+                pick = st.selectbox(what, range(len(choices)), format_func=lambda i: choice_label(choices[i]),
+                                    index=next((i for i, c in enumerate(choices) if c["name"] == picked), 0),
+                                    key="upload_pick")
+                if choices[pick]["name"] != picked and st.button("Show this module", key="upload_show") \
+                        and open_choice(choices[pick]["name"]):
+                    st.rerun()  # the page, and this box, of the module now shown
 
         if job is not None:
             gpu = runner.gpu_present()

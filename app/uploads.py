@@ -1,154 +1,104 @@
-"""The Explorer's uploads: an HLO text, a bundle or a zipped XLA dump, and the user's own
-profiler trace of it (or the trace alone, with the HLO it carries), opened as the page's bundle (``st.session_state.bundle``). Everything
-uploaded is untrusted: sizes are checked first (``app.guard``), a bundle is re-derived from its
-HLO texts, and any error is one line in ``st.session_state.error``; the page's bundle is kept."""
+"""The app's uploads, opened through the gate: an HLO text, a bundle, a zipped XLA dump or a
+profiler trace (and the trace of a compile's run) go to a sandboxed worker as they are, as one
+``open`` job through the queue (``analysis.service.job.upload_job``; ``analysis.inputs`` reads
+them there). This process reads none of their bytes: it checks their size (``app.guard``) and
+receives the bundle the worker made, checked on arrival like any worker's. The bundle says what
+else the file holds (``source.upload``: a dump's other modules, a trace's other programs); another
+of them is another job of the same bytes (``open_choice``). Every error is one line in
+``st.session_state.error``; the page's bundle is kept."""
 
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 
 import streamlit as st
 
-from analysis.bundle import Bundle, bundle_from_hlo, reanalyze
-from analysis.errors import ExplorerError, from_parse_error
-from analysis.hlo import HloParseError
-from app import guard
+from analysis.bundle import Bundle
+from analysis.errors import ExplorerError
+from analysis.render.format import human_seconds
+from analysis.service.job import Job, upload_job
+from app import guard, runner
 from app.page_helpers import unexpected
 
 ss = st.session_state
 
 
-def with_trace(found: list[Bundle], trace_upload) -> list[Bundle] | None:
-    """The uploaded compiles with the uploaded trace's timings on the one it ran (first in the
-    list), or None after saying why not."""
-    from analysis.trace_import import apply_trace, load_trace
+def open_files(upload, trace=None, module: str | None = None,
+               prefer: str | None = None) -> tuple[Bundle | None, Job | None, str | None]:
+    """The bundle of an upload (and the trace of its run), opened in the sandbox, and the job
+    that opened it (to open another of its modules); else the one line that says why not. A
+    trace alone may come in either box."""
+    if upload is None and trace is None:
+        return None, None, None
+    main, extra = (upload, trace) if upload is not None else (trace, None)
+    for f in (main, extra):
+        too_big = guard.upload_error(f) if f is not None else None
+        if too_big:
+            return None, None, too_big
+    job = upload_job(main.name, main.getvalue(), extra.name if extra is not None else None,
+                     extra.getvalue() if extra is not None else None, module, prefer)
+    b, error = open_job(job)
+    return b, (job if b is not None else None), error
 
-    too_big = guard.upload_error(trace_upload)
-    if too_big:
-        ss.error = too_big
-        return None
+
+def open_job(job: Job) -> tuple[Bundle | None, str | None]:
+    """The bundle an ``open`` job makes, else the one line that says why not."""
     try:
-        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
-        ran = [b for b in found if (m := b.module("hlo_after")) is not None and m.name in tr.modules()]
-        apply_trace(ran[0] if ran else found[0], trace=tr)  # none ran: its error names what did
+        with st.spinner(f"Opening {job.filename[-80:]} in the sandbox…"):
+            return runner.compile_bundle(job, session=ss.session_id).bundle, None
     except ExplorerError as e:
-        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
-        return None
-    return ran + [b for b in found if b not in ran]
+        return None, (e if e.file else ExplorerError(e.phase, e.message, job.filename, e.line, e.column)).one_line()
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        return None, unexpected(e, "load", job.filename)
 
 
 def load_upload(upload, trace=None) -> None:
-    """An uploaded HLO text, bundle or dump zip (and the user's trace of it, when given) opened as
-    the page's bundle; a trace alone (in either uploader) opens the modules it ran from the HLO
-    it carries. Any error is one line (``ss.error``), the page's bundle kept."""
-    if upload is not None and trace is None and _holds_a_trace(upload):
-        upload, trace = None, upload
-    try:
-        if upload is None:
-            _load_trace_alone(trace)
-        else:
-            _load_upload(upload, trace)
-    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-        ss.error = unexpected(e, "load", (upload or trace).name)
+    """The Explorer's upload (and trace) opened as the page's bundle; the job kept
+    (``ss.upload_job``) so another module of the same file can be opened (``open_choice``)."""
+    b, job, error = open_files(upload, trace)
+    if b is not None:
+        _show(b, job)
+    elif error:
+        ss.error = error
 
 
-def _holds_a_trace(upload) -> bool:
-    """A ``.xplane.pb``, or a zip holding a trace rather than a dump's HLO texts."""
-    import io
-
-    from analysis.trace_import import is_trace
-
-    if upload.name.lower().endswith((".xplane.pb", ".trace.json.gz")):
-        return True
-    data = upload.getvalue()
-    if data[:4] != b"PK\x03\x04" or guard.upload_error(upload):
+def open_choice(name: str) -> bool:
+    """Another module (of a dump) or program (of a trace) of the file opened last, by its
+    choice's name; False after saying why not (``ss.error``)."""
+    job = ss.get("upload_job")
+    if job is None:
         return False
-    return is_trace(io.BytesIO(data))
-
-
-def _load_trace_alone(trace_upload) -> None:
-    """The module a trace spent the most kernel time in, from the HLO it carries (XLA prints it
-    in the sandboxed worker, a job through the queue), with the trace's timings; the trace kept
-    (``ss.trace_open``) so another of its modules can be opened (``open_trace_program``)."""
-    from analysis.trace_import import load_trace, pick_program
-
-    too_big = guard.upload_error(trace_upload)
-    if too_big:
-        ss.error = too_big
-        return
-    try:
-        tr = load_trace(data=trace_upload.getvalue(), name=trace_upload.name)
-        p = pick_program(tr)
-    except ExplorerError as e:
-        ss.error = ExplorerError(e.phase, e.message, e.file or trace_upload.name, e.line, e.column).one_line()
-        return
-    if open_trace_program(tr, p):
-        ss.dump_bundles, ss.trace_open = None, tr
-
-
-def open_trace_program(tr, p) -> bool:
-    """Program ``p`` of trace ``tr`` opened as the page's bundle; False after saying why not."""
-    from analysis.service.job import trace_job
-    from analysis.trace_import import bundle_from_trace
-    from app import runner
-
-    try:
-        with st.spinner("XLA prints the module the trace carries…"):
-            made = runner.compile_bundle(trace_job(p, tr), session=ss.session_id).bundle
-        b = bundle_from_trace(tr, p, made)
-    except ExplorerError as e:
-        ss.error = ExplorerError(e.phase, e.message, e.file or tr.file, e.line, e.column).one_line()
+    job = replace(job, upload={**(job.upload or {}), "module": name})
+    b, error = open_job(job)
+    if b is None:
+        ss.error = error
         return False
-    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
+    _show(b, job)
     return True
 
 
-def _load_upload(upload, trace=None) -> None:
-    too_big = guard.upload_error(upload)
-    if too_big:
-        ss.error = too_big
-        return
-    data = upload.getvalue()
-    if upload.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
-        import io
-
-        from analysis.dump import bundles_from_dump_zip
-        from analysis.trace_import import holds_trace
-
-        try:
-            found = bundles_from_dump_zip(data, upload.name, parsed_mb=guard.upload_limit_mb())
-        except ExplorerError as e:
-            ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
-            return
-        if trace is None and holds_trace(io.BytesIO(data)):
-            trace = upload  # the dump and its trace zipped together: the trace is read from the same zip
-        if trace is not None and (found := with_trace(found, trace)) is None:
-            return
-        ss.dump_bundles, ss.trace_open = found, None
-        ss.bundle, ss.error, ss.sel, ss.recorded = found[0], None, {}, None
-        return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        ss.error = f"load error at {upload.name}: not a UTF-8 text file"
-        return
-    try:
-        if text.lstrip().startswith("{"):
-            b = Bundle.from_json(text)
-            # what the viewer derives it derives itself: an uploaded file's kernels, provenance and
-            # metrics are recomputed from its HLO texts (which are parsed, so checked)
-            try:
-                reanalyze(b)
-            except HloParseError as e:
-                raise from_parse_error(e, upload.name) from None
-        else:
-            b = bundle_from_hlo(text, os.path.splitext(upload.name)[0], upload.name)
-    except ExplorerError as e:
-        if not e.file:
-            e.file = upload.name
-        ss.error = ExplorerError(e.phase, e.message, upload.name, e.line, e.column).one_line()
-        return
-    if trace is not None and with_trace([b], trace) is None:
-        return
-    ss.dump_bundles, ss.trace_open = None, None
+def _show(b: Bundle, job: Job) -> None:
+    ss.upload_job = job
     ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
+
+
+def choice_label(c: dict) -> str:
+    """A module or program to choose, in words: its name, its dump's module id where that
+    differs, and its kernels, kernel time or pass snapshots where known."""
+    bits = [f"{c['kernels']} kernels"] if c.get("kernels") is not None else []
+    if c.get("kernel_s") is not None:
+        bits.append(f"{human_seconds(c['kernel_s'])} of kernels")
+    if c.get("passes"):
+        bits.append("per-pass snapshots")
+    head = c["label"] + (f" · module {c['name']}" if c["name"] != c["label"] else "")
+    return head + (f" ({', '.join(bits)})" if bits else "")
+
+
+def upload_choices(b: Bundle | None) -> tuple[list[dict], str | None, str]:
+    """What else the bundle's upload holds, to choose from (its ``source.upload.choices``), the
+    one shown, and what a choice is called (a dump's module, a trace's program)."""
+    up = (b.source or {}).get("upload") if b is not None and isinstance(b.source, dict) else None
+    if not isinstance(up, dict):
+        return [], None, ""
+    return up.get("choices") or [], up.get("picked"), ("Module in the trace (most kernel time first)"
+                                                       if up.get("kind") == "trace" else "Module")

@@ -184,9 +184,8 @@ def users_trace(out_dir: str) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from analysis.cli import load_dump, load_trace_programs
+    from analysis.cli import open_input
     from analysis.kernels import launching
-    from analysis.trace_import import apply_trace
 
     def mlp(x, w1, w2):
         return jax.nn.softmax(jnp.tanh(x @ w1 + 1.0) @ w2, axis=-1)
@@ -199,7 +198,7 @@ def users_trace(out_dir: str) -> dict:
             jax.random.normal(k[2], (1024, 256)))
     work = tempfile.mkdtemp()
     dump, trace = os.path.join(work, "dump"), os.path.join(work, "trace")
-    compiled = jax.jit(mlp).lower(*args).compile(compiler_options={"xla_dump_to": dump})
+    compiled = jax.jit(mlp).lower(*args).compile(compiler_options={"xla_dump_to": dump, "xla_dump_emitter_re": "llvm"})
     jax.block_until_ready(compiled(*args))
     with jax.profiler.trace(trace):
         for _ in range(3):
@@ -214,10 +213,10 @@ def users_trace(out_dir: str) -> dict:
     out, problems = {}, []
     for way in ("dump_and_trace", "trace_alone"):
         try:
-            if way == "dump_and_trace":
-                b = apply_trace(load_dump(zips["dump"], "jit_mlp"), zips["trace"])
+            if way == "dump_and_trace":  # both through the gate, as a user's files are
+                b = open_input(zips["dump"], "jit_mlp", trusted=True, trace=zips["trace"])
             else:
-                b = load_trace_programs(zips["trace"], trusted=True)
+                b = open_input(zips["trace"], trusted=True)
         except Exception as e:  # noqa: BLE001 - say it, go on
             problems.append(f"{way}: {type(e).__name__}: {e}")
             continue

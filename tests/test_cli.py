@@ -165,6 +165,25 @@ def test_malformed_hlo_names_the_line(capsys, tmp_path):
     assert_user_error(main_in_process(capsys, "analyze", path), "parse error", "bad.hlo:5")
 
 
+@pytest.mark.parametrize("command", ["analyze", "report"])
+def test_a_bundle_whose_hlo_is_damaged_names_the_text_and_the_place(capsys, tmp_path, command):
+    import json
+
+    from analysis.bundle import bundle_from_hlo
+
+    b = bundle_from_hlo(GPU_HLO, "gpu_model", "gpu.hlo").to_dict()
+    lines = b["stages"]["hlo_after"].splitlines()
+    n = next(i for i, line in enumerate(lines) if "parameter(0)" in line)
+    lines[n] = lines[n].replace("parameter(0)", "parameter(((0")  # damaged on its line, n + 1
+    b["stages"]["hlo_after"] = "\n".join(lines)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(b))
+    extra = ["--html", tmp_path / "r.html"] if command == "report" else []
+    line = assert_user_error(main_in_process(capsys, command, path, *extra), "parse error")
+    assert f":{n + 1}:" in line and ("hlo_after" in line or "b.json" in line), line
+    assert "internal error" not in line
+
+
 def test_corrupt_bundle_json(capsys, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"schema_version": 1, "kernels": ')

@@ -59,7 +59,7 @@ def _layer(name: str) -> str:
         return "lessons" if name in ("sample_models.lessons", "sample_models.lessons_devices") else "gallery"
     if parts[0] != "analysis":
         return parts[0]
-    if len(parts) > 1 and parts[1] in ("hlo", "compile", "service", "render"):
+    if len(parts) > 1 and parts[1] in ("hlo", "compile", "service", "render", "inputs"):
         return parts[1]
     return "cli" if name == "analysis.cli" else "core"
 
@@ -70,7 +70,7 @@ def _ours(imported: set[str]) -> set[str]:
 
 def test_every_layer_exists():
     assert {_layer(n) for n in MODULES} >= {"hlo", "core", "compile", "service", "render", "cli", "app", "gallery",
-                                            "lessons"}
+                                            "lessons", "inputs"}
 
 
 def test_the_notebook_front_end_and_the_app_never_import_each_other():
@@ -113,11 +113,12 @@ def test_analysis_never_imports_streamlit():
 
 
 def test_imports_point_down():
-    forbidden = {"render": ("compile", "service", "cli", "app"),
-                 "hlo": ("core", "compile", "service", "render", "cli", "app", "gallery", "lessons"),
-                 "app": ("compile",), "lessons": ("compile", "service", "cli", "app"),
-                 "core": ("compile", "service", "render", "cli", "app", "lessons"),
-                 "compile": ("service", "render", "cli", "app", "lessons"),
+    forbidden = {"render": ("compile", "service", "cli", "app", "inputs"),
+                 "hlo": ("core", "compile", "service", "render", "cli", "app", "gallery", "lessons", "inputs"),
+                 "app": ("compile", "inputs"), "lessons": ("compile", "service", "cli", "app", "inputs"),
+                 "core": ("compile", "service", "render", "cli", "app", "lessons", "inputs"),
+                 "inputs": ("compile", "service", "render", "cli", "app", "lessons"),
+                 "compile": ("service", "render", "cli", "app", "lessons", "inputs"),
                  "service": ("render", "cli", "app", "lessons")}
     bad = []
     for name, imps in IMPORTS.items():
@@ -154,3 +155,28 @@ def test_the_viewer_and_the_service_parent_load_no_jax():
 def test_the_parser_is_pure_python():
     loaded = _loaded_after_import(["analysis.hlo"])
     assert not loaded & {"jax", "jaxlib", "numpy", "streamlit", "plotly"}
+
+
+# The readers of the bytes a user hands over (a dump's files, a trace, an object file): they run
+# in the sandboxed worker behind the gate (analysis.inputs), never in the app's server. (The
+# fusion log's module is also the decisions' vocabulary, which the views use: not listed.)
+READERS = ("analysis.inputs", "analysis.dump", "analysis.trace_import", "analysis.xplane", "analysis.code_read",
+           "analysis.code_gpu_read", "analysis.disassemble", "analysis.fusion_dump", "analysis.compile.hlo_proto")
+SERVER = [n for n in MODULES if _layer(n) == "app"] + [
+    "analysis.service.queue", "analysis.service.worker", "analysis.service.worker_process",
+    "analysis.service.ray_engine", "analysis.service.store", "analysis.service.cache_keys"]
+
+
+def test_the_server_imports_no_reader_of_a_users_bytes():
+    bad = [f"{n} -> {m}" for n in SERVER for m in _ours(IMPORTS[n]) if m.startswith(READERS)]
+    assert not bad, "\n".join(bad)
+    loaded = _loaded_after_import_names(["app.uploads", "app.runner", "analysis.service.queue"])
+    assert not loaded & set(READERS), sorted(loaded & set(READERS))
+
+
+def _loaded_after_import_names(modules: list[str]) -> set[str]:
+    code = ("import sys, json\n"
+            f"for m in {modules!r}:\n    __import__(m)\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))

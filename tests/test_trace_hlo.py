@@ -180,29 +180,32 @@ def test_a_module_xla_cannot_read_is_one_line_from_the_sandbox(tmp_path, capsys)
 
 def test_the_apps_upload_opens_a_trace_alone(traced):
     """Dropped in either uploader, the trace's zip opens the module it spent the most time in,
-    with its timings (a job through the queue); another of its programs opens from the trace
-    kept; a JSON trace alone is refused in one line, the page's bundle kept."""
+    with its timings (a job through the queue, read by the gate in the sandbox); the bundle lists
+    the programs it ran, and another of them opens by its name (another job of the same bytes);
+    a JSON trace alone is refused in one line, the page's bundle kept."""
     import streamlit as st
 
-    from analysis.trace_import import program_label, ran_programs
     from app import uploads
 
     trace_dir, trace_zip, xla = traced
     ss = st.session_state
     ss.session_id = "test-trace-alone"
     for as_model in (False, True):
-        ss.bundle, ss.error, ss.trace_open = None, None, None
+        ss.bundle, ss.error, ss.upload_job = None, None, None
         up = _Upload("trace.zip", open(trace_zip, "rb").read())
         uploads.load_upload(up, None) if as_model else uploads.load_upload(None, up)
         assert ss.error is None, ss.error
         assert _names(ss.bundle.stages["hlo_after"]) == _names(xla["big"])
         assert ss.bundle.timings["source"] == "trace" and ss.bundle.timings["steps_seen"] == RUNS
-    ran = ran_programs(ss.trace_open)
-    assert [p.module for p in ran].count("jit__mlp") == 2 and len(ran) == 3
-    sin = next(p for p in ran if p.module == "jit__sin3")
-    assert uploads.open_trace_program(ss.trace_open, sin) and ss.error is None
-    assert _names(ss.bundle.stages["hlo_after"]) == _names(xla["sin"]), program_label(sin)
-    assert ss.bundle.timings["program_id"] == sin.program_id
+    choices, picked, what = uploads.upload_choices(ss.bundle)
+    names = [c["name"] for c in choices]
+    assert len(choices) == 3 and sum(n.startswith("jit__mlp(") for n in names) == 2 and "trace" in what
+    assert picked == names[0] and choices[0]["kernel_s"] >= choices[1]["kernel_s"] > 0  # most kernel time first
+    sin = next(n for n in names if n.startswith("jit__sin3"))
+    assert uploads.open_choice(sin) and ss.error is None
+    assert _names(ss.bundle.stages["hlo_after"]) == _names(xla["sin"]), sin
+    assert ss.bundle.timings["program_id"] == int(sin.split("(")[1].rstrip(")"))
+    assert uploads.upload_choices(ss.bundle)[1] == sin
     kept = ss.bundle
     js = _trace_file(trace_dir, ".trace.json.gz")
     uploads.load_upload(None, _Upload(os.path.basename(js), open(js, "rb").read()))

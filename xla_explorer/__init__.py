@@ -99,16 +99,18 @@ def _from_stage(stage, title: str | None):
 
 
 def _from_text_or_path(x: str, title: str | None):
-    from analysis.bundle import Bundle, bundle_from_hlo
+    """A bundle's JSON, an HLO text or a path, opened by the one gate every front end uses
+    (``analysis.inputs``), here in the notebook's own process (the user's own files)."""
+    from analysis.cli import load_any
     from analysis.errors import ExplorerError
+    from analysis.service.job import upload_job
+    from analysis.service.worker_main import execute
 
-    if x.lstrip().startswith("{"):
-        return Bundle.from_json(x)
-    if x.lstrip().startswith("HloModule"):
-        return bundle_from_hlo(x, title or "hlo")
+    head = x.lstrip()[:20]
+    if head.startswith(("{", "HloModule")):
+        name = f"{title or ('bundle' if head.startswith('{') else 'hlo')}{'.json' if head.startswith('{') else '.hlo'}"
+        return execute(upload_job(name, x.encode()))
     if os.path.exists(x):
-        from analysis.cli import load_any
-
         return load_any(x, trusted=True)
     raise ExplorerError("load", "not an HLO text (it starts with HloModule), a bundle's JSON or an existing path",
                         x[:80])

@@ -3,14 +3,12 @@ XLA's own deserializer and printer (jaxlib's ``HloModule``), printed as a compil
 it: metadata (op names, source lines), backend configs, layouts, large constants elided.
 (``XlaComputation.as_hlo_text`` prints no metadata, so no provenance to the program's ops.)
 
-It runs in the sandboxed worker, as a ``kind="hlo_proto"`` job (through the queue, its limits
-and cache like any job): the bytes come from a user's trace, and XLA's C++ deserializer is not
-to be handed untrusted bytes in the app's server. The parent derives the bundle again from the
-text, with the project's own parser, like any worker's bundle."""
+It runs in the sandboxed worker, in the job that opens the trace (``analysis.inputs``: the
+gate hands it this printer): the bytes come from a user's trace, and XLA's C++ deserializer is
+not to be handed untrusted bytes in the app's server. The parent derives the bundle again from
+the text, with the project's own parser, like any worker's bundle."""
 
 from __future__ import annotations
-
-import base64
 
 from analysis.errors import ExplorerError
 
@@ -33,13 +31,3 @@ def hlo_text(proto: bytes, name: str = "module") -> str:
     opts.print_large_constants = False
     return module.to_string(opts)
 
-
-def bundle_of(job):
-    """A ``kind="hlo_proto"`` job's bundle: its module's HLO text, as XLA prints it."""
-    from analysis.bundle import bundle_from_hlo
-
-    try:
-        raw = base64.b64decode(job.source or "", validate=True)
-    except (ValueError, TypeError):
-        raise ExplorerError("protocol", "an hlo_proto job's source is not base64", job.filename) from None
-    return bundle_from_hlo(hlo_text(raw, job.name), job.name.split("(")[0], job.filename)

@@ -43,12 +43,22 @@ def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = N
     library, config), ``totals`` and ``note``."""
     kernels, want = select(bundle, kernel, stages)
     out_k, out_l = [], []
+    first: dict[str, str] = {}  # a text -> the first kernel listed with it
     for name in kernels:
         kc = C.kernel_code(bundle, name)
         if kc is None:
             out_l.append({"name": name, **C.library_call(bundle, name)})
             continue
-        out_k.append({"name": name, "stages": {s: kc.stages[s] for s in want if s in kc.stages},
+        texts, same = {}, {}
+        for s in want:
+            if s in kc.stages:
+                t = kc.stages[s]
+                if t in first:  # twins share their code: listed once (a bundle of references is not multiplied)
+                    same[s] = first[t]
+                else:
+                    first[t] = name
+                    texts[s] = t
+        out_k.append({"name": name, "stages": texts, "same_as": same,
                       **{k: v for k, v in kc.facts.items() if k != "stage"}, "facts_stage": kc.facts.get("stage"),
                       "cut": {s: n for s, n in kc.cut.items() if s in want}, "problems": list(kc.problems)})
     return {"stages": want, "kernels": out_k, "library": out_l, "totals": C.totals(bundle), "note": C.note(bundle)}
@@ -69,8 +79,10 @@ def facts_line(f: dict) -> str:
 
 
 def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None, facts_only: bool = False) -> str:
-    """The code as text: a header line per kernel with its facts, then each stage's text."""
+    """The code as text: a header line per kernel with its facts, then each stage's text (a text
+    an earlier kernel printed is named, not printed again: twins share their code)."""
     kernels, want = select(bundle, kernel, stages)
+    first: dict[str, str] = {}
     t = C.totals(bundle)
     lines = [f"{t['kernels']} kernel(s) with generated code: {t['global_loads']} loads and {t['global_stores']} "
              f"stores through their buffers in all"]
@@ -91,6 +103,11 @@ def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None
             continue
         for s in want:
             if s in kc.stages:
+                t = kc.stages[s]
+                if t in first:
+                    lines.append(f"-- {C.stage_label(s)}: the same as {first[t]}'s")
+                    continue
+                first[t] = name
                 lines.append(f"-- {C.stage_label(s)}" + (f" (cut: {kc.cut[s]:,} lines in all)" if s in kc.cut else ""))
-                lines.append(kc.stages[s].rstrip("\n"))
+                lines.append(t.rstrip("\n"))
     return "\n".join(lines)

@@ -10,10 +10,12 @@ it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass, field
 
-KINDS = ("gallery", "code", "file", "probe", "sweep", "hlo_proto")
+
+KINDS = ("gallery", "code", "file", "probe", "sweep", "open")
 
 # The phases a job goes through, as a worker names them in ``{"progress": PHASE}`` (a phase may
 # carry a detail after a colon: ``sweep:cached calls``), with the words the app shows for each;
@@ -35,8 +37,7 @@ class Job:
     filename: str = "<pasted code>"
     name: str = "pasted"
     kind: str = "code"  # "gallery" (source ignored, name is the gallery entry) | "code" | "file" | "probe" | "sweep"
-    #                     | "hlo_proto" (source: the base64 of an HloModuleProto a user's trace carries;
-    #                       name: its module(program_id); the bundle of its HLO as XLA prints it)
+    #                     | "open" (an upload, opened by the gate: ``upload_job``)
     backend: str = "auto"
     compiler_options: dict = field(default_factory=dict)
     measure: bool = False
@@ -65,6 +66,10 @@ class Job:
     # for a GPU target the target has that many. None: the model file's ``DEVICES = N``, else 1
     # (``job_devices``). Part of the cache key, as resolved.
     devices: int | None = None
+    # kind="open": what else the user handed over besides the file (``source``, its bytes in
+    # base64; ``filename``, its name): ``{"trace": BASE64, "trace_name": NAME, "module": NAME,
+    # "prefer": "passes"}``, each optional (``upload_job``)
+    upload: dict | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -90,7 +95,7 @@ def job_devices(job: Job) -> int:
 
     if job.devices is not None:
         return check_devices(job.devices)
-    if job.kind in ("probe", "hlo_proto"):
+    if job.kind in ("probe", "open"):
         return 1
     return devices_in_source(job_source(job), job.filename) or 1
 
@@ -100,13 +105,16 @@ def is_measure(job: Job) -> bool:
     return bool(job.measure or job.compare_fusion)
 
 
-def trace_job(p, tr) -> Job:
-    """The worker job that opens program ``p`` (``analysis.xplane.Program``) of trace ``tr``
-    (``analysis.trace_import.Trace``): XLA prints the module it carries
-    (``analysis.compile.hlo_proto``), in the sandbox, through the queue like any job."""
-    import base64
+def upload_job(name: str, data: bytes, trace_name: str | None = None, trace: bytes | None = None,
+               module: str | None = None, prefer: str | None = None) -> Job:
+    """The job that opens what a user handed over (``analysis.inputs``): a file (an HLO text, a
+    bundle, a zipped dump or a profiler trace), maybe the trace of its run, maybe the module or
+    program to open. The bytes go to the sandboxed worker as they are: this process reads none
+    of them."""
+    name = (name or "upload")[-200:]
+    extra = {"trace": base64.b64encode(trace).decode() if trace is not None else None,
+             "trace_name": (trace_name or "trace")[-200:] if trace is not None else None,
+             "module": (module or "")[:300] or None, "prefer": prefer}
+    return Job(kind="open", name=name, filename=name, source=base64.b64encode(data).decode(),
+               upload={k: v for k, v in extra.items() if v is not None})
 
-    from analysis.trace_import import program_label
-
-    return Job(kind="hlo_proto", name=program_label(p), filename=tr.file[-200:],
-               source=base64.b64encode(p.proto).decode())

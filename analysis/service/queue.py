@@ -479,7 +479,12 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
     store = (queue.store if queue is not None else default_store()) if use_cache else None
     limits = queue.limits if queue is not None else Limits.from_env()
     late = None
-    if store is not None and known_probe(store, unreadable={}) is None:
+    if store is not None and job.kind == "open":
+        # an upload is read, not compiled: what this machine's devices are does not decide it
+        key = _cached_upload(job, store, say)
+        if isinstance(key, Outcome):
+            return key
+    elif store is not None and known_probe(store, unreadable={}) is None:
         late = LateKey(job, store, limits)  # the first job here: the probe runs beside it
         # (a store that cannot be read goes the usual way, which waits for it and says so)
     elif store is not None:
@@ -540,6 +545,32 @@ def compile_job(job: Job, session: str = "default", progress: Callable[[str], No
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"job not finished after {timeout} s (status {h.status})")
     return _settle(h, store, peaks_key)
+
+
+def _cached_upload(job: Job, store, say) -> "str | Outcome | None":
+    """An upload's bundle from the store (an ``Outcome``), else the key to store it under (None
+    where the store cannot be read now)."""
+    key = cache_key(job, UPLOAD_DEVICE)
+    try:
+        with store_waiting(store, say):
+            found = store.get_bundle(key)
+    except ExplorerError as e:
+        if e.phase not in ("store", "limit", "run"):
+            raise
+        warnings.warn(f"cache not used: {e.one_line()}")
+        return key if e.phase == "store" else None
+    if found is None:
+        return key
+    say("cached")
+    try:
+        reanalyze(found)  # the reading is cached; the analysis is always this version's
+    except HloParseError as e:
+        warnings.warn(f"cached bundle not re-analyzed: {e}")
+    return Outcome(found, cached=True)
+
+
+# What an upload's cache key has for a device: the bundle of a file read is the same on any machine
+UPLOAD_DEVICE = "upload"
 
 
 def _settle(h: JobHandle, store, peaks_key: str | None) -> Outcome:

@@ -158,7 +158,8 @@ def _remote_body(job: dict, limits: dict):
                              early("texts"), early("decisions"))
             out["message"], out["isolated"] = res.message, res.isolated
             if res.message is None:
-                out["failure"] = describe_failure(res, lim, job.get("filename"), job.get("source")).to_dict()
+                code = job.get("source") if job.get("kind") in ("code", "file") else None  # (an upload is no code)
+                out["failure"] = describe_failure(res, lim, job.get("filename"), code).to_dict()
         except ExplorerError as e:
             out["failure"] = e.to_dict()
         except Exception as e:  # noqa: BLE001 - a bug on the node is still one line for the caller

@@ -25,6 +25,7 @@ import zlib
 from typing import Callable, Iterator
 
 from analysis.bundle import Bundle
+from analysis.bundle_checks import drop_object_files
 from analysis.errors import ExplorerError
 from analysis.service.settings import Limits, store_path
 
@@ -255,7 +256,12 @@ class Store:
         except (zlib.error, TypeError) as e:
             raise self._error(f"the stored bundle {key[:12]} is damaged", e) from None
         try:
-            return Bundle.from_json(text)
+            d = json.loads(text)
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise self._error(f"the stored bundle {key[:12]} is damaged", str(e)) from None
+        drop_object_files(d)  # (a store written before workers disassembled them held some)
+        try:
+            return Bundle.from_dict(d)
         except ExplorerError as e:
             raise self._error(f"the stored bundle {key[:12]} is damaged", e.message) from None
 

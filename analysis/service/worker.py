@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze
+from analysis.bundle_checks import drop_object_files
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
@@ -44,8 +45,8 @@ def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: fl
     early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)
     res = worker_process.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
                              early.decisions)
-    if res.message is None:
-        raise describe_failure(res, limits, job.filename, job.source)
+    if res.message is None:  # (an upload's bytes are no code to point into)
+        raise describe_failure(res, limits, job.filename, job.source if job.kind in ("code", "file") else None)
     return interpret(res.message, res.isolated, job, pipe=early.wait(), preview=early.bundle, sent=early.sent,
                      decided=early.decided, text_mb=limits.upload_mb)
 
@@ -252,6 +253,7 @@ def untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | Non
 
 def _untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | None = None,
                       decided: dict | None = None) -> Bundle:
+    drop_object_files(d)  # the worker disassembled them: this process runs no ELF reader
     if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
         own = d["stages"]
         back = {k: v for k, v in sent.items() if k in STAGES and k not in own}

@@ -8,6 +8,7 @@ user's code prints goes to stderr, never into the protocol stream.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -21,6 +22,8 @@ from analysis.compile.user_errors import error_from_exception
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
+from analysis.code_finish import disassemble_objects
+from analysis.inputs import Upload, open_upload
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure, job_devices
 
 
@@ -38,9 +41,11 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
     say = progress or (lambda p: None)
     if job.kind == "probe":
         raise ExplorerError("protocol", "a probe job has no bundle; use probe()")
-    if job.kind == "hlo_proto":
+    if job.kind == "open":  # an upload, through the gate (what only XLA reads, XLA prints here)
         say("load")
-        return hlo_proto.bundle_of(job)
+        b = open_upload(upload_of(job), print_proto=hlo_proto.hlo_text)
+        disassemble_objects(b)
+        return b
     if job.kind == "sweep":
         return sweep.run_sweep(job, progress)
     if job.gpu_target and job.measure:
@@ -60,6 +65,22 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
         return _compile_and_measure(job, loaded, progress, preview, texts, ends_with_job, decisions, devices, ahead)
 
 
+def upload_of(job: Job) -> Upload:
+    """The ``Upload`` an ``open`` job carries (``analysis.service.job.upload_job``)."""
+    extra = job.upload if isinstance(job.upload, dict) else {}
+
+    def raw(text) -> bytes:
+        try:
+            return base64.b64decode(text or "", validate=True)
+        except (ValueError, TypeError):
+            raise ExplorerError("protocol", "an open job's bytes are not base64", job.filename) from None
+
+    trace = extra.get("trace")
+    return Upload(name=job.filename, data=raw(job.source), trace_name=extra.get("trace_name"),
+                  trace=raw(trace) if trace is not None else None, module=extra.get("module"),
+                  prefer=extra.get("prefer"))
+
+
 def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
                          devices: int = 1, ahead=None) -> Bundle:
     say = progress or (lambda p: None)
@@ -72,6 +93,7 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
         c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                                  gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
                                  on_decisions=decisions, devices=devices, ahead=ahead)
+        disassemble_objects(c.bundle)  # here, not in the parent (no ELF reader runs there)
         previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
         if previewed:
             preview(c.bundle)

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import re2
+
 from analysis import tuning
 from analysis.errors import ExplorerError
 from analysis.service import cgroup, seccomp
@@ -383,6 +385,13 @@ class _Conversation:
                     self._message(line)
 
     def _message(self, line: bytes) -> None:
+        many = wire_containers(line)
+        if many is not None:  # refused before anything is built of it
+            if self.final is None:
+                self.final = {"error": ExplorerError("limit", f"the worker's answer holds {many:,} JSON objects and "
+                                                              f"lists, more than the {MAX_WIRE_CONTAINERS:,} a bundle "
+                                                              "may").to_dict()}
+            return
         try:
             with tuning.building():  # a big bundle's JSON is hundreds of thousands of objects
                 msg = json.loads(line)
@@ -409,6 +418,26 @@ class _Conversation:
             self.phases_said += 1
             self.last_phase = phase
             _call(self.progress, phase)
+
+
+# The most JSON objects and lists a worker's message may hold: each costs the parent 56-64 bytes
+# once parsed, so the bound is what the parse may take (a 96-layer program's bundle holds
+# far fewer: docs/worker.md, "The gate"). Counted before the message is parsed.
+MAX_WIRE_CONTAINERS = 1_500_000
+_JSON_STRING = re2.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def wire_containers(line: bytes) -> int | None:
+    """How many JSON objects and lists ``line`` holds when that is more than
+    ``MAX_WIRE_CONTAINERS``, else None. Linear in the line: brackets counted at C speed, and
+    only where they are too many, counted again outside the strings (an HLO text in a string
+    has brackets of its own), the strings taken out by RE2."""
+    n = line.count(b"{") + line.count(b"[")
+    if n <= MAX_WIRE_CONTAINERS:
+        return None
+    bare = _JSON_STRING.sub(b"", line)
+    n = bare.count(b"{") + bare.count(b"[")
+    return n if n > MAX_WIRE_CONTAINERS else None
 
 
 def _call(fn: Callable, arg) -> None:

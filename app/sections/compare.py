@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from analysis import compare  # noqa: E402
-from analysis.bundle import Bundle, bundle_from_hlo, device_label  # noqa: E402
+from analysis.bundle import Bundle, device_label  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
 from analysis.render.module_graphs import post_graph  # noqa: E402
 from analysis.options import format_options  # noqa: E402
@@ -29,6 +29,7 @@ from analysis.render.format import human_bytes, human_seconds  # noqa: E402
 from app import runner, views  # noqa: E402
 from app.kernels_view import numbers_shown  # noqa: E402
 from app import permalink  # noqa: E402
+from app.uploads import open_files  # noqa: E402
 from app.page_helpers import (  # noqa: E402
     backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
     link_warning, presentation, presets_for, show_error, table as show_table,
@@ -77,21 +78,10 @@ def _describe(b: Bundle) -> str:
 
 
 def _load_upload(up) -> Bundle | None:
-    from app.guard import upload_error
-
-    too_big = upload_error(up)  # before any of it is read (as the Explorer's uploads)
-    if too_big:
-        show_error(too_big)
-        return None
-    data = up.getvalue()
-    try:
-        text = data.decode("utf-8")
-        return Bundle.from_json(text) if text.lstrip().startswith("{") else bundle_from_hlo(text, up.name, up.name)
-    except UnicodeDecodeError:
-        show_error(f"load error at {up.name}: not a UTF-8 text file")
-    except ExplorerError as e:
-        show_error(ExplorerError(e.phase, e.message, up.name, e.line, e.column))
-    return None
+    b, _job, error = open_files(up)  # in the sandbox, as the Explorer's uploads
+    if error:
+        show_error(error)
+    return b
 
 
 # ----------------------------------------------------------------------------- links

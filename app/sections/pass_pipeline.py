@@ -27,6 +27,7 @@ from analysis.bundle import device_label  # noqa: E402
 from analysis.render.module_graphs import post_graph, pre_graph  # noqa: E402
 from analysis.hlo import parse_module  # noqa: E402
 from analysis.kernels import kernels as find_kernels  # noqa: E402
+from app.uploads import open_files  # noqa: E402
 from app import views  # noqa: E402
 from app import runner  # noqa: E402
 from app import safe  # noqa: E402
@@ -99,36 +100,16 @@ def _first_fusion(log: list) -> int:
 
 
 def _open_upload(up):
-    """A bundle with a pass log from an upload (the first module of a dump with snapshots, or a
-    bundle's JSON); None after a one-line error naming the file."""
-    from analysis.bundle import Bundle
-    from analysis.errors import ExplorerError
-    from app.guard import upload_error
-
-    too_big = upload_error(up)
-    if too_big:
-        show_error(too_big)
-        return None
-    data = up.getvalue()
-    try:
-        if up.name.lower().endswith(".zip") or data[:4] == b"PK\x03\x04":
-            from analysis.dump import bundles_from_dump_zip
-
-            found = [b for b in bundles_from_dump_zip(data, up.name) if b.pass_log]
-            if not found:
-                show_error(f"load error at {up.name}: no module in this dump has per-pass snapshots "
-                           "(dump with xla_dump_hlo_pass_re=.*)")
-                return None
-            return found[0]
-        b = Bundle.from_json(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        show_error(f"load error at {up.name}: not a UTF-8 text file")
-        return None
-    except ExplorerError as e:
-        show_error(ExplorerError(e.phase, e.message, up.name, e.line, e.column))
+    """A bundle with a pass log from an upload (the first module of a dump with per-pass
+    snapshots, or a bundle's JSON), opened in the sandbox; None after a one-line error naming the
+    file."""
+    b, _job, error = open_files(up, prefer="passes")
+    if error:
+        show_error(error)
         return None
     if not b.pass_log:
-        show_error(f"load error at {up.name}: this bundle has no pass log (compile it here, or upload a dump)")
+        show_error(f"load error at {up.name}: this bundle has no pass log (compile it here, or upload a dump "
+                   "made with xla_dump_hlo_pass_re=.*)")
         return None
     return b
 

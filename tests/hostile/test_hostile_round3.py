@@ -524,15 +524,14 @@ def test_the_server_refuses_an_upload_over_the_limit_before_reading_it():
 def test_compares_uploads_are_held_to_the_upload_limit(monkeypatch):
     import ast
 
-    from analysis.bundle import bundle_from_hlo
+    from app.uploads import open_files
 
     # the Compare page's loader, taken from the page (whose top level draws the page) and run
-    # on an upload over the limit, which must not be read
+    # on an upload over the limit, which must not be read (nor sent to the gate's worker)
     src = open(os.path.join(REPO_ROOT, "app", "sections", "compare.py")).read()
     fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "_load_upload")
     shown: list = []
-    ns = {"Bundle": Bundle, "bundle_from_hlo": bundle_from_hlo, "ExplorerError": ExplorerError,
-          "show_error": shown.append}
+    ns = {"Bundle": Bundle, "open_files": open_files, "ExplorerError": ExplorerError, "show_error": shown.append}
     exec(compile(ast.Module([fn], []), "compare.py", "exec"), ns)
 
     class Upload:
