@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import io
 import posixpath
-import re
 import zipfile
 from dataclasses import dataclass, field
 
+from analysis import linear_re
 from analysis.bundle import Bundle, analyze, bundle_from_hlo
 from analysis.code_gpu_read import gpu_code_from_files, is_gpu_code_file
 from analysis.code_read import CODE_FILE, MAX_IR_BYTES, code_from_files
@@ -46,11 +46,13 @@ MAX_PARSED_MB = 32
 MAX_PASS_TEXT_BYTES = 20 * 2 ** 20  # per module: keep snapshot texts in pass_log up to this total
 MAX_MODULES = 64  # bundles returned (the most interesting)
 
-MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)$")
-BEFORE_FILE = re.compile(r"^(?P<name>.+)\.before_optimizations\.txt$")
-AFTER_FILE = re.compile(r"^(?P<name>.+?)\.(?:(?P<tag>[^.]*?(?:\.\d+)?[^.]*?)_)?after_optimizations\.txt$")
-PASS_FILE = re.compile(r"^(?P<name>.+?)\.(?P<index>\d{4,})\.(?P<pipeline>[^.]+)\.after_(?P<pass>.+?)"
-                   r"(?:\.before_(?P<next>.+?))?\.txt$")
+# A zip's member names are a user's: RE2 patterns (``analysis.linear_re``), linear in a name's
+# length whatever it holds (the lazy parts here backtrack under ``re``).
+MODULE_FILE = linear_re.compile(r"^module_(\d+)\.(.+)$")
+BEFORE_FILE = linear_re.compile(r"^(?P<name>.+)\.before_optimizations\.txt$")
+AFTER_FILE = linear_re.compile(r"^(?P<name>.+?)\.(?:(?P<tag>[^.]*?(?:\.\d+)?[^.]*?)_)?after_optimizations\.txt$")
+PASS_FILE = linear_re.compile(r"^(?P<name>.+?)\.(?P<index>\d{4,})\.(?P<pipeline>[^.]+)\.after_(?P<pass>.+?)"
+                              r"(?:\.before_(?P<next>.+?))?\.txt$")
 _PLATFORMS = ("cpu", "gpu", "tpu", "rocm", "cuda")
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from dataclasses import dataclass, field
 
+from analysis import linear_re
 from analysis.dump import MODULE_FILE, PASS_FILE  # the dump file names, as XLA writes them
 from analysis.hlo import HloParseError, Module, ShapeParseError, parse_module
 from analysis.kernels import NO_KERNEL, kernels, launching
@@ -27,8 +27,9 @@ from analysis.options import FUSION_PASSES
 
 MAX_TEXT_BYTES = 20 * 2 ** 20  # keep snapshot texts in the pass log while they total less
 
-# Passes that fuse (the backends' fusion passes, their helpers, and anything named *fusion*).
-_FUSION_WORDS = re.compile(r"fusion|fuse|dot-library-rewriter|gemm-rewriter", re.I)
+# Passes that fuse (the backends' fusion passes, their helpers, and anything named *fusion*); a
+# pass's name may come from a user's dump (RE2: analysis.linear_re).
+_FUSION_WORDS = linear_re.compile(r"(?i)fusion|fuse|dot-library-rewriter|gemm-rewriter")
 
 
 def is_fusion_pass(name: str) -> bool:
