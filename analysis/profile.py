@@ -55,11 +55,11 @@ from __future__ import annotations
 
 import base64
 import bisect
-import re
 import statistics
 from collections import Counter
 from typing import Any, Iterable, NamedTuple, TypedDict
 
+from analysis import linear_re
 from analysis.kernels import Kernel, launching
 from analysis.numbers import middle, spread
 
@@ -68,7 +68,8 @@ LOW_ATTRIBUTION = 0.8
 LOW_BUSY = 0.5
 
 
-_DTYPE = re.compile(r"\b(pred|s4|s8|s16|s32|s64|u4|u8|u16|u32|u64|f8e\w+|bf16|f16|f32|f64|c64|c128)\[")
+# Traces and bundles are a user's: RE2 patterns (analysis.linear_re), linear in the text.
+_DTYPE = linear_re.compile(r"\b(pred|s4|s8|s16|s32|s64|u4|u8|u16|u32|u64|f8e\w+|bf16|f16|f32|f64|c64|c128)\[")
 MATMUL_OPS = ("dot", "convolution")
 def is_matmul(k: Kernel) -> bool:
     t = (k.custom_call_target or "").lower()
@@ -196,9 +197,10 @@ def _int_or_none(v):
         return None
 
 
-TPU_CORE = re.compile(r"/device:TPU:\d+$")  # a TensorCore plane (SparseCore planes add " SparseCore N")
+TPU_CORE = linear_re.compile(r"/device:TPU:\d+$")  # a TensorCore plane (SparseCore planes add " SparseCore N")
 TPU_OPS_LINE, TPU_MODULES_LINE = "XLA Ops", "XLA Modules"
-_MODULE_RUN = re.compile(r"^(.*)\((\d+)\)$")
+_MODULE_RUN = linear_re.compile(r"^(.*)\((\d+)\)$")  # read by module_run_name
+_DIGITS = frozenset("0123456789")
 KEPT_STATS = ("kernel_details", "correlation_id", "device_ordinal", "memcpy_details", "hlo_category")
 
 
@@ -246,8 +248,15 @@ def tpu_op_name(name: str) -> str:
 
 def module_run_name(name: str) -> tuple[str, int | None]:
     """``jit_f(42)`` (an "XLA Modules" event) -> (``jit_f``, 42): the module and its program id."""
-    m = _MODULE_RUN.match(name.strip())
-    return (m.group(1), int(m.group(2))) if m else (name.strip(), None)
+    name = name.strip()
+    # every execution of a module is an event: read with str methods, as _MODULE_RUN reads it
+    # (only the last "(" can open the digits that end the name)
+    at = name.rfind("(")
+    digits = name[at + 1:-1]
+    if at >= 0 and name.endswith(")") and digits and _DIGITS.issuperset(digits) and "\n" not in name \
+            and len(digits) <= 30:
+        return name[:at], int(digits)
+    return name, None
 
 
 def tpu_events(pd) -> list[TraceEvent]:
@@ -305,7 +314,7 @@ def parse_kernel_details(text: Any) -> dict:
     if not isinstance(text, str) or not text.strip():
         return {}
     out: dict = {"raw": text}
-    for tok in re.split(r"[\s;]+", text.strip()):
+    for tok in text.replace(";", " ").split():  # whitespace and ";" separate the pairs
         if ":" not in tok:
             continue
         k, v = tok.split(":", 1)
