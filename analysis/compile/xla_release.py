@@ -9,9 +9,10 @@ with each release (docs/xla-findings.md, "Releases"):
   The parser reads both forms (``analysis.hlo.parser``); a compile of ours dumps the long form,
   so that the module XLA dumps is, byte for byte, the one ``compiled.as_text()`` prints (the
   analysis made beside the compile from the dump then stands, ``analysis.pipeline``).
-- jaxlib 0.11 (at the latest 0.12) dumps a CPU kernel's LLVM IR only for the emitters that
-  ``xla_dump_emitter_re`` names (0.10 dumped it always): ``llvm`` names XLA:CPU's LLVM emitter;
-  ``triton-fusion`` XLA:GPU's Triton fusions (their Triton IR). Both releases take the pattern.
+- jaxlib 0.11 (at the latest 0.12) dumps a kernel's LLVM IR and PTX only for the emitters that
+  ``xla_dump_emitter_re`` names (0.10 dumped them always): ``llvm`` names the LLVM IR (XLA:CPU's
+  kernels, XLA:GPU's modules), ``ptx`` XLA:GPU's PTX, ``triton-fusion`` its Triton fusions' Triton
+  IR. Both releases take the pattern.
 """
 
 from __future__ import annotations
@@ -30,5 +31,5 @@ JAXLIB = _release(jaxlib.__version__)
 
 # The dump options every compile of ours adds (docs/code.md): each kernel's code, and the
 # module in the form ``compiled.as_text()`` prints
-DUMP_OPTIONS: dict = {"xla_dump_emitter_re": "triton-fusion|llvm",
+DUMP_OPTIONS: dict = {"xla_dump_emitter_re": "triton-fusion|llvm|ptx",
                       **({"xla_dump_compact_gte": False} if JAXLIB >= (0, 11) else {})}
