@@ -286,21 +286,21 @@ def _arith_names(want: tuple, ty: str | None, ops: KernelOps) -> list[str]:
 
 _HEX = frozenset("0123456789abcdef")
 _MNEMONIC = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_BLANKS = " \t\n\r\f"  # RE2's \s
 _SIMD_SUFFIXES = frozenset(("ps", "ss", "pd", "sd", "ph", "sh"))
 
 
 def _mnemonic(line: str) -> str | None:
     """The mnemonic of a disassembly line ``  offset:<whitespace>mnemonic operands``
     (``^\\s*[0-9a-f]+:\\s+([a-z][a-z0-9]*)\\b``), else None."""
-    head, colon, rest = line.lstrip().partition(":")
-    if not (colon and head and _HEX.issuperset(head) and rest[:1].isspace()):
+    head, colon, rest = line.lstrip(_BLANKS).partition(":")
+    if not (colon and head and _HEX.issuperset(head) and rest[:1] and rest[0] in _BLANKS):
         return None
-    rest = rest.lstrip()
+    rest = rest.lstrip(_BLANKS)
     end = 0
     while end < len(rest) and rest[end] in _MNEMONIC:
         end += 1
-    after = rest[end:end + 1]
-    if not rest[:1].isalpha() or end == 0 or after.isalnum() or after == "_":  # [a-z] first, a word's end after
+    if end == 0 or not rest[0].isalpha() or rest[end:end + 1] and rest[end] in _WORD:  # [a-z] first, \b after
         return None
     return rest[:end]
 

@@ -78,7 +78,7 @@ def _statement_op(s: str) -> str | None:
         name = guard[1:].removeprefix("!").removeprefix("%")
         rest = _after_blank(s[len(guard):]) if name and _WORD.issuperset(name) else None
     if rest is not None:
-        token = rest.split(None, 1)[0] if rest else ""
+        token = rest.split(None, 1)[0] if rest and not rest[0].isspace() else ""  # the pattern's ^: no blank
         if _ptx_opcode(token):
             return token
     m = _STATEMENT_OP.match(s)

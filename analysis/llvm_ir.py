@@ -40,6 +40,7 @@ _CALL = linear_re.compile(r"\bcall\b[^@]*@\"?([\w.$-]+)\"?\s*\((.*)\)")
 _VECTOR = linear_re.compile(r"<\s*(\d+)\s+x\s+(\w+)\s*>")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$-")  # RE2's [\w.$-]
 _DIGITS = frozenset("0123456789")
+_BLANKS = " \t\n\r\f"  # RE2's \s
 _DERIVES = ("getelementptr", "bitcast", "phi", "select", "addrspacecast")
 _SCALAR_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "fp128": 128, "ptr": 64}
 FRAME_ARGS_OFFSET = 24  # bytes to field 3 of the call frame
@@ -96,16 +97,16 @@ def _pointer(operand: str) -> str | None:
 
 
 def assignment(line: str) -> tuple[str, str] | None:
-    """``(name, rest)`` of an instruction line ``%name = rest`` (the rest with no leading
-    whitespace), else None: read with str methods, it meets every line of a body."""
-    s = line.lstrip()
+    """``(name, rest)`` of an instruction line ``%name = rest`` (``^\\s*%([\\w.$-]+)\\s*=\\s*(.*)$``
+    on a line), else None: read with str methods, it meets every line of a body."""
+    s = line.lstrip(_BLANKS)
     if s[:1] != "%":
         return None
     head, eq, rest = s.partition("=")
-    name = head[1:].rstrip()
+    name = head[1:].rstrip(_BLANKS)
     if not eq or not name or not _NAME_CHARS.issuperset(name):  # is_name, inline: every line comes here
         return None
-    return name, rest.lstrip()
+    return name, rest.lstrip(_BLANKS)
 
 
 def functions(text: str) -> list[_Function]:
