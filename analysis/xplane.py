@@ -39,9 +39,16 @@ What comes out (``read_xspace``) has the shape of ``jax.profiler.ProfileData`` (
   ``HloModuleProto``). Its bytes are kept as they are: turning them into HLO text takes XLA's own
   deserializer, which runs in the sandboxed worker (``analysis.compile.hlo_proto``).
 
-Untrusted input: the bytes are bounded by the caller, the events, metadata entries and stats
-counted before anything is built from them, strings cut to a length; anything that does not
-parse is one ``ExplorerError`` line.
+Why the ``protobuf`` library and not ``jax.profiler.ProfileData`` (jaxlib's XSpace reader),
+which the gate's worker could run: ProfileData gives an event its name alone (not the display
+name a TPU's op events name their instruction by), its own stats only (not its metadata's, where
+XLA:GPU puts ``hlo_op``), no bytes stats (so not the ``Hlo Proto`` of each program), and no
+plane stats (the device's model): the timings and the HLO of a trace alone are read from those.
+
+Untrusted input (read in the sandboxed worker, behind the gate: ``analysis.inputs``): the bytes
+are bounded by the caller, the top level's entries (planes) counted on the wire before anything
+is built, the events, metadata entries and stats counted before they are turned into objects,
+strings cut to a length; anything that does not parse is one ``ExplorerError`` line.
 """
 
 from __future__ import annotations
