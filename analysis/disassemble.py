@@ -13,18 +13,28 @@ everything here is bounded, and a damaged file is one ``ExplorerError`` line.
 from __future__ import annotations
 
 import io
+import struct
 
 # imported with the module, so a worker started ahead of its job has paid for them (pyelftools'
 # import is most of a small program's first disassembly)
 try:
     from capstone import CS_ARCH_X86, CS_MODE_64, CS_OPT_SYNTAX_INTEL, Cs, CsError
     from elftools.common.exceptions import ELFError
+    from elftools.construct import ConstructError
     from elftools.elf.elffile import ELFFile
     from elftools.elf.relocation import RelocationSection
 except ImportError as e:  # an environment set up before they were dependencies: no assembly, said so
     MISSING = f"{e.name} is not installed (pip install -e . installs capstone and pyelftools)"
 else:
     MISSING = None
+    # What a damaged object makes pyelftools and capstone raise (tests/test_damaged_objects.py
+    # damages real objects to find it): their own errors; offsets and sizes past what Python
+    # can seek or allocate (OverflowError, MemoryError); entries past a table's end (IndexError,
+    # KeyError, struct.error, EOFError); names that do not decode (UnicodeDecodeError, a
+    # ValueError); pyelftools' asserts and its NotImplementedError for what it cannot read, and
+    # a recursion a crafted chain of links makes (RuntimeError).
+    DAMAGED = (ELFError, ConstructError, CsError, ArithmeticError, LookupError, ValueError, TypeError,
+               AttributeError, AssertionError, RuntimeError, struct.error, EOFError, OSError, MemoryError)
 
 from analysis.errors import ExplorerError
 
@@ -78,8 +88,9 @@ def disassemble(data: bytes, file: str = "object file") -> str:
         return "\n".join(out) + "\n"
     except ExplorerError:
         raise
-    except (ELFError, CsError, ValueError, KeyError, IndexError, AttributeError, TypeError, OSError) as e:
-        raise ExplorerError("code", f"damaged object file: {str(e) or type(e).__name__}", file) from None
+    except DAMAGED as e:  # one line naming the file; the view shows the kernel's other stages
+        raise ExplorerError("code", f"damaged object file: {type(e).__name__}: {str(e)[:200] or 'no detail'}",
+                            file) from None
 
 
 def _reloc_name(elf, symtab, r) -> str:
