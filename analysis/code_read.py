@@ -28,12 +28,36 @@ from analysis.errors import ExplorerError
 from analysis.llvm_ir import accesses
 
 MAX_IR_BYTES = 16 * 1024 * 1024  # one IR file (a kernel's IR is kilobytes; a bound for a hostile dump)
+_DIGITS = frozenset("0123456789")
 _STAGE_OF = {"ir-no-opt.ll": "llvm-ir", "ir-with-opt.ll": "llvm-ir-opt", "o": "asm"}
 CODE_FILE = linear_re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)\.(?P<kind>ir-no-opt\.ll|ir-with-opt\.ll|o)$")
 # XLA 0.10 dumped every kernel's LLVM IR; from 0.11 on only the emitters xla_dump_emitter_re names
 NOTE_NO_IR = ("the dump has each kernel's machine code but no LLVM IR (so no loads and stores): XLA dumps "
               "it when told --xla_dump_emitter_re=llvm as well as --xla_dump_to")
 _KERNEL_PART = linear_re.compile(r"^(?:__compute_module_(?P<a>.+)|(?P<b>.+)_kernel_module)$")
+_KINDS = ("ir-no-opt.ll", "ir-with-opt.ll", "o")
+
+
+def code_file(name: str) -> tuple[str, str, str] | None:
+    """(id, rest, kind) of a code file's name (``CODE_FILE``'s groups), else None. Every file of a
+    dump comes here: read with str methods as the pattern reads it (only its last part can be the
+    kind, and only the first dot closes the id)."""
+    if not name.startswith("module_") or "\n" in name:
+        return None
+    ident, dot, tail = name[7:].partition(".")
+    if not dot or not ident or not _DIGITS.issuperset(ident):
+        return None
+    kind = next((k for k in _KINDS if tail.endswith("." + k) and len(tail) > len(k) + 1), None)
+    return (ident, tail[:-len(kind) - 1], kind) if kind else None
+
+
+def _kernel_part(rest: str) -> str | None:
+    """The kernel's part of a code file's name (``_KERNEL_PART``'s group), else None."""
+    if "\n" in rest:
+        return None
+    if rest.startswith("__compute_module_") and len(rest) > 17:
+        return rest[17:]
+    return rest[:-14] if rest.endswith("_kernel_module") and len(rest) > 14 else None
 
 
 def code_files(names, module_name: str) -> dict[str, dict[str, str]]:
@@ -42,18 +66,18 @@ def code_files(names, module_name: str) -> dict[str, dict[str, str]]:
     found: dict[int, dict] = {}
     head = f"{module_name}."
     for n in names:
-        m = CODE_FILE.match(n)
-        if not m or not m.group("rest").startswith(head):
+        m = code_file(n)
+        if not m or not m[1].startswith(head):
             continue
-        rest = m.group("rest")[len(head):]
-        if m.group("kind") == "o":
+        ident, rest, kind = m
+        rest = rest[len(head):]
+        if kind == "o":
             if not rest.startswith("obj-file."):
                 continue
             rest = rest[len("obj-file."):]
-        k = _KERNEL_PART.match(rest)
+        k = _kernel_part(rest)
         if k:
-            found.setdefault(int(m.group("id")), {}).setdefault(k.group("a") or k.group("b"), {})[
-                _STAGE_OF[m.group("kind")]] = n
+            found.setdefault(int(ident), {}).setdefault(k, {})[_STAGE_OF[kind]] = n
     return found[max(found)] if found else {}
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from analysis import linear_re
 from analysis.bundle import Bundle, analyze, bundle_from_hlo
 from analysis.code_gpu_read import gpu_code_from_files, is_gpu_code_file
-from analysis.code_read import CODE_FILE, MAX_IR_BYTES, code_from_files
+from analysis.code_read import MAX_IR_BYTES, code_file, code_from_files
 from analysis.disassemble import MAX_OBJECT_BYTES
 from analysis.errors import ExplorerError
 from analysis.fusion_decisions import from_texts
@@ -178,7 +178,7 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
             path = info.filename.replace("\\", "/")
             folder, base = posixpath.split(path)
             m = MODULE_FILE.match(base)
-            if m and (CODE_FILE.match(base) or is_gpu_code_file(base)):  # a kernel's code (code_read, code_gpu_read)
+            if m and (code_file(base) or is_gpu_code_file(base)):  # a kernel's code (code_read, code_gpu_read)
                 modules.setdefault((folder, m.group(1)), _Module((folder, m.group(1)))).code_files[base] = info
                 continue
             if not m or not base.endswith(".txt"):

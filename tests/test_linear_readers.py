@@ -285,3 +285,12 @@ def test_a_module_run_s_name_is_read_as_its_pattern_reads_it():
     for name in _lines(15, ["(", ")", "1", "42", "jit_f", " ", "\n", "x(", "é"]):
         m = profile._MODULE_RUN.match(name.strip())
         assert profile.module_run_name(name) == ((m.group(1), int(m.group(2))) if m else (name.strip(), None))
+
+
+def test_a_code_file_s_name_is_read_as_its_pattern_reads_it():
+    from analysis import code_read
+
+    names = _lines(16, ["module_", "0034", ".", "jit_f", ".obj-file", "__compute_module_", "_kernel_module",
+                        ".ir-no-opt.ll", ".ir-with-opt.ll", ".o", "o", "x", "\n"])
+    _agree(code_read.code_file, code_read.CODE_FILE, names)
+    _agree(code_read._kernel_part, code_read._KERNEL_PART, names, groups=lambda m: m.group(1) or m.group(2))
