@@ -193,23 +193,25 @@ def scan(data: bytes, name: str = "dump.zip", keep_pass_texts: bool | None = Non
                 mod.buffers["live-range" if rest.endswith(LIVE_RANGE_SUFFIX) else "buffer-assignment"] = (
                     base, reader.read(info))
                 continue
-            p = PASS_FILE.match(rest)
+            # (groups by number, as the patterns list them: google-re2 looks a name up slowly)
+            p = PASS_FILE.match(rest) if ".after_" in rest else None
             if p:
-                entry = {"index": int(p.group("index")), "pipeline": p.group("pipeline"), "pass": p.group("pass"),
-                         "next_pass": p.group("next"), "file": base}
+                name, index, pipeline, pass_name, next_pass = p.groups()
+                entry = {"index": int(index), "pipeline": pipeline, "pass": pass_name, "next_pass": next_pass,
+                         "file": base}
                 pass_infos.setdefault(key, []).append((entry, info))
-                mod.name = mod.name or p.group("name")
+                mod.name = mod.name or name
                 continue
-            b = BEFORE_FILE.match(rest)
+            b = BEFORE_FILE.match(rest) if rest.endswith(".before_optimizations.txt") else None
             if b:
-                mod.name = b.group("name")
+                mod.name = b.group(1)
                 mod.before = (base, reader.read(info))
                 continue
-            a = AFTER_FILE.match(rest)
+            a = AFTER_FILE.match(rest) if rest.endswith("after_optimizations.txt") else None
             if a:
-                mod.name = mod.name or a.group("name")
+                mod.name = mod.name or a.group(1)
                 mod.after = (base, reader.read(info))
-                mod.platform = _platform_of(a.group("tag"))
+                mod.platform = _platform_of(a.group(2))
         for mod in modules.values():  # read while the zip is open, each file within its bound
             for base, info in list(mod.code_files.items()):
                 limit = MAX_OBJECT_BYTES if base.endswith(".o") else MAX_IR_BYTES

@@ -54,12 +54,13 @@ def snapshot_files(folder: str) -> list[dict]:
         m = MODULE_FILE.match(base)
         if not m or not base.endswith(".txt"):
             continue
-        p = PASS_FILE.match(m.group(2))
+        p = PASS_FILE.match(m.group(2)) if ".after_" in base else None
         if not p:
             continue
+        _, index, pipeline, pass_name, next_pass = p.groups()  # by number: google-re2 looks a name up slowly
         by_module.setdefault(m.group(1), []).append(
-            {"index": int(p.group("index")), "pipeline": p.group("pipeline"), "pass": p.group("pass"),
-             "next_pass": p.group("next"), "file": base, "module_id": m.group(1)})
+            {"index": int(index), "pipeline": pipeline, "pass": pass_name, "next_pass": next_pass, "file": base,
+             "module_id": m.group(1)})
     if not by_module:
         return []
     best = max(by_module.values(), key=len)
