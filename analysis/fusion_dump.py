@@ -15,6 +15,7 @@ _KIND = linear_re.compile(r"\s*(\w+) \{")
 _FIELD = linear_re.compile(r'\s*(\w+): (?:"((?:[^"\\]|\\.)*)"|(\S+))')
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # RE2's \w
 _BLANKS = " \t\n\r\f"  # RE2's \s
+_BLANK_SET = frozenset(_BLANKS)
 
 
 def _field(line: str) -> tuple[str, str] | None:
@@ -30,7 +31,7 @@ def _field(line: str) -> tuple[str, str] | None:
             return name, value[1:end]
     else:
         word = value.split(" ", 1)[0]
-        if word and not any(c in word for c in _BLANKS):
+        if word and _BLANK_SET.isdisjoint(word):
             return name, word
     f = _FIELD.match(line)
     return (f.group(1), f.group(2) if f.group(2) is not None else f.group(3)) if f else None

@@ -75,6 +75,7 @@ class Decision:
 LOG_PREFIX = linear_re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
 _DIGITS = frozenset("0123456789")
 _TIME_CHARS = frozenset("0123456789:.")
+_BLANK_SET = frozenset(" \t\n\r\f")  # RE2's \s
 _FILE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -227,7 +228,7 @@ def _pass_run(msg: str) -> str | None:
     """The pass of ``  HLO pass NAME`` (``_PASS``), else None."""
     s = msg.lstrip(" \t\n\r\f")
     name = s[9:]
-    if not s.startswith("HLO pass ") or not name or any(c in name for c in " \t\n\r\f"):
+    if not s.startswith("HLO pass ") or not name or not _BLANK_SET.isdisjoint(name):
         return None
     return name
 

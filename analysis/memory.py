@@ -41,19 +41,15 @@ _SEQ = linear_re.compile(r"^(\d+):(\S+)$")
 _RANGE = linear_re.compile(r"^(\S+?)(\{[^}]*\}):(\d+)-(\d+)$")
 _MAX = linear_re.compile(r"HloLiveRange \(max (\d+)\)")
 _DIGITS = frozenset("0123456789")
-_BLANKS = " \t\n\r\f"  # RE2's \s
+_BLANK_SET = frozenset(" \t\n\r\f")  # RE2's \s
 
 # Every line of the texts meets one of these: the usual line is read with str methods, and only
 # where they find it as the pattern would (tests/test_linear_readers.py checks it); any other
-# line goes to the pattern.
-
-
-def _number(s: str) -> bool:
-    return bool(s) and _DIGITS.issuperset(s)
+# line goes to the pattern. (A number is ``isdigit() and isascii()``: [0-9]+, tested inline.)
 
 
 def _no_blank(s: str) -> bool:
-    return bool(s) and not any(c in s for c in _BLANKS)
+    return bool(s) and _BLANK_SET.isdisjoint(s)
 
 
 def _allocation(line: str) -> tuple[str, str, str] | None:
@@ -62,7 +58,7 @@ def _allocation(line: str) -> tuple[str, str, str] | None:
         return None
     number, colon, rest = line[11:].partition(": size ")
     size = rest[:len(rest) - len(rest.lstrip("0123456789"))]
-    if colon and _number(number) and size and "\n" not in rest:
+    if colon and number.isdigit() and number.isascii() and size and "\n" not in rest:
         return number, size, rest[len(size):]
     m = _ALLOC.match(line)
     return m.groups() if m else None
@@ -98,7 +94,7 @@ def _shape_of(attrs: str) -> str | None:
 def _sequence_step(line: str) -> tuple[str, str] | None:
     """(step, instruction) of ``N:name`` (``_SEQ``), else None."""
     step, colon, name = line.partition(":")
-    if colon and _number(step) and _no_blank(name):
+    if colon and step.isdigit() and step.isascii() and _no_blank(name):
         return step, name
     m = _SEQ.match(line) if line[:1] in _DIGITS else None
     return (m.group(1), m.group(2)) if m else None
@@ -108,7 +104,8 @@ def _live_range(line: str) -> tuple[str, str, str, str] | None:
     """(value, index, first, last) of ``name{index}:first-last`` (``_RANGE``), else None."""
     before, colon, steps = line.rpartition(":")
     first, dash, last = steps.partition("-")
-    if colon and dash and _number(first) and _number(last) and before.endswith("}"):
+    if colon and dash and first.isdigit() and first.isascii() and last.isdigit() and last.isascii() \
+            and before.endswith("}"):
         inner_close = before.rfind("}", 0, len(before) - 1)  # the index's "{" comes after any other "}"
         at = before.find("{", max(inner_close + 1, 1))
         if at > 0 and _no_blank(before[:at]):
@@ -130,8 +127,9 @@ def _value_fields(line: str) -> tuple | None:
         name, index = (rest[:brace], rest[brace:]) if brace >= 0 else (rest, None)
         sizes, paren, shape = tail.partition("): ")
         size, comma, offset = sizes.partition(",offset=")
-        if space and paren and comma and _number(ident) and (not at or _number(pos)) and _number(size) \
-                and _number(offset) and _no_blank(name) and ">" not in name and "\n" not in shape \
+        numbers = ident + size + offset + (pos if at else "0")
+        if space and paren and comma and ident and size and offset and (not at or pos) and numbers.isdigit() \
+                and numbers.isascii() and _no_blank(name) and ">" not in name and "\n" not in shape \
                 and (index is None or index.endswith("}") and "}" not in index[:-1]):
             return ident, name, index, phi, pos if at else None, size, offset, shape
     m = _VALUE.match(line) if line.startswith("value: <") else None
