@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 import zlib
 from dataclasses import dataclass, field
 
+from analysis import linear_re
 from analysis.errors import ExplorerError
 
 STAGE_LABELS = {  # in pipeline order: a Triton fusion's IR comes before the LLVM IR it is lowered to
@@ -285,11 +285,76 @@ def _wider(a, b):
     return b if a is None or (b is not None and b > a) else a
 
 
-_ASM_LINE = re.compile(r"^\s*(?:[0-9a-f]+:\s+)?(?:(?:[0-9a-f]{2}\s)+\s*)?([a-z][a-z0-9.]*)\b(.*)$")
+# A disassembly may come from a user's bundle: RE2 patterns (analysis.linear_re; under re a line of
+# "[" took time quadratic in it, 100,000 of them minutes). Every line meets these, so each is read
+# with str methods as its pattern reads it (tests/test_linear_readers.py checks they agree), the
+# pattern taking what they leave.
+_ASM_LINE = linear_re.compile(r"^\s*(?:[0-9a-f]+:\s+)?(?:(?:[0-9a-f]{2}\s)+\s*)?([a-z][a-z0-9.]*)\b(.*)$")
 _SIMD = {"xmm": 128, "ymm": 256, "zmm": 512}
-_SIMD_REG = re.compile(r"\b([xyz]mm)\d+\b")
-_MEM = re.compile(r"\[([^\]]*)\]")
-_STACK = re.compile(r"\b[re]?(sp|bp)\b|\brip\b")
+_SIMD_REG = linear_re.compile(r"\b([xyz]mm)\d+\b")
+_MEM = linear_re.compile(r"\[([^\]]*)\]")  # read by _memory_operand
+_STACK = linear_re.compile(r"\b[re]?(sp|bp)\b|\brip\b")  # read by _on_stack
+_BLANKS = " \t\n\r\f"  # RE2's \s
+_HEX = frozenset("0123456789abcdef")
+_MNEMONIC = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # RE2's \w
+_STACK_WORDS = ("rsp", "rbp", "esp", "ebp", "sp", "bp", "rip")
+
+
+def _asm_line(s: str) -> tuple[str, str] | None:
+    """(mnemonic, the rest) of a disassembly line (``_ASM_LINE``'s groups), else None. The usual
+    line, ``  1f:<blanks>vmovups ymm0, ...``, is read with str methods; where the optional parts
+    could be read another way (no address, hex byte pairs, a mnemonic that runs into a word) the
+    pattern reads it."""
+    head, colon, body = s.lstrip(_BLANKS).partition(":")
+    rest = body.lstrip(_BLANKS)
+    if colon and head and _HEX.issuperset(head) and len(rest) < len(body) and "\n" not in rest \
+            and rest[:1] in _MNEMONIC and not rest[:1].isdigit() and rest[:1] != "." \
+            and not (_HEX.issuperset(rest[:2]) and rest[2:3] and rest[2] in _BLANKS):
+        word = rest.split(" ", 1)[0]  # the mnemonic, where a space ends it
+        if _MNEMONIC.issuperset(word):
+            end = len(word)
+        else:
+            end = 1
+            while end < len(rest) and rest[end] in _MNEMONIC:
+                end += 1
+        if rest[end - 1] != "." and (end == len(rest) or rest[end] not in _WORD):  # \b: a word's end
+            return rest[:end], rest[end:]
+    m = _ASM_LINE.match(s)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _simd_registers(rest: str) -> list[str]:
+    """``_SIMD_REG.findall``: the xmm/ymm/zmm of each SIMD register named, in order."""
+    out, i = [], rest.find("mm", 1)
+    while i >= 0:
+        start, end = i - 1, i + 2
+        while end < len(rest) and rest[end] in "0123456789":
+            end += 1
+        if rest[start] in "xyz" and end > i + 2 and (start == 0 or rest[start - 1] not in _WORD) \
+                and (end == len(rest) or rest[end] not in _WORD):
+            out.append(rest[start:i + 2])
+        i = rest.find("mm", max(end, i + 1))
+    return out
+
+
+def _memory_operand(rest: str) -> str | None:
+    """What the first ``[...]`` holds (``_MEM``), None where no ``[`` is closed."""
+    i = rest.find("[")
+    j = rest.find("]", i + 1) if i >= 0 else -1
+    return rest[i + 1:j] if j >= 0 else None
+
+
+def _on_stack(operand: str) -> bool:
+    """Whether the operand names the stack or the instruction pointer as a whole word (``_STACK``)."""
+    for word in _STACK_WORDS:
+        i = operand.find(word)
+        while i >= 0:
+            end = i + len(word)
+            if (i == 0 or operand[i - 1] not in _WORD) and (end == len(operand) or operand[end] not in _WORD):
+                return True
+            i = operand.find(word, i + 1)
+    return False
 # the x86 instructions that only read their memory operand even when it comes first
 _READS_FIRST = ("cmp", "test", "prefetch", "bt", "ucomis", "comis", "vucomis", "vcomis", "vptest")
 
@@ -306,17 +371,18 @@ def asm_facts(text: str) -> dict:
         s = line.split(";")[0].split("#")[0].rstrip()
         if not s.strip() or s.rstrip().endswith(":") or s.strip().startswith("."):
             continue
-        m = _ASM_LINE.match(s)
+        m = _asm_line(s)
         if not m:
             continue
         insts += 1
-        mnemonic, rest = m.group(1), m.group(2)
+        mnemonic, rest = m
         if mnemonic.startswith(("nop", "lea")):  # no memory read, whatever the operand looks like
             continue
-        for reg in _SIMD_REG.findall(rest):
-            width = _wider(width, _SIMD[reg])
-        mem = _MEM.search(rest)
-        if mem and not _STACK.search(mem.group(1)):
+        if "mm" in rest:
+            for reg in _simd_registers(rest):
+                width = _wider(width, _SIMD[reg])
+        mem = _memory_operand(rest)
+        if mem is not None and not _on_stack(mem):
             first = rest.split(",")[0]
             if "[" in first and not mnemonic.startswith(_READS_FIRST):
                 stores += 1
@@ -484,7 +550,7 @@ def check_code(code) -> dict | None:
 
 
 _GPU_STAGES = ("ptx", "sass", "ptxas")
-_CUT = re.compile(r"… cut at [\d,]+ of ([\d,]+) lines")
+_CUT = linear_re.compile(r"… cut at [\d,]+ of ([\d,]+) lines")
 
 
 def _cut_total(text: str) -> int | None:

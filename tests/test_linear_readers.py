@@ -19,7 +19,7 @@ from analysis import linear_re
 READERS = (
     "analysis.llvm_ir", "analysis.code_ptx", "analysis.code_gpu_read", "analysis.code_links", "analysis.code_read",
     "analysis.disassemble", "analysis.fusion_log", "analysis.fusion_dump", "analysis.fusion_decisions",
-    "analysis.memory", "analysis.passes", "analysis.dump", "analysis.profile",
+    "analysis.memory", "analysis.passes", "analysis.dump", "analysis.profile", "analysis.code",
 )
 BACKTRACKING = {"re", "regex", "sre_compile", "sre_parse", "fnmatch", "glob"}  # fnmatch and glob compile with re
 
@@ -294,3 +294,23 @@ def test_a_code_file_s_name_is_read_as_its_pattern_reads_it():
                         ".ir-no-opt.ll", ".ir-with-opt.ll", ".o", "o", "x", "\n"])
     _agree(code_read.code_file, code_read.CODE_FILE, names)
     _agree(code_read._kernel_part, code_read._KERNEL_PART, names, groups=lambda m: m.group(1) or m.group(2))
+
+
+def test_the_disassembly_reads_agree_with_their_patterns():
+    from analysis import code
+
+    lines = _lines(17, ["  ", "1f", ":", "\t", " ", "vmovups", "ab", "c5 ", "fc ", "x", ".", "A", "_", "ymm0", ",",
+                        "[rsp + 8]", "[", "]", "rip", "9", "é", "\n", "mov"], longest=10)
+    _agree(code._asm_line, code._ASM_LINE, lines)
+    regs = _lines(18, ["xmm", "ymm1", "zmm", "mm", "x", "1", "0", "_", " ", ",", "a", "é"])
+    assert all(code._simd_registers(r) == code._SIMD_REG.findall(r) for r in regs)
+    operands = _lines(19, ["[", "]", "rsp", "rbp", "esp", "sp", "bp", "rip", "r", " + ", "8", "_", "x", "é"])
+    _agree(code._memory_operand, code._MEM, operands, groups=lambda m: m.group(1), search=True)
+    assert all(code._on_stack(o) == bool(code._STACK.search(o)) for o in operands)
+
+
+def test_a_hostile_disassembly_line_is_read():
+    from analysis.code import asm_facts
+
+    facts = asm_facts("  0:\tmov " + "[" * 100_000 + "\n  4:\tvmovups ymm0, ymmword ptr [rdi]\n")
+    assert (facts["instructions"], facts["global_loads"], facts["vector_width"]) == (2, 1, 256)
