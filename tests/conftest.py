@@ -32,6 +32,18 @@ def _data_outside_the_repository(tmp_path_factory):
     mp.undo()
 
 
+@pytest.fixture(autouse=True)
+def _no_spare_worker_left_on():
+    """A test that starts the app in this process (Streamlit's AppTest runs ``app/main.py``)
+    turns the spare worker on for the process, as the app does: turned off after the test, so a
+    later test that counts the workers its job started, or the processes left behind, sees its
+    own job's alone."""
+    yield
+    wp = sys.modules.get("analysis.service.worker_process")
+    if wp is not None and wp.spare.kept:
+        wp.keep_spare(False)
+
+
 def _have_jax() -> bool:
     return importlib.util.find_spec("jax") is not None
 
