@@ -141,7 +141,7 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     ``DEVICES``). ``ahead``: what the caller will derive from a compiled bundle, done on a draft
     of it while it compiles (``compile_model``). A compiled model's bundle gets ``trace``'s
     timings through the gate too."""
-    from analysis.devices import check_devices
+    from analysis.devices.catalog import check_devices
 
     if devices is not None:
         check_devices(devices, "--devices")
@@ -166,11 +166,10 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
         return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
                                         gpu_target=gpu_target, measure=measure, compare_fusion=compare,
                                         iterations=iterations, devices=devices), progress, trusted, ahead)
-    from analysis.compile.fusion_off import compare_fusion
-    from analysis.compile.measure import measure as run_measure
+    from analysis.compile import recipe
     from analysis.compile.stages import analyze_model
 
-    from analysis.devices import devices_in_source
+    from analysis.devices.catalog import devices_in_source
     from sample_models import gallery_entry
 
     if (devices or devices_in_source(gallery_entry(model).source) or 1) > 1:
@@ -183,14 +182,7 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
                            compare_fusion=compare, iterations=iterations, devices=devices),
                        progress=progress, ahead=ahead).bundle
     c = analyze_model(model, backend, options, progress, gpu_target=gpu_target, ahead=ahead)
-    if measure:
-        if progress:
-            progress("measure")
-        run_measure(c, iterations)
-    if compare:
-        if progress:
-            progress("compare")
-        compare_fusion(c, measure_it=measure, iterations=iterations)
+    recipe.measured(c, measure_it=measure, compare=compare, iterations=iterations, progress=progress)
     return c.bundle
 
 
@@ -287,7 +279,7 @@ def _cmd_report(args) -> int:
 
 def _cmd_passes(args) -> int:
     """Print the pass pipeline: every pass that changed the module, with instruction and kernel counts."""
-    from analysis.passes import summarize
+    from analysis.studies.passes import summarize
 
     options = _options(args)
     model = args.model
@@ -313,7 +305,7 @@ def _cmd_passes(args) -> int:
         log = b.pass_log or []
     if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
         from analysis.hlo import HloParseError, parse_module
-        from analysis.passes import counts
+        from analysis.studies.passes import counts
 
         for e in log:  # imported dumps carry texts only
             if e.get("text"):
@@ -351,7 +343,7 @@ def _cmd_why(args) -> int:
 
 def _cmd_layers(args) -> int:
     """The model's layers (name scopes) with the ops and kernels of each, bytes and time."""
-    from analysis.layers import layers_of_bundle
+    from analysis.program.layers import layers_of_bundle
     from analysis.render.layers import layer_dict, layer_lines
 
     options = _options(args)
@@ -399,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     compiling.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     compiling.add_argument("--module", help="for a dump zip: the module (name or id) to use")
-    from analysis.devices import GPU_TARGETS
+    from analysis.devices.catalog import GPU_TARGETS
 
     compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
                            help="compile for this GPU without one (compile only, no autotuning; "

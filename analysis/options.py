@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.devices import platform_of
+from analysis.devices.catalog import platform_of
 from analysis.errors import ExplorerError
 
 # The passes whose output is "fusion", by backend: disabling them (``xla_disable_hlo_passes``,

@@ -26,12 +26,12 @@ import threading
 import warnings
 from typing import Callable
 
-from analysis.bundle import Bundle, analyze
-from analysis.fusion_decisions_codec import derive_decision_kernels
+from analysis.bundle.core import Bundle, analyze
+from analysis.fusion.codec import derive_decision_kernels
 from analysis.hlo import Module, parse_module
-from analysis.kernels import detect_platform, kernels as find_kernels
-from analysis.metrics import compute_metrics
-from analysis.provenance import map_provenance
+from analysis.program.kernels import detect_platform, kernels as find_kernels
+from analysis.program.metrics import compute_metrics
+from analysis.program.provenance import map_provenance
 
 STAGES = ("hlo_before", "hlo_after")  # the texts a pipeline parses
 
@@ -112,7 +112,7 @@ class Pipeline:
         the caller's work on it alone (``ahead.before(module)``, where its work ahead has one):
         called beside a compile while XLA optimizes, where a core is idle; the analysis of the
         optimized module then finds it made (docs/performance.md)."""
-        from analysis import layers, provenance
+        from analysis.program import layers, provenance
 
         hit = self.parse("hlo_before")
         if hit is not None:

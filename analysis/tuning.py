@@ -84,7 +84,7 @@ def lower_this_thread(by: int) -> None:
         pass
 
 
-def _libc_call(name: str):
+def libc_call(name: str):
     """A function of glibc's allocator by name, or None where the C library has none (musl,
     macOS). No library does this for a Python process; ``ctypes`` reaches glibc's own call."""
     try:
@@ -109,7 +109,7 @@ def tune_allocator() -> bool:
       parse, every script run) otherwise gets one of up to eight per core.
     The settings ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_ARENA_MAX`` in the environment do the same,
     but only for a process started with them; this works however the app is started."""
-    mallopt = _libc_call("mallopt")
+    mallopt = libc_call("mallopt")
     if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
@@ -122,7 +122,7 @@ def return_free_memory(collect: bool = True) -> bool:
     trimmed."""
     if collect:
         gc.collect()
-    trim = _libc_call("malloc_trim")
+    trim = libc_call("malloc_trim")
     if trim is None:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int

@@ -1,5 +1,5 @@
 """What the graph component's Code pane is sent for a compile: each kernel's code at every stage
-the bundle has (read through ``analysis.code``, never the bundle's raw dict), the code lines
+the bundle has (read through ``analysis.codegen.kernel_code``, never the bundle's raw dict), the code lines
 linked to HLO instructions, the kernel's facts as lines of text, library calls in words, and
 which ops before optimization each linked instruction stands for (so a click on a code line
 lights them in both graphs). Pure: no Streamlit. Sent only when the pane is opened
@@ -7,21 +7,22 @@ lights them in both graphs). Pure: no Streamlit. Sent only when the pane is open
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
+from analysis.codegen.finish import code_of
+from analysis.bundle.core import Bundle
 
 _FACT_NAMES = (("instructions", "instructions"), ("registers", "registers"), ("spills", "spills"),
                ("shared_bytes", "shared memory bytes"))
 
 
 def fact_lines(facts: dict | None, stage_label: str | None = None) -> list[str]:
-    """A kernel's facts (``analysis.code``'s dict) as short lines for the pane, in the order a
+    """A kernel's facts (``analysis.codegen.kernel_code``'s dict) as short lines for the pane, in the order a
     student reads them: global memory traffic first (with ``stage_label``, the stage its loads and
     stores were counted in), then vector width, size, GPU resources."""
     if not isinstance(facts, dict):
         return []
     out = []
     loads, stores = facts.get("global_loads"), facts.get("global_stores")
-    if isinstance(loads, int) or isinstance(stores, int):  # counted in one stage (analysis.code)
+    if isinstance(loads, int) or isinstance(stores, int):  # counted in one stage (analysis.codegen.kernel_code)
         out.append(f"global loads {_num(loads)} · stores {_num(stores)}" + (f", in the {stage_label}" if stage_label else ""))
     width = facts.get("vector_width")
     if isinstance(width, int) and not isinstance(width, bool):
@@ -51,7 +52,7 @@ def _pre_ops_of(b: Bundle, kernel: str, fused: list[str], index: dict) -> dict[s
     optimization it stands for (the kernel itself, its function's line: all of its ops): the op
     of the same name, else the kernel's ops that carry the same JAX op_name and source line (XLA
     keeps the metadata when it renames). ``index``: each side's instructions by name."""
-    from analysis.links import kernel_ops
+    from analysis.program.links import kernel_ops
 
     ops = kernel_ops(b.provenance, kernel)
     if not ops:
@@ -91,7 +92,7 @@ def _metadata_key(inst) -> tuple | None:
 
 # Kernels whose code goes all at once when the pane opens; a compile with more sends the names
 # and each kernel's code when it is first shown (``kernel_view``): making a CPU kernel's code
-# disassembles its object file when first asked for (analysis.code), about 9 ms a kernel, 6.6 s
+# disassembles its object file when first asked for (analysis.codegen.kernel_code), about 9 ms a kernel, 6.6 s
 # for the 721 of a 48-layer stack at once (docs/performance.md)
 EAGER_KERNELS = 150
 
@@ -108,9 +109,9 @@ def _instruction_index(b: Bundle) -> dict:
 
 def kernel_view(b: Bundle, name: str) -> dict | None:
     """One kernel's entry of the pane's data (``code_view``'s ``kernels``), or None when it has no code."""
-    from analysis import code as codecore
+    from analysis.codegen import kernel_code as codecore
 
-    kc = codecore.kernel_code(b, name)
+    kc = code_of(b, name)
     if kc is None:
         return None
     stages = codecore.code_stages(b)
@@ -132,7 +133,7 @@ def code_view(b: Bundle, eager: int | None = None) -> dict | None:
     whose code is sent when first shown], "library": {name: line}, "note": str | None}``; with
     more than ``eager`` (``EAGER_KERNELS``) kernels with code, every one is in ``lazy``."""
     try:
-        from analysis import code as codecore
+        from analysis.codegen import kernel_code as codecore
     except ImportError:  # a viewer without the code reader: the pane says there is none
         return None
     launching = {k.name for k in b.kernels}

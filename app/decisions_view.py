@@ -2,7 +2,7 @@
 because ..." / "not fused with ... because ..." (XLA's words), and a table of every decision
 of the compile, filtered by decision and reason; picking a row selects its op on both graphs.
 
-Reads ``bundle.fusion_decisions`` (``analysis.fusion_decisions``); drawing is plain text and
+Reads ``bundle.fusion_decisions`` (``analysis.fusion.decisions``); drawing is plain text and
 dataframes: the strings came from a compile's log and are never rendered as HTML.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.fusion_decisions import op_lines
-from analysis.fusion_log import DECISIONS
+from analysis.fusion.decisions import op_lines
+from analysis.fusion.log import DECISIONS
 from analysis.render.decisions import rows as decision_rows, summary_line
 from app.picks import picked_row
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.devices import MAX_DEVICES, devices_in_source
+from analysis.devices.catalog import MAX_DEVICES, devices_in_source
 from analysis.errors import ExplorerError
 
 
@@ -55,8 +55,8 @@ def render_devices_view(bundle, key_prefix: str = "dev") -> None:
     picking an array or a collective selects its kernel in the graphs."""
     import pandas as pd
 
-    from analysis.collectives import NVLINK_H200_BYTES_PER_S
-    from analysis.device_layout import device_layout
+    from analysis.devices.collectives import NVLINK_H200_BYTES_PER_S
+    from analysis.devices.layout import device_layout
     from analysis.render.format import human_bytes, human_seconds
     from app.picks import picked_row
 

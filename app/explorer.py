@@ -11,26 +11,20 @@ from __future__ import annotations
 
 import functools
 
-import os
-import sys
 from dataclasses import replace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from analysis import tuning  # noqa: E402
-from analysis.bundle import Bundle, device_label  # noqa: E402
-from analysis.errors import ExplorerError  # noqa: E402
-from analysis.options import format_options, parse_options  # noqa: E402
-from analysis.service.job import Job  # noqa: E402
-from app import graph_payload, guard, queries, runner, safe, views  # noqa: E402
-from app.page_helpers import as_text, presets_for, show_error, show_note, unexpected  # noqa: E402
-from app.devices_view import devices_control  # noqa: E402
-from app.uploads import choice_label, load_upload, open_choice, upload_choices  # noqa: E402
-from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
+from analysis import tuning
+from analysis.bundle.core import Bundle, device_label
+from analysis.errors import ExplorerError
+from analysis.options import format_options, parse_options
+from analysis.service.job import Job
+from app import graph_payload, guard, queries, runner, safe, views
+from app.page_helpers import PRESENT_CSS, as_text, presets_for, show_error, show_note, unexpected
+from app.devices_view import devices_control
+from app.uploads import choice_label, load_upload, open_choice, upload_choices
+from sample_models import DEFAULT_MODEL, gallery
 
 st.set_page_config(page_title="XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
@@ -239,12 +233,8 @@ def sidebar() -> tuple:
                 except ExplorerError as e:
                     ss.error = e.one_line()
                 else:
-                    job.backend = backend
-                    job.compiler_options = opts
-                    job.measure = measure
-                    job.compare_fusion = compare
-                    job.devices = devices
-                    compile_job(job)
+                    compile_job(replace(job, backend=backend, compiler_options=opts, measure=measure,
+                                        compare_fusion=compare, devices=devices))
         st.text_input("Find and select an op", key="find",
                       placeholder="a name, an op_name path (attention/dot) or a line",
                       help="The graphs' own search box (above them) finds as you type, without a round trip")
@@ -289,7 +279,7 @@ with top_present:
                         help="For a projector: no sidebar, the graphs fill the screen, labels at 14 px or more, "
                              "details beside them. Keys in the graphs: ] and [ step through the kernels, biggest first.")
 if present:
-    st.markdown(views.PRESENT_CSS, unsafe_allow_html=True)
+    st.markdown(PRESENT_CSS, unsafe_allow_html=True)
 status_slot = st.container()  # compiles show their progress here: one fixed place, so nothing below moves
 if (pressed or pressed_main) and run_compile is not None:
     with status_slot:
@@ -644,7 +634,7 @@ with share2:
     layered = ss.payload.get("open_variant") == "layers"
     with st.expander("Graphs as SVG / DOT" + (" (the layers view)" if layered else "")):
         # the view the graphs opened with, its layout from the app's cache
-        slug = report._slug(b.title)
+        slug = report.slug_of(b.title)
         for side, word in (("pre", "before"), ("post", "after")):
             if side not in ss.payload.get("graphs", {}):
                 continue

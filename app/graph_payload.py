@@ -13,8 +13,8 @@ import json
 import zlib
 
 from analysis import tuning
-from analysis.bundle import Bundle
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_all, layout_dots_start, svg_or_error
 from analysis.render.module_graphs import post_graph, pre_graph
@@ -59,7 +59,7 @@ BASIC_VARIANTS = ("default", "expanded", "collapsed")
 def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
     """The GraphSpecs of the views ``names`` (of ``BASIC_VARIANTS`` and the layers views, see
     ``analysis.render.layer_graph``; ``isolate``: an opened layer with its neighbours only), by side."""
-    from analysis.fusion_decisions import edge_notes
+    from analysis.fusion.decisions import edge_notes
     from analysis.render.layer_graph import layer_variants
 
     pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
@@ -88,13 +88,13 @@ def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str
 
 @tuning.building()  # an entry point of analysis.tuning: big structures, none of them garbage
 def graph_payload(b: Bundle) -> dict:
-    """Everything the explorer's graph component needs for one compile (``_payload_core``), with
+    """Everything the explorer's graph component needs for one compile (``payload_core``), with
     the kernels' memory colours and the key the frame knows it by. The core is made once per
     parse, analysis, fusion decisions, timings and source (``Bundle.derived``): made ahead, beside
     the compile, on the parent's early bundle of a worker's texts and decisions
     (``payload_ahead``), it is what a worker's bundle of the same ones takes. Each call returns
     a payload of its own (``add_variant`` and ``add_details`` change it in place)."""
-    from analysis.memory import kernel_temp_bytes
+    from analysis.program.memory import kernel_temp_bytes
     from analysis.render.graph import time_color
 
     core = _core(b)
@@ -104,7 +104,7 @@ def graph_payload(b: Bundle) -> dict:
                           for side, g in core["graphs"].items()}}
     payload["details"] = dict(core["details"])
     payload.pop("graphs_hash", None)
-    # kernels by the temporary bytes they write (analysis.memory), on the time colours' scale
+    # kernels by the temporary bytes they write (analysis.program.memory), on the time colours' scale
     temp = kernel_temp_bytes(b.memory)
     most = max(temp.values(), default=0) or None
     memfill = {}
@@ -118,13 +118,13 @@ def graph_payload(b: Bundle) -> dict:
 
 
 def _core_inputs(b: Bundle) -> tuple:
-    """What ``_payload_core`` is made of, by identity (``Bundle.derived``)."""
+    """What ``payload_core`` is made of, by identity (``Bundle.derived``)."""
     return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
             b.timings, b.source.get("code"), b.source.get("file"))
 
 
 def _core(b: Bundle) -> dict:
-    core = b.derived("graph_payload", _core_inputs(b), lambda: _payload_core(b))
+    core = b.derived("graph_payload", _core_inputs(b), lambda: payload_core(b))
     if core.get("error"):  # a layout that failed (a loaded machine) is tried again next time
         b.forget("graph_payload")
     return core
@@ -138,7 +138,7 @@ def payload_ahead(b: Bundle) -> None:
     _core(b)
 
 
-def _payload_core(b: Bundle) -> dict:
+def payload_core(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile: both graphs in the
     views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
     links, every node's details, the source lines with their kernels, the lecture order.
@@ -147,7 +147,7 @@ def _payload_core(b: Bundle) -> dict:
     only that view is laid out: every other view is in ``lazy`` and is built and laid out when
     the user asks for it (``add_variant``; a layer then opens with its neighbours only), so the
     first graph costs what is shown, not what the module holds."""
-    from analysis.links import link_maps
+    from analysis.program.links import link_maps
     from analysis.render.details import lecture_order, node_details, pack_light, source_lines
     from analysis.render.graph import time_color
     from analysis.render.layer_graph import layer_maps, variant_names
@@ -216,7 +216,7 @@ def _payload_core(b: Bundle) -> dict:
                              "layers": {k: v for k, v in layers.items() if k != "op_box"},
                              "light": pack_light(light)}, default=str)
         links = layers = light = None
-    from analysis.bundle import missing_stage_text
+    from analysis.bundle.core import missing_stage_text
     from analysis.render.decisions import edge_why
 
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,

@@ -43,7 +43,7 @@ from analysis.service.settings import Limits
 XSRF_COOKIE = "_streamlit_xsrf"
 
 
-def _xsrf_token(cookie: str) -> bytes | None:
+def xsrf_token(cookie: str) -> bytes | None:
     """The unmasked token of a Tornado-style XSRF cookie, None if not one. Version 2 (what
     Tornado and Streamlit's servers set) is ``2|mask|masked|time``: a 4-byte mask in hex, the
     token (16 random bytes) XORed with the mask repeated (``websocket_mask``), in hex; a new mask
@@ -82,7 +82,7 @@ def browser_session_id(cookies=None, headers=None, ip=None) -> str:
             headers, ip = dict(st.context.headers), st.context.ip_address
         except Exception:  # noqa: BLE001 - no request context (a script run outside a server)
             cookies = {}
-    token = _xsrf_token(str(cookies.get(XSRF_COOKIE) or ""))
+    token = xsrf_token(str(cookies.get(XSRF_COOKIE) or ""))
     browser = ("b-" + hashlib.sha256(b"xla-explorer-session:" + token).hexdigest()[:16]) if token \
         else "t-" + os.urandom(6).hex()
     return f"{_client_key(headers, ip)}/{browser}"

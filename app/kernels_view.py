@@ -4,9 +4,9 @@ chart point), so the caller can highlight it in the graph."""
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
-    _label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
+    route_label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
 from analysis.render.format import human_bytes, human_flops, human_seconds
@@ -60,7 +60,7 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
         if r["other_lines"]:
             lines = ", ".join(x for x in (lines, ", ".join(r["other_lines"][:2])) if x)
         row = {
-            "kernel": r["kernel"], "route": _label(r["route"]), "library": r["library"],
+            "kernel": r["kernel"], "route": route_label(r["route"]), "library": r["library"],
             "what": r["what"], "ops": r["absorbed"], "fused instructions": fused_text(r["fused_ops"]),
             "source": lines, "inside": r["context"] or "",
             "bytes": r["bytes"], "FLOPs": r["flops"] or None,  # no floating-point work: "–"
@@ -134,7 +134,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
     picks: list[str] = []
 
     if t:
-        from analysis import numbers
+        from analysis import measures as numbers
 
         c = st.columns(4)
         sp, cl, bf = numbers.step(t), numbers.call(t), numbers.busy_fraction(t)
@@ -164,7 +164,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
                        f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
         elif t.get("peaks_note"):
             st.caption(plain(str(t["peaks_note"])[:300]))
-        from analysis.profile import over_peak_note
+        from analysis.timing.profiles import over_peak_note
 
         if over_peak_note(t):
             st.caption(over_peak_note(t))
@@ -233,7 +233,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             else:
                 st.plotly_chart(fig, width="stretch", key=f"{kp}_fig_{name}")
 
-    from analysis.profile import trace_bytes
+    from analysis.timing.profiles import trace_bytes
 
     raw = trace_bytes(t) if t else None
     if raw:

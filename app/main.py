@@ -9,12 +9,8 @@ compiles to the worker; none imports JAX.
 from __future__ import annotations
 
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 import streamlit as st  # noqa: E402
 

@@ -5,7 +5,7 @@ the kernel that writes it in the graph: ``st.session_state["sel"] = {"side": "po
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.render import memory as rm
 from analysis.render.format import human_bytes
 from app.picks import picked_point, picked_row

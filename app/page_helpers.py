@@ -183,7 +183,23 @@ def platform_for(backend: str) -> str:
 
 # ----------------------------------------------------------------------------- presentation and sources
 
-# Presentation mode on a page of app/sections/: what views.PRESENT_CSS does for the Explorer (no
+# Presentation mode: no sidebar, no toolbar, little padding, large summary numbers.
+PRESENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
+header[data-testid="stHeader"] { display: none !important; }
+.block-container { padding: 0.6rem 1.2rem 1rem 1.2rem !important; max-width: 100% !important; }
+[data-testid="stMetricValue"] { font-size: 2.3rem; }
+[data-testid="stMetricLabel"] p { font-size: 1.05rem; }
+.xe-routes { font-size: 1.05rem; }
+.xe-chip { font-size: 1rem; }
+[data-testid="stMarkdownContainer"] code { font-size: 0.95em; }
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 1rem !important; }
+</style>
+"""
+
+
+# Presentation mode on a page of app/sections/: what PRESENT_CSS does for the Explorer (no
 # sidebar, the width of the screen), and the page's own text at 16 px or more
 PAGE_PRESENT_CSS = """
 <style>
@@ -203,8 +219,6 @@ def presentation(page: str) -> bool:
     ``present=1``, or when the session presented on the page before); on, it hides the sidebar
     and puts the page's text at 16 px or more. The choice carries over to the other pages
     (``presenting``: not a widget's key, so it outlives the page it was set on)."""
-    from app import views
-
     ss = st.session_state
     key = f"present_{page}"
     if key not in ss:
@@ -215,7 +229,7 @@ def presentation(page: str) -> bool:
                                                     "(the sidebar's choices stay as they are)")
     ss.presenting = on
     if on:
-        st.markdown(views.PRESENT_CSS + PAGE_PRESENT_CSS, unsafe_allow_html=True)
+        st.markdown(PRESENT_CSS + PAGE_PRESENT_CSS, unsafe_allow_html=True)
     return on
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.hlo import Instruction
 
 
@@ -19,13 +19,13 @@ def ops_on_line(b: Bundle, line: int) -> list[str]:
 def ops_by_line(b: Bundle) -> dict[int, list[str]]:
     """Line of the user's file -> the pre-optimization ops it made; one walk of the module per
     bundle (a walk per line was most of a rerun of a 24,000-op program)."""
-    from analysis.provenance import _walk_compute
+    from analysis.program.provenance import walk_compute
 
     def make() -> dict[int, list[str]]:
         pre = b.module("hlo_before")
         user_file = b.source.get("file")
         out: dict[int, list[str]] = {}
-        for inst, key in (_walk_compute(pre) if pre is not None else ()):
+        for inst, key in (walk_compute(pre) if pre is not None else ()):
             if key and key[2] and (not user_file or not key[1] or key[1] == user_file):
                 out.setdefault(key[2], []).append(inst.name)
         return out
@@ -112,10 +112,10 @@ def node_source_lines(b: Bundle, side: str, name: str, k) -> set[int]:
 
 
 def _lines_of(b: Bundle, op: str) -> list[int]:
-    from analysis.provenance import _walk_compute
+    from analysis.program.provenance import walk_compute
 
     pre = b.module("hlo_before")
-    return [key[2] for inst, key in _walk_compute(pre) if inst.name == op and key and key[2]] if pre else []
+    return [key[2] for inst, key in walk_compute(pre) if inst.name == op and key and key[2]] if pre else []
 
 
 def selection_problem(b: Bundle, sel: dict) -> str | None:

@@ -1,21 +1,17 @@
 """How the app gets a Bundle: every compile goes to a worker process through the job queue
-(``analysis.service.queue``: sandbox, limits, cache). The app's own process never imports JAX."""
+(``analysis.service.job_queue``: sandbox, limits, cache). The app's own process never imports JAX."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Callable
 
-from analysis.bundle import Bundle, reanalyze
 from analysis.errors import ExplorerError
-from analysis.options import presets
-from analysis.service.job import Job, job_devices
-from analysis.service.queue import Outcome, compile_job
+from analysis.service.job import Job
+from analysis.service.job_queue import Outcome, compile_job
 # the pages ask these of the runner: whether JAX's CUDA plugin is installed, whether a GPU is here
 from analysis.service.sandbox import cuda_plugin_installed as cuda_plugin_present, gpu_present  # noqa: F401
 from analysis.service.sandbox import sandbox_status
-from sample_models import gallery, recorded_bundle_path
 
 # The GPU target the app offers as a backend: XLA's GPU compiler for this device, without one.
 APP_GPU_TARGET = "h200"
@@ -39,43 +35,11 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
     ``Outcome.pending``. ``ahead``: the page's work on a draft of the bundle, made while the
     worker compiles (the explorer lays its graphs out: ``graph_payload.payload_ahead``)."""
     job = app_job(job)
-    if job.gpu_target and not cuda_plugin_present():
-        return recorded_target_bundle(job)
     if early:
         from analysis.service.settings import Limits
 
         job = replace(job, preview_kernels=Limits.from_env().preview_kernels)
     return compile_job(job, session=session, progress=progress, early=early, ahead=ahead)
-
-
-def recorded_target_bundle(job: Job) -> Outcome:
-    """Without the CUDA plugin a GPU-target compile cannot run here; for a gallery model with the
-    options of a recorded preset, the compile ``scripts/record_gpu_target.py`` recorded is shown
-    instead (re-analyzed by this version of the code)."""
-    target = job.gpu_target.upper()
-    need = (f"compiling for the {target} target needs JAX's CUDA plugin (.venv/bin/pip install -e '.[cuda]'; "
-            f"no GPU needed); without it the app shows the gallery's recorded {target} compiles")
-    if job.kind != "gallery":
-        raise ExplorerError("options", need, job.filename)
-    recorded = [p for p in presets("gpu") if recorded_bundle_path(job.name, job.gpu_target, p)]
-    preset = next((p for p, opts in presets("gpu").items() if opts == dict(job.compiler_options)), None)
-    path = recorded_bundle_path(job.name, job.gpu_target, preset) if preset else None
-    if path is None:
-        raise ExplorerError("options", need + f" (for {job.name}: {', '.join(recorded) or 'none'})", job.filename)
-    b = Bundle.load(str(path))
-    have = b.options.get("devices", 1)
-    if job_devices(job) != have:
-        raise ExplorerError("options", need + f" (for {job.name}: on {have} device{'s' if have > 1 else ''} only)",
-                            job.filename)
-    if job.dump_passes and not b.pass_log:
-        logged = [n for n in gallery() if (q := recorded_bundle_path(n, job.gpu_target))
-                  and json.loads(q.read_text()).get("pass_log")]
-        raise ExplorerError("options", need + f"; of those, only {', '.join(logged) or 'none'} carry the pass "
-                                              "log", job.filename)
-    reanalyze(b)  # the compile is recorded; the analysis is this version's
-    if not job.compare_fusion:
-        b.fusion_comparison = None
-    return Outcome(b, cached=True, recorded=str(path))
 
 
 def start_spare_worker() -> bool:

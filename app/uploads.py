@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.render.format import human_seconds
 from analysis.service.job import Job, upload_job

@@ -20,8 +20,8 @@ import re
 import streamlit as st
 import streamlit.components.v1 as components
 
-from analysis.bundle import STAGE_LABELS, STAGES, Bundle
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
+from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
@@ -52,7 +52,7 @@ def summary_strip(b: Bundle) -> None:
         st.markdown("<div class='xe-routes'>Kernels: " + " · ".join(parts) + "</div>", unsafe_allow_html=True)
 
 
-# How provenance matched an op (analysis.provenance), in words; the weaker matches are flagged in lists.
+# How provenance matched an op (analysis.program.provenance), in words; the weaker matches are flagged in lists.
 HOW_WORDS = {"metadata": "its metadata", "op_name": "its op name", "shape": "opcode and shape (the kernel has no metadata)",
              "user": "the op that uses it", "operand": "the op it reads",
              "scope": "name scope: computed inside this library call, e.g. a cuBLAS epilogue"}
@@ -92,20 +92,6 @@ CSS = """
 </style>
 """
 
-# Presentation mode: no sidebar, no toolbar, little padding, large summary numbers.
-PRESENT_CSS = """
-<style>
-[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
-header[data-testid="stHeader"] { display: none !important; }
-.block-container { padding: 0.6rem 1.2rem 1rem 1.2rem !important; max-width: 100% !important; }
-[data-testid="stMetricValue"] { font-size: 2.3rem; }
-[data-testid="stMetricLabel"] p { font-size: 1.05rem; }
-.xe-routes { font-size: 1.05rem; }
-.xe-chip { font-size: 1rem; }
-[data-testid="stMarkdownContainer"] code { font-size: 0.95em; }
-[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 1rem !important; }
-</style>
-"""
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -306,7 +292,7 @@ def details_panel(b: Bundle, sel: dict) -> None:
         prov = b.provenance
         if prov is not None:
             if side == "post":
-                from analysis.links import kernel_ops
+                from analysis.program.links import kernel_ops
 
                 absorbed = kernel_ops(prov, name)  # the one op count (graph, Compare, Pass pipeline)
                 st.markdown(f"**Absorbed {len(absorbed)} op(s) from before optimization**")
@@ -318,7 +304,7 @@ def details_panel(b: Bundle, sel: dict) -> None:
                                     + (f" _({HOW_WORDS[prov.how[op]]})_" if prov.how.get(op) in HOW_HINTED else ""))
                 st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
             else:
-                from analysis.links import op_kernels
+                from analysis.program.links import op_kernels
 
                 ks = op_kernels(prov, name)
                 how = prov.how.get(name)

@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 def first_graph(loaded) -> tuple[float, int]:
     """Seconds from compile to both graphs laid out, as the app's path does it, and the bundle's
     JSON size: the worker's compile, its bundle as JSON, read back (checked) by the parent, the graphs."""
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
     from analysis.compile.stages import compile_model
     from analysis.render.graphviz_runner import render_svgs
     from analysis.render.module_graphs import post_graph, pre_graph
@@ -41,7 +41,7 @@ def first_graph(loaded) -> tuple[float, int]:
 def added_work(loaded) -> tuple[float, float]:
     """(seconds of reading the code, seconds the code adds to the bundle's JSON both ways),
     measured on one compile: the work the code adds, apart from the machine's noise."""
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
     from analysis.compile import code_dump, stages
 
     spent = []

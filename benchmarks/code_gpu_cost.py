@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     import jax
     from jax.sharding import SingleDeviceSharding
 
-    from analysis.bundle import Bundle, analyze
+    from analysis.bundle.core import Bundle, analyze
     from analysis.compile.backend import gpu_target_device
     from analysis.compile.code_gpu import find_tools, gpu_code
     from analysis.compile.xla_release import DUMP_OPTIONS

@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analysis.service.job import Job  # noqa: E402
-from analysis.service.queue import JobQueue  # noqa: E402
+from analysis.service.job_queue import JobQueue  # noqa: E402
 from analysis.service.sandbox import sandbox_status  # noqa: E402
 from analysis.service.settings import Limits  # noqa: E402
 

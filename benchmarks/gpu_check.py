@@ -10,7 +10,7 @@ OUT_DIR defaults to $OUT, else benchmarks/out/gpu_check. Writes there:
 - ``report.json`` and ``report.txt``: the checks below, per model;
 - ``users_trace/dump.zip`` and ``users_trace/trace.zip``: a small program compiled with an XLA
   dump and run three times under ``jax.profiler.trace``, as a user would on their GPU: the first
-  real GPU trace for ``analysis/trace_import.py`` (commit them under ``tests/fixtures/gpu/``).
+  real GPU trace for ``analysis/inputs/traces.py`` (commit them under ``tests/fixtures/gpu/``).
 
 Checks (exit status 1 if one fails; 2 if there is no GPU at all):
 
@@ -98,7 +98,7 @@ def _versus_recorded(b, name: str) -> dict | None:
     without a device (untuned, ``sample_models/recorded/h200``): kernels per route and library."""
     from collections import Counter
 
-    from analysis.bundle import Bundle, reanalyze
+    from analysis.bundle.core import Bundle, reanalyze
     from sample_models import recorded_bundle_path
 
     path = recorded_bundle_path(name, "h200")
@@ -185,7 +185,7 @@ def users_trace(out_dir: str) -> dict:
     import jax.numpy as jnp
 
     from analysis.cli import open_input
-    from analysis.kernels import launching
+    from analysis.program.kernels import launching
 
     def mlp(x, w1, w2):
         return jax.nn.softmax(jnp.tanh(x @ w1 + 1.0) @ w2, axis=-1)

@@ -31,7 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.service.queue import JobQueue, compile_job  # noqa: E402
+from analysis.service.job_queue import JobQueue, compile_job  # noqa: E402
 from analysis.service.sandbox import sandbox_status  # noqa: E402
 from analysis.service.settings import Limits  # noqa: E402
 from analysis.service.store import Store  # noqa: E402
@@ -131,7 +131,7 @@ def run_mix(args, limits, hostile: int, runner=None) -> tuple[list, float]:
             t0 = time.monotonic()
             try:
                 if job is None:  # the dump ReDoS: an upload the server parses itself
-                    from analysis.dump import bundles_from_dump_zip
+                    from analysis.inputs.dump import bundles_from_dump_zip
 
                     bundles_from_dump_zip(_redos_zip(), "redos.zip")
                     outcome = "bundle-upload"

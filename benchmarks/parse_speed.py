@@ -129,7 +129,7 @@ def main() -> None:
     def fresh_parse(t):
         # lru caches (shape texts) would otherwise make later repeats of "touch" artificially cheap
         from analysis.hlo import ir as _ir
-        _ir._cached_shape.cache_clear()
+        _ir.cached_shape.cache_clear()
         return parse_and_touch(t)
 
     contenders = {
@@ -151,7 +151,7 @@ def main() -> None:
 
     if args.profile:
         from analysis.hlo import ir as _ir
-        _ir._cached_shape.cache_clear()
+        _ir.cached_shape.cache_clear()
         prof = cProfile.Profile()
         prof.enable()
         parse_module(text)

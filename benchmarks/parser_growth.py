@@ -18,8 +18,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.fusion_dump import parse_fusion_dump  # noqa: E402
-from analysis.memory import live_curve, parse_buffer_assignment  # noqa: E402
+from analysis.fusion.gpu_dump import parse_fusion_dump  # noqa: E402
+from analysis.program.memory import live_curve, parse_buffer_assignment  # noqa: E402
 
 
 def _many_values(n: int) -> dict:

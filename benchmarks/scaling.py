@@ -71,8 +71,8 @@ def ours(n: int) -> tuple[float, dict]:
     from analysis.render import layout_cache
     from app import graph_payload
 
-    with layout_cache._SVG_LOCK:
-        layout_cache._SVG_CACHE.clear()
+    with layout_cache.SVG_LOCK:
+        layout_cache.SVG_CACHE.clear()
     m = _load(n)
     t0 = time.perf_counter()
     b = compile_model(m, "cpu").bundle
@@ -93,8 +93,8 @@ def report(n: int) -> tuple[float, dict]:
     from analysis.render.report import html_report
     from analysis.render.report_layers import ahead
 
-    with layout_cache._SVG_LOCK:
-        layout_cache._SVG_CACHE.clear()
+    with layout_cache.SVG_LOCK:
+        layout_cache.SVG_CACHE.clear()
     m = _load(n)
     t0 = time.perf_counter()
     b = compile_model(m, "cpu", ahead=ahead).bundle  # as the CLI's report: the layer graphs made while XLA compiles

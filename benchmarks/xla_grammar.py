@@ -8,7 +8,7 @@ Prints:
 - modules; XLA accepts; ours accepts; both accept and agree; both accept and differ (listed);
 - XLA accepts, ours rejects, grouped by our message; crashes (ours: an exception that is not an
   HloParseError; XLA: the worker died or timed out);
-- ours accepts what XLA rejects (listed); the legend's exceptions (``analysis.kernels.kernels``
+- ours accepts what XLA rejects (listed); the legend's exceptions (``analysis.program.kernels.kernels``
   raising on a module we accept);
 - the parse-time ratio, ours / XLA's, summed over the modules both accept (and for the largest).
 
@@ -81,7 +81,7 @@ def _ours(text: str) -> dict:
         comps.append([c.name, c.is_entry, c.root.name if c.root else None, insts])
     legend = None
     try:
-        from analysis.kernels import kernels
+        from analysis.program.kernels import kernels
 
         kernels(mod)
     except Exception as e:  # noqa: BLE001

@@ -10,61 +10,13 @@ Pure Python: reads a Bundle, never imports JAX.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from analysis import code as generated
-from analysis.bundle import Bundle
-from analysis.kernels import Kernel
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code as generated
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import Kernel
 from analysis.render.format import human_bytes, library_calls
+from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, pre_ops
 from sample_models.lessons_devices import LESSONS as DEVICE_LESSONS
-
-
-@dataclass
-class Check:
-    claim: str
-    holds: bool
-
-
-@dataclass
-class Lesson:
-    title: str
-    text: str
-    checks: list[Check] = field(default_factory=list)
-
-    def markdown(self) -> str:
-        lines = [self.text, ""]
-        for c in self.checks:
-            lines.append(f"- {'✔' if c.holds else '✘ not on this compile:'} {c.claim}")
-        return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def _pre_ops(b: Bundle, opcode: str | None = None, scope: str | None = None, op_name_has: str | None = None):
-    pre = b.module("hlo_before")
-    if pre is None:
-        return []
-    from analysis.provenance import _walk_compute
-
-    out = []
-    for inst, key in _walk_compute(pre):
-        name = key[0] if key else ""
-        if opcode and inst.opcode != opcode:
-            continue
-        if scope and f"/{scope}/" not in name + "/":
-            continue
-        if op_name_has and op_name_has not in name:
-            continue
-        out.append(inst.name)
-    return out
-
-
-def _kernels_of(b: Bundle, ops) -> set[str]:
-    prov = b.provenance
-    if prov is None:
-        return set()
-    return {k for op in ops for k in prov.pre_to_kernels.get(op, [])}
 
 
 def _kernels(b: Bundle, route: str | None = None) -> list[Kernel]:
@@ -78,24 +30,6 @@ def _contains(k: Kernel, opcode: str) -> bool:
 def _names(ks) -> str:
     ks = sorted(ks)
     return ", ".join(f"`{k}`" for k in ks[:4]) + (f" and {len(ks) - 4} more" if len(ks) > 4 else "")
-
-
-def _basics(b: Bundle) -> str:
-    m = b.metrics
-    unfused, fused = m.get("unfused_bytes"), m.get("fused_bytes")
-    rose = unfused is not None and fused is not None and fused > unfused
-    devices = b.devices
-    if devices > 1:  # before: whole arrays; after: one device's part
-        return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
-                f"kernels** per device, on {devices} devices; {m.get('fusion_coverage', 0):.0%} of the ops ended "
-                "inside a multi-op fusion.")
-    traffic = (f"the estimated memory traffic rose from {human_bytes(unfused)} to {human_bytes(fused)} — some "
-               "kernels here move more than the ops they replace (a matmul split into partial sums, say)"
-               if rose else
-               f"the estimated memory traffic fell from {human_bytes(unfused)} to {human_bytes(fused)}")
-    return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
-            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended inside a multi-op fusion, and "
-            f"{traffic}.")
 
 
 def _libraries(b: Bundle) -> str:
@@ -124,7 +58,7 @@ def _n(count: int, word: str) -> str:
 
 def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
     """What the generated code shows of fusion: each emitted kernel's loads and stores through
-    its buffers (``analysis.code``) against its inputs and results in the HLO, and with fusion
+    its buffers (``analysis.codegen.kernel_code``) against its inputs and results in the HLO, and with fusion
     off (where that compile's code was read too) a store per kernel."""
     names = [k.name for k in b.kernels if generated.loads_stores(b, k.name) is not None]
     if not names:
@@ -154,13 +88,13 @@ def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
     if b.platform == "gpu":
         # PTX instructions, each moving a vector for every thread of a block: a tile takes several,
         # so the count is not one per input (tests/test_code_gpu.py checks the tile's elements)
-        widths = sorted({f["vector_width"] for n in names if (f := generated.kernel_code(b, n).facts)["vector_width"]})
+        widths = sorted({f["vector_width"] for n in names if (f := code_of(b, n).facts)["vector_width"]})
         text += (" On the GPU these are PTX instructions, each moving "
                  + (f"up to {widths[-1]} bits " if widths else "one element ")
                  + "for every thread of a block, so a block's tile takes several (docs/code.md, On the GPU).")
         checks = [Check(f"each emitted kernel's code loads and stores global memory ({len(names)} kernels)",
-                        all(generated.kernel_code(b, n).facts["global_loads"] >= 1
-                            and generated.kernel_code(b, n).facts["global_stores"] >= 1 for n in names))]
+                        all(code_of(b, n).facts["global_loads"] >= 1
+                            and code_of(b, n).facts["global_stores"] >= 1 for n in names))]
     else:
         checks = [Check(f"each emitted kernel's code loads each of its inputs once and stores its result once "
                         f"({len(once)} of {len(names)} kernels)", len(once) == len(names))]
@@ -193,14 +127,14 @@ def _library_code(b: Bundle, k_dot: set[str]) -> tuple[str, list[Check]]:
 
 
 def _mlp(b: Bundle) -> Lesson:
-    adds = _pre_ops(b, "add", scope="dense1")
-    maxes = _pre_ops(b, "maximum", scope="dense1")
-    k_add, k_max = _kernels_of(b, adds), _kernels_of(b, maxes)
+    adds = pre_ops(b, "add", scope="dense1")
+    maxes = pre_ops(b, "maximum", scope="dense1")
+    k_add, k_max = kernels_of(b, adds), kernels_of(b, maxes)
     shared = k_add & k_max
-    dots = _pre_ops(b, "dot")
-    k_dot = _kernels_of(b, dots)
+    dots = pre_ops(b, "dot")
+    k_dot = kernels_of(b, dots)
     by_name = {k.name: k for k in b.kernels}
-    next_dot = _kernels_of(b, _pre_ops(b, "dot", scope="dense2"))
+    next_dot = kernels_of(b, pre_ops(b, "dot", scope="dense2"))
     prologue = [n for n in shared if n in next_dot and _contains(by_name[n], "dot")]
     where = (f"both ended in {_names(shared)}" if shared else
              f"the bias add ended in {_names(k_add) or 'no kernel'} and the ReLU in {_names(k_max) or 'no kernel'}")
@@ -208,7 +142,7 @@ def _mlp(b: Bundle) -> Lesson:
         where += (", the second layer's matmul kernel: it applies them as it loads its input, so the first "
                   "layer's activations are never written to memory")
     lib_text, lib_checks = _library_code(b, k_dot)
-    text = (_basics(b) + f" The first layer's bias add and ReLU: {where}." + _split_k_note(b, k_dot) + " "
+    text = (basics(b) + f" The first layer's bias add and ReLU: {where}." + _split_k_note(b, k_dot) + " "
             + _libraries(b) + lib_text + _why_not(b, ("dot",)))
     return Lesson("mlp", text, [
         Check("dense1's bias add and ReLU run in the same kernel" + (f" ({_names(shared)})" if shared else ""), bool(shared)),
@@ -219,13 +153,13 @@ def _mlp(b: Bundle) -> Lesson:
 
 
 def _transformer_block(b: Bundle) -> Lesson:
-    dots = _pre_ops(b, "dot")
-    k_dot = _kernels_of(b, dots)
+    dots = pre_ops(b, "dot")
+    k_dot = kernels_of(b, dots)
     # generated kernels without a matmul: XLA's emitters, and Triton for normalizations on a GPU
     em = [k for k in b.kernels if k.route in ("emitter", "triton") and not _contains(k, "dot")]
     multi = [k for k in em if k.is_multi_op_fusion]
     n_triton = sum(1 for k in em if k.route == "triton")
-    text = (_basics(b) + f" The {len(dots)} matmuls (projections, QK^T, PV, MLP) are in {len(k_dot)} kernel(s); "
+    text = (basics(b) + f" The {len(dots)} matmuls (projections, QK^T, PV, MLP) are in {len(k_dot)} kernel(s); "
             f"the norms, softmax, GELU and residual adds became {len(em)} generated kernel(s)"
             + (f" ({n_triton} through Triton)" if n_triton else "") + f", {len(multi)} of them "
             f"fusing several ops." + _split_k_note(b, k_dot) + " " + _libraries(b))
@@ -238,15 +172,15 @@ def _transformer_block(b: Bundle) -> Lesson:
 
 
 def _attention(b: Bundle) -> Lesson:
-    naive = _kernels_of(b, _pre_ops(b, scope="naive"))
-    api = _kernels_of(b, _pre_ops(b, scope="fused_api"))
+    naive = kernels_of(b, pre_ops(b, scope="naive"))
+    api = kernels_of(b, pre_ops(b, scope="fused_api"))
     fmha = [k for k in b.kernels if (k.custom_call_target or "").startswith("__cudnn$fmha")
             or (k.fusion_kind or "") == "__cudnn$fusion"]
     score_bytes = 0
     for k in b.kernels:
         if k.name in naive and "exponential" in k.fused_opcodes:
             score_bytes = max(score_bytes, k.bytes)
-    text = (_basics(b) + f" The naive attention needs {len(naive)} kernel(s); `jax.nn.dot_product_attention` "
+    text = (basics(b) + f" The naive attention needs {len(naive)} kernel(s); `jax.nn.dot_product_attention` "
             f"needs {len(api)}." + (f" On this device the API became {len(fmha)} fused-attention library call(s)."
                                     if fmha else " No fused-attention library call here (that needs cuDNN on a GPU).")
             + (f" The kernel computing the softmax of the [heads, seq, seq] scores moves {human_bytes(score_bytes)}."
@@ -267,7 +201,7 @@ def _attention_memory(b: Bundle, naive: set[str], api: set[str]) -> tuple[str, l
     """The score matrix S = QK^T ([heads, seq, seq]) in the buffer assignment: the naive
     version's biggest temporary; in the API's version absent (fused attention) or smaller; and
     the S-sized arrays only the fusion-off compile writes."""
-    from analysis.memory import biggest_temporaries
+    from analysis.program.memory import biggest_temporaries
 
     mem = b.memory
     inputs = b.source.get("inputs") or []
@@ -341,13 +275,13 @@ def _why_not(b: Bundle, opcodes: tuple[str, ...]) -> str:
 
 
 def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
-    reduces = _pre_ops(b, "reduce")
-    k_red = _kernels_of(b, reduces)
-    ew_before = len(_pre_ops(b)) - len(reduces)
+    reduces = pre_ops(b, "reduce")
+    k_red = kernels_of(b, reduces)
+    ew_before = len(pre_ops(b)) - len(reduces)
     lone = [k for k in _kernels(b) if k.opcode == "fusion" and len(k.fused_opcodes) == 1
             and k.fused_opcodes[0] in ("exponential", "subtract", "divide", "multiply", "add")]
     code_text, code_checks = _code_lesson(b) if name == "softmax_layernorm" else ("", [])
-    text = (_basics(b) + f" The {len(reduces)} reductions ({what}) are in {len(k_red)} kernel(s): {_names(k_red)}; "
+    text = (basics(b) + f" The {len(reduces)} reductions ({what}) are in {len(k_red)} kernel(s): {_names(k_red)}; "
             f"the {ew_before} other ops were fused around them." + code_text
             + _why_not(b, ("rsqrt", "reduce", "exponential")))
     return Lesson(name, text, [
@@ -360,12 +294,12 @@ def _reduction_lesson(name: str, b: Bundle, what: str) -> Lesson:
 
 
 def _conv_bn_relu(b: Bundle) -> Lesson:
-    conv = _kernels_of(b, _pre_ops(b, "convolution"))
-    relu = _kernels_of(b, _pre_ops(b, "maximum", scope="relu"))
-    bn = _kernels_of(b, _pre_ops(b, scope="batchnorm"))
+    conv = kernels_of(b, pre_ops(b, "convolution"))
+    relu = kernels_of(b, pre_ops(b, "maximum", scope="relu"))
+    bn = kernels_of(b, pre_ops(b, scope="batchnorm"))
     conv_routes = {b.kernel(k).route for k in conv if b.kernel(k)}
     conv_libs = {b.kernel(k).library for k in conv if b.kernel(k) and b.kernel(k).library}
-    text = (_basics(b) + f" The convolution ran as {_names(conv)} ({', '.join(sorted(conv_libs)) or 'generated code'}); "
+    text = (basics(b) + f" The convolution ran as {_names(conv)} ({', '.join(sorted(conv_libs)) or 'generated code'}); "
             f"batch norm spread over {len(bn)} kernel(s) and the ReLU ended in {_names(relu)}.")
     return Lesson("conv_bn_relu", text, [
         Check("the convolution is a library call" + (f" ({', '.join(sorted(conv_libs))})" if conv_libs else ""),
@@ -379,7 +313,7 @@ def _rnn_scan(b: Bundle) -> Lesson:
     inside = [k for k in b.kernels if k.context.endswith("body") and k.route != "control"]
     t = (b.timings or {}).get("kernels", {}) if b.timings else {}
     calls = max((t.get(k.name, {}).get("calls", 0) for k in inside), default=0)
-    text = (_basics(b) + f" `lax.scan` stayed a loop: {len(loops)} `while` op(s) whose body runs "
+    text = (basics(b) + f" `lax.scan` stayed a loop: {len(loops)} `while` op(s) whose body runs "
             f"{len(inside)} kernel(s) per step" + (f", measured {calls} times per call." if calls else "."))
     return Lesson("rnn_scan", text, [
         Check("the scan is a while loop in the optimized module", bool(loops)),
@@ -388,14 +322,14 @@ def _rnn_scan(b: Bundle) -> Lesson:
 
 
 def _bf16_mixed(b: Bundle) -> Lesson:
-    converts = _pre_ops(b, "convert")
-    k_conv = _kernels_of(b, converts)
+    converts = pre_ops(b, "convert")
+    k_conv = kernels_of(b, converts)
     alone = [k for k in _kernels(b) if k.opcode == "convert" or
              (k.opcode == "fusion" and set(k.fused_opcodes) <= {"convert", "bitcast", "reshape", "broadcast", "copy"})]
-    dot_k = [b.kernel(k) for k in _kernels_of(b, _pre_ops(b, "dot")) if b.kernel(k)]
+    dot_k = [b.kernel(k) for k in kernels_of(b, pre_ops(b, "dot")) if b.kernel(k)]
     bf16_dots = [k for k in dot_k if k.shape.startswith("bf16")]
-    norm_k = [b.kernel(k) for k in _kernels_of(b, _pre_ops(b, scope="residual_norm")) if b.kernel(k)]
-    text = (_basics(b) + f" The {len(converts)} casts (`convert`) ended in {len(k_conv)} kernel(s), "
+    norm_k = [b.kernel(k) for k in kernels_of(b, pre_ops(b, scope="residual_norm")) if b.kernel(k)]
+    text = (basics(b) + f" The {len(converts)} casts (`convert`) ended in {len(k_conv)} kernel(s), "
             f"{len(alone)} of which do nothing but cast. ")
     if dot_k and len(bf16_dots) == len(dot_k):
         text += (f"The {len(dot_k)} matmul kernels compute in bf16 natively: their results are half the bytes "
@@ -415,13 +349,13 @@ def _bf16_mixed(b: Bundle) -> Lesson:
 
 
 def _layout_transpose(b: Bundle) -> Lesson:
-    absorbed = _pre_ops(b, "transpose", scope="absorbed")
-    k_abs = _kernels_of(b, absorbed)
-    dot_k = _kernels_of(b, _pre_ops(b, "dot"))
-    mat = _pre_ops(b, "transpose", scope="materialized")
-    k_mat = _kernels_of(b, mat)
+    absorbed = pre_ops(b, "transpose", scope="absorbed")
+    k_abs = kernels_of(b, absorbed)
+    dot_k = kernels_of(b, pre_ops(b, "dot"))
+    mat = pre_ops(b, "transpose", scope="materialized")
+    k_mat = kernels_of(b, mat)
     layout_k = _kernels(b, "layout")
-    text = (_basics(b) + f" The transpose feeding the matmul ended in {_names(k_abs)} — "
+    text = (basics(b) + f" The transpose feeding the matmul ended in {_names(k_abs)} — "
             + ("the matmul's own kernel: it reads the operand in the other order for free." if k_abs <= dot_k else
                "a kernel of its own.")
             + f" The returned transpose ended in {_names(k_mat)}; {len(layout_k)} kernel(s) are pure layout changes.")
@@ -433,33 +367,33 @@ def _layout_transpose(b: Bundle) -> Lesson:
 
 def _shape_sweep(b: Bundle) -> Lesson:
     shapes = ", ".join(f"{i['path']}: {i['dtype']}{i['shape']}" for i in b.source.get("inputs", []))
-    text = (_basics(b) + f" This executable is specialized to exactly these inputs: {shapes}. Another sequence "
+    text = (basics(b) + f" This executable is specialized to exactly these inputs: {shapes}. Another sequence "
             "length is another compile — the Shape sweep page measures how many and how long.")
     return Lesson("shape_sweep", text, [Check("compiled for one concrete shape", bool(b.source.get("inputs")))])
 
 
 def _train_step(b: Bundle) -> Lesson:
-    dots = _pre_ops(b, "dot")
-    k_dot = _kernels_of(b, dots)
-    sgd = _kernels_of(b, _pre_ops(b, scope="sgd"))
-    text = (_basics(b) + f" The forward and backward passes hold {len(dots)} matmuls (the backward ones "
+    dots = pre_ops(b, "dot")
+    k_dot = kernels_of(b, dots)
+    sgd = kernels_of(b, pre_ops(b, scope="sgd"))
+    text = (basics(b) + f" The forward and backward passes hold {len(dots)} matmuls (the backward ones "
             f"transposed), in {len(k_dot)} kernel(s); the SGD update of the parameters runs in {len(sgd)} kernel(s).")
     return Lesson("train_step", text, [
         Check(f"the gradient adds matmuls: {len(dots)} dots for a 2-layer MLP", len(dots) > 2),
-        Check(f"the update is fused: {len(sgd)} kernel(s) for {len(_pre_ops(b, scope='sgd'))} ops",
-              0 < len(sgd) < len(_pre_ops(b, scope="sgd"))),
+        Check(f"the update is fused: {len(sgd)} kernel(s) for {len(pre_ops(b, scope='sgd'))} ops",
+              0 < len(sgd) < len(pre_ops(b, scope="sgd"))),
     ])
 
 
 def _layer_counts(b: Bundle, *path: str) -> tuple[int, int]:
     """(ops directly in the layer, kernels they ended in), from the layer tree."""
-    from analysis.layers import layers_of_bundle
+    from analysis.program.layers import layers_of_bundle
 
     root = layers_of_bundle(b)
     layer = root.find(tuple(path)) if root is not None else None
     if layer is None:
         return 0, 0
-    return len(layer.ops), len(_kernels_of(b, layer.ops))
+    return len(layer.ops), len(kernels_of(b, layer.ops))
 
 
 def _program_parameters(b: Bundle) -> int:
@@ -478,7 +412,7 @@ def _decoder_nnx(b: Bundle) -> Lesson:
     norm_ops, norm_k = _layer_counts(b, "attn_norm")
     attn_ops, attn_k = _layer_counts(b, "attn")
     glu_ops, glu_k = _layer_counts(b, "mlp")
-    text = (_basics(b) + f" The module's {b.source.get('parameters', 0)} parameter arrays (split out with "
+    text = (basics(b) + f" The module's {b.source.get('parameters', 0)} parameter arrays (split out with "
             f"`nnx.split`) are the program's inputs. RMSNorm's {norm_ops} ops ran in {norm_k} kernel(s); the "
             f"attention's scaling, causal mask, softmax and head reshapes ({attn_ops} ops outside the four "
             f"projections) in {attn_k}; SwiGLU's `silu(gate) * up` ({glu_ops} ops) in {glu_k}. " + _libraries(b))
@@ -491,11 +425,11 @@ def _decoder_nnx(b: Bundle) -> Lesson:
 
 
 def _cnn_linen(b: Bundle) -> Lesson:
-    convs = _pre_ops(b, "convolution")
-    k_conv = _kernels_of(b, convs)
+    convs = pre_ops(b, "convolution")
+    k_conv = kernels_of(b, convs)
     pools = [k for k in b.kernels if _contains(k, "reduce-window")]
     m = b.metrics
-    text = (_basics(b) + f" The {len(convs)} convolutions ended in {_names(k_conv)}; the pooling runs as "
+    text = (basics(b) + f" The {len(convs)} convolutions ended in {_names(k_conv)}; the pooling runs as "
             f"reduce-window in {_names(k.name for k in pools) or 'no kernel'}. " + _libraries(b))
     return Lesson("cnn_linen", text, [
         Check(f"the whole network runs in few kernels ({m.get('kernels_after')} for {m.get('compute_ops_before')} ops, "
@@ -507,13 +441,13 @@ def _cnn_linen(b: Bundle) -> Lesson:
 
 
 def _train_equinox(b: Bundle) -> Lesson:
-    dots = _pre_ops(b, "dot")
-    k_dot = _kernels_of(b, dots)
-    roots = _pre_ops(b, "sqrt")  # Adam's sqrt(v) + eps: one per parameter array
-    k_adam = _kernels_of(b, roots)
+    dots = pre_ops(b, "dot")
+    k_dot = kernels_of(b, dots)
+    roots = pre_ops(b, "sqrt")  # Adam's sqrt(v) + eps: one per parameter array
+    k_adam = kernels_of(b, roots)
     by_name = {k.name: k for k in b.kernels}
     fused = [n for n in k_adam if by_name[n].is_multi_op_fusion]
-    text = (_basics(b) + f" Forward and backward hold {len(dots)} matmuls (three layers forward, the gradients "
+    text = (basics(b) + f" Forward and backward hold {len(dots)} matmuls (three layers forward, the gradients "
             f"backward) in {len(k_dot)} kernel(s). Adam updates {len(roots)} parameter arrays; each update's "
             f"moments, square root and step run in one kernel per array ({len(k_adam)} kernels).")
     return Lesson("train_equinox", text, [
@@ -526,7 +460,7 @@ def _train_equinox(b: Bundle) -> Lesson:
 def _keras_mlp(b: Bundle) -> Lesson:
     hid_ops, hid_k = _layer_counts(b, "hidden")
     norm_ops, norm_k = _layer_counts(b, "norm")
-    text = (_basics(b) + f" Keras's {b.source.get('parameters', 0)} variables are passed in "
+    text = (basics(b) + f" Keras's {b.source.get('parameters', 0)} variables are passed in "
             f"(`stateless_call`), so they are inputs of the program. The `hidden` layer's matmul, bias and "
             f"GELU ({hid_ops} ops) ran in {hid_k} kernel(s); the layer norm's {norm_ops} ops in {norm_k}. "
             + _libraries(b))

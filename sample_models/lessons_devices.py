@@ -1,15 +1,16 @@
 """Lessons of the gallery's sharded models (many devices), from the numbers of the compile at
 hand, as ``sample_models.lessons`` writes the others: every claim is checked on the compile and
 said not to hold where it does not. The collectives, their devices and bytes are
-``analysis.collectives``'; the sizes the claims compare them with come from the model's own
+``analysis.devices.collectives``'; the sizes the claims compare them with come from the model's own
 inputs as the bundle describes them. Pure Python: reads a Bundle, never imports JAX.
 """
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
-from analysis.collectives import Collective, collectives
+from analysis.bundle.core import Bundle
+from analysis.devices.collectives import Collective, collectives
 from analysis.render.format import human_bytes
+from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, pre_ops
 
 _ITEM = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "float64": 8}
 
@@ -42,9 +43,8 @@ def _entry_shapes(b: Bundle) -> list[str]:
 
 
 def _head(b: Bundle, what: str) -> str:
-    from sample_models.lessons import _basics
 
-    return _basics(b) + f" It runs on **{_devices(b)} devices**; {what}"
+    return basics(b) + f" It runs on **{_devices(b)} devices**; {what}"
 
 
 def _names(cs) -> str:
@@ -59,7 +59,6 @@ def _moves(cs) -> str:
 
 
 def _dp_train_step(b: Bundle):
-    from sample_models.lessons import Check, Lesson
 
     reduces = _of(b, "all-reduce")
     grads = sum(_nbytes(d) for d in _inputs(b, "[0]"))
@@ -81,7 +80,6 @@ def _dp_train_step(b: Bundle):
 
 
 def _tp_mlp(b: Bundle):
-    from sample_models.lessons import Check, Lesson
 
     cs = collectives(b.module("hlo_after"))
     kinds = sorted(c.kind for c in cs)
@@ -103,7 +101,6 @@ def _tp_mlp(b: Bundle):
 
 
 def _fsdp_train(b: Bundle):
-    from sample_models.lessons import Check, Lesson
 
     weights = _inputs(b, "[0]")
     gathers, scatters = _of(b, "all-gather"), _of(b, "reduce-scatter")
@@ -126,7 +123,6 @@ def _fsdp_train(b: Bundle):
 
 
 def _ring_shard_map(b: Bundle):
-    from sample_models.lessons import Check, Lesson
 
     n = _devices(b)
     perms = _of(b, "collective-permute")
@@ -145,10 +141,9 @@ def _ring_shard_map(b: Bundle):
 
 
 def _moe_all_to_all(b: Bundle):
-    from sample_models.lessons import Check, Lesson, _kernels_of, _pre_ops
 
     alls = _of(b, "all-to-all")
-    expert = _kernels_of(b, _pre_ops(b, "dot", scope="expert"))
+    expert = kernels_of(b, pre_ops(b, "dot", scope="expert"))
     text = _head(b, f"the tokens go to their expert and back in {len(alls)} all-to-all(s) ({_names(alls)}: "
                     f"{alls[0].words() if alls else '-'}), {human_bytes(alls[0].buffer_bytes if alls else 0)} each "
                     f"per device; the expert's matmuls ({len(expert)} kernel(s)) run between them. "

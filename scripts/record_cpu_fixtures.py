@@ -33,7 +33,7 @@ def main() -> int:
 
     os.makedirs(OUT, exist_ok=True)
     todo = [(n, {}) for n in gallery()] + EXTRA
-    from analysis.devices import devices_in_source
+    from analysis.devices.catalog import devices_in_source
 
     for name, options in todo:
         if (devices_in_source(gallery()[name].source) or 1) > 1:  # on its devices: in a worker started with them

@@ -3,7 +3,7 @@
     JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python scripts/record_gpu_target.py [--target h200] [OUT_DIR]
 
 Needs JAX's CUDA plugin (``pip install -e '.[cuda]'``, in this venv or another one), no GPU.
-XLA's GPU compiler is given a description of the target (``analysis.devices``) instead of a
+XLA's GPU compiler is given a description of the target (``analysis.devices.catalog``) instead of a
 device, so what comes out is the real optimized GPU module for that device, chosen without
 autotuning; nothing is run, so the bundles carry no timings (``environment["deviceless"]``).
 
@@ -55,7 +55,7 @@ def pass_names(target: str, model: str) -> dict:
 
     from analysis.compile.backend import gpu_target_device
     from analysis.compile.load import load_gallery
-    from analysis.passes import pass_log_from_dir
+    from analysis.studies.passes import pass_log_from_dir
 
     loaded = load_gallery(model)
     on = SingleDeviceSharding(gpu_target_device(target))
@@ -80,7 +80,7 @@ def tensor_parallel(target: str, out: str) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from analysis.devices import target_config
+    from analysis.devices.catalog import target_config
 
     topo = topologies.get_topology_desc(platform="cuda", target_config=target_config(target), topology="1x1x2")
     mesh = topologies.make_mesh(topo, (2,), ("x",))
@@ -100,7 +100,7 @@ def tensor_parallel(target: str, out: str) -> None:
 
 
 def main(argv=None) -> int:
-    from analysis.devices import GPU_TARGETS
+    from analysis.devices.catalog import GPU_TARGETS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", nargs="?", help="default: sample_models/recorded/<target>")

@@ -26,7 +26,7 @@ def _data_outside_the_repository(tmp_path_factory):
     if not os.environ.get("XLA_EXPLORER_DATA"):
         mp.setenv("XLA_EXPLORER_DATA", str(tmp_path_factory.mktemp("xla-explorer-data")))
     yield
-    from analysis.service.queue import reset_default_queue
+    from analysis.service.job_queue import reset_default_queue
 
     reset_default_queue()  # the app tests' queue: its worker threads end with the session
     mp.undo()
@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(config, items):
 def recorded_cpu_bundle(name: str, **compiler_options):
     """The gallery model as ``scripts/record_cpu_fixtures.py`` recorded it (``tests/fixtures/cpu``),
     or None. Stale fixtures (the model's source changed since) are refused."""
-    from analysis.bundle import Bundle, reanalyze
+    from analysis.bundle.core import Bundle, reanalyze
     from sample_models import gallery_entry
 
     path = os.path.join(FIXTURES, "cpu", fixture_name(name, compiler_options))
@@ -88,7 +88,7 @@ def recorded_cpu_bundle(name: str, **compiler_options):
 
 def _sharded(name: str) -> bool:
     """A gallery model that runs on more than one device (its ``DEVICES = N``)."""
-    from analysis.devices import devices_in_source
+    from analysis.devices.catalog import devices_in_source
     from sample_models import gallery
 
     return (devices_in_source(gallery()[name].source) or 1) > 1

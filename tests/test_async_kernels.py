@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.hlo import async_sugar, parse_module
-from analysis.kernels import classify, kernels
+from analysis.program.kernels import classify, kernels
 
 try:  # the oracle is optional
     from jaxlib import _hlo

@@ -11,7 +11,7 @@ import json
 from analysis.compile import stages
 from analysis.compile.decisions import LogFollower, capture
 from analysis.compile.load import load_source
-from analysis.fusion_log import FUSED, NOT_FUSED
+from analysis.fusion.log import FUSED, NOT_FUSED
 from analysis.hlo import parse_module
 from analysis.pipeline import same_module_text
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.render.details import pack_light, unpack_light
 from analysis.render import layout_cache
 from app import graph_payload, views

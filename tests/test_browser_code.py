@@ -133,7 +133,7 @@ def test_no_payload_in_a_bundles_code_runs(server, browser, tmp_path):  # noqa: 
     red team's payload: the pane shows it as text, and nothing runs."""
     import json
 
-    from analysis.code import code_json, make_code
+    from analysis.codegen.kernel_code import code_json, make_code
     from tests.test_xss import MARK, PAYLOAD, hostile_bundle
 
     d = hostile_bundle()  # every string of a recorded bundle poisoned (test_xss)

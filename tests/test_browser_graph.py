@@ -325,7 +325,7 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
     """A bundle of a hand-written 8-layer stack with 1,122 instructions before optimization
     (tests/stack_hlo.py): it opens collapsed to its layers; a double-click on one asks the server
     for that view, which is laid out then and drawn in place, and "Expand all" does the same."""
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
     from tests.stack_hlo import stack_texts
     from tests.test_browser import _upload
 

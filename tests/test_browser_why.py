@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from analysis.bundle import bundle_from_hlo
-from analysis.fusion_decisions import from_texts
-from analysis.fusion_glossary import GLOSSES
+from analysis.bundle.core import bundle_from_hlo
+from analysis.fusion.decisions import from_texts
+from analysis.fusion.glossary import GLOSSES
 from analysis.render.decisions import edge_why
 from tests.test_browser import _upload, browser, server  # noqa: F401 - fixtures
 

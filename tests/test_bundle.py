@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from analysis.bundle import SCHEMA_VERSION, Bundle, bundle_from_hlo
+from analysis.bundle.core import SCHEMA_VERSION, Bundle, bundle_from_hlo
 from analysis.errors import ExplorerError
 from sample_models import gallery
 from test_kernels import CPU_HLO, GPU_HLO  # tests/ is on sys.path (rootdir-relative import)
@@ -200,7 +200,7 @@ def test_missing_file(tmp_path):
 
 
 def test_reanalyze_recomputes_and_keeps_extra_metrics(gallery_bundle):
-    from analysis.bundle import reanalyze
+    from analysis.bundle.core import reanalyze
 
     b = Bundle.from_json(gallery_bundle("mlp").to_json())
     fresh = [k.name for k in b.kernels]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.bundle import Bundle, bundle_from_hlo
+from analysis.bundle.core import Bundle, bundle_from_hlo
 from analysis.cli import main as cli_main
 from analysis.errors import ExplorerError
 from sample_models import gallery
@@ -169,7 +169,7 @@ def test_malformed_hlo_names_the_line(capsys, tmp_path):
 def test_a_bundle_whose_hlo_is_damaged_names_the_text_and_the_place(capsys, tmp_path, command):
     import json
 
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     b = bundle_from_hlo(GPU_HLO, "gpu_model", "gpu.hlo").to_dict()
     lines = b["stages"]["hlo_after"].splitlines()

@@ -1,4 +1,4 @@
-"""The generated code's core (analysis.code): facts read from hand-written LLVM IR and x86
+"""The generated code's core (analysis.codegen.kernel_code): facts read from hand-written LLVM IR and x86
 assembly (expected values counted by hand in the snippets), the accessors over a hand-written
 ``code`` field, the bounds, and the field in a bundle's JSON (good and bad)."""
 
@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from analysis import code
-from analysis.bundle import SCHEMA_VERSION, Bundle
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code as code
+from analysis.bundle.core import SCHEMA_VERSION, Bundle
 from analysis.errors import ExplorerError
 
 # A kernel as XLA:CPU writes it before LLVM's optimization: the entry reads its four buffers'
@@ -141,19 +142,19 @@ def bundle_with(c):
 def test_accessors_on_a_hand_written_code_field():
     b = bundle_with(hand_code())
     assert code.code_stages(b) == ["llvm-ir", "llvm-ir-opt", "asm"]
-    k = code.kernel_code(b, "sub_fusion")
+    k = code_of(b, "sub_fusion")
     assert k.stages["llvm-ir"] == IR_NO_OPT and k.stages["asm"] == ASM
     # loads and stores from the IR before optimization, width and count from the machine code
     assert k.facts == {"global_loads": 3, "global_stores": 1, "vector_width": 256, "instructions": 7,
                        "registers": None, "spills": None, "shared_bytes": None, "stage": "llvm-ir"}
     assert k.ops["llvm-ir"] == {27: ["subtract.1"], 30: ["multiply.2"]}
     assert k.lines_of("llvm-ir", "multiply.2") == [30]
-    assert code.kernel_code(b, "dot.3") is None
+    assert code_of(b, "dot.3") is None
     assert code.library_call(b, "dot.3") == {"target": "__onednn$matmul", "library": "oneDNN", "config": "{}"}
     assert code.library_call(b, "sub_fusion") is None
     assert code.totals(b) == {"kernels": 1, "global_loads": 3, "global_stores": 1}
     none = bundle_with(None)
-    assert code.kernel_code(none, "x") is None and code.code_stages(none) == []
+    assert code_of(none, "x") is None and code.code_stages(none) == []
     assert code.totals(none) == {"kernels": 0, "global_loads": 0, "global_stores": 0}
 
 
@@ -185,12 +186,12 @@ def test_code_round_trips_through_json_deflated():
     assert set(stored) == {"z"} and "define" not in json.dumps(stored)  # deflated, not plain
     back = Bundle.from_json(json.dumps(d))
     assert back.code == b.code
-    assert code.kernel_code(back, "sub_fusion").ops["llvm-ir"][27] == ["subtract.1"]
+    assert code_of(back, "sub_fusion").ops["llvm-ir"][27] == ["subtract.1"]
 
 
 def test_older_bundles_load_without_code():
     b = Bundle.from_json(json.dumps({"schema_version": 5, "stages": {}}))
-    assert b.code is None and code.kernel_code(b, "x") is None
+    assert b.code is None and code_of(b, "x") is None
 
 
 def test_facts_in_a_file_are_checked():
@@ -220,14 +221,14 @@ def test_malformed_code_is_one_load_error(bad, says):
 def test_a_deflate_bomb_is_refused():
     import base64
     import zlib
-    bomb = base64.b64encode(zlib.compress(b"a" * (code._MAX_TEXT_BYTES + 10), 9)).decode()
+    bomb = base64.b64encode(zlib.compress(b"a" * (code.MAX_TEXT_BYTES + 10), 9)).decode()
     with pytest.raises(ExplorerError) as e:
         Bundle.from_json(json.dumps({"schema_version": 6, "code": {"kernels": {"k": {"stages": {"asm": {"z": bomb}}}}}}))
     assert "inflates past" in e.value.message
 
 
 def test_the_summary_shows_the_code_totals_beside_fusion_off():
-    from analysis.compare import fusion_side
+    from analysis.studies.compare import fusion_side
     from analysis.render.summary import summarize, summary_text
 
     b = bundle_with(hand_code())  # one kernel: 3 loads, 1 store (counted by hand above)
@@ -245,7 +246,7 @@ def test_the_summary_shows_the_code_totals_beside_fusion_off():
 
 
 def test_a_fusion_side_s_code_is_checked_on_load():
-    from analysis.bundle_checks import check_fusion_comparison
+    from analysis.bundle.checks import check_fusion_comparison
 
     side = {"kernels": 2, "bytes": 10, "code": {"kernels": 3, "global_loads": 1, "global_stores": 1}}
     with pytest.raises(ExplorerError) as e:
@@ -259,8 +260,8 @@ def test_identical_kernels_store_their_shared_code_once():
     d = json.loads(bundle_with(c).to_json())
     assert d["code"]["kernels"]["b"]["stages"] == {"llvm-ir": {"ref": ["a", "llvm-ir"]}, "asm": {"ref": ["a", "asm"]}}
     back = Bundle.from_json(json.dumps(d))
-    assert code.kernel_code(back, "b").stages["asm"] == ASM
-    assert code.kernel_code(back, "b").facts == code.kernel_code(back, "a").facts
+    assert code_of(back, "b").stages["asm"] == ASM
+    assert code_of(back, "b").facts == code_of(back, "a").facts
     d["code"]["kernels"]["b"]["stages"]["asm"] = {"ref": ["zzz", "asm"]}
     with pytest.raises(ExplorerError) as e:
         Bundle.from_json(json.dumps(d))
@@ -273,7 +274,7 @@ def test_a_gpu_kernel_s_facts_come_from_its_reader_and_its_text_is_bounded():
              "registers": 12, "spills": 0, "shared_bytes": 0, "stage": "ptx"}
     c = code.make_code({"fusion_1": {"stages": {"ptx": ptx}, "facts": given}}, None, "SASS not made: no nvdisasm")
     back = Bundle.from_json(bundle_with(c).to_json())
-    k = code.kernel_code(back, "fusion_1")
+    k = code_of(back, "fusion_1")
     assert k.facts == given and k.cut == {"ptx": code.MAX_CODE_LINES + 3}
     assert code.code_stages(back) == ["ptx"] and code.note(back) == "SASS not made: no nvdisasm"
 

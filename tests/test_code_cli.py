@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.cli import main as cli_main
 from test_code_read import HLO
 

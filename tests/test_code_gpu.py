@@ -11,11 +11,13 @@ import os
 
 import pytest
 
-from analysis import code as C
-from analysis.bundle import Bundle, analyze
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code
+from analysis.bundle.core import Bundle, analyze
 from analysis.errors import ExplorerError
-from analysis.code_gpu_read import ttgir_of
-from analysis.compile.code_gpu import NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code, read_gpu_code
+from analysis.codegen.gpu_read import ttgir_of
+from analysis.compile.code_dump import read_gpu_code
+from analysis.compile.code_gpu import NOTE_NO_TOOLS, NOTE_TOOLS_OFF, find_tools, gpu_code
 
 HLO = """HloModule jit_model, is_scheduled=true, entry_computation_layout={(f32[1024]{0}, f32[64,64]{1,0})->(f32[1024]{0}, f32[64,64]{1,0}, f32[64,64]{1,0})}
 
@@ -189,8 +191,8 @@ def test_each_kernel_gets_its_code_through_the_thunk_that_launches_it(tmp_path):
                     tools={})
     b.code = code
     # fusion.2 is identical to fusion.1: XLA launches fusion_1's kernel for both (thunks 1 and 2)
-    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
-    one, two, tri = (C.kernel_code(b, n) for n in C.kernel_names(b))
+    assert kernel_code.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    one, two, tri = (code_of(b, n) for n in kernel_code.kernel_names(b))
     assert one.stages["ptx"] == two.stages["ptx"]
     assert ".entry fusion_1(" in one.stages["ptx"] and "triton_softmax_3" not in one.stages["ptx"]
     assert ".target sm_90a" in one.stages["ptx"]  # the module's header with each kernel of a shared module
@@ -210,27 +212,27 @@ def test_each_kernel_gets_its_code_through_the_thunk_that_launches_it(tmp_path):
     # in pipeline order: Triton IR, then the LLVM IR it became, then PTX
     assert code["stages"] == ["triton-ttir", "llvm-ir", "llvm-ir-opt", "ptx"]
     assert code["note"] == NOTE_NO_TOOLS
-    assert C.totals(b) == {"kernels": 3, "global_loads": 2 + 2 + 1, "global_stores": 1 + 1 + 1}
+    assert kernel_code.totals(b) == {"kernels": 3, "global_loads": 2 + 2 + 1, "global_stores": 1 + 1 + 1}
 
 
 def test_the_tools_run_only_when_asked(tmp_path, monkeypatch):
     monkeypatch.delenv("XLA_EXPLORER_GPU_TOOLS", raising=False)
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
-    assert C.note(b) == NOTE_TOOLS_OFF and "XLA_EXPLORER_GPU_TOOLS=1" in C.note(b)
-    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages
+    assert kernel_code.note(b) == NOTE_TOOLS_OFF and "XLA_EXPLORER_GPU_TOOLS=1" in kernel_code.note(b)
+    assert "ptxas" not in code_of(b, "fusion.1").stages
     monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
     b.code = gpu_code(sorted(os.listdir(tmp_path)), lambda n, limit: (tmp_path / n).read_bytes()[:limit], b, tools={})
-    assert C.note(b) == NOTE_NO_TOOLS  # asked for, and none installed
+    assert kernel_code.note(b) == NOTE_NO_TOOLS  # asked for, and none installed
 
 
 def test_a_library_call_says_what_it_calls_and_has_no_code(tmp_path):
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
-    call = C.library_call(b, "cublas-gemm.4")
+    call = kernel_code.library_call(b, "cublas-gemm.4")
     assert call["target"] == "__cublas$gemm" and call["library"] == "cuBLAS"
     assert '"epilogue":"DEFAULT"' in call["config"]
-    assert C.kernel_code(b, "cublas-gemm.4") is None
+    assert code_of(b, "cublas-gemm.4") is None
 
 
 def test_without_the_thunk_files_kernels_are_found_by_xla_s_name_for_them(tmp_path):
@@ -238,8 +240,8 @@ def test_without_the_thunk_files_kernels_are_found_by_xla_s_name_for_them(tmp_pa
     b.code = read_gpu_code(_dump(tmp_path, thunks=False), b)
     # fusion.1 -> fusion_1, triton_softmax.3 -> triton_softmax_3; fusion.2's kernel is fusion_1's,
     # which only the thunk sequence says: without it, no code for fusion.2 rather than a guess
-    assert C.kernel_names(b) == ["fusion.1", "triton_softmax.3"]
-    assert C.kernel_code(b, "triton_softmax.3").facts["shared_bytes"] is None  # no launch known, no static array
+    assert kernel_code.kernel_names(b) == ["fusion.1", "triton_softmax.3"]
+    assert code_of(b, "triton_softmax.3").facts["shared_bytes"] is None  # no launch known, no static array
 
 
 def test_a_thunk_sequence_without_launch_sizes_still_names_the_kernels(tmp_path):
@@ -248,9 +250,9 @@ def test_a_thunk_sequence_without_launch_sizes_still_names_the_kernels(tmp_path)
     bare = "\n".join(line.split(" grid:")[0] for line in THUNK_SEQUENCE.splitlines())
     (tmp_path / "module_0001.jit_model.thunk_sequence.txt").write_text(bare)
     b.code = read_gpu_code(d, b)
-    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
-    assert C.kernel_code(b, "fusion.1").facts["shared_bytes"] == 128  # the static array alone
-    assert C.kernel_code(b, "triton_softmax.3").facts["shared_bytes"] is None  # nothing known
+    assert kernel_code.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    assert code_of(b, "fusion.1").facts["shared_bytes"] == 128  # the static array alone
+    assert code_of(b, "triton_softmax.3").facts["shared_bytes"] is None  # nothing known
 
 
 def test_a_folder_without_gpu_code(tmp_path):
@@ -270,8 +272,8 @@ def test_damaged_files_give_what_can_be_read(tmp_path):
     (tmp_path / "module_0001.jit_model.thunk_metadata.txt").write_text("thunk_info { garbage")
     (tmp_path / "module_0001.jit_model.thunk_sequence.txt").write_bytes(b"\xff\xfe\x00 not text")
     b.code = read_gpu_code(d, b)
-    assert C.kernel_names(b) == ["fusion.1"]  # the kernel whose text is whole, by its name; not a cut one
-    assert C.kernel_code(b, "fusion.1").facts["global_stores"] == 1
+    assert kernel_code.kernel_names(b) == ["fusion.1"]  # the kernel whose text is whole, by its name; not a cut one
+    assert code_of(b, "fusion.1").facts["global_stores"] == 1
 
 
 def test_ttgir_is_the_module_handed_to_the_llvm_conversion():
@@ -293,14 +295,14 @@ def test_ptxas_and_nvdisasm_give_the_report_and_the_sass(tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_EXPLORER_GPU_TOOLS", "1")
     b = _bundle()
     b.code = read_gpu_code(_dump(tmp_path), b)
-    one, tri = C.kernel_code(b, "fusion.1"), C.kernel_code(b, "triton_softmax.3")
+    one, tri = code_of(b, "fusion.1"), code_of(b, "triton_softmax.3")
     assert "Compiling entry function 'fusion_1'" in one.stages["ptxas"]
     assert "triton_softmax_3" not in one.stages["ptxas"]
     assert isinstance(one.facts["registers"], int) and 0 < one.facts["registers"] <= 255
     assert one.facts["spills"] == 0  # a kernel of five registers spills nothing
     assert one.facts["global_loads"] == 2  # still the PTX's count, with or without ptxas
     if "nvdisasm" in _TOOLS or "cuobjdump" in _TOOLS:
-        from analysis.code_ptx import sass_facts
+        from analysis.codegen.ptx import sass_facts
 
         s = sass_facts(one.stages["sass"])
         assert (s["global_loads"], s["global_stores"]) == (2, 1)  # one LDG per ld.global, one STG
@@ -327,7 +329,7 @@ def _tile(kernel, module) -> tuple[list[int], int]:
 def test_recorded_softmax_layernorm_loads_each_input_once_and_stores_once():
     b = _recorded("softmax_layernorm")
     (k,) = [k for k in b.kernels if k.route == "triton"]  # the whole program is one Triton fusion
-    kc = C.kernel_code(b, k.name)
+    kc = code_of(b, k.name)
     assert kc is not None and {"llvm-ir", "llvm-ir-opt", "ptx", "triton-ttir"} <= set(kc.stages)
     f = kc.facts
     module = b.module("hlo_after")
@@ -346,21 +348,21 @@ def test_recorded_softmax_layernorm_loads_each_input_once_and_stores_once():
 def test_recorded_fusion_off_stores_every_intermediate():
     fused = _recorded("softmax_layernorm")
     off = _recorded("softmax_layernorm.fusion-triton-rewrites-off")
-    kernels = [k for k in off.kernels if C.kernel_code(off, k.name) is not None]
+    kernels = [k for k in off.kernels if code_of(off, k.name) is not None]
     assert len(kernels) == len([k for k in off.kernels if k.route == "emitter"]) > 1
     # each kernel writes its result to memory: at least one store each
-    assert all(C.kernel_code(off, k.name).facts["global_stores"] >= 1 for k in kernels)
-    assert all(C.kernel_code(off, k.name).facts["global_loads"] >= 1 for k in kernels)
-    assert C.totals(off)["kernels"] == len(kernels)
-    assert C.totals(fused)["kernels"] == 1 and C.totals(off)["global_stores"] >= len(kernels)
+    assert all(code_of(off, k.name).facts["global_stores"] >= 1 for k in kernels)
+    assert all(code_of(off, k.name).facts["global_loads"] >= 1 for k in kernels)
+    assert kernel_code.totals(off)["kernels"] == len(kernels)
+    assert kernel_code.totals(fused)["kernels"] == 1 and kernel_code.totals(off)["global_stores"] >= len(kernels)
 
 
 def test_recorded_library_call_has_no_code_and_says_what_it_calls():
     b = _recorded("mlp.triton-gemm-off")
     libs = [k for k in b.kernels if k.route == "library"]
-    assert libs and all(C.kernel_code(b, k.name) is None for k in libs)
+    assert libs and all(code_of(b, k.name) is None for k in libs)
     for k in libs:
-        call = C.library_call(b, k.name)
+        call = kernel_code.library_call(b, k.name)
         assert call["target"] == k.custom_call_target and call["library"] == "cuBLAS"
         assert "gemm_backend_config" in call["config"]
 
@@ -379,7 +381,7 @@ def test_every_recorded_h200_compile_has_ptx_for_its_emitted_kernels():
         b = Bundle.load(path)
         assert b.code is not None, path
         for k in b.kernels:
-            kc = C.kernel_code(b, k.name)
+            kc = code_of(b, k.name)
             if k.route in ("library", "collective", "control"):
                 assert kc is None, (path, k.name)  # a library's code, a collective, a loop: none of ours
             elif kc is None:  # only what XLA moves with a memory copy has no kernel
@@ -393,7 +395,7 @@ def test_an_imported_dump_zip_brings_its_gpu_code_without_running_tools(tmp_path
     import io
     import zipfile
 
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     d = tmp_path / "dump"
     d.mkdir()
@@ -404,15 +406,15 @@ def test_an_imported_dump_zip_brings_its_gpu_code_without_running_tools(tmp_path
             z.write(d / n, f"xla_dump/{n}")
     (b,) = bundles_from_dump_zip(buf.getvalue(), "dump.zip")
     assert b.platform == "gpu"
-    assert C.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
-    assert C.kernel_code(b, "fusion.2").facts["global_loads"] == 2  # fusion_1's kernel, through the thunks
-    assert "ptxas" not in C.kernel_code(b, "fusion.1").stages  # a user's PTX is not given to a tool
-    assert "not run on an imported dump" in C.note(b)
-    assert C.library_call(b, "cublas-gemm.4")["library"] == "cuBLAS"
+    assert kernel_code.kernel_names(b) == ["fusion.1", "fusion.2", "triton_softmax.3"]
+    assert code_of(b, "fusion.2").facts["global_loads"] == 2  # fusion_1's kernel, through the thunks
+    assert "ptxas" not in code_of(b, "fusion.1").stages  # a user's PTX is not given to a tool
+    assert "not run on an imported dump" in kernel_code.note(b)
+    assert kernel_code.library_call(b, "cublas-gemm.4")["library"] == "cuBLAS"
 
 
 def test_hostile_ptx_gives_whole_numbers_and_a_file_that_cannot_be_read_is_named(tmp_path):
-    from analysis.code_ptx import ptx_facts
+    from analysis.codegen.ptx import ptx_facts
 
     # a long line of directives, unbalanced braces, absurd declarations: counted, not trusted
     junk = (".x " * 70_000 + "\n{{{{ ld.global.v99999.b32 %r, [%rd];\n.reg .b32 %r<99999999999999>;\n"
@@ -429,9 +431,9 @@ def test_hostile_ptx_gives_whole_numbers_and_a_file_that_cannot_be_read_is_named
         return (tmp_path / name).read_bytes()[:limit]
 
     b.code = gpu_code(sorted(os.listdir(d)), read, b, tools={})
-    assert C.kernel_names(b) == []  # no PTX, no kernel: the LLVM IR alone is not one
-    assert C.note(b).startswith("1 code file(s) not read: ") and "module_0001.jit_model.1.ptx" in C.note(b)
-    assert C.library_call(b, "cublas-gemm.4") is not None  # what the HLO says still stands
+    assert kernel_code.kernel_names(b) == []  # no PTX, no kernel: the LLVM IR alone is not one
+    assert kernel_code.note(b).startswith("1 code file(s) not read: ") and "module_0001.jit_model.1.ptx" in kernel_code.note(b)
+    assert kernel_code.library_call(b, "cublas-gemm.4") is not None  # what the HLO says still stands
 
 
 def test_the_tools_switch_reaches_a_sandboxed_worker(monkeypatch):

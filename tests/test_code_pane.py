@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("analysis.code")
+pytest.importorskip("analysis.codegen.kernel_code")
 
-from analysis.bundle import bundle_from_hlo  # noqa: E402
-from analysis.code import make_code  # noqa: E402
+from analysis.bundle.core import bundle_from_hlo  # noqa: E402
+from analysis.codegen.kernel_code import make_code  # noqa: E402
 from app import graph_payload, permalink, queries, views  # noqa: E402
 from app.code_payload import code_view, fact_lines, library_line  # noqa: E402
 

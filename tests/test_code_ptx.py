@@ -1,10 +1,10 @@
-"""Facts read from XLA:GPU's code (analysis.code_ptx): PTX, ptxas's -v report, SASS.
+"""Facts read from XLA:GPU's code (analysis.codegen.ptx): PTX, ptxas's -v report, SASS.
 
 Every expected number is counted by hand in the snippet the test writes."""
 
 from __future__ import annotations
 
-from analysis.code_ptx import (ptx_entries, ptx_facts, ptxas_facts, sass_facts, split_ptx, split_ptxas,
+from analysis.codegen.ptx import (ptx_entries, ptx_facts, ptxas_facts, sass_facts, split_ptx, split_ptxas,
                                split_sass)
 
 # Two kernels the way XLA:GPU prints them: an emitter's (scalar loads, a static shared array, a

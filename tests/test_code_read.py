@@ -1,13 +1,14 @@
-"""The generated code read from XLA:CPU's dump files (analysis.code_read, analysis.disassemble,
-analysis.code_links): file names, links from a hand-written HLO fusion and its IR, real
+"""The generated code read from XLA:CPU's dump files (analysis.codegen.cpu_read, analysis.codegen.disassemble,
+analysis.codegen.links): file names, links from a hand-written HLO fusion and its IR, real
 compiles of softmax_layernorm with fusion on and off, damaged object files."""
 
 import pytest
 
-from analysis import code
-from analysis.code_links import RenamedLinks, canonical_ops, kernel_ops, link_asm, link_llvm
-from analysis.code_read import code_files, code_from_files
-from analysis.disassemble import disassemble
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code as code
+from analysis.codegen.links import RenamedLinks, canonical_ops, kernel_ops, link_asm, link_llvm
+from analysis.codegen.cpu_read import code_files, code_from_files
+from analysis.codegen.disassemble import disassemble
 from analysis.errors import ExplorerError
 from analysis.hlo import parse_module
 from analysis.options import FUSION_PASSES
@@ -132,13 +133,13 @@ def _dump_of(bundle_module_name, kernel, obj: bytes):
 
 
 def test_a_damaged_object_in_a_dump_leaves_its_stage_out_and_says_so():
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     b = bundle_from_hlo(HLO, "m")
     names, read = _dump_of("m", "sub_fusion", b"\x7fELF garbage")
     c = code_from_files(names, read, b)
     b.code = c
-    k = code.kernel_code(b, "sub_fusion")  # disassembled when first asked for: the damage is found then
+    k = code_of(b, "sub_fusion")  # disassembled when first asked for: the damage is found then
     assert list(k.stages) == ["llvm-ir"] and k.facts["global_loads"] == 3
     assert len(k.problems) == 1 and "sub_fusion_kernel_module.o" in k.problems[0] and "damaged" in k.problems[0]
     names, read = _dump_of("m", "sub_fusion", b"not an object at all")  # no ELF header: found as it is read
@@ -161,7 +162,7 @@ def test_a_real_compile_has_every_emitted_kernel_s_code(fused):
     assert emitted and code.totals(fused)["kernels"] == len(emitted)
     assert code.code_stages(fused) == ["llvm-ir", "llvm-ir-opt", "asm"]
     for k in emitted:
-        kc = code.kernel_code(fused, k.name)
+        kc = code_of(fused, k.name)
         assert set(kc.stages) == {"llvm-ir", "llvm-ir-opt", "asm"}
         assert f"@{k.name}(" in kc.stages["llvm-ir"] and f"\n{k.name}:\n" in kc.stages["asm"]
         # the lesson: a fused kernel loads each of its inputs once and stores its result once
@@ -173,7 +174,7 @@ def test_a_real_compile_has_every_emitted_kernel_s_code(fused):
         assert k.name in linked and root in linked
     for k in fused.kernels:
         if k.route == "library":  # YNNPACK's fusions: their code is the library's
-            assert code.kernel_code(fused, k.name) is None
+            assert code_of(fused, k.name) is None
             assert code.library_call(fused, k.name)["library"] == k.library == "YNNPACK"
 
 
@@ -183,7 +184,7 @@ def test_with_fusion_off_every_op_stores_its_own_result(fused, gallery_bundle):
     # identical kernels share one function: those without files of their own run their twin's
     assert code.totals(off)["kernels"] == len(emitted)
     for k in emitted:
-        kc = code.kernel_code(off, k.name)
+        kc = code_of(off, k.name)
         assert kc.facts["global_stores"] >= 1
         assert [k.name] in kc.ops["llvm-ir"].values()  # its own name on the function it runs
     assert code.totals(off)["global_stores"] > code.totals(fused)["global_stores"]
@@ -196,16 +197,16 @@ def test_with_fusion_off_every_op_stores_its_own_result(fused, gallery_bundle):
     shared = [names for names in by_object.values() if len(names) > 1]
     assert shared, "fusion off's identical kernels share an object file"
     for names in shared:
-        texts = [code.kernel_code(off, n).stages["asm"] for n in names]
+        texts = [code_of(off, n).stages["asm"] for n in names]
         assert all(t is texts[0] for t in texts)
-        links = [code.kernel_code(off, n).ops["llvm-ir"] for n in names]
+        links = [code_of(off, n).ops["llvm-ir"] for n in names]
         assert all([n] in lk.values() for n, lk in zip(names, links))  # each linked to its own name
 
 
 def test_the_softmax_layernorm_lesson_quotes_its_code(fused, gallery_bundle):
     import copy
 
-    from analysis.compare import fusion_side
+    from analysis.studies.compare import fusion_side
     from sample_models.lessons import lesson
 
     post = fused.module("hlo_after")
@@ -240,7 +241,7 @@ def test_the_mlp_lesson_says_its_matmuls_have_no_generated_code(gallery_bundle):
     les = lesson(b)
     assert "XLA generated no code for the matmuls" in les.text
     claim = [c for c in les.checks if "have no generated code" in c.claim]
-    assert claim and claim[0].holds and all(code.kernel_code(b, n) is None for n in dots)
+    assert claim and claim[0].holds and all(code_of(b, n) is None for n in dots)
 
 
 def _zip(files: dict) -> bytes:
@@ -258,7 +259,7 @@ def test_an_imported_dump_zip_brings_its_code(tmp_path):
     jax = pytest.importorskip("jax")
     import os
 
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
     from sample_models import softmax_layernorm as m
 
     # (as docs/code.md tells a user to dump: XLA 0.11 and later write LLVM IR only when asked)
@@ -274,17 +275,17 @@ def test_an_imported_dump_zip_brings_its_code(tmp_path):
     emitted = [k.name for k in b.kernels if k.route == "emitter"]
     assert code.totals(b) == {"kernels": len(emitted), "global_stores": len(emitted),
                               "global_loads": sum(len(set(by_name[n].operands)) for n in emitted)}
-    damaged = [n for n in emitted if "asm" not in code.kernel_code(b, n).stages]
+    damaged = [n for n in emitted if "asm" not in code_of(b, n).stages]
     assert len(damaged) == 1 and damaged[0] in objects[0]
-    assert objects[0] in code.kernel_code(b, damaged[0]).problems[0]
+    assert objects[0] in code_of(b, damaged[0]).problems[0]
 
 
 def test_a_dump_without_llvm_ir_says_how_to_get_it(tmp_path):
     jax = pytest.importorskip("jax")
     import os
 
-    from analysis.code_read import NOTE_NO_IR
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.codegen.cpu_read import NOTE_NO_IR
+    from analysis.inputs.dump import bundles_from_dump_zip
     from sample_models import softmax_layernorm as m
 
     jax.jit(m.model).lower(*m.example_inputs()).compile(compiler_options={"xla_dump_to": str(tmp_path)})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.collectives import (NVLINK_H200_BYTES_PER_S, collectives, devices_words, module_devices,
+from analysis.devices.collectives import (NVLINK_H200_BYTES_PER_S, collectives, devices_words, module_devices,
                                   parse_pairs, parse_replica_groups)
 from analysis.hlo import parse_module
 
@@ -99,7 +99,7 @@ def test_a_module_without_collectives_or_a_bad_attribute():
 
 # ----------------------------------------------------------------------------- shardings
 
-from analysis.sharding import parse_sharding  # noqa: E402
+from analysis.devices.sharding import parse_sharding  # noqa: E402
 
 
 @pytest.mark.parametrize("text, words", [
@@ -136,7 +136,7 @@ def test_which_block_each_device_holds():
 # ----------------------------------------------------------------------------- on the graphs
 
 def test_the_graphs_say_what_each_collective_does_and_how_arrays_are_split():
-    from analysis.kernels import kernels
+    from analysis.program.kernels import kernels
     from analysis.render.module_graphs import post_graph, pre_graph
 
     m = parse_module(HLO)
@@ -159,7 +159,7 @@ def test_the_graphs_say_what_each_collective_does_and_how_arrays_are_split():
 
 
 def test_a_combined_collective_comes_from_every_op_it_combines():
-    from analysis.provenance import combined_op_names
+    from analysis.program.provenance import combined_op_names
 
     assert combined_op_names("jit(f)/grad/(jvp()/reduce_sum:transpose(jvp())/dot_general)") == [
         "jit(f)/grad/jvp()/reduce_sum", "jit(f)/grad/transpose(jvp())/dot_general"]

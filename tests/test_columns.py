@@ -5,7 +5,7 @@ import json
 import pytest
 
 from analysis import columns
-from analysis.bundle import SCHEMA_VERSION, Bundle
+from analysis.bundle.core import SCHEMA_VERSION, Bundle
 from analysis.errors import ExplorerError
 
 
@@ -146,7 +146,7 @@ def test_a_table_reads_rows_by_column_without_making_them():
 
 
 def test_records_read_by_column_get_their_kernels_from_the_provenance_not_the_text():
-    from analysis.fusion_decisions_codec import derive_decision_kernels
+    from analysis.fusion.codec import derive_decision_kernels
 
     class P:  # the provenance's one field this reads: each pre-optimization op's kernels
         pre_to_kernels = {"add": ["fusion.2"], "mul": ["fusion.1", "fusion.2"], "dot": ["custom-call.0"]}

@@ -1,16 +1,16 @@
-"""Compare: kernel matching (analysis.compare) on hand-made kernels and on two real compiles of
+"""Compare: kernel matching (analysis.studies.compare) on hand-made kernels and on two real compiles of
 mlp (default vs fusion disabled), and the Compare page."""
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 
 import os
 
 import pytest
 
-from analysis import compare
-from analysis.kernels import Kernel
+from analysis.studies import compare
+from analysis.program.kernels import Kernel
 from analysis.options import fusion_disabled_options
 from analysis.render.format import human_seconds
 
@@ -73,8 +73,8 @@ def test_default_vs_unfused_on_real_bundles(pair):
 
 
 def test_the_code_rows_sum_each_kernels_facts_and_are_empty_without_code():
-    from analysis.bundle import bundle_from_hlo
-    from analysis.code import make_code
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.codegen.kernel_code import make_code
 
     hlo = ("HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p)\n}\n")
     a, b = bundle_from_hlo(hlo), bundle_from_hlo(hlo)
@@ -124,8 +124,7 @@ def test_page_compares_default_and_fusion_disabled():
 def test_measure_both_shows_the_two_steps_side_by_side_with_a_verdict_the_numbers_allow():
     from streamlit.testing.v1 import AppTest
 
-    from analysis import numbers
-
+    from analysis import measures
     at = AppTest.from_file(PAGE, default_timeout=300)
     at.session_state["cmp_backend"] = "cpu"
     at.session_state["cmp_measure"] = True
@@ -136,10 +135,10 @@ def test_measure_both_shows_the_two_steps_side_by_side_with_a_verdict_the_number
     lines = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**Call") or
              m.value.startswith("**Step")}
     assert set(lines) == {"Call, no profiler", "Step, traced"}
-    for what, get in (("Call, no profiler", numbers.call), ("Step, traced", numbers.step)):
+    for what, get in (("Call, no profiler", measures.call), ("Step, traced", measures.step)):
         sa, sb = get(a.timings), get(b.timings)
         line = lines[what]
-        assert numbers.spread_text(sa, human_seconds) in line and numbers.spread_text(sb, human_seconds) in line
+        assert measures.spread_text(sa, human_seconds) in line and measures.spread_text(sb, human_seconds) in line
         # a verdict only where the interquartile ranges part, and then the one the medians say
         if sa.q3 < sb.q1:
             assert "B is slower" in line

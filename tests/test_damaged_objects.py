@@ -1,4 +1,4 @@
-"""Damaged object files (analysis.disassemble): real XLA:CPU objects from a jax compile, cut short,
+"""Damaged object files (analysis.codegen.disassemble): real XLA:CPU objects from a jax compile, cut short,
 with bytes flipped and header fields overwritten (section table offsets and counts, section sizes,
 offsets, links and entry sizes, with huge values), by a small seeded fuzzer of our own. Each one
 disassembles to text or is one ExplorerError line naming the file, never another exception; and in
@@ -15,6 +15,7 @@ import zipfile
 
 import pytest
 
+from analysis.codegen.finish import code_of
 from analysis.errors import ExplorerError
 
 jax = pytest.importorskip("jax")
@@ -86,7 +87,7 @@ def damaged(rnd: random.Random, data: bytes) -> tuple[bytes, str]:
 
 
 def test_every_damaged_object_disassembles_or_is_one_error_line(objects):
-    from analysis.disassemble import disassemble
+    from analysis.codegen.disassemble import disassemble
 
     rnd = random.Random(20261205)
     names = sorted(objects)
@@ -117,7 +118,7 @@ def _executable_section(data: bytes) -> int:
 
 @pytest.mark.parametrize("field, value", [(SH_OFFSET, 2 ** 64 - 1), (SH_SIZE, 2 ** 64 - 1), (SH_OFFSET, 2 ** 63)])
 def test_a_code_section_past_any_offset_is_one_error_line(objects, field, value):
-    from analysis.disassemble import disassemble
+    from analysis.codegen.disassemble import disassemble
 
     name = sorted(objects)[0]
     data = bytearray(objects[name])
@@ -129,7 +130,7 @@ def test_a_code_section_past_any_offset_is_one_error_line(objects, field, value)
 
 @pytest.mark.parametrize("field, value", [(E_SHOFF, 2 ** 64 - 1), (E_SHNUM, 0xFFFF), (E_SHENTSIZE, 0)])
 def test_a_section_table_out_of_reach_is_one_error_line(objects, field, value):
-    from analysis.disassemble import disassemble
+    from analysis.codegen.disassemble import disassemble
 
     name = sorted(objects)[0]
     data = bytearray(objects[name])
@@ -148,8 +149,7 @@ def _zip(files: dict[str, bytes]) -> bytes:
 
 
 def test_a_dump_zip_with_one_damaged_object_shows_the_other_kernels_code(dump, objects):
-    from analysis import code
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     victim = sorted(objects)[0]
     files = dict(dump)
@@ -159,7 +159,7 @@ def test_a_dump_zip_with_one_damaged_object_shows_the_other_kernels_code(dump, o
     b = bundles_from_dump_zip(_zip(files), "dump.zip")[0]
     with_code = [k.name for k in b.kernels if k.name in b.code["kernels"]]
     assert len(with_code) >= 3
-    finished = {n: code.kernel_code(b, n) for n in with_code}  # disassembled now: the damage is found here
+    finished = {n: code_of(b, n) for n in with_code}  # disassembled now: the damage is found here
     spoiled = [n for n, k in finished.items() if "asm" not in k.stages]
     assert len(spoiled) == 1
     k = finished[spoiled[0]]

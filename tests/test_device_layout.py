@@ -3,8 +3,8 @@ shapes before the partitioner, each device's after it, the shardings XLA prints.
 
 from __future__ import annotations
 
-from analysis.bundle import bundle_from_hlo
-from analysis.device_layout import device_layout, mesh_of_module
+from analysis.bundle.core import bundle_from_hlo
+from analysis.devices.layout import device_layout, mesh_of_module
 from analysis.hlo import parse_module
 
 # x [16,4] split by rows over 4 devices, w [4,4] replicated; after the partitioner each device

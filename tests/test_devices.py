@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.devices import MAX_DEVICES, check_devices, devices_in_source
+from analysis.devices.catalog import MAX_DEVICES, check_devices, devices_in_source
 from analysis.errors import ExplorerError
 from analysis.service import cache_keys, worker_process
 from analysis.service.job import Job, job_devices
@@ -121,7 +121,7 @@ def test_a_sharded_file_compiles_on_its_devices_with_its_inputs_shardings(sharde
     b = sharded_bundle
     assert b["options"]["devices"] == 4
     assert b["environment"]["device_count"] == 4
-    from analysis.bundle import device_label
+    from analysis.bundle.core import device_label
 
     assert device_label(b["environment"]) == "cpu × 4"
     assert b["options"]["mesh"] == {"axes": {"data": 4}, "device_ids": [0, 1, 2, 3]}

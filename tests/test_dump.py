@@ -11,8 +11,8 @@ import zipfile
 
 import pytest
 
-from analysis import dump
-from analysis.dump import bundles_from_dump_zip, pass_text
+from analysis.inputs import dump
+from analysis.inputs.dump import bundles_from_dump_zip, pass_text
 from analysis.errors import ExplorerError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +76,7 @@ def test_real_dump_imports_every_module_most_interesting_first(real_dump):
     assert b.kernels and b.metrics["kernels_after"] >= bundles[1].metrics["kernels_after"]
     assert b.provenance is not None and b.metrics["compute_ops_before"] > b.metrics["kernels_after"]
     # the same numbers as the dump's optimized text analyzed on its own
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
     after = next(f for f in os.listdir(folder) if "jit_layer.cpu_after_optimizations.txt" in f)
     alone = bundle_from_hlo(open(os.path.join(folder, after)).read(), "x")
     assert [k.name for k in alone.kernels] == [k.name for k in b.kernels]
@@ -100,7 +100,7 @@ def test_pass_log_is_in_pass_order_with_texts(real_dump):
     assert "fusion" in log[-1]["text"] and "fusion" not in log[0]["text"].split("ENTRY")[1]
     assert pass_text(b, log[0]["index"]) == log[0]["text"]
     # the bundle (with its pass log) survives JSON
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
     assert Bundle.from_json(b.to_json()).pass_log == log
 
 

@@ -40,7 +40,7 @@ def code(d):
 m = load_gallery("softmax_layernorm")
 res = {{}}
 d = tempfile.mkdtemp()
-stages._compile(m, "cpu", {{}}, None, "gallery", None, {{"xla_dump_to": d}})
+stages.compile_loaded(m, "cpu", {{}}, None, "gallery", None, {{"xla_dump_to": d}})
 res["ours"] = code(d)
 d = tempfile.mkdtemp()
 jax.jit(m.model).lower(*m.inputs).compile(compiler_options={{"xla_dump_to": d}})

@@ -1,6 +1,6 @@
 """Models written with Flax (NNX and Linen), Equinox and Keras 3: the parameters become inputs of
 the compiled program (never constants), errors are one line at the user's code, and the op names
-each library emits give the layer tree (``analysis.layers``)."""
+each library emits give the layer tree (``analysis.program.layers``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from analysis.hlo import parse_module
-from analysis.layers import layer_path, layer_tree
+from analysis.program.layers import layer_path, layer_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAPTURED = json.load(open(os.path.join(HERE, "fixtures", "layers", "op_names.json")))
@@ -118,7 +118,7 @@ ENTRY %main (x: f32[4], ws: f32[3,4]) -> f32[4] {
 
 
 def test_a_scanned_layer_is_one_layer_with_its_repeat_count():
-    from analysis.provenance import op_count
+    from analysis.program.provenance import op_count
 
     pre = parse_module(LOOP_HLO)
     root = layer_tree(pre)
@@ -135,7 +135,7 @@ def test_a_scanned_layer_is_one_layer_with_its_repeat_count():
 
 
 def test_a_loop_whose_count_is_not_read_is_marked_without_one():
-    from analysis.layers import trip_count
+    from analysis.program.layers import trip_count
 
     text = LOOP_HLO.replace("%start = s32[] constant(1)", "%start = s32[] negate(%x0)").replace(
         "%x = f32[4] parameter(0)", "%x = f32[4] parameter(0)\n  %x0 = s32[] constant(2)")

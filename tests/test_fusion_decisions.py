@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from analysis.bundle import Bundle, analyze
-from analysis.fusion_decisions import edge_notes, from_texts, op_lines
-from analysis.fusion_dump import parse_fusion_dump
-from analysis.fusion_glossary import GLOSSES, gloss
-from analysis.fusion_log import CREATED, FUSED, NOT_FUSED, parse_instr, parse_log
+from analysis.bundle.core import Bundle, analyze
+from analysis.fusion.decisions import edge_notes, from_texts, op_lines
+from analysis.fusion.gpu_dump import parse_fusion_dump
+from analysis.fusion.glossary import GLOSSES, gloss
+from analysis.fusion.log import CREATED, FUSED, NOT_FUSED, parse_instr, parse_log
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures", "decisions")
 
@@ -153,8 +153,8 @@ def test_records_matched_as_the_log_is_read_give_the_decisions_made_after_it():
     # a compile matches the records to the module before optimization while XLA still
     # optimizes (RecordMatcher fed a growing list, the last record held back): the decisions
     # must be those made from the whole log at once
-    from analysis.fusion_decisions import RecordMatcher
-    from analysis.fusion_log import LOG_PREFIX, LogParser
+    from analysis.fusion.decisions import RecordMatcher
+    from analysis.fusion.log import LOG_PREFIX, LogParser
 
     b = _bundle("transformer_block", "cpu", "cpu")
     pre, post = b.module("hlo_before"), b.module("hlo_after")
@@ -292,7 +292,7 @@ def test_a_zipped_dump_with_a_fusion_process_dump_carries_its_decisions():
     import io
     import zipfile
 
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

@@ -17,9 +17,9 @@ import os
 
 import pytest
 
-from analysis.bundle import Bundle, analyze, device_label
+from analysis.bundle.core import Bundle, analyze, device_label
 from analysis.render.module_graphs import post_graph, pre_graph
-from analysis.kernels import TRITON_KINDS
+from analysis.program.kernels import TRITON_KINDS
 from analysis.options import FUSION_PASSES, REWRITE_PASSES
 from sample_models import gallery
 from sample_models.lessons import lesson
@@ -217,14 +217,14 @@ def test_triton_gemm_off_hands_the_matmuls_and_their_epilogue_to_cublas(recorded
         [("library", "cuBLAS", "__cublas$lt$matmul")] * 2
     # dense1's bias add and ReLU are computed by its cuBLAS call (epilogue BIAS_RELU), which keeps
     # only the dot's metadata: provenance maps them to that call by name scope
-    from sample_models.lessons import _kernels_of, _pre_ops
+    from sample_models.lessons import kernels_of, pre_ops
 
     first = next(k for k in off.kernels if any("dense1" in n for n in k.op_names))
     assert '"epilogue":"BIAS_RELU"' in off.module("hlo_after").by_name[first.computation].by_name[first.name].attributes["backend_config"]
     for opcode in ("add", "maximum"):
-        ops = _pre_ops(off, opcode, scope="dense1")
-        assert ops and _kernels_of(off, ops) == {first.name}, opcode
-    relu = _pre_ops(off, "maximum", scope="dense1")
+        ops = pre_ops(off, opcode, scope="dense1")
+        assert ops and kernels_of(off, ops) == {first.name}, opcode
+    relu = pre_ops(off, "maximum", scope="dense1")
     # the ReLU (inside jax.nn.relu's nested jit) reads the bias add through its call: the operand
     # that the cuBLAS call computes, so it is that call's epilogue
     assert {off.provenance.how[n] for n in relu} == {"operand"}
@@ -270,7 +270,7 @@ def test_parser_matches_xla_parser_on_a_two_gpu_program(stage):
 
 
 def test_the_all_reduce_of_a_tensor_parallel_mlp_is_a_collective_kernel():
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     before, after = _tensor_parallel()
     b = bundle_from_hlo(after, "tensor_parallel_2gpu", before_text=before)

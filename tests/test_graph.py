@@ -11,7 +11,7 @@ from analysis.render.graph import HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES
 from analysis.render.graphviz_runner import render_svg
 from analysis.render.module_graphs import layout_is_default, post_graph, pre_graph, scope_of
 from analysis.hlo import parse_module
-from analysis.kernels import ROUTE_COLORS, kernels
+from analysis.program.kernels import ROUTE_COLORS, kernels
 
 LAYOUT_HLO = """HloModule t, is_scheduled=true
 
@@ -229,7 +229,7 @@ def test_a_big_payload_goes_deflated_and_comes_back_whole():
 
 def test_an_async_collective_is_drawn_around_the_compute_it_overlaps():
     # all-reduce-start, then a fusion XLA scheduled before the done: both in one box
-    from analysis.kernels import kernels as find_kernels
+    from analysis.program.kernels import kernels as find_kernels
     from analysis.render.module_graphs import post_graph
 
     m = parse_module("""HloModule jit_ov, is_scheduled=true, num_partitions=2
@@ -265,16 +265,16 @@ def test_a_layout_asked_for_while_it_is_being_made_is_made_once(monkeypatch):
     from analysis.render import graphviz_runner, layout_cache
 
     calls = []
-    real = graphviz_runner._run_dot
+    real = graphviz_runner.run_dot
 
     def counted(dot, timeout):
         calls.append(dot)
         return real(dot, timeout)
 
-    monkeypatch.setattr(graphviz_runner, "_run_dot", counted)
+    monkeypatch.setattr(graphviz_runner, "run_dot", counted)
     dot = 'digraph "once" { a -> b -> c }'
-    with layout_cache._SVG_LOCK:
-        layout_cache._SVG_CACHE.pop(dot, None)
+    with layout_cache.SVG_LOCK:
+        layout_cache.SVG_CACHE.pop(dot, None)
     first = layout_cache.layout_dots_start([dot])  # nobody waits for this one
     second = layout_cache.layout_dots_start([dot, dot])
     second()

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.render.module_graphs import post_graph, pre_graph
 from analysis.hlo import HloParseError, parse_module
@@ -49,7 +49,7 @@ def test_mutated_modules_parse_or_fail_cleanly(gallery_bundle, model):
     # "h200:<name>": XLA:GPU's recorded output (big backend_configs, workspace tuples, Triton
     # and cuDNN fusions); the others are compiled here on the CPU
     if model.startswith("h200:"):
-        from analysis.bundle import Bundle
+        from analysis.bundle.core import Bundle
         from sample_models import recorded_bundle_path
 
         b = Bundle.load(str(recorded_bundle_path(model.split(":", 1)[1], "h200")))

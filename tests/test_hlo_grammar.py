@@ -32,7 +32,7 @@ def _base(name: str) -> str:
 def parse(text: str):
     """Our parse, checked against XLA's; and the general parser agrees with the fast path."""
     mod = parse_module(text)
-    slow = hlo_parser._parse(text, fast=False)
+    slow = hlo_parser.parse_text(text, fast=False)
     assert [(i.name, i.opcode, i.operands, i.shape_text, i.attributes) for i in mod.instructions()] == [
         (i.name, i.opcode, i.operands, i.shape_text, i.attributes) for i in slow.instructions()]
     if _hlo is not None:

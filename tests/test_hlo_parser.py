@@ -601,7 +601,7 @@ ENTRY main {{
 def test_general_parser_agrees_with_fast_path():
     """The general parser must read every instruction exactly as the one-line regexes do."""
     for text in (GPU, ASYNC, CONTROL_FLOW, STACK_FRAMES, BASIC):
-        fast, slow = parse_module(text), hlo_mod._parse(text, fast=False)
+        fast, slow = parse_module(text), hlo_mod.parse_text(text, fast=False)
         assert [c.name for c in fast.computations] == [c.name for c in slow.computations]
         for a, b in zip(fast.instructions(), slow.instructions()):
             assert (a.is_root, a.name, a.shape_text, a.opcode, a.operands, a.operand_text, a.attributes, a.line) == (

@@ -13,11 +13,11 @@ import time
 import pytest
 
 from analysis.service import cache_keys as keys
-from analysis.service import queue as jobs
+from analysis.service import job_queue as jobs
 from analysis.service import sandbox
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.errors import ExplorerError
-from analysis.service.queue import JobQueue, compile_job
+from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
 from analysis.service.job import Job
@@ -230,7 +230,7 @@ def test_a_machines_first_job_runs_beside_its_device_probe_and_is_cached_after_i
     """The probe (what devices JAX sees: a sandboxed Python of its own) no longer delays the
     first job: the job runs while the probe does (here the probe waits for the job to start),
     and its bundle is stored under the key the probe gives once both are done."""
-    monkeypatch.setattr(keys, "_probe_memo", {})
+    monkeypatch.setattr(keys, "probe_memo", {})
     store = Store(str(tmp_path / "store.sqlite"))
     r = Recorder(delay=0.05)
     probed = []

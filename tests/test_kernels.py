@@ -1,4 +1,4 @@
-"""The kernel legend (analysis.kernels): which instructions launch kernels, their route and
+"""The kernel legend (analysis.program.kernels): which instructions launch kernels, their route and
 library, bytes and FLOPs.
 
 Two sources: hand-written optimized HLO in the style XLA:GPU and XLA:CPU print (checked
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.hlo import parse_module
-from analysis.kernels import NO_KERNEL, ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel, detect_platform, kernel_instruction_map, kernels
+from analysis.program.kernels import NO_KERNEL, ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel, detect_platform, kernel_instruction_map, kernels
 from sample_models import gallery
 
 GALLERY = list(gallery())
@@ -410,7 +410,7 @@ def test_gallery_kernels(gallery_bundle, name):
                     kk *= lhs.shape.dimensions[d]
                 dot_flops += 2 * inst.shape.num_elements * kk
     # (a sharded program's kernels are one device's: together the devices do the model's share)
-    from analysis.collectives import module_devices
+    from analysis.devices.collectives import module_devices
 
     assert sum(k.flops for k in b.kernels) * module_devices(post) >= dot_flops
 
@@ -440,7 +440,7 @@ def test_mlp_matmuls_without_ynnpack_run_through_eigen(gallery_bundle):
 
 
 def test_tile_text_reads_both_triton_config_forms():
-    from analysis.kernels import tile_text
+    from analysis.program.kernels import tile_text
 
     gemm = {"block_m": 64, "block_n": 128, "block_k": 32, "split_k": 4, "num_warps": 4, "num_stages": 3}
     assert tile_text(gemm) == "tile 64×128×32 (m×n×k) · split-K 4 · 4 warps"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.bundle import Bundle
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS
 from app import kernels_view as kv
 
 
@@ -101,7 +101,7 @@ def _app(bundle_json: str, prefix: str = "t"):
     def page():
         import streamlit as st
 
-        from analysis.bundle import Bundle
+        from analysis.bundle.core import Bundle
         from app.kernels_view import render_kernels_view
 
         b = Bundle.from_json(st.session_state["bundle_json"])
@@ -157,7 +157,7 @@ def test_the_kernel_selected_in_the_graph_is_outlined_in_the_charts(bundle):
 def test_numbers_that_went_the_other_way_read_as_such():
     """A negative difference keeps its unit (it printed "-1239904 ns"), and fusion that added time
     says so instead of a negative saving."""
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
     from analysis.render.charts import fusion_table
     from analysis.render.format import human_seconds
 
@@ -269,7 +269,7 @@ def _limited_app(bundle_json: str, limit: int, selected: str | None = None):
     def page():
         import streamlit as st
 
-        from analysis.bundle import Bundle
+        from analysis.bundle.core import Bundle
         from app import kernels_view
 
         kernels_view.TABLE_ROWS = st.session_state["limit"]

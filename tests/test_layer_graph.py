@@ -6,9 +6,9 @@ with named scopes."""
 
 from __future__ import annotations
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.render.layer_graph import layer_maps, layer_variants, top_layers
-from analysis.layers import layers_of_bundle
+from analysis.program.layers import layers_of_bundle
 
 DECODER = {"L:attn_norm", "L:attn", "L:mlp_norm", "L:mlp"}
 

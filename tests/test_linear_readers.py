@@ -17,9 +17,9 @@ from analysis import linear_re
 
 # The modules that read what a user uploads (dumps, logs, traces, bundles' texts and names)
 READERS = (
-    "analysis.llvm_ir", "analysis.code_ptx", "analysis.code_gpu_read", "analysis.code_links", "analysis.code_read",
-    "analysis.disassemble", "analysis.fusion_log", "analysis.fusion_dump", "analysis.fusion_decisions",
-    "analysis.memory", "analysis.passes", "analysis.dump", "analysis.profile", "analysis.code",
+    "analysis.codegen.llvm_ir", "analysis.codegen.ptx", "analysis.codegen.gpu_read", "analysis.codegen.links", "analysis.codegen.cpu_read",
+    "analysis.codegen.disassemble", "analysis.fusion.log", "analysis.fusion.gpu_dump", "analysis.fusion.decisions",
+    "analysis.program.memory", "analysis.studies.passes", "analysis.inputs.dump", "analysis.timing.profiles", "analysis.codegen.kernel_code",
 )
 BACKTRACKING = {"re", "regex", "sre_compile", "sre_parse", "fnmatch", "glob"}  # fnmatch and glob compile with re
 
@@ -110,8 +110,8 @@ HOSTILE_IR = {
 
 @pytest.mark.parametrize("case", HOSTILE_IR)
 def test_hostile_llvm_ir_lines_add_no_access(case):
-    from analysis.code_links import llvm_lines
-    from analysis.llvm_ir import Access, accesses
+    from analysis.codegen.links import llvm_lines
+    from analysis.codegen.llvm_ir import Access, accesses
 
     text = KERNEL.replace("HOSTILE", HOSTILE_IR[case])
     found, instructions = accesses(text)
@@ -121,13 +121,13 @@ def test_hostile_llvm_ir_lines_add_no_access(case):
 
 
 def test_a_define_line_of_parentheses_defines_nothing_that_reads():
-    from analysis.llvm_ir import accesses
+    from analysis.codegen.llvm_ir import accesses
 
     assert accesses("define void @f(" + ")" * 200_000 + "\n}\n") == ([], 0)
 
 
 def test_hostile_ptx_lines_are_read():
-    from analysis.code_ptx import ptx_facts, ptxas_facts, sass_facts, split_ptx
+    from analysis.codegen.ptx import ptx_facts, ptxas_facts, sass_facts, split_ptx
 
     labels = ptx_facts(".visible .entry k() {\n" + "$L:" * 100_000 + " ld.global.f32 %f1, [%rd1];\n}\n")
     assert (labels["instructions"], labels["global_loads"]) == (1, 1)
@@ -145,7 +145,7 @@ LOG = "I0101 00:00:00.000000 1 {file}:1] {message}"
 
 
 def test_hostile_fusion_log_lines_are_read():
-    from analysis.fusion_log import parse_log
+    from analysis.fusion.log import parse_log
 
     lines = [
         LOG.format(file="hlo_pass_pipeline.cc", message="Running HLO pass pipeline on module m: fusion"),
@@ -162,8 +162,8 @@ def test_hostile_fusion_log_lines_are_read():
 
 
 def test_hostile_dump_texts_and_names_are_read():
-    from analysis.dump import AFTER_FILE, PASS_FILE
-    from analysis.memory import parse_live_range
+    from analysis.inputs.dump import AFTER_FILE, PASS_FILE
+    from analysis.program.memory import parse_live_range
 
     ranges = parse_live_range("HloLiveRange (max 3):\n  BufferLiveRange:\n    " + "{" * 200_000 + "\n    x{}:0-3\n")
     assert ranges.ranges == {"x{}": (0, 3)} and ranges.end == 3
@@ -185,53 +185,52 @@ def _agree(read, pattern, lines, groups=lambda m: m.groups(), search=False):
 
 
 def test_the_llvm_ir_reads_agree_with_their_patterns():
-    from analysis import llvm_ir
+    from analysis.codegen import llvm_ir
 
     pieces = ["%", "x", "1", ".", "$", "-", "_", " ", "\t", "=", " = ", ":", "ptr", "ptr %", " ptr ", "noalias ",
               "align 4 ", ",", "@", "é", "\u3000", "\v"]
     lines = _lines(1, pieces)
     _agree(llvm_ir.assignment, linear_re.compile(r"^\s*%([\w.$-]+)\s*=\s*(.*)$"), lines)
-    _agree(lambda line: llvm_ir._is_label(line) or None, linear_re.compile(r"^[\w.$-]+:"), lines, groups=lambda m: True)
+    _agree(lambda line: llvm_ir.is_label(line) or None, linear_re.compile(r"^[\w.$-]+:"), lines, groups=lambda m: True)
     value = linear_re.compile(r"%([\w.$-]+)")
     assert all(llvm_ir.values(line) == value.findall(line) for line in lines)
     for line in lines:
-        p = llvm_ir._PTR.search(line)
-        assert llvm_ir._pointer(line) == (p.group(1) if p else None), repr(line)
+        p = llvm_ir.PTR.search(line)
+        assert llvm_ir.pointer_of(line) == (p.group(1) if p else None), repr(line)
 
 
 def test_the_link_reads_agree_with_their_patterns():
-    from analysis import code_links
-
+    from analysis.codegen import links
     asm = linear_re.compile(r"^\s*[0-9a-f]+:\s+([a-z][a-z0-9]*)\b")
-    _agree(code_links._mnemonic, asm, _lines(2, ["  ", "1f", "a0", ":", "\t", " ", "vaddps", "mov", "x", "A", "_",
+    _agree(links.mnemonic_of, asm, _lines(2, ["  ", "1f", "a0", ":", "\t", " ", "vaddps", "mov", "x", "A", "_",
                                                  "9", ",", "é"]), groups=lambda m: m.group(1))
     types = _lines(3, ["<8", "<", " x ", "x", "float>", "float", "i32", "i", "3", "contract", " ", "%a,", ">", "é",
                        "\t", "half", ".", "<4 x i8>"])
-    _agree(code_links._element_type, code_links._TYPE, types, groups=lambda m: m.group(1) or m.group(2), search=True)
-    assert all(code_links._element_type(t) is not None or not code_links._TYPE.search(t) for t in types)
+    _agree(links.element_type, links.TYPE, types, groups=lambda m: m.group(1) or m.group(2), search=True)
+    assert all(links.element_type(t) is not None or not links.TYPE.search(t) for t in types)
 
 
 def test_the_ptx_reads_agree_with_their_patterns():
-    from analysis import code_ptx
+    from analysis.codegen import ptx as code_ptx
 
     ops = _lines(4, ["@", "!", "%", "p1", " ", "\t", "ld", ".global", ".v4", ".f32", "::cta", ":", "_", "X", "9",
                      "{", ";", "é", "\v"])
-    _agree(code_ptx._statement_op, code_ptx._STATEMENT_OP, ops, groups=lambda m: m.group(1))
+    _agree(code_ptx.statement_op, code_ptx.STATEMENT_OP, ops, groups=lambda m: m.group(1))
     sass = _lines(5, ["        ", "/*", "0040", "*/", "ab", " ", "\t", "@", "!", "U", "P0", "LDG", ".E", ".128",
                       "R4,", ";", "x", "\v", "."])
-    _agree(lambda line: code_ptx._sass_instruction(line, False), code_ptx._SASS_INST, sass)
-    _agree(lambda line: code_ptx._sass_instruction(line, True), code_ptx._SASS_INST,
-           [line for line in sass if code_ptx._plain(line)])  # "plain": said of the whole text
+    _agree(lambda line: code_ptx.sass_instruction(line, False), code_ptx.SASS_INST, sass)
+    _agree(lambda line: code_ptx.sass_instruction(line, True), code_ptx.SASS_INST,
+           [line for line in sass if code_ptx.plain_whitespace(line)])  # "plain": said of the whole text
     label = linear_re.compile(r"^[$\w]+:\s*")
     for s in _lines(6, ["$L", "_1", ":", " ", "\t", "add", "%r", "@", "é"]):
         rest = s
         while (m := label.match(rest)) is not None:
             rest = rest[m.end():]
-        assert code_ptx._after_labels(s) == rest, repr(s)
+        assert code_ptx.after_labels(s) == rest, repr(s)
 
 
 def test_the_fusion_log_reads_agree_with_their_patterns():
-    from analysis import fusion_dump, fusion_log
+    from analysis.fusion import gpu_dump as fusion_dump, log as fusion_log
 
     prefixes = _lines(7, ["I", "W", "0101", "0", " ", "12:00:00.1", ":", ".", "\t", "6209", "a", "_", ".cc", ".h",
                           "]", "] ", "x", "\v"], longest=12)
@@ -239,78 +238,78 @@ def test_the_fusion_log_reads_agree_with_their_patterns():
            groups=lambda m: (m.group("file"), m.end()))
     instrs = _lines(8, ["%", "a.1", " = ", "=", " ", "f32[]", "fusion(", "(", ")", "}", "]", "tuple", ", ",
                         'op_name="', '"', "\\", "stack_frame_id=", "7", "-", "\t", "\n", "A"], longest=12)
-    _agree(fusion_log._instr_parts, fusion_log._INSTR, instrs)
+    _agree(fusion_log.instr_parts, fusion_log.INSTR, instrs)
     for rest in instrs:
-        op = fusion_log._OPCODE.search(rest)
-        assert fusion_log._opcode(rest) == (op.group(1) if op else ""), repr(rest)
+        op = fusion_log.OPCODE.search(rest)
+        assert fusion_log.opcode_of(rest) == (op.group(1) if op else ""), repr(rest)
         i = rest.find('op_name="')
-        on = fusion_log._OPNAME.search(rest[i:]) if i >= 0 else None
-        assert fusion_log._op_name(rest) == (on.group(1) if on else ""), repr(rest)
+        on = fusion_log.OPNAME.search(rest[i:]) if i >= 0 else None
+        assert fusion_log.op_name_of(rest) == (on.group(1) if on else ""), repr(rest)
         i = rest.find("stack_frame_id=")
-        fr = fusion_log._FRAME.search(rest[i:]) if i >= 0 else None
-        assert fusion_log._frame(rest) == (int(fr.group(1)) if fr else None), repr(rest)
+        fr = fusion_log.FRAME.search(rest[i:]) if i >= 0 else None
+        assert fusion_log.frame_of(rest) == (int(fr.group(1)) if fr else None), repr(rest)
     intos = _lines(9, [" into ", "%", "a", ".", "-", " = ", " ", "=", "into", "\t", "é"])
-    _agree(fusion_log._into, fusion_log._INTO, intos, groups=lambda m: (m.start(), m.start(1)), search=True)
-    _agree(fusion_log._pass_run, fusion_log._PASS, _lines(10, ["  ", "HLO pass ", "fusion", " ", "\t", "x", "\v"]),
+    _agree(fusion_log.into_of, fusion_log.INTO, intos, groups=lambda m: (m.start(), m.start(1)), search=True)
+    _agree(fusion_log.pass_run, fusion_log.PASS, _lines(10, ["  ", "HLO pass ", "fusion", " ", "\t", "x", "\v"]),
            groups=lambda m: m.group(1))
     fields = _lines(11, ['"', "\\", " ", ": ", "a", "_", "x y", "\t", "\v", "é", ":", "  name", "1"])
-    _agree(fusion_dump._field, fusion_dump._FIELD, fields,
+    _agree(fusion_dump.field_of, fusion_dump.FIELD, fields,
            groups=lambda m: (m.group(1), m.group(2) if m.group(2) is not None else m.group(3)))
 
 
 def test_the_buffer_assignment_reads_agree_with_their_patterns():
-    from analysis import memory
+    from analysis.program import memory
 
     values = _lines(12, ["value: <", "12", " ", "fusion.3", "{", "}", "{1}", " (phi)", " @", "0", "> (size=",
                          "1024", ",offset=", "): ", "f32[4]{0}", ">", "\t", "\n"], longest=12)
     values += ["value: <12 fusion.3{1} (phi) @0> (size=1024,offset=0): f32[4]{0}"]
-    _agree(memory._value_fields, memory._VALUE, values)
+    _agree(memory.value_fields, memory.VALUE, values)
     allocations = _lines(13, ["allocation ", "3", ": size ", "1024", ", parameter ", "shape ", "is ", "|", "f32[4]",
                               "color ", " ", ":", "\n"], longest=12)
-    _agree(memory._allocation, memory._ALLOC, allocations)
+    _agree(memory.allocation_of, memory.ALLOC, allocations)
     for attrs in allocations:
-        for words, pattern in (("parameter ", memory._PARAM), ("color ", memory._COLOR)):
+        for words, pattern in (("parameter ", memory.PARAM), ("color ", memory.COLOR)):
             m = pattern.search(attrs)
-            assert memory._number_after(attrs, words, pattern) == (int(m.group(1)) if m else None), repr(attrs)
-        m = memory._SHAPE.search(attrs)
-        assert memory._shape_of(attrs) == (m.group(1) if m else None), repr(attrs)
+            assert memory.number_after(attrs, words, pattern) == (int(m.group(1)) if m else None), repr(attrs)
+        m = memory.SHAPE.search(attrs)
+        assert memory.shape_of(attrs) == (m.group(1) if m else None), repr(attrs)
     ranges = _lines(14, ["x.1", "{", "}", "{0}", ":", "5", "-", "6", " ", "\t", "a{b}"])
-    _agree(memory._live_range, memory._RANGE, ranges)
-    _agree(memory._sequence_step, memory._SEQ, ranges)
+    _agree(memory.live_range_of, memory.RANGE, ranges)
+    _agree(memory.sequence_step, memory.SEQ, ranges)
 
 
 def test_a_module_run_s_name_is_read_as_its_pattern_reads_it():
-    from analysis import profile
+    from analysis.timing import profiles
 
     for name in _lines(15, ["(", ")", "1", "42", "jit_f", " ", "\n", "x(", "é"]):
-        m = profile._MODULE_RUN.match(name.strip())
-        assert profile.module_run_name(name) == ((m.group(1), int(m.group(2))) if m else (name.strip(), None))
+        m = profiles.MODULE_RUN.match(name.strip())
+        assert profiles.module_run_name(name) == ((m.group(1), int(m.group(2))) if m else (name.strip(), None))
 
 
 def test_a_code_file_s_name_is_read_as_its_pattern_reads_it():
-    from analysis import code_read
+    from analysis.codegen import cpu_read as code_read
 
     names = _lines(16, ["module_", "0034", ".", "jit_f", ".obj-file", "__compute_module_", "_kernel_module",
                         ".ir-no-opt.ll", ".ir-with-opt.ll", ".o", "o", "x", "\n"])
     _agree(code_read.code_file, code_read.CODE_FILE, names)
-    _agree(code_read._kernel_part, code_read._KERNEL_PART, names, groups=lambda m: m.group(1) or m.group(2))
+    _agree(code_read.kernel_part, code_read.KERNEL_PART, names, groups=lambda m: m.group(1) or m.group(2))
 
 
 def test_the_disassembly_reads_agree_with_their_patterns():
-    from analysis import code
+    from analysis.codegen import kernel_code as code
 
     lines = _lines(17, ["  ", "1f", ":", "\t", " ", "vmovups", "ab", "c5 ", "fc ", "x", ".", "A", "_", "ymm0", ",",
                         "[rsp + 8]", "[", "]", "rip", "9", "é", "\n", "mov"], longest=10)
-    _agree(code._asm_line, code._ASM_LINE, lines)
+    _agree(code.asm_line, code.ASM_LINE, lines)
     regs = _lines(18, ["xmm", "ymm1", "zmm", "mm", "x", "1", "0", "_", " ", ",", "a", "é"])
-    assert all(code._simd_registers(r) == code._SIMD_REG.findall(r) for r in regs)
+    assert all(code.simd_registers(r) == code.SIMD_REG.findall(r) for r in regs)
     operands = _lines(19, ["[", "]", "rsp", "rbp", "esp", "sp", "bp", "rip", "r", " + ", "8", "_", "x", "é"])
-    _agree(code._memory_operand, code._MEM, operands, groups=lambda m: m.group(1), search=True)
-    assert all(code._on_stack(o) == bool(code._STACK.search(o)) for o in operands)
+    _agree(code.memory_operand, code.MEM, operands, groups=lambda m: m.group(1), search=True)
+    assert all(code.on_stack(o) == bool(code.STACK.search(o)) for o in operands)
 
 
 def test_a_hostile_disassembly_line_is_read():
-    from analysis.code import asm_facts
+    from analysis.codegen.kernel_code import asm_facts
 
     facts = asm_facts("  0:\tmov " + "[" * 100_000 + "\n  4:\tvmovups ymm0, ymmword ptr [rdi]\n")
     assert (facts["instructions"], facts["global_loads"], facts["vector_width"]) == (2, 1, 256)

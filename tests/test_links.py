@@ -1,4 +1,4 @@
-"""One definition of op counts and op <-> kernel links (analysis.links): the graph, the details,
+"""One definition of op counts and op <-> kernel links (analysis.program.links): the graph, the details,
 Compare and the Pass pipeline say the same thing about every kernel of every gallery model."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import re
 
 import pytest
 
-from analysis import compare, links, passes
-from analysis.bundle import Bundle
+from analysis.studies import compare, passes
+from analysis.program import links
+from analysis.bundle.core import Bundle
 from analysis.hlo import parse_module
-from analysis.kernels import NO_KERNEL, kernels as find_kernels
-from analysis.provenance import map_provenance
+from analysis.program.kernels import NO_KERNEL, kernels as find_kernels
+from analysis.program.provenance import map_provenance
 from analysis.render.details import node_details
 from analysis.render.module_graphs import post_graph
 from sample_models import gallery, recorded_bundle_path

@@ -1,4 +1,4 @@
-"""Memory: XLA's buffer assignment and live ranges parsed (analysis.memory), the peak and what is
+"""Memory: XLA's buffer assignment and live ranges parsed (analysis.program.memory), the peak and what is
 live at it, drawn (analysis.render.memory), in the CLI, a dump import and the lessons. Fixtures in
 tests/fixtures/memory are real compiles (jax 0.10.2, CPU; see its README); the expected numbers
 are read off those texts by hand, or come from the small texts written here."""
@@ -12,8 +12,8 @@ import zipfile
 
 import pytest
 
-from analysis import memory as m
-from analysis.bundle import Bundle, bundle_from_hlo
+from analysis.program import memory as m
+from analysis.bundle.core import Bundle, bundle_from_hlo
 from analysis.errors import ExplorerError
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "memory")
@@ -264,7 +264,7 @@ def test_memory_text_without_a_buffer_assignment():
 
 
 def test_dump_zip_with_buffer_assignment():
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -378,7 +378,7 @@ def test_recorded_h200_compiles_agree_with_memory_analysis(name):
     """XLA:GPU for an H200 (recorded without the GPU): totals to the byte; XLA's peak is the
     whole-program allocations plus the most temporaries live at once, within 72 bytes (small
     scalars and a 16-byte output tuple table that it places differently)."""
-    from analysis.memory import agreement
+    from analysis.program.memory import agreement
     from sample_models import RECORDED_DIR
 
     b = Bundle.load(os.path.join(str(RECORDED_DIR), "h200", name))

@@ -1,4 +1,4 @@
-"""Per-compile numbers (analysis.metrics): consistency between them, and that disabling
+"""Per-compile numbers (analysis.program.metrics): consistency between them, and that disabling
 XLA's fusion passes moves them the way fusion explains."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 import pytest
 
 from analysis.hlo import parse_module
-from analysis.kernels import kernels
-from analysis.metrics import compute_metrics
-from analysis.provenance import map_provenance
+from analysis.program.kernels import kernels
+from analysis.program.metrics import compute_metrics
+from analysis.program.provenance import map_provenance
 from sample_models import gallery
 
 GALLERY = list(gallery())

@@ -1,4 +1,4 @@
-"""The measured numbers' definitions (analysis/numbers.py, docs/numbers.md) on hand-written
+"""The measured numbers' definitions (analysis/measures.py, docs/numbers.md) on hand-written
 traces and bundles: the step holds its parts (no kernel longer than it, shares adding up to at
 most 100% even where kernels overlap on threads), verdicts only where the spreads part, and one
 bundle's numbers read the same in the app's cards, the CLI and the report. Pure: no JAX."""
@@ -9,11 +9,11 @@ import random
 
 import pytest
 
-from analysis import numbers
-from analysis.bundle import Bundle
+from analysis import measures as numbers
+from analysis.bundle.core import Bundle
 from analysis.hlo import parse_module
-from analysis.kernels import kernels
-from analysis.profile import TraceEvent, attribute, attributed_time
+from analysis.program.kernels import kernels
+from analysis.timing.profiles import TraceEvent, attribute, attributed_time
 
 
 
@@ -196,7 +196,7 @@ def test_bundles_before_schema_5_keep_their_call_and_get_a_step_from_the_timelin
 
 def _measured_bundle():
     """A bundle with hand-written timings: fusion a and b of FUSED, 1 ms step, shares 0.5 / 0.25."""
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     b = bundle_from_hlo(_FUSED_TEXT)
     row = {"route": "emitter", "library": None, "context": "", "inclusive": False, "calls": 1, "launches": 1,

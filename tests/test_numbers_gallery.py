@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from analysis import numbers  # noqa: E402
+from analysis import measures as numbers  # noqa: E402
 from analysis.render.format import human_seconds  # noqa: E402
 from sample_models import gallery  # noqa: E402
 from tests.conftest import _sharded  # noqa: E402
@@ -43,7 +43,7 @@ def measured():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_every_part_of_a_measured_gallery_step_stays_inside_it(name, measured):
-    from analysis.layers import layers_of_bundle
+    from analysis.program.layers import layers_of_bundle
     from analysis.render.report import html_report
     from analysis.render.summary import summarize, summary_text
 

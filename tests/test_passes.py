@@ -1,5 +1,5 @@
 """The pass pipeline: a real CPU compile of mlp with dump_passes, the pure helpers of
-analysis.passes, the `passes` CLI command and the Pass pipeline page."""
+analysis.studies.passes, the `passes` CLI command and the Pass pipeline page."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from analysis import passes
+from analysis.studies import passes
 from analysis.hlo import parse_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.hlo import HloParseError
 from analysis.pipeline import Pipeline
 
@@ -119,9 +119,9 @@ ENTRY %main (p: f32[8]) -> f32[8] {
 
 
 def test_what_the_module_before_optimization_alone_decides_is_made_ahead_and_used_as_made():
-    from analysis.layers import layer_tree
-    from analysis.provenance import map_provenance
-    from analysis.kernels import kernels as find_kernels
+    from analysis.program.layers import layer_tree
+    from analysis.program.provenance import map_provenance
+    from analysis.program.kernels import kernels as find_kernels
     from analysis.hlo import parse_module
 
     pipe = _fed(("hlo_before", LAYERED_PRE))

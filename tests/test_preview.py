@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.service import sandbox
 from analysis.service.job import Job
 from analysis.service.cache_keys import cache_key
-from analysis.service.queue import JobQueue, compile_job
+from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
 from analysis.service.worker import EarlyParts, Ran
@@ -170,7 +170,7 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
 
 
 def test_the_measured_bundle_keeps_what_the_preview_derived_unless_measuring_changed_its_inputs():
-    from analysis.layers import layers_of_bundle
+    from analysis.program.layers import layers_of_bundle
     from analysis.service.worker import interpret
 
     job = Job(source="def model(x): return x", name="mine", filename="<pasted code>", measure=True)
@@ -337,7 +337,7 @@ def _sent_early(b, job, decisions, ahead=None):
 
 
 def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_leaves_them_out(fusing_compile):
-    from analysis.fusion_decisions_codec import fusion_decisions_json
+    from analysis.fusion.codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
     from analysis.service.worker_main import for_parent
 
@@ -375,7 +375,7 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
     """The caller's ahead work gets a draft of the early texts, their analysis, the decisions and the
     job's source, in the thread beside the compile; what it derives there is what a bundle of
     the same inputs takes, and a bundle of other inputs makes again."""
-    from analysis.fusion_decisions_codec import fusion_decisions_json
+    from analysis.fusion.codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
     from analysis.service.worker_main import for_parent
 
@@ -471,8 +471,8 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     from app import graph_payload
 
     made: list[str] = []
-    real_core = graph_payload._payload_core
-    monkeypatch.setattr(graph_payload, "_payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
+    real_core = graph_payload.payload_core
+    monkeypatch.setattr(graph_payload, "payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
     told = []
     real_decisions = EarlyParts.decisions
     monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
@@ -483,8 +483,8 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     payload = graph_payload.graph_payload(b)
     assert made == ["xla-explorer-early-parse"]  # taken, not made again
     b.forget("graph_payload")
-    with layout_cache._SVG_LOCK:
-        layout_cache._SVG_CACHE.clear()
+    with layout_cache.SVG_LOCK:
+        layout_cache.SVG_CACHE.clear()
     fresh = graph_payload.graph_payload(b)
     assert made[-1] == threading.current_thread().name
     assert json.dumps(payload, sort_keys=True, default=str) == json.dumps(fresh, sort_keys=True, default=str)
@@ -493,7 +493,7 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
 @pytest.mark.sandbox
 @pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
 def test_the_parent_parses_a_workers_hlo_while_the_worker_analyzes(monkeypatch):
-    import analysis.bundle as bundle_module
+    import analysis.bundle.core as bundle_module
     import analysis.pipeline as pipeline_module
     from analysis.service import worker as worker_module
 
@@ -602,7 +602,7 @@ def test_texts_sent_as_xla_dumps_them_are_parsed_once_and_the_compiled_ones_take
     A compiled text that differs from its dump only in the order of a backend_config's fields
     takes the dump's parse and its analysis; one that differs otherwise is parsed and analyzed
     again. At most three such messages are taken."""
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
 
     compiled = POST_DUMP.replace('{"a":1,"b":[2,3]}', '{"b":[2,3],"a":1}')
     early = EarlyParts(Job(kind="code", name="x"))

@@ -1,4 +1,4 @@
-"""Profile attribution (analysis.profile) on hand-written event lists shaped like the profiler's
+"""Profile attribution (analysis.timing.profiles) on hand-written event lists shaped like the profiler's
 XLA:GPU output (docs/xla-findings.md): device planes, stream lines next to derived lines, nested
 ``hlo_op`` names, no ``run_id``. Pure: no JAX, no GPU."""
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from analysis.hlo import parse_module
-from analysis.kernels import kernels
-from analysis.profile import TraceEvent, attribute, events_from_profile, parse_kernel_details, split_steps
+from analysis.program.kernels import kernels
+from analysis.timing.profiles import TraceEvent, attribute, events_from_profile, parse_kernel_details, split_steps
 
 
 @dataclass

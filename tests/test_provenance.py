@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.hlo import parse_module
-from analysis.kernels import kernels
-from analysis.provenance import Provenance, compute_ops, map_provenance
+from analysis.program.kernels import kernels
+from analysis.program.provenance import Provenance, compute_ops, map_provenance
 from sample_models import gallery
 
 GALLERY = list(gallery())
@@ -173,8 +173,8 @@ def test_an_activation_in_a_nested_jit_rides_with_the_library_call_that_produces
     metadata; the ReLU (``jax.nn.relu``, a nested jit) is seen through its call: its operand is the
     bias add, which the call computes."""
     from analysis.hlo import parse_module
-    from analysis.kernels import kernels
-    from analysis.provenance import map_provenance
+    from analysis.program.kernels import kernels
+    from analysis.program.provenance import map_provenance
 
     pre = parse_module('''HloModule m
 %relu (x: f32[8]) -> f32[8] {

@@ -16,7 +16,7 @@ def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundl
     already in the store is still shown (the cache is looked up before the engine)."""
     from streamlit.testing.v1 import AppTest
 
-    from analysis.service.queue import reset_default_queue
+    from analysis.service.job_queue import reset_default_queue
     from tests.test_app import APP, _paste_and_compile
 
     reset_default_queue()

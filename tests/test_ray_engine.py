@@ -15,7 +15,7 @@ import pytest
 
 from analysis.errors import ExplorerError
 from analysis.service.job import Job
-from analysis.service.queue import JobQueue, compile_job
+from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import REPO_ROOT, EngineSettings, Limits
 
 ray = pytest.importorskip("ray", reason="the README's test command installs the ray extra")
@@ -223,7 +223,7 @@ def test_the_engine_setting(tmp_path):
 
 def test_the_local_queue_says_where_a_bundle_was_made(tmp_path):
     from analysis.service.worker import Ran
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     hlo = "HloModule m\n\nENTRY %e (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2]{0} parameter(0)\n}\n"
 

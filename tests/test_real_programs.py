@@ -49,7 +49,7 @@ def analyzed(tmp_path_factory):
 
     def get(name: str):
         if name not in done:
-            from analysis.bundle import Bundle
+            from analysis.bundle.core import Bundle
             from analysis.cli import main
 
             out = str(out_dir / f"{name}.json")

@@ -13,7 +13,7 @@ import xml.dom.minidom
 
 import pytest
 
-from analysis.bundle import Bundle, bundle_from_hlo
+from analysis.bundle.core import Bundle, bundle_from_hlo
 from analysis.render.report import exports, graph_exports, html_report
 from analysis.render.format import human_bytes
 

@@ -15,8 +15,9 @@ import zlib
 
 import pytest
 
-from analysis import code as C
-from analysis.bundle import bundle_from_hlo
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code
+from analysis.bundle.core import bundle_from_hlo
 from analysis.render.report import html_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +50,7 @@ IR = f"""define void @fusion.0(ptr %0) {{
 
 def _hand_written():
     b = bundle_from_hlo(POST, name="m")
-    b.code = C.make_code({"fusion.0": {"stages": {"llvm-ir": IR}, "ops": {"llvm-ir": {2: ["exp.1"], 3: ["neg.2"]}}}})
+    b.code = kernel_code.make_code({"fusion.0": {"stages": {"llvm-ir": IR}, "ops": {"llvm-ir": {2: ["exp.1"], 3: ["neg.2"]}}}})
     return b
 
 
@@ -82,7 +83,7 @@ def test_kernels_sharing_a_text_carry_it_once_and_count_it_once(monkeypatch):
                        "%fusion.1 = f32[4]{0} fusion(%fusion.0), kind=kLoop, calls=%fused\n"
                        "  ROOT %copy.3 = f32[4]{0} copy(%fusion.1)")
     b = bundle_from_hlo(two, name="m")
-    b.code = C.make_code({"fusion.0": {"stages": {"llvm-ir": IR}}, "fusion.1": {"stages": {"llvm-ir": IR}}})
+    b.code = kernel_code.make_code({"fusion.0": {"stages": {"llvm-ir": IR}}, "fusion.1": {"stages": {"llvm-ir": IR}}})
     # room for the text once (and a character): counted per kernel, the second would not fit
     monkeypatch.setattr(report_code, "MAX_REPORT_CODE_CHARS", len(IR) + 1)
     data = report_code.code_data(b)
@@ -108,17 +109,17 @@ def test_a_full_report_does_not_make_the_code_of_the_kernels_past_it(monkeypatch
     pytest.importorskip("jax")
     from analysis.render import report_code
 
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
 
     b = Bundle.from_json(gallery_bundle("softmax_layernorm").to_json())  # its own: no kernel finished yet
-    names = C.kernel_names(b)
-    first = C.kernel_code(b, names[0])
+    names = kernel_code.kernel_names(b)
+    first = code_of(b, names[0])
     monkeypatch.setattr(report_code, "MAX_REPORT_CODE_CHARS", sum(len(t) for t in first.stages.values()))
     kernels = report_code.code_data(b)["kernels"]
     assert not kernels[names[0]]["left_out"] and all(kernels[n]["left_out"] for n in names[1:])
     # the kernels past the budget were never disassembled (a CPU kernel's code is made on asking)
     assert not any(f"code:{n}" in b.cache.values for n in names[1:])
-    loads, stores = C.loads_stores(b, names[1])
+    loads, stores = kernel_code.loads_stores(b, names[1])
     assert kernels[names[1]]["facts"].startswith(f"{loads} loads, {stores} stores")
 
 
@@ -130,7 +131,7 @@ def test_a_code_line_lights_its_op_and_an_op_marks_its_lines(gallery_bundle):
     from playwright.sync_api import sync_playwright
 
     b = gallery_bundle("softmax")
-    assert C.has_code(b) and C.kernel_names(b)
+    assert kernel_code.has_code(b) and kernel_code.kernel_names(b)
     page_html = html_report(b)
     os.makedirs(OUT, exist_ok=True)
     path = os.path.join(OUT, "code.html")
@@ -138,10 +139,10 @@ def test_a_code_line_lights_its_op_and_an_op_marks_its_lines(gallery_bundle):
         f.write(page_html)
     # a kernel drawn open (its fused ops are nodes) whose IR links a line to one of them
     drawn = set(re.findall(r'id="post-x:([^"]+)"', page_html))
-    name, stage, line, op = next((n, "llvm-ir", ln, o) for n in C.kernel_names(b)
-                                 for ln, ops in sorted(C.kernel_code(b, n).ops.get("llvm-ir", {}).items())
+    name, stage, line, op = next((n, "llvm-ir", ln, o) for n in kernel_code.kernel_names(b)
+                                 for ln, ops in sorted(code_of(b, n).ops.get("llvm-ir", {}).items())
                                  for o in ops if o in drawn)
-    kc = C.kernel_code(b, name)
+    kc = code_of(b, name)
     errors = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])

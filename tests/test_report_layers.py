@@ -16,7 +16,7 @@ import zlib
 
 import pytest
 
-from analysis.bundle import bundle_from_hlo
+from analysis.bundle.core import bundle_from_hlo
 from analysis.render import layer_graph, report_layers
 from analysis.render.report import html_report
 from tests.stack_hlo import stack_texts
@@ -108,12 +108,12 @@ def test_identical_layers_share_one_layout_up_to_names():
     _, names = report_layers.canonical(v["post"]["layers:net/blk2"])
     i = names["ids"].index("k:fusion.2")
     assert names["lines"][i] == ["fusion.2", "f32[4]{0}"]
-    assert report_layers._zeros("fusion.2 f32[4]{0}") == "fusion.0000 f00[0]{0}"
+    assert report_layers.zeroed("fusion.2 f32[4]{0}") == "fusion.0000 f00[0]{0}"
     # a name's number at least four digits, a longer one as long as it is; other digits as many zeros
-    assert report_layers._zeros("add.12345\nbf16[128,7]{1,0} x.0") == "add.00000\nbf00[000,0]{0,0} x.0000"
-    assert report_layers._zeros("a..5 1.5") == "a..0000 0.0000"
-    assert report_layers._zeros("ж.7 f32[12]") == "ж.0000 f00[00]"
-    assert report_layers._zeros("x.٣ y.7") == "x.٣ y.0000"  # another script's digit: kept, laid out as it is
+    assert report_layers.zeroed("add.12345\nbf16[128,7]{1,0} x.0") == "add.00000\nbf00[000,0]{0,0} x.0000"
+    assert report_layers.zeroed("a..5 1.5") == "a..0000 0.0000"
+    assert report_layers.zeroed("ж.7 f32[12]") == "ж.0000 f00[00]"
+    assert report_layers.zeroed("x.٣ y.7") == "x.٣ y.0000"  # another script's digit: kept, laid out as it is
 
 
 def test_a_small_program_is_drawn_whole():
@@ -276,12 +276,12 @@ def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_
 
     forms: dict = {}
     for i, op in ((3, 7), (9, 12), (10, 123456), (11, 5)):  # layer10 reads from layer9, ...
-        make, key, _ = report_layers._canonical(layer(i, op))
+        make, key, _ = report_layers.canonical_spec(layer(i, op))
         forms.setdefault(key, [make, []])[1].append(f"L:layer{i}")
     # three forms: layer3 and layer9 are one (names' numbers count four digits at least); layer11
     # reads from layer10 (one digit more), layer10's add.123456 has six
     assert len(forms) == 3
-    merged = report_layers._merged(forms)
+    merged = report_layers.merged(forms)
     assert len(merged) == 1 and merged[0][1] == ["L:layer3", "L:layer9", "L:layer10", "L:layer11"]
     spec = merged[0][0]()
     labels = sorted(n.label for n in spec.nodes.values())
@@ -290,9 +290,9 @@ def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_
     # another graph (one more edge) is a layout of its own
     other = layer(12, 8)
     other.edges.append(Edge("op:add.8", "L:prev"))
-    make, key, _ = report_layers._canonical(other)
+    make, key, _ = report_layers.canonical_spec(other)
     forms[key] = [make, ["L:layer12"]]
-    assert len(report_layers._merged(forms)) == 2
+    assert len(report_layers.merged(forms)) == 2
 
 
 def test_each_layers_graph_before_optimization_made_ahead_is_the_one_made_after():

@@ -148,6 +148,6 @@ def test_without_a_dump_the_hlo_before_optimization_is_converted_here(tmp_path):
     (tmp_path / "module_0002.jit_m.before_optimizations.txt").write_text("HloModule jit_m\n")
     assert stages.before_optimizations(str(tmp_path), "HloModule jit_m, is_scheduled=true") == "HloModule jit_m\n"
     loaded = load_source(STACKED, "m.py", "m")
-    c = stages._compile(loaded, "cpu", {}, None, "code", None, {})  # no xla_dump_to: JAX converts it
+    c = stages.compile_loaded(loaded, "cpu", {}, None, "code", None, {})  # no xla_dump_to: JAX converts it
     assert c.bundle.stages["hlo_before"].startswith("HloModule jit_model")
     assert any(i.opcode == "tanh" for i in c.bundle.module("hlo_before").entry.instructions)

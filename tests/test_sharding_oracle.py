@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.hlo import HloParseError, parse_module
-from analysis.sharding import parse_sharding
+from analysis.devices.sharding import parse_sharding
 
 CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "xla-test-hlo" / "modules"
 

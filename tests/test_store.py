@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from analysis.bundle import Bundle, bundle_from_hlo
+from analysis.bundle.core import Bundle, bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.service.store import Store, content_key
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from analysis.errors import ExplorerError
-from analysis.sweep import MIN_REPEATS, bucket_for, conclusions, parse_lengths, spread, summary, verdict
+from analysis.studies.sweep import MIN_REPEATS, bucket_for, conclusions, parse_lengths, spread, summary, verdict
 
 PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "sections", "shape_sweep.py")
 

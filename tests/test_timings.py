@@ -13,10 +13,11 @@ import pytest
 
 pytest.importorskip("jax")
 
-from analysis import devices, profile  # noqa: E402
+from analysis.devices import catalog  # noqa: E402
+from analysis.timing import profiles  # noqa: E402
 from analysis.compile import fusion_off, load, measure, stages  # noqa: E402
 from analysis.options import FUSION_PASSES  # noqa: E402
-from analysis.bundle import Bundle  # noqa: E402
+from analysis.bundle.core import Bundle  # noqa: E402
 
 LOOP_MODEL = '''"""Loop: a fori_loop and a cond."""
 import jax, jax.numpy as jnp
@@ -110,7 +111,7 @@ def test_attributed_kernels_cover_the_busy_time(which, request):
     assert t["attributed_fraction"] >= 0.9
     assert t["unattributed"] == {}
     # with every busy nanosecond attributed, the only note left is about host time around the kernels
-    if t["step_median_s"] / t["traced_call_median_s"] < profile.LOW_BUSY:
+    if t["step_median_s"] / t["traced_call_median_s"] < profiles.LOW_BUSY:
         assert "of a traced call" in t["coverage_note"] and "of this module" not in t["coverage_note"]
     else:
         assert t["coverage_note"] is None
@@ -139,7 +140,7 @@ def test_timeline_is_one_step(mlp):
 
 
 def test_raw_trace_is_kept(mlp):
-    raw = profile.trace_bytes(mlp[0].timings)
+    raw = profiles.trace_bytes(mlp[0].timings)
     assert raw is not None
     doc = json.loads(gzip.decompress(raw))
     assert "traceEvents" in doc
@@ -194,7 +195,7 @@ def _recorded_events(b):
             jax.block_until_ready(compiled(*args))
         jax.profiler.stop_trace()
         pb = glob.glob(os.path.join(d, "**", "*.xplane.pb"), recursive=True)[0]
-        return profile.events_from_profile(jax.profiler.ProfileData.from_file(pb), "cpu")
+        return profiles.events_from_profile(jax.profiler.ProfileData.from_file(pb), "cpu")
 
 
 def test_attribution_without_run_id_matches(loop):
@@ -202,9 +203,9 @@ def test_attribution_without_run_id_matches(loop):
     b, c = loop
     events = _recorded_events(c)
     assert events and all(e.run_id is not None for e in events)
-    with_id = profile.attribute(events, b.kernels, 3, "cpu")
+    with_id = profiles.attribute(events, b.kernels, 3, "cpu")
     stripped = [e._replace(run_id=None, hlo_op=f"outer.1::{e.hlo_op}") for e in events]
-    without = profile.attribute(stripped, b.kernels, 3, "cpu")
+    without = profiles.attribute(stripped, b.kernels, 3, "cpu")
     assert without["steps_seen"] == 3
     assert {k: r["calls"] for k, r in without["kernels"].items()} == \
         {k: r["calls"] for k, r in with_id["kernels"].items()}
@@ -221,7 +222,7 @@ def test_gpu_attribution_sums_kernels_of_one_instruction(mlp):
         for part in ("gemm_main", "gemm_epilogue"):
             doubled.append(e._replace(name=f"{e.hlo_op}_{part}", run_id=None, line="Stream #7(Compute)",
                                       duration_ns=e.duration_ns / 2, stats={"kernel_details": details}))
-    out = profile.attribute(doubled, b.kernels, 3, "gpu")
+    out = profiles.attribute(doubled, b.kernels, 3, "gpu")
     for name, row in out["kernels"].items():
         assert row["calls"] == 1 and row["launches"] == 2
         assert set(row["kernel_details"]) == {f"{name}_gemm_main", f"{name}_gemm_epilogue"}
@@ -230,12 +231,12 @@ def test_gpu_attribution_sums_kernels_of_one_instruction(mlp):
 
 
 def test_peak_table_prefers_the_specific_name():
-    assert devices.table_peaks("NVIDIA H200")["matched"] == "H200"
-    assert devices.table_peaks("NVIDIA GH200 480GB")["matched"] == "GH200"
-    assert devices.table_peaks("NVIDIA H100 80GB HBM3")["matched"] == "H100"
-    assert devices.table_peaks("NVIDIA L40S")["matched"] == "L40S"
-    assert devices.table_peaks("NVIDIA L4")["matched"] == "L4"
-    assert devices.table_peaks("cpu") is None
+    assert catalog.table_peaks("NVIDIA H200")["matched"] == "H200"
+    assert catalog.table_peaks("NVIDIA GH200 480GB")["matched"] == "GH200"
+    assert catalog.table_peaks("NVIDIA H100 80GB HBM3")["matched"] == "H100"
+    assert catalog.table_peaks("NVIDIA L40S")["matched"] == "L40S"
+    assert catalog.table_peaks("NVIDIA L4")["matched"] == "L4"
+    assert catalog.table_peaks("cpu") is None
 
 
 def test_measure_needs_a_compiled_program(mlp):
@@ -261,7 +262,7 @@ def test_cli_measure_and_compare(tmp_path, capsys):
 
 
 def test_over_peak_is_explained_only_when_it_happens():
-    from analysis.profile import over_peak_note
+    from analysis.timing.profiles import over_peak_note
 
     under = {"kernels": {"a": {"name": "a", "pct_of_peak": 40.0}, "b": {"name": "b", "pct_of_peak": None}}}
     assert over_peak_note(under) is None and over_peak_note(None) is None

@@ -18,9 +18,9 @@ pytest.importorskip("jax")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from analysis.bundle import Bundle  # noqa: E402
+from analysis.bundle.core import Bundle  # noqa: E402
 from analysis.cli import main  # noqa: E402
-from analysis.kernels import launching  # noqa: E402
+from analysis.program.kernels import launching  # noqa: E402
 from tests.test_trace_import import RUNS, _mlp, _trace_file, _Upload, _zip  # noqa: E402
 
 _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=", re.M)
@@ -158,7 +158,7 @@ def _xspace_carrying(proto: bytes, module_event: str = "jit_f(5)", program_stat:
 
 
 def test_the_programs_a_trace_carries_are_read_without_jax():
-    from analysis.xplane import read_xspace
+    from analysis.timing.xplane import read_xspace
 
     space = read_xspace(_xspace_carrying(b"\x0a\x05jit_f"), "t.xplane.pb")
     assert [(p.module, p.program_id, p.proto) for p in space.programs] == [("jit_f", 5, b"\x0a\x05jit_f")]
@@ -213,7 +213,7 @@ def test_the_apps_upload_opens_a_trace_alone(traced):
 
 
 def test_a_zipped_dump_is_not_taken_for_a_trace(tmp_path):
-    from analysis.trace_import import holds_trace, is_trace
+    from analysis.inputs.traces import holds_trace, is_trace
 
     z = tmp_path / "dump.zip"
     with zipfile.ZipFile(z, "w") as f:

@@ -1,4 +1,4 @@
-"""Timings from the user's own jax.profiler trace (analysis/trace_import.py): a program compiled
+"""Timings from the user's own jax.profiler trace (analysis/inputs/traces.py): a program compiled
 with an XLA dump and run three times under the profiler by the test, as a user would on their
 machine; ``xla-explorer analyze DUMP.zip --trace TRACE.zip`` puts the trace's times on the
 dump's kernels, read from the ``.xplane.pb`` (its reader is checked against
@@ -20,9 +20,9 @@ pytest.importorskip("jax")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from analysis.bundle import Bundle  # noqa: E402
+from analysis.bundle.core import Bundle  # noqa: E402
 from analysis.cli import main  # noqa: E402
-from analysis.kernels import launching  # noqa: E402
+from analysis.program.kernels import launching  # noqa: E402
 
 RUNS = 3
 
@@ -168,8 +168,8 @@ def test_a_gpu_shaped_trace_is_read_from_its_stream_lines():
     # XLA:GPU's layout (docs/xla-findings.md): kernels on a /device:GPU:0 "Stream" line, no
     # run_id, a nested hlo_op; the derived "XLA Ops" line repeats them and must not count.
     # Two executions: fusion 40 us then tanh 20 us, 1000 us apart.
-    from analysis.bundle import bundle_from_hlo
-    from analysis.trace_import import apply_trace
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.inputs.traces import apply_trace
 
     stream = [("fusion", 0, 40, {"kernel_details": "regs:32 grid:4,1,1 block:128,1,1"}), ("outer::t", 50, 20, {}),
               ("fusion", 1000, 40, {}), ("outer::t", 1050, 20, {})]
@@ -207,8 +207,8 @@ def _gpu_xspace(device_name="NVIDIA H100 80GB HBM3") -> bytes:
 
 
 def test_a_gpu_shaped_xplane_names_its_gpu_and_gets_its_peaks():
-    from analysis.bundle import bundle_from_hlo
-    from analysis.trace_import import apply_trace
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.inputs.traces import apply_trace
 
     t = apply_trace(bundle_from_hlo(GPU_HLO), data=_gpu_xspace(), name="gpu.xplane.pb").timings
     assert t["platform"] == "gpu" and "NVIDIA H100 80GB HBM3" in t["trace_device"]
@@ -300,8 +300,8 @@ def _tpu_chrome(module="jit_g(7)") -> bytes:
 
 @pytest.mark.parametrize("form", ["xplane", "json"])
 def test_a_tpu_trace_times_the_modules_kernels(form):
-    from analysis.bundle import bundle_from_hlo
-    from analysis.trace_import import apply_trace
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.inputs.traces import apply_trace
 
     data, name = (_tpu_xspace(), "vm.xplane.pb") if form == "xplane" else (_tpu_chrome(), "vm.trace.json")
     t = apply_trace(bundle_from_hlo(GPU_HLO), data=data, name=name).timings
@@ -326,8 +326,8 @@ def test_a_tpu_trace_times_the_modules_kernels(form):
 
 
 def test_a_tpu_trace_of_an_unknown_generation_has_no_roofs():
-    from analysis.bundle import bundle_from_hlo
-    from analysis.trace_import import apply_trace
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.inputs.traces import apply_trace
 
     t = apply_trace(bundle_from_hlo(GPU_HLO), data=_tpu_xspace(kind="TPU v4"), name="vm.xplane.pb").timings
     assert "TPU v4" in t["trace_device"] and t["kernels"]["fusion"]["median_s"] == pytest.approx(40e-6)
@@ -359,9 +359,9 @@ def test_malformed_tpu_traces_get_one_line(tmp_path, capsys, i):
 
 
 def test_a_trace_over_the_bounds_gets_one_line(tmp_path, capsys, monkeypatch):
-    import analysis.xplane
+    import analysis.timing.xplane
 
-    monkeypatch.setattr(analysis.xplane, "MAX_EVENTS", 5)  # 2 cores x 2 runs x (2 ops + 2), a SparseCore's 2 x 3
+    monkeypatch.setattr(analysis.timing.xplane, "MAX_EVENTS", 5)  # 2 cores x 2 runs x (2 ops + 2), a SparseCore's 2 x 3
     hlo = tmp_path / "g.hlo"
     hlo.write_text(GPU_HLO)
     trace = tmp_path / "big.xplane.pb"
@@ -385,7 +385,7 @@ def test_the_apps_upload_takes_an_xplane(monkeypatch):
     what is wrong with a bad one, keeping the page's bundle."""
     import streamlit as st
 
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
     from app import uploads
 
     st.session_state.session_id = "test-upload"

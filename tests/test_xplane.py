@@ -1,4 +1,4 @@
-"""A profiler trace's XSpace read without JAX (analysis/xplane.py): on a real CPU trace made here,
+"""A profiler trace's XSpace read without JAX (analysis/timing/xplane.py): on a real CPU trace made here,
 event for event what ``jax.profiler.ProfileData`` reads (the oracle); on XSpaces the test writes
 as text (serialized by XLA's own protobuf code, not by the reader's), the parts ProfileData does
 not give as the trace viewer's JSON export gives them; bad bytes and too much of anything in one
@@ -14,9 +14,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.profiler import ProfileData  # noqa: E402
 
-import analysis.xplane  # noqa: E402
+import analysis.timing.xplane  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.xplane import read_xspace  # noqa: E402
+from analysis.timing.xplane import read_xspace  # noqa: E402
 
 RUNS = 3
 # the stats jax writes as bytes values (serialized protos), seen in its CPU traces
@@ -138,6 +138,6 @@ def test_bad_bytes_get_one_line(data, says):
     ("MAX_STATS", 4, "over 4 stat values"),
 ])
 def test_too_much_of_anything_gets_one_line(monkeypatch, bound, value, says):
-    monkeypatch.setattr(analysis.xplane, bound, value)
+    monkeypatch.setattr(analysis.timing.xplane, bound, value)
     with pytest.raises(ExplorerError, match=says):
         read_xspace(ProfileData.text_proto_to_serialized_xspace(SPACE), "big.xplane.pb")

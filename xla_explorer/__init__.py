@@ -29,7 +29,7 @@ HEIGHT = 900  # pixels of the inline frame; the page scrolls inside it
 
 
 class Explorer:
-    """A compile shown inline. ``bundle`` is the analysis (``analysis.bundle.Bundle``);
+    """A compile shown inline. ``bundle`` is the analysis (``analysis.bundle.core.Bundle``);
     ``save(path)`` writes the self-contained page, ``html()`` returns it."""
 
     def __init__(self, bundle, height: int = HEIGHT):
@@ -71,24 +71,19 @@ def _source_of(fn) -> tuple[str, str]:
 
 
 def _from_function(fn, args: tuple, backend: str, options: dict | None, measure: bool, title: str | None):
-    from analysis.compile.load import LoadedModel
-    from analysis.compile.stages import compile_model
+    from analysis.compile import recipe
 
     source, filename = _source_of(fn)
     name = title or getattr(getattr(fn, "__wrapped__", fn), "__name__", None) or "function"
-    loaded = LoadedModel(model=fn, inputs=tuple(args), source=source, filename=filename, name=name)
-    c = compile_model(loaded, backend, options, source_kind="code")
-    if measure:
-        from analysis.compile.measure import measure as run
-
-        run(c)
-    return c.bundle
+    loaded = recipe.LoadedModel(model=fn, inputs=tuple(args), source=source, filename=filename, name=name)
+    c = recipe.compile(loaded, backend, options, source_kind="code")
+    return recipe.measured(c, measure_it=measure, compare=False).bundle
 
 
 def _from_stage(stage, title: str | None):
     """A ``jax.stages.Lowered`` (compiled here, with its HLO before optimization) or
     ``Compiled`` (its optimized HLO only)."""
-    from analysis.bundle import bundle_from_hlo
+    from analysis.bundle.core import bundle_from_hlo
 
     before = None
     if hasattr(stage, "compile") and hasattr(stage, "as_text"):  # Lowered
@@ -121,7 +116,7 @@ def show(obj, *args, measure: bool = False, backend: str = "auto", options: dict
     """The explorer for ``obj``: a function (compiled for ``*args``), a ``jax.stages.Lowered``
     or ``Compiled``, an HLO text, a bundle (``Bundle`` or its JSON) or a path. ``measure`` runs
     and times a function's compile; ``backend`` and ``options`` are the compile's."""
-    from analysis.bundle import Bundle
+    from analysis.bundle.core import Bundle
 
     if isinstance(obj, Bundle):
         b = obj

@@ -9,7 +9,7 @@ import platform as _platform
 import jax
 import jaxlib
 
-from analysis.devices import platform_of, target_config
+from analysis.devices.catalog import platform_of, target_config
 from analysis.errors import ExplorerError
 
 BACKENDS = ("auto", "cpu", "gpu")
@@ -45,7 +45,7 @@ def allow_gpu_target() -> None:
 
 
 def gpu_target_device(name: str):
-    """A device of the named GPU target (``analysis.devices``) to compile for without a GPU.
+    """A device of the named GPU target (``analysis.devices.catalog``) to compile for without a GPU.
     Needs the CUDA plugin (the ``cuda`` extra) and ``allow_gpu_target()`` when no GPU is here."""
     return gpu_target_devices(name, 1)[0]
 

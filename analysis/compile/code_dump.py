@@ -1,7 +1,7 @@
 """The code XLA generated for a compile, read from its private dump folder (``xla_dump_to``)
-into ``bundle.code`` (``analysis.code``; docs/code.md). Called from ``stages.read_dump``.
+into ``bundle.code`` (``analysis.codegen.kernel_code``; docs/code.md). Called from ``stages.read_dump``.
 
-XLA:CPU's files are read by ``analysis.code_read`` (the reader a user's zipped dump uses too);
+XLA:CPU's files are read by ``analysis.codegen.cpu_read`` (the reader a user's zipped dump uses too);
 a GPU compile's (LLVM IR, PTX, SASS, Triton IR) by ``analysis.compile.code_gpu``.
 Set ``XLA_EXPLORER_CODE=0`` to compile without reading it (``benchmarks/code_cost.py`` measures
 what reading it costs the first graph: docs/performance.md).
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from analysis.code_read import code_from_files
-from analysis.compile.code_gpu import read_gpu_code
+from analysis.codegen.cpu_read import code_from_files
+from analysis.compile.code_gpu import gpu_code
 from analysis.errors import ExplorerError
 
 
@@ -36,6 +36,13 @@ def folder_files(dump_dir: str):
         return data
 
     return names, read
+
+
+def read_gpu_code(dump_dir: str, bundle) -> dict | None:
+    """The ``code`` field (``analysis.codegen.kernel_code``'s contract) of an XLA:GPU compile from its dump
+    folder; ``None`` when it holds no generated code and no library call."""
+    files = folder_files(dump_dir)
+    return gpu_code(*files, bundle) if files is not None else None
 
 
 def read_code(dump_dir: str, bundle) -> dict | None:

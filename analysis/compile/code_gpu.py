@@ -1,6 +1,6 @@
 """The code XLA:GPU generated for a compile, from its private dump folder, with what ptxas and
 nvdisasm make of its PTX (issue #36; docs/code.md, "On the GPU"). The files are read by
-``analysis.code_gpu_read`` (the reader a user's zipped dump uses too); here: the compile options
+``analysis.codegen.gpu_read`` (the reader a user's zipped dump uses too); here: the compile options
 that make XLA dump them, the folder, and the tools.
 
 ptxas (pip ``nvidia-cuda-nvcc-cu12``) and nvdisasm (pip ``nvidia-cuda-nvdisasm``), or cuobjdump,
@@ -21,8 +21,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from analysis.code_gpu_read import gpu_code_from_files
-from analysis.code_ptx import split_ptxas, split_sass
+from analysis.codegen.gpu_read import gpu_code_from_files
+from analysis.codegen.ptx import split_ptxas, split_sass
 
 TOOL_SECONDS = 120  # ptxas and nvdisasm for a whole compile, all files together
 TOOL_FILE_SECONDS = 60
@@ -44,17 +44,8 @@ def tools_wanted() -> bool:
     return os.environ.get(TOOLS_ENV, "").strip() == "1"
 
 
-def read_gpu_code(dump_dir: str, bundle) -> dict | None:
-    """The ``code`` field (``analysis.code``'s contract) of an XLA:GPU compile from its dump
-    folder; ``None`` when it holds no generated code and no library call."""
-    from analysis.compile.code_dump import folder_files  # (code_dump calls this module)
-
-    files = folder_files(dump_dir)
-    return gpu_code(*files, bundle) if files is not None else None
-
-
 def gpu_code(names: list[str], read, bundle, tools: dict | None = None) -> dict | None:
-    """``analysis.code_gpu_read.gpu_code_from_files`` with ptxas and nvdisasm run on the PTX:
+    """``analysis.codegen.gpu_read.gpu_code_from_files`` with ptxas and nvdisasm run on the PTX:
     ``tools`` {"ptxas": path, "nvdisasm": path, "cuobjdump": path} (default: ``find_tools()``
     when ``tools_wanted()``, else none; {} runs none)."""
     note = NOTE_NO_TOOLS

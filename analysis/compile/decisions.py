@@ -1,6 +1,6 @@
 """Capture XLA's fusion decisions during one compile.
 
-The fusion passes log each decision at a verbose level (``analysis.fusion_decisions.VMODULES``).
+The fusion passes log each decision at a verbose level (``analysis.fusion.decisions.VMODULES``).
 Setting ``TF_CPP_VMODULE`` only works before jaxlib loads; jaxlib's ``utils`` also exposes
 absl's ``absl_set_vlog_level`` / ``absl_set_min_log_level``, which take effect at once (checked
 with jax 0.10.2), so ``capture`` raises the levels for the one compile, points file descriptor 2
@@ -26,9 +26,9 @@ import sys
 
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
-from analysis.bundle import Bundle
-from analysis.fusion_decisions import from_texts
-from analysis.fusion_log import VMODULES, LogParser, log_line
+from analysis.bundle.core import Bundle
+from analysis.fusion.decisions import from_texts
+from analysis.fusion.log import VMODULES, LogParser, log_line
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -124,7 +124,7 @@ class LogFollower:
         (``RecordMatcher``), so that little is left to match once the optimized module is
         there: the matching reads the module before optimization alone, and runs while XLA
         still optimizes (docs/performance.md)."""
-        from analysis.fusion_decisions import RecordMatcher
+        from analysis.fusion.decisions import RecordMatcher
 
         self.matcher = RecordMatcher(pre)
         self._advance()

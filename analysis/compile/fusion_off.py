@@ -4,12 +4,13 @@ side (``bundle.fusion_comparison``, docs/bundle.md; the numbers' meaning: docs/n
 
 from __future__ import annotations
 
-from analysis.code import totals as code_totals
-from analysis.compare import FusionComparison, fusion_side
-from analysis.memory import compare_memory
+from analysis.codegen.kernel_code import totals as code_totals
+from analysis.bundle.core import FusionComparison
+from analysis.studies.compare import fusion_side
+from analysis.program.memory import compare_memory
 from analysis.compile.measure import measure
 from analysis.compile.stages import Compiled, recompile
-from analysis.numbers import fusion_savings
+from analysis.measures import fusion_savings
 from analysis.options import FUSION_PASSES
 
 FUSION_NOTES = {

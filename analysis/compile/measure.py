@@ -2,8 +2,8 @@
 
 ``measure`` runs a ``Compiled`` (``analysis.compile.stages``): warm-up, wall-clock timed calls,
 then a few calls (``TRACED_STEPS``) under the profiler; the trace is read back with
-``jax.profiler.ProfileData`` and attributed by ``analysis.profile`` (pure). The device's peaks
-come from the data-sheet table (``analysis.devices``) or, on a CPU or unknown device, from a
+``jax.profiler.ProfileData`` and attributed by ``analysis.timing.profiles`` (pure). The device's peaks
+come from the data-sheet table (``analysis.devices.catalog``) or, on a CPU or unknown device, from a
 short calibration handed in by the caller (the service keeps one per machine in its store) or
 made here once per process.
 """
@@ -23,11 +23,11 @@ import jax
 import jax.numpy as jnp
 
 from analysis.compile.stages import FULL_OPTIMIZATION, Compiled, recompile
-from analysis.devices import table_peaks
+from analysis.devices.catalog import table_peaks
 from analysis.errors import ExplorerError
-from analysis.kernels import Kernel
-from analysis.numbers import spread
-from analysis.profile import attribute, coverage_note, events_from_profile
+from analysis.program.kernels import Kernel
+from analysis.measures import spread
+from analysis.timing.profiles import attribute, coverage_note, events_from_profile
 
 TRACE_EMBED_LIMIT = 5 * 1024 * 1024  # bytes of trace.json.gz embedded as base64 in the bundle
 

@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from analysis.compile.backend import gpu_target_devices
-from analysis.devices import MAX_DEVICES
+from analysis.devices.catalog import MAX_DEVICES
 from analysis.errors import ExplorerError
 
 

@@ -28,20 +28,20 @@ from typing import Any, Callable
 
 import jax
 
-from analysis.bundle import Bundle, now
+from analysis.bundle.core import Bundle, now
 from analysis.compile.backend import allow_gpu_target, environment, select_device
 from analysis.compile.code_dump import read_code
 from analysis.compile.placement import (check_device_count, mesh_of, placed_inputs, sharding_text, target_devices,
                                        target_inputs)
-from analysis.devices import check_devices, devices_in_source
+from analysis.devices.catalog import check_devices, devices_in_source
 from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
 from analysis.compile.user_errors import user_code
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
 from analysis.hlo.parser import prepare as prepare_parser
-from analysis.memory import agree_with_xla, memory_from_dir
-from analysis.passes import pass_log_from_dir
+from analysis.program.memory import agree_with_xla, memory_from_dir
+from analysis.studies.passes import pass_log_from_dir
 from analysis.pipeline import Pipeline
 from analysis.compile.xla_release import DUMP_OPTIONS as RELEASE_DUMP_OPTIONS
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
@@ -101,7 +101,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
     bundle records the user's options, not the dump's. With ``gpu_target`` (a name in
-    ``analysis.devices.GPU_TARGETS``) the program is compiled for that GPU without one being
+    ``analysis.devices.catalog.GPU_TARGETS``) the program is compiled for that GPU without one being
     present: the inputs are only shapes, and nothing can be run."""
     compiler_options = dict(compiler_options or {})
     if devices is None:
@@ -117,7 +117,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
         with tuning.building():  # an entry point of analysis.tuning (the thread beside the compile is in it too)
             # the dump is read while XLA's own estimates are made beside it (C++, without the GIL:
             # docs/performance.md): reading it after them left this thread waiting
-            c = _compile(loaded, backend, compiler_options, progress, source_kind, gpu_target,
+            c = compile_loaded(loaded, backend, compiler_options, progress, source_kind, gpu_target,
                          {"xla_dump_to": dump_dir, **RELEASE_DUMP_OPTIONS,
                           **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
                          on_texts, follower, on_decisions=on_decisions, ahead=ahead,
@@ -129,7 +129,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
         shutil.rmtree(dump_dir, ignore_errors=True)
 
 
-def _compile(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
+def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, progress, source_kind: str,
              gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
              read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext,
              on_decisions: Callable[[dict], None] | None = None, devices: int = 1,
@@ -272,7 +272,7 @@ def before_optimizations(dump_dir: str, hlo_after: str | None = None) -> str | N
 def after_optimizations(dump_dir: str) -> str | None:
     """The optimized module XLA dumped (``*<platform>_after_optimizations.txt``), or None. XLA:CPU
     writes it before its code generation, well before the compile ends (docs/performance.md)."""
-    from analysis.dump import AFTER_FILE
+    from analysis.inputs.dump import AFTER_FILE
 
     try:
         names = sorted(n for n in os.listdir(dump_dir) if AFTER_FILE.match(n))

@@ -1,4 +1,4 @@
-"""Running a shape sweep (``analysis.sweep`` has the lengths, buckets, spread and verdict): one
+"""Running a shape sweep (``analysis.studies.sweep`` has the lengths, buckets, spread and verdict): one
 jitted model called once per length, then again with inputs padded to buckets, with JAX's own
 compile events (``jax.monitoring``) timing each trace, lowering and XLA compile; then at least
 ``MIN_REPEATS`` cached calls per length of each run, interleaved, for a median and a spread."""
@@ -17,7 +17,7 @@ from analysis.compile.load import LoadedModel, as_inputs, as_main, run_model_fil
 from analysis.compile.user_errors import error_from_exception
 from analysis.compile.stages import FULL_OPTIMIZATION, compile_model
 from analysis.errors import ExplorerError
-from analysis.sweep import (
+from analysis.studies.sweep import (
     DEFAULT_BUCKETS, DEFAULT_LENGTHS, MIN_REPEATS, bucket_for, check_lengths, spread, summary, verdict,
 )
 from sample_models import gallery_entry

@@ -61,7 +61,7 @@ def _device_hint(message: str) -> str:
     m = _MESH_TOO_BIG.search(message)
     if not m:
         return ""
-    from analysis.devices import MAX_DEVICES
+    from analysis.devices.catalog import MAX_DEVICES
 
     need = 1
     for n in re.findall(r"\d+", m.group(2)):

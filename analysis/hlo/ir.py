@@ -45,7 +45,7 @@ def async_sugar(opcode: str) -> tuple[str, str] | None:
     return None
 
 
-def _unquote(s: str) -> str:
+def unquote(s: str) -> str:
     if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
         if "\\" not in s:  # nothing escaped: skip the JSON decoder
             return s[1:-1]
@@ -94,7 +94,7 @@ def _c_unescape(body: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _cached_shape(text: str) -> Shape:
+def cached_shape(text: str) -> Shape:
     return parse_shape(text)
 
 
@@ -161,7 +161,7 @@ class Instruction:
         return value
 
     def _make_shape(self) -> Shape:
-        return _cached_shape(self.shape_text)
+        return cached_shape(self.shape_text)
 
     @property
     def text(self) -> str:
@@ -201,7 +201,7 @@ class Instruction:
 
     @staticmethod
     def _resolve_metadata(raw_text: str, mod: "Module | None") -> Metadata:
-        raw = {k: _unquote(v) for k, v in _META_RE.findall(raw_text[1:-1])}
+        raw = {k: unquote(v) for k, v in _META_RE.findall(raw_text[1:-1])}
         source = None
         stack: tuple[SourceLocation, ...] = ()
         frame = str(raw.get("stack_frame_id", ""))
@@ -235,7 +235,7 @@ class Instruction:
     @property
     def custom_call_target(self) -> str | None:
         v = self.attributes.get("custom_call_target")
-        return _unquote(v) if v is not None else None
+        return unquote(v) if v is not None else None
 
     def _make_fusion_kind(self) -> str | None:
         """``kLoop``/``kInput``/``kOutput``, or for ``kCustom`` the backend's kind

@@ -39,7 +39,7 @@ import re
 import threading
 
 from analysis.hlo.ir import (CALL_ATTRS, Computation, Instruction, Metadata, Module,  # noqa: F401
-                             SourceLocation, _cached_shape, _unquote)
+                             SourceLocation, cached_shape, unquote)
 from analysis.hlo.shape import ShapeParseError, parse_shape
 from analysis.hlo.shape_inference import INFERRED, inferred_shape
 
@@ -249,7 +249,7 @@ def _parse_table(name: str, rows: str) -> dict:
         num, _, rest = raw.partition(" ")
         rest = rest.strip()
         if name in ("FileNames", "FunctionNames"):
-            out[int(num)] = _unquote(rest)
+            out[int(num)] = unquote(rest)
         else:
             out[int(num)] = {k: int(v) for k, v in _KV_RE.findall(rest) if v.lstrip("-").isdigit()}
     return out
@@ -328,7 +328,7 @@ class _Scope:
                 continue
             of = self.names[parent]
             try:
-                shape = _cached_shape(of.shape_text)
+                shape = cached_shape(of.shape_text)
             except ShapeParseError:
                 shape = None
             if shape is None or not shape.is_tuple or index >= len(shape.tuple_shapes):
@@ -480,7 +480,7 @@ class _Parser:
             except _Fail as f:
                 raise self.error(f.message, f.pos) from None
             if "execution_thread" in attrs:
-                comp.execution_thread = _unquote(attrs["execution_thread"])
+                comp.execution_thread = unquote(attrs["execution_thread"])
             q = _WS_RE.match(text, pos).end()
             line_end = text.find("\n", pos)
             line_end = self.n if line_end < 0 else line_end
@@ -562,7 +562,7 @@ class _Parser:
                             wrapped = shape_text.count("\n")
                             shape_text = _one_line(shape_text)
                         try:
-                            _cached_shape(shape_text)
+                            cached_shape(shape_text)
                         except ShapeParseError as err:
                             raise self.error(f"bad shape: {err}", m.start(3)) from None
                         # names and values one string each: a big module's attribute values (mostly
@@ -674,7 +674,7 @@ class _Parser:
             shape_text = self.infer_shape(opcode, ops, scope.names, attrs, shape_start)
         else:
             try:
-                _cached_shape(shape_text)
+                cached_shape(shape_text)
             except ShapeParseError as err:
                 raise _Fail(f"bad shape: {err}", shape_start) from None
         if name is None:
@@ -888,10 +888,10 @@ class _Parser:
 
 def parse_module(text: str) -> Module:
     """Parse an HLO module's text. Raises HloParseError (with line and column) if malformed."""
-    return _parse(text)
+    return parse_text(text)
 
 
-def _parse(text: str, fast: bool = True) -> Module:
+def parse_text(text: str, fast: bool = True) -> Module:
     """``fast=False`` reads every instruction with the general parser (tests compare the two)."""
     if not isinstance(text, str):
         raise TypeError("parse_module expects str")

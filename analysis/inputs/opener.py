@@ -4,7 +4,7 @@ An ``Upload`` is what a user handed over: a file's name and bytes, maybe the pro
 its run, maybe the module (of a dump) or program (of a trace) to open, by name. ``kind_of``
 tells the file's kind from its name and first bytes; ``open_upload`` runs the adapter of that
 kind (``ADAPTERS``) and, for a dump or a trace, records on the bundle what else the file holds
-(``bundle.source["upload"]``, checked on arrival by ``analysis.bundle_checks.check_upload``)::
+(``bundle.source["upload"]``, checked on arrival by ``analysis.bundle.checks.check_upload``)::
 
     {"kind": "dump", "file": NAME, "trace_file": NAME | None, "picked": CHOICE NAME,
      "choices": [{"name": "0012", "label": "jit_f", "kernels": 14, "passes": false,
@@ -25,12 +25,12 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from analysis.bundle import Bundle, bundle_from_hlo, reanalyze
-from analysis.bundle_checks import MAX_UPLOAD_CHOICES, UPLOAD_KINDS
-from analysis.dump import bundles_from_dump_zip
+from analysis.bundle.core import Bundle, bundle_from_hlo, reanalyze
+from analysis.bundle.checks import MAX_UPLOAD_CHOICES, UPLOAD_KINDS
+from analysis.inputs.dump import bundles_from_dump_zip
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError
-from analysis.trace_import import (apply_trace, bundle_from_trace, busy_programs, holds_trace, is_trace,
+from analysis.inputs.traces import (apply_trace, bundle_from_trace, busy_programs, holds_trace, is_trace,
                                    load_trace, pick_program, program_label)
 
 _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")

@@ -3,7 +3,7 @@ one-step timeline, roofline, fusion comparison).
 
 Pure: Bundle in, plotly figure out (no Streamlit, no JAX), so they are tested directly and used
 by both the app (``app.kernels_view``) and the HTML report (``analysis.render.report``).
-Colours are the routes' (``analysis.kernels.ROUTE_COLORS``) everywhere.
+Colours are the routes' (``analysis.program.kernels.ROUTE_COLORS``) everywhere.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Callable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis import numbers
-from analysis.bundle import Bundle
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis import measures
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.rows import kernel_rows  # noqa: F401 - the table's rows, re-exported
 
@@ -31,7 +31,7 @@ def _color(route: str) -> str:
     return ROUTE_COLORS.get(route, UNKNOWN_COLOR)
 
 
-def _label(route: str) -> str:
+def route_label(route: str) -> str:
     return ROUTE_LABELS.get(route, route)
 
 
@@ -90,9 +90,9 @@ def top_kernels_figure(bundle: Bundle, n: int = 15, selected: str | None = None)
                     marker=dict(color=_color(route),
                                 line=dict(color=[SELECTED if names[i] == selected else _color(route) for i in idx],
                                           width=[4 if names[i] == selected else 0 for i in idx])),
-                    name=_label(route), text=[text[i] for i in idx],
+                    name=route_label(route), text=[text[i] for i in idx],
                     textposition="auto", customdata=[names[i] for i in idx],
-                    hovertemplate="%{y}<br>%{text}<extra>" + _label(route) + "</extra>")
+                    hovertemplate="%{y}<br>%{text}<extra>" + route_label(route) + "</extra>")
     fig.update_layout(title=title, xaxis_title=xtitle, barmode="stack", font=FONT,
                       yaxis=dict(categoryorder="array", categoryarray=names[::-1]),
                       height=max(260, 28 * len(names) + 120), legend_title_text="route",
@@ -107,11 +107,11 @@ TIMELINE_LABELS = 300  # launches in a step up to which the timeline names each 
 def treemap_figure(bundle: Bundle) -> go.Figure:
     """Route -> library -> kernel, sized by measured time (or bytes when not measured)."""
     if measured(bundle):
-        items = [(r["route"], r.get("library") or _label(r["route"]), r["name"], r["median_s"] * 1e6)
+        items = [(r["route"], r.get("library") or route_label(r["route"]), r["name"], r["median_s"] * 1e6)
                  for r in _leaf_rows(bundle) if r["median_s"] > 0]
         unit, title = "µs", "Where the step's time goes"
     else:
-        items = [(k.route, k.library or _label(k.route), k.name, k.bytes / 2 ** 20)
+        items = [(k.route, k.library or route_label(k.route), k.name, k.bytes / 2 ** 20)
                  for k in bundle.kernels if k.route != "control" and k.bytes]
         unit, title = "MiB", "Where the bytes go (not measured)"
     if not items:
@@ -134,7 +134,7 @@ def treemap_figure(bundle: Bundle) -> go.Figure:
         routes[route] = routes.get(route, 0) + v
         libs[(route, lib)] = libs.get((route, lib), 0) + v
     for route, v in routes.items():
-        ids.append(route), labels.append(_label(route)), parents.append(""), values.append(v)
+        ids.append(route), labels.append(route_label(route)), parents.append(""), values.append(v)
         colors.append(_color(route)), custom.append("")
     for (route, lib), v in libs.items():
         ids.append(f"{route}/{lib}"), labels.append(lib), parents.append(route), values.append(v)
@@ -169,7 +169,7 @@ def timeline_figure(bundle: Bundle) -> go.Figure:
             continue
         rows = [short[e["line"]] + (" · control" if route == "control" else "") for e in evs]
         fig.add_bar(base=[e["start_s"] * 1e6 for e in evs], x=[max(e["duration_s"] * 1e6, 1e-3) for e in evs],
-                    y=rows, orientation="h", name=_label(route), marker_color=_color(route),
+                    y=rows, orientation="h", name=route_label(route), marker_color=_color(route),
                     opacity=0.45 if route == "control" else 1.0, customdata=[e["name"] for e in evs],
                     text=[e["name"] for e in evs] if named else None, textposition="inside" if named else "none",
                     insidetextanchor="middle",
@@ -213,7 +213,7 @@ def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
                         marker=dict(color=_color(route), size=[8 + 22 * math.sqrt(r["median_s"] / tot) for r in rs],
                                     line=dict(color=[SELECTED if r["name"] == selected else "white" for r in rs],
                                               width=[4 if r["name"] == selected else 1 for r in rs])),
-                        name=_label(route), customdata=[r["name"] for r in rs],
+                        name=route_label(route), customdata=[r["name"] for r in rs],
                         text=[f"{r['name']}<br>{human_seconds(r['median_s'])}, {r.get('gbps') or 0:.1f} GB/s"
                               + (f", {r['pct_of_peak']:.0f}% of peak" if r.get("pct_of_peak") is not None else "")
                               for r in rs],
@@ -228,11 +228,11 @@ def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
 
 
 def fusion_table(bundle: Bundle) -> list[dict]:
-    """Fusion off against on, one row per number (``numbers.fusion_rows``: the same rows the CLI
+    """Fusion off against on, one row per number (``measures.fusion_rows``: the same rows the CLI
     and the report print)."""
     return [{"": r["what"], "fusion off": r["off"], "fusion on": r["on"], "change": r["change"],
              "verdict": r["verdict"]}
-            for r in numbers.fusion_rows(bundle.fusion_comparison, human_seconds, _count, human_bytes)]
+            for r in measures.fusion_rows(bundle.fusion_comparison, human_seconds, _count, human_bytes)]
 
 
 def _count(v) -> str:
@@ -248,7 +248,7 @@ def fusion_figure(bundle: Bundle) -> go.Figure:
     d, u = fc["default"], fc["unfused"]
     panels = [("kernels", u["kernels"], d["kernels"], lambda v: f"{v:d}", None),
               ("bytes moved (MiB)", u["bytes"] / 2 ** 20, d["bytes"] / 2 ** 20, lambda v: f"{v:.2f}", None)]
-    cu, cd = numbers.call(u), numbers.call(d)
+    cu, cd = measures.call(u), measures.call(d)
     if fc.get("measured") and cu and cd:
         panels.append(("call, no profiler (µs)", cu.median * 1e6, cd.median * 1e6, lambda v: f"{v:.0f}",
                        ((cu.q1 * 1e6, cu.q3 * 1e6), (cd.q1 * 1e6, cd.q3 * 1e6))))
@@ -265,7 +265,7 @@ def fusion_figure(bundle: Bundle) -> go.Figure:
         fig.update_yaxes(range=[0, top * 1.3 or 1], visible=False, row=1, col=i)
     head = f"Fusion: {u['kernels']} → {d['kernels']} kernels, {human_bytes(u['bytes'])} → {human_bytes(d['bytes'])}"
     if len(panels) == 3:
-        v = numbers.verdict(cu, cd)
+        v = measures.verdict(cu, cd)
         head += f", {human_seconds(cu.median)} → {human_seconds(cd.median)}" + \
             (" (within the spread)" if v == "within the spread" else "")
     fig.update_layout(title=head, height=340, font=FONT, margin=dict(l=10, r=10, t=80, b=30))

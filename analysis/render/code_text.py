@@ -1,15 +1,16 @@
 """The generated code as the CLI prints it (``xla-explorer code``): per kernel its facts and the
 texts of the stages asked for, as text or as a JSON listing. Reads the bundle through
-``analysis.code`` only."""
+``analysis.codegen.kernel_code`` only."""
 
 from __future__ import annotations
 
-from analysis import code as C
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code
 from analysis.errors import ExplorerError
 
 
 def _known_stage(stage: str) -> bool:
-    return stage in C.STAGE_LABELS or stage.startswith(C.TRITON_PREFIX)
+    return stage in kernel_code.STAGE_LABELS or stage.startswith(kernel_code.TRITON_PREFIX)
 
 
 def select(bundle, kernel: str | None = None, stages: list[str] | None = None) -> tuple[list[str], list[str]]:
@@ -19,14 +20,14 @@ def select(bundle, kernel: str | None = None, stages: list[str] | None = None) -
     if bundle.code is None:
         raise ExplorerError("code", "this input has no generated code (an HLO text, or a bundle made before "
                                     "schema 6): compile the model, or import a dump zip with its code files")
-    have = C.code_stages(bundle)
+    have = kernel_code.code_stages(bundle)
     for s in stages or []:
         if not _known_stage(s):
-            raise ExplorerError("code", f"unknown stage {s[:60]!r} (stages: {', '.join(C.STAGE_LABELS)})")
+            raise ExplorerError("code", f"unknown stage {s[:60]!r} (stages: {', '.join(kernel_code.STAGE_LABELS)})")
         if s not in have:
             raise ExplorerError("code", f"this compile has no stage {s!r} (it has: {', '.join(have) or 'none'})")
-    names = C.kernel_names(bundle)
-    library = [k.name for k in bundle.kernels if C.library_call(bundle, k.name)]
+    names = kernel_code.kernel_names(bundle)
+    library = [k.name for k in bundle.kernels if kernel_code.library_call(bundle, k.name)]
     if kernel is not None:
         if kernel not in names and kernel not in library:
             known = [k.name for k in bundle.kernels]
@@ -45,9 +46,9 @@ def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = N
     out_k, out_l = [], []
     first: dict[str, str] = {}  # a text -> the first kernel listed with it
     for name in kernels:
-        kc = C.kernel_code(bundle, name)
+        kc = code_of(bundle, name)
         if kc is None:
-            out_l.append({"name": name, **C.library_call(bundle, name)})
+            out_l.append({"name": name, **kernel_code.library_call(bundle, name)})
             continue
         texts, same = {}, {}
         for s in want:
@@ -61,13 +62,13 @@ def code_listing(bundle, kernel: str | None = None, stages: list[str] | None = N
         out_k.append({"name": name, "stages": texts, "same_as": same,
                       **{k: v for k, v in kc.facts.items() if k != "stage"}, "facts_stage": kc.facts.get("stage"),
                       "cut": {s: n for s, n in kc.cut.items() if s in want}, "problems": list(kc.problems)})
-    return {"stages": want, "kernels": out_k, "library": out_l, "totals": C.totals(bundle), "note": C.note(bundle)}
+    return {"stages": want, "kernels": out_k, "library": out_l, "totals": kernel_code.totals(bundle), "note": kernel_code.note(bundle)}
 
 
 def facts_line(f: dict) -> str:
     """A kernel's code facts in one line (the CLI's and the report's)."""
     parts = [f"{f.get('global_loads', 0)} loads, {f.get('global_stores', 0)} stores"
-             + (f" (read from the {C.stage_label(f['stage'])})" if f.get("stage") else "")]
+             + (f" (read from the {kernel_code.stage_label(f['stage'])})" if f.get("stage") else "")]
     if f.get("vector_width"):
         parts.append(f"vectors of {f['vector_width']} bits")
     if f.get("instructions") is not None:
@@ -83,16 +84,16 @@ def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None
     an earlier kernel printed is named, not printed again: twins share their code)."""
     kernels, want = select(bundle, kernel, stages)
     first: dict[str, str] = {}
-    t = C.totals(bundle)
+    t = kernel_code.totals(bundle)
     lines = [f"{t['kernels']} kernel(s) with generated code: {t['global_loads']} loads and {t['global_stores']} "
              f"stores through their buffers in all"]
-    if C.note(bundle):
-        lines.append(f"note: {C.note(bundle)}")
+    if kernel_code.note(bundle):
+        lines.append(f"note: {kernel_code.note(bundle)}")
     for name in kernels:
-        kc = C.kernel_code(bundle, name)
+        kc = code_of(bundle, name)
         lines.append("")
         if kc is None:
-            lib = C.library_call(bundle, name)
+            lib = kernel_code.library_call(bundle, name)
             lines.append(f"== {name}: a library call ({lib['library'] or '?'}: {lib['target']}); its code is the library's")
             if lib.get("config"):
                 lines.append(f"   config: {lib['config']}")
@@ -105,9 +106,9 @@ def code_text(bundle, kernel: str | None = None, stages: list[str] | None = None
             if s in kc.stages:
                 t = kc.stages[s]
                 if t in first:
-                    lines.append(f"-- {C.stage_label(s)}: the same as {first[t]}'s")
+                    lines.append(f"-- {kernel_code.stage_label(s)}: the same as {first[t]}'s")
                     continue
                 first[t] = name
-                lines.append(f"-- {C.stage_label(s)}" + (f" (cut: {kc.cut[s]:,} lines in all)" if s in kc.cut else ""))
+                lines.append(f"-- {kernel_code.stage_label(s)}" + (f" (cut: {kc.cut[s]:,} lines in all)" if s in kc.cut else ""))
                 lines.append(t.rstrip("\n"))
     return "\n".join(lines)

@@ -1,15 +1,15 @@
 """Fusion decisions drawn: text for the CLI (``xla-explorer why``), an HTML section for the report,
 and the rows the app's "Fusion decisions" table shows. Reads ``bundle.fusion_decisions``
-(``analysis.fusion_decisions``); everything in it came from a compile's log, so the HTML escapes
+(``analysis.fusion.decisions``); everything in it came from a compile's log, so the HTML escapes
 every string."""
 
 from __future__ import annotations
 
 from html import escape
 
-from analysis.fusion_decisions import edge_notes, records_touching
-from analysis.fusion_glossary import gloss
-from analysis.fusion_log import NOT_FUSED
+from analysis.fusion.decisions import edge_notes, records_touching
+from analysis.fusion.glossary import gloss
+from analysis.fusion.log import NOT_FUSED
 
 
 def summary_line(fd: dict | None) -> str:

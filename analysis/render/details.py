@@ -5,17 +5,17 @@
 and layout, facts about the kernel, the ops it does (or the kernels an op ended in) and the
 source lines. ``source_lines(bundle)`` tags each line of the model's source with the kernels
 its ops ended in. A browser can then show the details of a click without asking a server.
-All links come from ``analysis.links`` (the one definition of op <-> kernel links). The values
+All links come from ``analysis.program.links`` (the one definition of op <-> kernel links). The values
 are data, never HTML: whoever draws them escapes them.
 """
 
 from __future__ import annotations
 
 from analysis import columns
-from analysis.bundle import Bundle
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
-from analysis.links import kernel_ops, op_kernels
-from analysis.provenance import _walk_compute
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
+from analysis.program.links import kernel_ops, op_kernels
+from analysis.program.provenance import walk_compute
 from analysis.render.format import human_bytes, human_flops, human_seconds
 
 TEXT_LIMIT = 900  # characters of an instruction's text kept for the panel
@@ -47,7 +47,7 @@ def op_lines(b: Bundle) -> dict[str, list[int]]:
         return {}
     user_file = b.source.get("file")
     out: dict[str, list[int]] = {}
-    for inst, key in _walk_compute(pre):
+    for inst, key in walk_compute(pre):
         if key and key[2] and (not user_file or not key[1] or key[1] == user_file):
             lst = out.setdefault(inst.name, [])
             if key[2] not in lst:
@@ -101,7 +101,7 @@ def _indexes(b: Bundle) -> tuple[dict, dict, dict]:
             for c in pre.computations:
                 for inst in c.instructions:
                     insts.setdefault(inst.name, inst)
-            for inst, _ in _walk_compute(pre):
+            for inst, _ in walk_compute(pre):
                 ops.setdefault(inst.name, inst)
         return insts, op_lines(b), ops
 
@@ -227,7 +227,7 @@ def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
 def lecture_order(b: Bundle) -> list[str]:
     """The kernels to step through in a lecture: the biggest first (measured time, else bytes)."""
     t = ((b.timings or {}).get("kernels") or {})
-    from analysis.kernels import launching
+    from analysis.program.kernels import launching
 
     ks = [k for k in launching(b.kernels) if k.route != "control"]
     return [k.name for k in sorted(ks, key=lambda k: (-((t.get(k.name) or {}).get("median_s") or 0), -k.bytes))]

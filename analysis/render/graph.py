@@ -4,7 +4,7 @@ text (laid out by Graphviz, ``analysis.render.graphviz_runner``) for the app and
 The graphs of a module are built in ``analysis.render.module_graphs`` (before optimization:
 ops grouped by name scope; after: kernels, fusions as clusters), those of its layers in
 ``analysis.render.layer_graph``. Conventions every view shares:
-- kernels are filled with their route's colour (analysis.kernels.ROUTE_COLORS), library calls
+- kernels are filled with their route's colour (analysis.program.kernels.ROUTE_COLORS), library calls
   are labelled with the library, Triton kernels with their tiles;
 - a fusion is a cluster holding its fused instructions, or one box when collapsed;
 - edges carry the value's shape and layout (``f32[128,512]{1,0}``); values whose layout is not
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analysis.kernels import ROUTE_COLORS
+from analysis.program.kernels import ROUTE_COLORS
 from analysis.render.graphviz_runner import render_svg
 
 LAYOUT_MARK = "#D62728"
@@ -57,7 +57,7 @@ class Edge:
     label: str = ""
     layout_mark: bool = False
     lhead: str | None = None  # clip the arrow at this cluster's border
-    note: str = ""  # why XLA did (not) fuse across this edge (analysis.fusion_decisions.edge_notes)
+    note: str = ""  # why XLA did (not) fuse across this edge (analysis.fusion.decisions.edge_notes)
 
 
 @dataclass

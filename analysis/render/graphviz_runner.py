@@ -66,7 +66,7 @@ def render_svgs_start(dots: list[str], timeout: float = 60.0) -> Callable[[], li
 
     def lay_out(i: int) -> None:
         with _RUNNING:
-            results[i] = _run_dot(dots[i], timeout)
+            results[i] = run_dot(dots[i], timeout)
 
     threads = [threading.Thread(target=lay_out, args=(i,), daemon=True) for i in range(len(dots))]
     for t in threads:
@@ -80,7 +80,7 @@ def render_svgs_start(dots: list[str], timeout: float = 60.0) -> Callable[[], li
     return finish
 
 
-def _run_dot(dot: str, timeout: float):
+def run_dot(dot: str, timeout: float):
     """One graph laid out: its SVG text, or a RuntimeError that says why not."""
     try:
         p = subprocess.Popen(["dot", "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

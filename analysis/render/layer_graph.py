@@ -1,6 +1,6 @@
 """Both graphs collapsed to the model's layers, and one layer expanded in place.
 
-The layer tree (``analysis.layers``) names each op's layer from its op_name (Flax, Equinox and
+The layer tree (``analysis.program.layers``) names each op's layer from its op_name (Flax, Equinox and
 Keras module paths, or ``jax.named_scope``). The *layer level* is the first level of the tree
 with two or more layers (a wrapper like ``Net`` that holds everything is looked through); its
 layers are the boxes of the layers view:
@@ -29,9 +29,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.hlo import Module
-from analysis.layers import Layer, layer_path, layers_of_bundle
+from analysis.program.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.layers import layer_name
 from analysis.render.graph import GraphSpec
@@ -362,7 +362,7 @@ def _pre_layer_specs(pre: Module) -> dict[tuple, GraphSpec]:
     made = pre.__dict__.get("_pre_layer_specs")
     if made is not None:
         return made
-    from analysis.layers import layer_tree
+    from analysis.program.layers import layer_tree
     from analysis.render.module_graphs import flat_entry
 
     tops = top_layers(layer_tree(pre))

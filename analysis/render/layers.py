@@ -1,8 +1,8 @@
-"""The layer tree (``analysis.layers``) as text: the CLI's ``xla-explorer layers``."""
+"""The layer tree (``analysis.program.layers``) as text: the CLI's ``xla-explorer layers``."""
 
 from __future__ import annotations
 
-from analysis.layers import Layer
+from analysis.program.layers import Layer
 from analysis.render.format import human_bytes, human_seconds
 
 

@@ -17,8 +17,8 @@ from typing import Callable
 
 from analysis.render.graphviz_runner import render_svgs_each, render_svgs_start
 
-_SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
-_SVG_LOCK = threading.Lock()
+SVG_CACHE: "OrderedDict[str, str]" = OrderedDict()
+SVG_LOCK = threading.Lock()
 _SVG_MAX = 64
 _SVG_MAX_CHARS = 48 << 20  # and at most this much SVG text in all: one huge upload must not pin it
 
@@ -33,9 +33,9 @@ _PENDING: dict[str, threading.Event] = {}
 
 
 def _trim_svg_cache() -> None:
-    total = sum(len(v) for v in _SVG_CACHE.values())
-    while _SVG_CACHE and (len(_SVG_CACHE) > _SVG_MAX or total > _SVG_MAX_CHARS):
-        _, v = _SVG_CACHE.popitem(last=False)
+    total = sum(len(v) for v in SVG_CACHE.values())
+    while SVG_CACHE and (len(SVG_CACHE) > _SVG_MAX or total > _SVG_MAX_CHARS):
+        _, v = SVG_CACHE.popitem(last=False)
         total -= len(v)
 
 
@@ -55,7 +55,7 @@ def _remember(dot: str, result) -> None:
         while len(_SVG_FAILED) > _SVG_MAX:
             _SVG_FAILED.popitem(last=False)
     else:
-        _SVG_CACHE[dot] = result
+        SVG_CACHE[dot] = result
         _trim_svg_cache()
 
 
@@ -71,8 +71,8 @@ def layout_dots_start(dots: list[str]) -> Callable[[], None]:
     this returns waits for them (and for those another caller started) and raises the first
     failure among them."""
     wanted = list(dict.fromkeys(dots))
-    with _SVG_LOCK:
-        missing = [d for d in wanted if d not in _SVG_CACHE and d not in _PENDING and _failed(d) is None]
+    with SVG_LOCK:
+        missing = [d for d in wanted if d not in SVG_CACHE and d not in _PENDING and _failed(d) is None]
         for d in missing:
             _PENDING[d] = threading.Event()
         events = [_PENDING[d] for d in wanted if d in _PENDING]
@@ -87,8 +87,8 @@ def layout_dots_start(dots: list[str]) -> Callable[[], None]:
     def finish() -> None:
         for ev in events:
             ev.wait()
-        with _SVG_LOCK:
-            failed = [_failed(d) for d in wanted if d not in _SVG_CACHE and _failed(d) is not None]
+        with SVG_LOCK:
+            failed = [_failed(d) for d in wanted if d not in SVG_CACHE and _failed(d) is not None]
         if failed:
             raise RuntimeError(failed[0])
 
@@ -97,7 +97,7 @@ def layout_dots_start(dots: list[str]) -> Callable[[], None]:
 
 def _settle(dots: list[str], results: list) -> None:
     """The outcomes of layouts started together, remembered, and their waiters woken."""
-    with _SVG_LOCK:
+    with SVG_LOCK:
         for d, r in zip(dots, results):
             _remember(d, r)
             ev = _PENDING.pop(d, None)
@@ -108,15 +108,15 @@ def _settle(dots: list[str], results: list) -> None:
 def layout_svg(dot: str) -> str:
     """The SVG of a DOT text, from the cache (laid out on a miss); raises RuntimeError with
     Graphviz's reason when it cannot be laid out."""
-    with _SVG_LOCK:
-        if dot in _SVG_CACHE:
-            _SVG_CACHE.move_to_end(dot)
-            return _SVG_CACHE[dot]
+    with SVG_LOCK:
+        if dot in SVG_CACHE:
+            SVG_CACHE.move_to_end(dot)
+            return SVG_CACHE[dot]
         why = _failed(dot)
     if why is not None:
         raise RuntimeError(why)
     result = render_svgs_each([dot])[0]
-    with _SVG_LOCK:
+    with SVG_LOCK:
         _remember(dot, result)
     if isinstance(result, RuntimeError):
         raise result

@@ -1,13 +1,13 @@
 """Drawing ``bundle.memory``: live bytes over the schedule with the peak marked, the buffers
 live at the peak (biggest first), the fusion-off comparison; as plotly figures (app, report),
 table rows, an HTML section for the report and text for the CLI. Reads the core
-(``analysis.memory``) only; every string from the bundle is escaped in HTML."""
+(``analysis.program.memory``) only; every string from the bundle is escaped in HTML."""
 
 from __future__ import annotations
 
 import html
 
-from analysis import memory as core
+from analysis.program import memory as core
 from analysis.render.format import human_bytes
 
 KIND_COLORS = {"parameter": "#4C78A8", "output": "#54A24B", "constant": "#9D9D9D", "temp": "#E45756"}

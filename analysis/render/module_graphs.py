@@ -13,9 +13,9 @@ import re
 
 from analysis.hlo import Computation, Instruction, Module
 from analysis.hlo.shape import parse_shape
-from analysis.kernels import NO_KERNEL, Kernel, tile_text
+from analysis.program.kernels import NO_KERNEL, Kernel, tile_text
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node
-from analysis.sharding import sharding_of
+from analysis.devices.sharding import sharding_of
 
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
@@ -80,8 +80,8 @@ def _pretty_op(inst: Instruction) -> str:
 
 def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None, collective=None) -> str:
     """``name``, what runs it, (measured time and share). ``n_ops``: how many ops of the program
-    the kernel does (``analysis.links.op_count``); without it, the fused instruction count.
-    ``collective`` (``analysis.collectives.Collective``): its devices in words and the bytes each
+    the kernel does (``analysis.program.links.op_count``); without it, the fused instruction count.
+    ``collective`` (``analysis.devices.collectives.Collective``): its devices in words and the bytes each
     device moves, an estimate under the ring algorithms."""
     head = k.name
     if k.route == "library":
@@ -121,7 +121,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                groups: dict[str, tuple[str, str, str]] | None = None, instructions=None) -> GraphSpec:
     """The optimized module's entry (or ``computation``) as kernels; fusions as clusters.
 
-    ``provenance``: kernels say how many ops of the program they do (``analysis.links``).
+    ``provenance``: kernels say how many ops of the program they do (``analysis.program.links``).
     ``color_by="time"``: kernels are filled by their share of the step (``time_color``), the
     route stays as the border. The biggest multi-op fusion (``teaching_fusion``) starts
     expanded whatever its size, unless ``collapse`` names it. ``groups`` (kernel name -> (node
@@ -137,12 +137,12 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
         teach = teaching_fusion(kernels, comp.name)
         if teach:
             expand.add(teach)
-    from analysis.links import op_count
+    from analysis.program.links import op_count
 
     def nops(k: Kernel) -> int | None:
         return op_count(provenance, k) if provenance is not None else None
 
-    from analysis.collectives import collectives, module_devices
+    from analysis.devices.collectives import collectives, module_devices
 
     n_dev = module_devices(module)
     # after the SPMD partitioner every shape is one device's
@@ -231,7 +231,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             name = n.id.split(":", 1)[-1]
             if n.kind in ("kernel", "fused") and not n.highlighted and not n.selected and name not in highlight:
                 n.dimmed = True
-    if temp_bytes is not None:  # fill kernels by the temporary bytes they write (analysis.memory)
+    if temp_bytes is not None:  # fill kernels by the temporary bytes they write (analysis.program.memory)
         g.color_by, top = "memory", max(temp_bytes.values(), default=0) or 1
         for n in g.nodes.values():
             if n.kind == "kernel":

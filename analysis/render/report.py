@@ -22,8 +22,8 @@ import json
 import re
 
 from analysis import tuning
-from analysis.bundle import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
+from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.rows import fused_text, kernel_rows, user_lines
@@ -37,7 +37,7 @@ def _e(s) -> str:
     return html.escape("" if s is None else str(s), quote=True)
 
 
-def _slug(title: str) -> str:
+def slug_of(title: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", title).strip("_") or "bundle"
 
 
@@ -77,7 +77,7 @@ def graph_exports(bundle: Bundle, layout=None) -> dict[str, tuple[str, bytes]]:
     Graphviz's ``dot``; without it only the DOT files are returned. ``layout(dot) -> svg``
     (default: a fresh Graphviz run) lets the app reuse the layouts it already has."""
     out: dict[str, tuple[str, bytes]] = {}
-    slug = _slug(bundle.title)
+    slug = slug_of(bundle.title)
     for side, spec in zip(("before", "after"), graph_specs(bundle)):
         if spec is None:
             continue
@@ -97,9 +97,9 @@ def graph_exports(bundle: Bundle, layout=None) -> dict[str, tuple[str, bytes]]:
 def exports(bundle: Bundle, report: bool = True) -> dict[str, tuple[str, bytes]]:
     """Every download of a bundle: the graphs (DOT, SVG), the Bundle JSON, the raw profiler
     trace when the bundle kept one, and (``report=True``) the HTML report."""
-    from analysis.profile import trace_bytes
+    from analysis.timing.profiles import trace_bytes
 
-    slug = _slug(bundle.title)
+    slug = slug_of(bundle.title)
     out = graph_exports(bundle)
     out[f"{slug}.bundle.json"] = ("application/json", bundle.to_json(indent=1).encode())
     raw = trace_bytes(bundle.timings)
@@ -235,7 +235,7 @@ def _kernel_table(b: Bundle) -> str:
         for key in ("coverage_note", "command_buffer_note"):
             if t.get(key):
                 notes.append(t[key])
-        from analysis.profile import over_peak_note
+        from analysis.timing.profiles import over_peak_note
 
         if over_peak_note(t):
             notes.append(over_peak_note(t))
@@ -262,7 +262,7 @@ def _charts(b: Bundle) -> tuple[str, str]:
         if fig is None:
             continue
         div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",
-                          div_id=f"chart-{_slug(name)}")
+                          div_id=f"chart-{slug_of(name)}")
         first = False
         parts.append(f"<div class='chart'>{div}</div>")
     fusion = ""
@@ -330,7 +330,7 @@ def _stages_html(b: Bundle) -> str:
 
 def _link_data(b: Bundle) -> dict:
     """What the page's script needs to link the graphs: kernel -> pre ops, pre op -> kernels."""
-    from analysis.links import link_maps
+    from analysis.program.links import link_maps
 
     return link_maps(b.provenance, b.kernels)
 
@@ -436,7 +436,7 @@ def html_report(bundle: Bundle) -> str:
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
-        parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(_slug(b.title))}.bundle.json'>"
+        parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(slug_of(b.title))}.bundle.json'>"
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
     if lay:
         parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")

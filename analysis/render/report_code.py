@@ -1,7 +1,7 @@
 """The report's Code section (issue #36): the selected kernel's generated code, a stage picker
 and a search, its facts, the lines XLA linked to HLO instructions marked; a click on such a line
 lights the instruction in the graphs, a selection in the graphs shows its kernel's code and
-scrolls to the op's lines. Reads the bundle through ``analysis.code`` only; the page's script
+scrolls to the op's lines. Reads the bundle through ``analysis.codegen.kernel_code`` only; the page's script
 builds the lines as text (the code is the user's program's), never as markup.
 
 The code travels as one JSON text deflated in base64 (``xe-code``), inflated by the page when
@@ -16,7 +16,8 @@ import base64
 import json
 import zlib
 
-from analysis import code as C
+from analysis.codegen.finish import code_of
+from analysis.codegen import kernel_code
 from analysis.render.code_text import facts_line
 
 MAX_REPORT_CODE_CHARS = 8_000_000  # of code texts in one report, before deflating
@@ -29,9 +30,9 @@ def code_data(bundle) -> dict | None:
     [op names]}}, "links": {stage: index in links}, "names": [op names by number], "cut":
     {stage: total lines}}} (a stage's lines under ``ops`` or, named by number, under ``links``);
     ``library`` {name: what it calls}. None without code."""
-    if not C.has_code(bundle):
+    if not kernel_code.has_code(bundle):
         return None
-    from analysis.code_links import RenamedLinks
+    from analysis.codegen.links import RenamedLinks
 
     budget = MAX_REPORT_CODE_CHARS
     kernels = {}
@@ -39,12 +40,12 @@ def code_data(bundle) -> dict | None:
     index: dict[str, int] = {}
     links: list[dict] = []  # the twins' shared links, each once (``RenamedLinks.template``)
     link_index: dict[int, int] = {}
-    for name in C.kernel_names(bundle):
+    for name in kernel_code.kernel_names(bundle):
         if budget <= 0:  # the report is full: the kernel's loads and stores, its code not made at all
-            kernels[name] = {"facts": facts_line(C.facts_as_read(bundle, name) or C.empty_facts()),
+            kernels[name] = {"facts": facts_line(kernel_code.facts_as_read(bundle, name) or kernel_code.empty_facts()),
                              "stages": {}, "ops": {}, "cut": {}, "left_out": True}
             continue
-        kc = C.kernel_code(bundle, name)
+        kc = code_of(bundle, name)
         size = sum(len(t) for t in kc.stages.values() if t not in index)  # what it adds
         left_out = size > budget
         budget -= size  # (a kernel too big for what is left closes the report to the kernels after it)
@@ -69,11 +70,11 @@ def code_data(bundle) -> dict | None:
                          "left_out": left_out, **({"links": shared, "names": names} if shared else {})}
     library = {}
     for k in bundle.kernels:
-        lib = C.library_call(bundle, k.name)
+        lib = kernel_code.library_call(bundle, k.name)
         if lib:
             library[k.name] = (f"a library call ({lib['library'] or '?'}: {lib['target']}): its code is the library's"
                                + (f"; config {lib['config']}" if lib.get("config") else ""))
-    return {"stages": {s: C.stage_label(s) for s in C.code_stages(bundle)}, "texts": texts, "links": links,
+    return {"stages": {s: kernel_code.stage_label(s) for s in kernel_code.code_stages(bundle)}, "texts": texts, "links": links,
             "kernels": kernels, "library": library}
 
 
@@ -82,12 +83,12 @@ def code_section(bundle, esc) -> str:
     data = code_data(bundle)
     if data is None:
         return ""
-    t = C.totals(bundle)
+    t = kernel_code.totals(bundle)
     names = list(data["kernels"]) + list(data["library"])
     if not names:
         return ""
     opts = "".join(f"<option value='{esc(n)}'>{esc(n)}</option>" for n in names)
-    note = f" {esc(C.note(bundle))}" if C.note(bundle) else ""
+    note = f" {esc(kernel_code.note(bundle))}" if kernel_code.note(bundle) else ""
     # zlib's level 1, as the app's payload: a third of level 6's time for a few percent more bytes
     packed = base64.b64encode(zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 1)).decode("ascii")
     return (f"<section id='code'><h2>Generated code</h2><p class='muted small'>{t['kernels']} kernel"

@@ -24,7 +24,7 @@ import dataclasses
 import operator
 import re
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node, wrap_title
 
 NAME_DIGITS = 4  # a name's number (``fusion.7``, ``add.1234``) is laid out as this many digits at least
@@ -32,7 +32,7 @@ _TO_ZERO = str.maketrans("123456789", "0" * 9)
 _SHORT_NAME_NUMBER = re.compile(r"\.0{1,%d}(?!0)" % (NAME_DIGITS - 1))
 
 
-def _zeros(text: str) -> str:
+def zeroed(text: str) -> str:
     """ASCII digits as zeros: a name's number (after a dot) at least ``NAME_DIGITS`` wide, so
     that the same layer with other numbers in its names (XLA numbers them across the module) is
     one layout; the box is then at most a few digits wider than its label. (By a table and one
@@ -48,12 +48,12 @@ def _lines(label: str) -> list[str]:
 
 
 def canonical(spec: GraphSpec) -> tuple[str, dict]:
-    """``_canonical``'s DOT text and names."""
-    make, _, names = _canonical(spec)
+    """``canonical_spec``'s DOT text and names."""
+    make, _, names = canonical_spec(spec)
     return make().to_dot(), names
 
 
-def _canonical(spec: GraphSpec) -> tuple:
+def canonical_spec(spec: GraphSpec) -> tuple:
     """(a maker of ``spec`` up to names, a key equal for two specs exactly when those are, what
     makes the template this graph again): ids ``n0, n1, ...`` (nodes) and ``c0, ...``
     (clusters) in the spec's order, labels with their digits zeroed, no tooltips; the names
@@ -62,9 +62,9 @@ def _canonical(spec: GraphSpec) -> tuple:
     a layer like one before costs no copy and no DOT (most of the time of 96 layers)."""
     ids = {nid: f"n{i}" for i, nid in enumerate(spec.nodes)}
     ids.update({cid: f"c{i}" for i, cid in enumerate(spec.clusters)})
-    nodes = [(ids[n.id], _zeros(n.label), ids.get(n.cluster) if n.cluster else None, _NODE_REST(n))
+    nodes = [(ids[n.id], zeroed(n.label), ids.get(n.cluster) if n.cluster else None, _NODE_REST(n))
              for n in spec.nodes.values()]
-    clusters = [(ids[c.id], _zeros(c.label), ids.get(c.parent) if c.parent else None, _CLUSTER_REST(c))
+    clusters = [(ids[c.id], zeroed(c.label), ids.get(c.parent) if c.parent else None, _CLUSTER_REST(c))
                 for c in spec.clusters.values()]
     edges = [(ids.get(e.src, e.src), ids.get(e.dst, e.dst), ids.get(e.lhead) if e.lhead else None, _EDGE_REST(e))
              for e in spec.edges]
@@ -89,7 +89,7 @@ def _canonical(spec: GraphSpec) -> tuple:
 _ZERO_RUN = re.compile("0+")
 
 
-def _merged(forms: dict[tuple, list]) -> list[tuple]:
+def merged(forms: dict[tuple, list]) -> list[tuple]:
     """The layouts to make for the canonical forms of a side's layers: ``[(maker, [layer ids])]``.
     Forms that differ only in how many digits their labels' numbers have (``layer9`` next to
     ``layer10``, ``add.1234`` next to ``add.98765``: the same graph, its boxes a digit wider)
@@ -145,7 +145,7 @@ def _renamed(x, **fields):
 
 def opens_as_layers(bundle: Bundle) -> bool:
     """Whether the app opens this program collapsed to its layers (the report does the same)."""
-    from analysis.layers import layers_of_bundle
+    from analysis.program.layers import layers_of_bundle
     from analysis.render.layer_graph import OPEN_AS_LAYERS, top_layers
 
     pre = bundle.module("hlo_before")
@@ -155,7 +155,7 @@ def opens_as_layers(bundle: Bundle) -> bool:
 def collapsed_specs(bundle: Bundle) -> dict:
     """``{"pre": {"layers": spec}, "post": {...}}``: the collapsed view exactly as the app builds
     it (``app.graph_payload.variant_specs``): one DOT text, so one layout in the shared cache."""
-    from analysis.fusion_decisions import edge_notes
+    from analysis.fusion.decisions import edge_notes
     from analysis.render.layer_graph import layer_variants
 
     timings = ((bundle.timings or {}).get("kernels") or None) if bundle.timings else None
@@ -227,12 +227,12 @@ def _layer_graphs(bundle: Bundle) -> dict | None:
         forms: dict[tuple, list] = {}  # a canonical form -> (its maker, [layer ids])
         views = {}
         for name, layer_spec in own.get(side, {}).items():
-            make, key, names = _canonical(layer_spec)
+            make, key, names = canonical_spec(layer_spec)
             lid = "L:" + name.split(":", 1)[1]
             forms.setdefault(key, [make, []])[1].append(lid)
             views[lid] = [None, names, layer_spec.title]
         templates: list[str] = []  # DOT texts
-        for makes, lids in _merged(forms):
+        for makes, lids in merged(forms):
             for lid in lids:
                 views[lid][0] = len(templates)
             templates.append(makes().to_dot())

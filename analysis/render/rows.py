@@ -2,14 +2,14 @@
 
 Pure (Bundle in, dicts out; no plotly, no Streamlit). Each row says what a person reading a
 kernel table asks: what it is (route, library, what it does), what it fused (its ops and how
-many ops of the program it does (``analysis.links.op_count``, the count every view prints), through provenance: ``analysis.links``), where in the
+many ops of the program it does (``analysis.program.links.op_count``, the count every view prints), through provenance: ``analysis.program.links``), where in the
 model's own file it came from, and when measured, its time, share, throughput and calls.
 """
 
 from __future__ import annotations
 
-from analysis.bundle import Bundle
-from analysis.kernels import Kernel
+from analysis.bundle.core import Bundle
+from analysis.program.kernels import Kernel
 
 
 def user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
@@ -31,7 +31,7 @@ def user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
 def what(k: Kernel, prov=None) -> str:
     """The second line of the kernel's graph label: what runs it (library and call, Triton
     tiles, fusion kind and op count)."""
-    from analysis.links import op_count
+    from analysis.program.links import op_count
     from analysis.render.module_graphs import kernel_label
 
     return kernel_label(k, n_ops=op_count(prov, k) if prov is not None else None).split("\n", 1)[1]
@@ -58,7 +58,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
     """One row per kernel. Measured columns are None when the bundle carries no timings;
     kernels that did not run have calls 0. Measured rows come slowest first, control flow
     (whose time includes the kernels it runs) last."""
-    from analysis.links import op_count
+    from analysis.program.links import op_count
 
     t = bundle.timings or {}
     timed = t.get("kernels") or {}

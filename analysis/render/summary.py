@@ -12,11 +12,11 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from analysis import numbers
-from analysis.code import has_code, totals as code_totals
-from analysis.bundle import Bundle, device_label
-from analysis.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
-from analysis.profile import over_peak_note
+from analysis import measures as numbers
+from analysis.codegen.kernel_code import has_code, totals as code_totals
+from analysis.bundle.core import Bundle, device_label
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
+from analysis.timing.profiles import over_peak_note
 from analysis.render.format import human_bytes, human_flops, human_seconds, library_calls
 
 
@@ -72,7 +72,7 @@ class Summary:
     timings: dict | None = None
     fusion: dict | None = None
     devices: int = 1
-    code: dict | None = None  # the generated code's totals (analysis.code.totals); None without code
+    code: dict | None = None  # the generated code's totals (analysis.codegen.kernel_code.totals); None without code
 
     def code_sentence(self) -> str | None:
         """The generated code's totals in words, with fusion off beside them where both were read."""
@@ -182,7 +182,7 @@ def why_added(b: Bundle, limit: int = 3) -> str:
     kernels -- a dot XLA split (split-K: partial sums one kernel writes and another adds up) or a
     cheap producer XLA duplicated into several consumers (each re-reads its inputs) -- and kernels
     that do no op of the program (copies and layout changes XLA added)."""
-    from analysis.kernels import launching
+    from analysis.program.kernels import launching
 
     prov = b.provenance
     if prov is None:
@@ -318,8 +318,8 @@ def summary_text(b: Bundle) -> str:
 
 
 def _devices_lines(b: Bundle) -> list[str]:
-    """A sharded program's devices, mesh and collectives' traffic (``analysis.device_layout``)."""
-    from analysis.device_layout import device_layout
+    """A sharded program's devices, mesh and collectives' traffic (``analysis.devices.layout``)."""
+    from analysis.devices.layout import device_layout
 
     layout = device_layout(b)
     if layout is None:

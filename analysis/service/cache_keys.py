@@ -12,7 +12,7 @@ import threading
 import warnings
 from dataclasses import asdict
 
-from analysis.bundle import SCHEMA_VERSION
+from analysis.bundle.core import SCHEMA_VERSION
 from analysis.errors import ExplorerError
 from analysis.service.job import Job, job_devices, job_source
 from analysis.service.sandbox import gpu_device_nodes
@@ -37,7 +37,7 @@ def machine_fingerprint() -> dict:
 
 
 _probe_lock = threading.Lock()
-_probe_memo: dict[str, dict] = {}
+probe_memo: dict[str, dict] = {}
 
 
 def probe_meta_key() -> str:
@@ -57,10 +57,10 @@ def device_probe(store=None, limits: Limits | None = None) -> dict:
             except ExplorerError as e:
                 warnings.warn(e.one_line())
         if isinstance(stored, dict) and "backends" in stored:
-            _probe_memo[fp] = stored
+            probe_memo[fp] = stored
             return stored
-        found = _probe_memo.get(fp) or run_probe(limits)
-        _probe_memo[fp] = found
+        found = probe_memo.get(fp) or run_probe(limits)
+        probe_memo[fp] = found
         if store is not None:
             try:
                 store.put_meta(fp, found)
@@ -72,15 +72,15 @@ def device_probe(store=None, limits: Limits | None = None) -> dict:
 def forget_probes() -> None:
     """Forget the probes remembered in this process (the store keeps its own)."""
     with _probe_lock:
-        _probe_memo.clear()
+        probe_memo.clear()
 
 
 def known_probe(store, unreadable=None) -> dict | None:
     """This machine's device probe if it was made before (here or in the store), else None;
     never runs one. A store that cannot be read now (busy, damaged) gives ``unreadable``."""
     fp = probe_meta_key()
-    if fp in _probe_memo:
-        return _probe_memo[fp]
+    if fp in probe_memo:
+        return probe_memo[fp]
     try:
         stored = store.get_meta(fp) if store is not None else None
     except ExplorerError:

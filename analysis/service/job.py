@@ -31,8 +31,11 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
 MEASURED_FIELDS = ("timings", "fusion_comparison")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
+    """One job, as asked: never changed once made (``dataclasses.replace`` makes another), so
+    the job a cache key was computed from is the job that ran."""
+
     source: str = ""
     filename: str = "<pasted code>"
     name: str = "pasted"
@@ -44,7 +47,7 @@ class Job:
     iterations: int | None = None
     compare_fusion: bool = False
     # Also record the pass pipeline: a snapshot after every pass that changed the module
-    # (``bundle.pass_log``, see ``analysis.passes``).
+    # (``bundle.pass_log``, see ``analysis.studies.passes``).
     dump_passes: bool = False
     # kind="sweep": ``{"lengths": [...], "buckets": [...], "repeats": N}``; ``source`` is a model
     # whose ``example_inputs(n)`` takes the length (``analysis.compile.sweep``). Result in
@@ -54,14 +57,14 @@ class Job:
     # sandbox gives the worker no writable place of its own to cache them). Not part of the
     # cache key: it changes how a measurement is judged, not what is measured.
     peaks: dict | None = None
-    # Compile for this GPU target (``analysis.devices``) without a GPU: compile-only, needs
+    # Compile for this GPU target (``analysis.devices.catalog``) without a GPU: compile-only, needs
     # the CUDA plugin (the ``cuda`` extra).
     gpu_target: str | None = None
     # A measuring job of a program with at least this many kernels sends its bundle once it is
     # compiled, before it is measured (``{"preview": BUNDLE}``), so its graphs can be shown
     # while the timings are made; None: never. Not part of the cache key: the same bundle comes.
     preview_kernels: int | None = None
-    # How many devices the program runs on (1..``analysis.devices.MAX_DEVICES``): on the CPU the
+    # How many devices the program runs on (1..``analysis.devices.catalog.MAX_DEVICES``): on the CPU the
     # worker is started with that many host devices (``--xla_force_host_platform_device_count``),
     # for a GPU target the target has that many. None: the model file's ``DEVICES = N``, else 1
     # (``job_devices``). Part of the cache key, as resolved.
@@ -91,7 +94,7 @@ def job_source(job: Job) -> str:
 def job_devices(job: Job) -> int:
     """The devices a job runs on: the one it asks for, else its model file's ``DEVICES = N``
     (read from the text, never run), else 1. An ExplorerError for a count out of range."""
-    from analysis.devices import check_devices, devices_in_source
+    from analysis.devices.catalog import check_devices, devices_in_source
 
     if job.devices is not None:
         return check_devices(job.devices)

@@ -1,6 +1,6 @@
 """The Ray engine: the same sandboxed worker, run as a Ray task on the node Ray picks.
 
-The home-made thread queue (``analysis.service.queue.JobQueue``) stays in front: the cache,
+The home-made thread queue (``analysis.service.job_queue.JobQueue``) stays in front: the cache,
 identical requests in flight shared, per-session limits, handles with status, position, phase,
 result and cancel. With ``engine = "ray"`` its runner is ``RayRunner`` instead of the local
 ``run_job``: each job becomes one Ray task that runs ``worker_process.run_worker`` on its node

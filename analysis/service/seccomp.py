@@ -33,7 +33,7 @@ import tempfile
 CLONE_NEWUSER = 0x10000000
 
 # architecture -> (AUDIT_ARCH value, {syscall name: number})
-_ARCHES = {
+ARCHES = {
     "x86_64": (0xC000003E, {"clone": 56, "unshare": 272, "clone3": 435, "ptrace": 101, "add_key": 248,
                             "request_key": 249, "keyctl": 250, "bpf": 321, "io_uring_setup": 425,
                             "io_uring_enter": 426, "io_uring_register": 427}),
@@ -50,12 +50,12 @@ _ERRNO = 0x00050000
 
 
 def supported() -> bool:
-    return platform.machine() in _ARCHES
+    return platform.machine() in ARCHES
 
 
 def program() -> bytes:
     """The filter as bytes of ``struct sock_filter`` (what ``bwrap --seccomp`` reads)."""
-    arch, nr = _ARCHES[platform.machine()]
+    arch, nr = ARCHES[platform.machine()]
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
     refused, not_here = [nr[n] for n in REFUSED], [nr[n] for n in NOT_HERE]
     # the checks of the syscall number; "-> NAME" jumps to the instruction of that label below

@@ -24,8 +24,8 @@ import time
 import zlib
 from typing import Callable, Iterator
 
-from analysis.bundle import Bundle
-from analysis.bundle_checks import drop_object_files
+from analysis.bundle.core import Bundle
+from analysis.bundle.checks import drop_object_files
 from analysis.errors import ExplorerError
 from analysis.service.settings import Limits, store_path
 

@@ -1,7 +1,7 @@
 """The parent's side of a worker: start it in the sandbox, stream its progress, and turn every
 way it can end (crash, kill, limit, garbage output) into a Bundle or an ``ExplorerError``.
 
-No queue and no cache here: ``analysis.service.queue.compile_job`` adds those in front. The
+No queue and no cache here: ``analysis.service.job_queue.compile_job`` adds those in front. The
 worker process itself is ``analysis.service.worker_main``.
 """
 
@@ -12,8 +12,8 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
-from analysis.bundle import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze
-from analysis.bundle_checks import drop_object_files
+from analysis.bundle.core import SCHEMA_VERSION, STAGES, Bundle, fusion_decisions_from_json, reanalyze
+from analysis.bundle.checks import drop_object_files
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError

@@ -15,14 +15,13 @@ import sys
 import threading
 from typing import Callable
 
-from analysis.bundle import Bundle
-from analysis.fusion_decisions_codec import fusion_decisions_json
-from analysis.compile import backend, fusion_off, hlo_proto, load, measure, placement, stages, sweep
-from analysis.compile.user_errors import error_from_exception
+from analysis.bundle.core import Bundle
+from analysis.fusion.codec import fusion_decisions_json
+from analysis.compile import backend, hlo_proto, load, measure, placement, recipe, sweep
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
-from analysis.code_finish import disassemble_objects
+from analysis.codegen.finish import disassemble_objects
 from analysis.inputs import Upload, open_upload
 from analysis.service.job import MEASURED_FIELDS, Job, is_measure, job_devices
 
@@ -83,16 +82,15 @@ def upload_of(job: Job) -> Upload:
 
 def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
                          devices: int = 1, ahead=None) -> Bundle:
-    say = progress or (lambda p: None)
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
     # with the job none over the compile's objects after (none are garbage): they go into the
     # collector's permanent generation as the pause ends (docs/performance.md); what cycles
     # the compile left are freed when the process exits.
     with tuning.building():  # an entry point of analysis.tuning
-        c = stages.compile_model(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
-                                 gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
-                                 on_decisions=decisions, devices=devices, ahead=ahead)
+        c = recipe.compile(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
+                           gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
+                           on_decisions=decisions, devices=devices, ahead=ahead)
         disassemble_objects(c.bundle)  # here, not in the parent (no ELF reader runs there)
         previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
         if previewed:
@@ -102,17 +100,8 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     if is_measure(job):
         if job.peaks:
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
-        try:
-            if job.measure:
-                say("measure")
-                measure.measure(c, job.iterations)
-            if job.compare_fusion:
-                say("compare")
-                fusion_off.compare_fusion(c, measure_it=job.measure, iterations=job.iterations)
-        except (ExplorerError, MemoryError):
-            raise
-        except Exception as e:  # noqa: BLE001 - running the user's program failed: one line, at its line
-            raise error_from_exception("measure", e, loaded.filename) from None
+        recipe.measured(c, measure_it=job.measure, compare=job.compare_fusion, iterations=job.iterations,
+                        progress=progress)
     return c.bundle
 
 

@@ -152,7 +152,7 @@
 
     // one line: its number, then its text as text nodes, the linked HLO names as spans where
     // the text spells them, and after it, tagged, those it does not (XLA:CPU names its LLVM
-    // values %12, not after the instruction: a line is linked by what it does, analysis.code_links)
+    // values %12, not after the instruction: a line is linked by what it does, analysis.codegen.links)
     function lineRow(n, text, ops, names) {
       const row = el("div", undefined, "cl"); row.dataset.line = String(n);
       row.appendChild(el("span", String(n), "no"));

@@ -2,39 +2,33 @@
 
 The same model with two sets of compiler options (default vs fusion disabled, or any
 KEY=VALUE), two gallery models, or two saved bundles (e.g. one made on a CPU and one on a GPU).
-Summary deltas, the kernel table matched across the two (``analysis.compare``: by name, then
+Summary deltas, the kernel table matched across the two (``analysis.studies.compare``: by name, then
 by the source ops they hold), and the two optimized graphs with matching kernels linked:
 click a kernel on one side and the kernels doing its ops light up on the other.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import replace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+import pandas as pd
+import streamlit as st
 
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from analysis import compare  # noqa: E402
-from analysis.bundle import Bundle, device_label  # noqa: E402
-from analysis.errors import ExplorerError  # noqa: E402
-from analysis.render.module_graphs import post_graph  # noqa: E402
-from analysis.options import format_options  # noqa: E402
-from analysis.render.format import human_bytes, human_seconds  # noqa: E402
-from app import runner, views  # noqa: E402
-from app.kernels_view import numbers_shown  # noqa: E402
-from app import permalink  # noqa: E402
-from app.uploads import open_files  # noqa: E402
-from app.page_helpers import (  # noqa: E402
+from analysis.studies import compare
+from analysis.bundle.core import Bundle, device_label
+from analysis.errors import ExplorerError
+from analysis.render.module_graphs import post_graph
+from analysis.options import format_options
+from analysis.render.format import human_bytes, human_seconds
+from app import runner, views
+from app.kernels_view import numbers_shown
+from app import permalink
+from app.uploads import open_files
+from app.page_helpers import (
     backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
     link_warning, presentation, presets_for, show_error, table as show_table,
 )
-from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
+from sample_models import DEFAULT_MODEL, gallery
 
 st.set_page_config(page_title="Compare · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
@@ -170,7 +164,7 @@ with st.sidebar:
             jobs = (gallery_job(model, backend=ba), gallery_job(model, backend=bb))
             link = {"mode": "backends", "model": model, "a": ba, "b": bb}
         elif mode == "One model, two device counts":
-            from analysis.devices import MAX_DEVICES, devices_in_source
+            from analysis.devices.catalog import MAX_DEVICES, devices_in_source
 
             model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_dv", NAMES, _last_model()),
                                  key="cmp_model_dv")
@@ -279,22 +273,21 @@ if A.timings is None or B.timings is None:
     st.caption("Step times appear when both sides are measured (*Measure both* in the sidebar, or two measured "
                "bundles uploaded).")
 else:
-    from analysis import numbers
-
-    for what, get in (("Call, no profiler", numbers.call), ("Step, traced", numbers.step)):
+    from analysis import measures
+    for what, get in (("Call, no profiler", measures.call), ("Step, traced", measures.step)):
         sa, sb = get(A.timings), get(B.timings)
         if sa is None or sb is None:
             continue
-        v = numbers.verdict(sa, sb)
+        v = measures.verdict(sa, sb)
         said = {"faster": "B is faster", "slower": "B is slower"}.get(v, "no verdict: the spreads overlap")
-        st.markdown(f"**{what}** (median, interquartile range): A {numbers.spread_text(sa, human_seconds)} · "
-                    f"B {numbers.spread_text(sb, human_seconds)} · "
-                    f"{numbers.change_text(sa.median, sb.median, human_seconds)} · **{said}**")
+        st.markdown(f"**{what}** (median, interquartile range): A {measures.spread_text(sa, human_seconds)} · "
+                    f"B {measures.spread_text(sb, human_seconds)} · "
+                    f"{measures.change_text(sa.median, sb.median, human_seconds)} · **{said}**")
 
 # ----------------------------------------------------------------------------- kernels matched
 
 matches = compare.pair_kernels(A.kernels, B.kernels)
-rel_ab = compare.related(A, B)  # by instruction, through provenance (analysis.links)
+rel_ab = compare.related(A, B)  # by instruction, through provenance (analysis.program.links)
 rel_ba = compare.related(B, A)
 n_name = sum(1 for m in matches if m.how == "name")
 n_ops = sum(1 for m in matches if m.how == "ops")

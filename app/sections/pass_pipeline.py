@@ -10,32 +10,27 @@ lazily: only the selected one and its predecessor.
 
 from __future__ import annotations
 
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-import hashlib  # noqa: E402
+import hashlib
 
-import plotly.graph_objects as go  # noqa: E402
-import streamlit as st  # noqa: E402
+import plotly.graph_objects as go
+import streamlit as st
 
-from analysis import passes  # noqa: E402
-from analysis.bundle import device_label  # noqa: E402
-from analysis.render.module_graphs import post_graph, pre_graph  # noqa: E402
-from analysis.hlo import parse_module  # noqa: E402
-from analysis.kernels import kernels as find_kernels  # noqa: E402
-from app.uploads import open_files  # noqa: E402
-from app import views  # noqa: E402
-from app import runner  # noqa: E402
-from app import safe  # noqa: E402
-from app.page_helpers import (  # noqa: E402
+from analysis.studies import passes
+from analysis.bundle.core import device_label
+from analysis.render.module_graphs import post_graph, pre_graph
+from analysis.hlo import parse_module
+from analysis.program.kernels import kernels as find_kernels
+from app.uploads import open_files
+from app import views
+from app import runner
+from app import safe
+from app.page_helpers import (
     backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
     link_warning, presentation, projector_fonts, show_error,
 )
-from sample_models import DEFAULT_MODEL, gallery  # noqa: E402
+from sample_models import DEFAULT_MODEL, gallery
 
 st.set_page_config(page_title="Pass pipeline · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
@@ -196,7 +191,7 @@ big = max(drops, key=lambda t: t[1]) if drops else None
 c = st.columns(4)
 c[0].metric("Passes that changed the module", len(log) - 1)
 c[1].metric("Kernels: first → last", f"{ks[0] if ks[0] is not None else '–'} → {ks[-1] if ks[-1] is not None else '–'}",
-            help="Kernel-launching instructions as analysis.kernels counts them: before fusion every compute op "
+            help="Kernel-launching instructions as analysis.program.kernels counts them: before fusion every compute op "
                  "is one; after, every fusion, library call and unfused op.")
 c[2].metric("Instructions: first → last", f"{ins[0] or '–'} → {ins[-1] or '–'}",
             help="All instructions in all computations (fused computations included).")

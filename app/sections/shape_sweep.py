@@ -8,27 +8,22 @@ bucket sizes. The page plots both runs.
 
 from __future__ import annotations
 
-import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-import pandas as pd  # noqa: E402
-import plotly.graph_objects as go  # noqa: E402
-import streamlit as st  # noqa: E402
-from plotly.subplots import make_subplots  # noqa: E402
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
 
-from analysis.bundle import device_label  # noqa: E402
-from analysis.errors import ExplorerError  # noqa: E402
-from analysis.render.format import human_seconds  # noqa: E402
-from analysis.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths  # noqa: E402
-from analysis.service.job import Job  # noqa: E402
-from app import safe, views  # noqa: E402
-from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,  # noqa: E402
+from analysis.bundle.core import device_label
+from analysis.errors import ExplorerError
+from analysis.render.format import human_seconds
+from analysis.studies.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths
+from analysis.service.job import Job
+from app import safe, views
+from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,
                               presentation, projector_fonts, show_error, table)
-from sample_models import gallery  # noqa: E402
+from sample_models import gallery
 
 st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)

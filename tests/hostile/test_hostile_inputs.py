@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.service import sandbox, slots
 from analysis.service.job import Job
-from analysis.service.queue import STORE_WAIT, JobQueue, compile_job
+from analysis.service.job_queue import STORE_WAIT, JobQueue, compile_job
 from analysis.service.settings import REPO_ROOT, Limits
 from analysis.service.store import Store
 from analysis.text_search import matching_lines
@@ -158,7 +158,7 @@ def test_a_locked_store_is_busy_not_damaged_and_the_caller_is_told(tmp_path):
         runner_ran = []
 
         def runner(job, progress=None, limits=None, cancel=None):
-            from analysis.bundle import bundle_from_hlo
+            from analysis.bundle.core import bundle_from_hlo
             from analysis.service.worker import Ran
             runner_ran.append(job.name)
             return Ran(bundle_from_hlo("HloModule t\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"),
@@ -248,10 +248,10 @@ def test_the_memory_of_a_big_upload_goes_back_to_the_machine_once_dropped():
     after ``analysis.tuning.return_free_memory`` the process ends near where it started, not at its peak."""
     import gc
 
-    from analysis.bundle import bundle_from_hlo
-    from analysis.tuning import _libc_call, return_free_memory as release_memory
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.tuning import libc_call, return_free_memory as release_memory
 
-    if _libc_call("malloc_trim") is None:
+    if libc_call("malloc_trim") is None:
         pytest.skip("no glibc malloc_trim on this machine")
     lines = ["HloModule big", "", "ENTRY %main (p: f32[64]) -> f32[64] {", "  %p = f32[64]{0} parameter(0)"]
     n = 120_000

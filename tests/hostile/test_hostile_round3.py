@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from analysis.bundle import Bundle
+from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.service.job import Job
 from analysis.service.settings import REPO_ROOT, Limits
@@ -134,7 +134,7 @@ REDOS_TIMEOUT = 60
 @pytest.mark.timeout(REDOS_TIMEOUT)
 @pytest.mark.parametrize("lines", [1_000, 20_000, 400_000])
 def test_fusion_steps_left_open_cost_linear_time(lines):
-    from analysis.fusion_dump import parse_fusion_dump
+    from analysis.fusion.gpu_dump import parse_fusion_dump
 
     # quadratic: 8,000 lines took 6.7 s, so 400,000 would take about 4.6 hours
     decisions, module = parse_fusion_dump("fusion_steps {\n" * lines)
@@ -151,7 +151,7 @@ def test_a_dump_zip_of_open_fusion_steps_is_read_in_moments():
     import io
     import zipfile
 
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     hlo = "HloModule m\n\nENTRY %e (p: f32[4]) -> f32[4] {\n  ROOT %p = f32[4]{0} parameter(0)\n}\n"
     buf = io.BytesIO()
@@ -167,7 +167,7 @@ def test_a_dump_zip_of_open_fusion_steps_is_read_in_moments():
 @pytest.mark.timeout(REDOS_TIMEOUT)
 @pytest.mark.parametrize("n", [1_000, 20_000, 400_000])
 def test_buffer_assignment_lines_cost_linear_time(n):
-    from analysis.memory import parse_buffer_assignment
+    from analysis.program.memory import parse_buffer_assignment
 
     # quadratic: a run of 8,000 spaces took 0.4 s (400,000: about 17 minutes); a value's name
     # of 8,000 "a{" 0.14 s (400,000: about 6 hours)
@@ -220,7 +220,7 @@ def test_peaks_outside_a_physical_range_are_not_a_calibration():
 def test_a_users_calibration_is_never_shared(tmp_path, attack):
     from analysis.service import peaks
     from analysis.service.cache_keys import probe_meta_key
-    from analysis.service.queue import JobQueue, compile_job
+    from analysis.service.job_queue import JobQueue, compile_job
     from analysis.service.store import Store
 
     store = Store(str(tmp_path / "store.sqlite"))
@@ -251,12 +251,12 @@ def test_the_session_id_reads_the_servers_real_xsrf_cookie():
     from streamlit.web.server.starlette.starlette_app_utils import (decode_xsrf_token_string,
                                                                       generate_xsrf_token_string)
 
-    from app.guard import _xsrf_token, browser_session_id
+    from app.guard import xsrf_token, browser_session_id
 
     token = os.urandom(16)
     tabs = [generate_xsrf_token_string(token) for _ in range(4)]
     assert len({t.split("|")[1] for t in tabs}) > 1  # new masks (else the test shows nothing)
-    assert [_xsrf_token(t) for t in tabs] == [decode_xsrf_token_string(t)[0] for t in tabs] == [token] * 4
+    assert [xsrf_token(t) for t in tabs] == [decode_xsrf_token_string(t)[0] for t in tabs] == [token] * 4
     headers, ip = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Chrome/140"}, "10.0.0.7"
     ids = {browser_session_id({"_streamlit_xsrf": t}, headers, ip) for t in tabs}
     assert len(ids) == 1
@@ -267,7 +267,7 @@ def test_the_session_id_reads_the_servers_real_xsrf_cookie():
     elsewhere = browser_session_id({"_streamlit_xsrf": tabs[0]}, headers, "10.0.0.8")
     assert elsewhere.split("/")[0] != other.split("/")[0]
     for bad in ("2|zz|00|1", "2|0a0b|1b2b3b4b|1", "2|0a0b0c0d||1"):  # not hex; a 2-byte mask; no token
-        assert _xsrf_token(bad) is None
+        assert xsrf_token(bad) is None
 
 
 class Gate:
@@ -285,7 +285,7 @@ class Gate:
             self.started.append(job.name)
             ev = self.go.setdefault(job.name, threading.Event())
         ev.wait(60)
-        from analysis.bundle import bundle_from_hlo
+        from analysis.bundle.core import bundle_from_hlo
         from analysis.service.worker import Ran
         return Ran(bundle_from_hlo("HloModule t\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constant(1)\n}\n"), False)
 
@@ -296,7 +296,7 @@ class Gate:
 
 
 def test_fresh_cookie_jars_of_one_client_are_bounded_and_served_in_turn():
-    from analysis.service.queue import JobQueue
+    from analysis.service.job_queue import JobQueue
     from tests.polling import wait_until
 
     gate = Gate()
@@ -341,7 +341,7 @@ def test_keyrings_io_uring_bpf_and_ptrace_are_refused_in_the_sandbox():
 
     if not seccomp.supported():
         pytest.skip(f"no seccomp filter for {platform.machine()}")
-    nr = seccomp._ARCHES[platform.machine()][1]
+    nr = seccomp.ARCHES[platform.machine()][1]
     calls = {  # each call with arguments that would do something real were it allowed
         "add_key": "libc.syscall(N['add_key'], b'user', b'job-a-secret', b'hunter2', 7, -3)",  # the user keyring
         "keyctl": "libc.syscall(N['keyctl'], 0, -3, 0)",  # KEYCTL_GET_KEYRING_ID of the user keyring
@@ -393,7 +393,7 @@ def test_a_workers_texts_obey_the_upload_limit():
     assert "HloModule big" not in ran.bundle.stages.get("hlo_before", "")  # the job's own texts, not the flood
     # the final bundle's texts are bounded the same way
     rewrite = BIG_HLO + """
-import analysis.bundle as _b
+import analysis.bundle.core as _b
 _orig = _b.Bundle.to_dict
 def _big(self, *args, **kw):
     d = _orig(self, *args, **kw)
@@ -415,7 +415,7 @@ def _value(i, offset, size, start, end, allocation=0):
 
 
 def test_the_live_curve_counts_each_byte_of_an_allocation_once():
-    from analysis.memory import live_curve, peak_buffers
+    from analysis.program.memory import live_curve, peak_buffers
 
     # a: bytes 0-8 at steps 0-1; b: bytes 4-12 at steps 1-2; c: another allocation, step 2
     mem = {"schedule": ["s0", "s1", "s2"],
@@ -429,7 +429,7 @@ def test_the_live_curve_counts_each_byte_of_an_allocation_once():
 @pytest.mark.timeout(REDOS_TIMEOUT)
 @pytest.mark.parametrize("n", [1_000, 50_000])
 def test_the_live_curve_of_an_allocation_of_many_values_costs_n_log_n(n):
-    from analysis.memory import live_curve, peak_buffers
+    from analysis.program.memory import live_curve, peak_buffers
 
     # value i: bytes 4i..4i+4 of one allocation, live from step i to the end. Summed again at
     # every step this was n^2 log n (20,000 values: 215 s; 50,000 would take over 20 minutes).
@@ -444,13 +444,13 @@ def test_the_live_curve_of_an_allocation_of_many_values_costs_n_log_n(n):
 
 
 def _kernel(name, ops):
-    from analysis.kernels import Kernel
+    from analysis.program.kernels import Kernel
     return Kernel(name=name, opcode="fusion", route="emitter", computation="main", shape="f32[4]",
                   op_names=tuple(ops))
 
 
 def test_kernels_are_paired_by_their_most_similar_ops():
-    from analysis.compare import pair_kernels
+    from analysis.studies.compare import pair_kernels
 
     a = [_kernel("fa", ["x", "y"]), _kernel("ga", ["q"])]
     b = [_kernel("fb", ["x"]), _kernel("hb", ["x", "y", "z"]), _kernel("gb", ["r"])]
@@ -462,7 +462,7 @@ def test_kernels_are_paired_by_their_most_similar_ops():
 
 @pytest.mark.timeout(REDOS_TIMEOUT)
 def test_pairing_two_big_bundles_kernels_is_not_k_squared():
-    from analysis.compare import pair_kernels
+    from analysis.studies.compare import pair_kernels
 
     # 20,000 kernels a side, each with an op of its own and one op every kernel carries: every
     # pair compared was K^2 (3,000 a side: 32 s and +360 MB; 20,000 would take over 20 minutes)
@@ -490,7 +490,7 @@ def _dump_zip(texts: dict) -> bytes:
 
 
 def test_a_small_zip_of_much_hlo_is_held_to_the_upload_limit():
-    from analysis.dump import bundles_from_dump_zip
+    from analysis.inputs.dump import bundles_from_dump_zip
 
     # 40 MB of HLO (two modules of 20 MB) deflate to a small zip; the texts to parse together
     # are held to the upload limit (here 32 MB), not to the zip's 200 MiB
@@ -616,7 +616,7 @@ def _fetches_nothing(texts: list[str]) -> None:
 def test_images_in_pasted_codes_docstring_are_never_fetched():
     from streamlit.testing.v1 import AppTest
 
-    from analysis.service.queue import reset_default_queue
+    from analysis.service.job_queue import reset_default_queue
 
     from analysis.service import slots, worker_process
     from tests.polling import wait_until
@@ -667,8 +667,8 @@ def test_an_idle_queue_holds_no_bundle_of_a_finished_job():
     import gc
     import weakref
 
-    from analysis.bundle import bundle_from_hlo
-    from analysis.service.queue import JobQueue
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.service.job_queue import JobQueue
     from analysis.service.worker import Ran
     from tests.polling import wait_until
 
@@ -753,7 +753,7 @@ def test_scopes_3000_deep_are_walked_without_recursion(tmp_path, command):
 
 
 def test_a_deep_layer_tree_rolls_its_totals_up():
-    from analysis.layers import Layer, _roll_up
+    from analysis.program.layers import Layer, roll_up
 
     root = node = Layer(())
     for i in range(5000):  # a chain: each layer's bytes 1, the deepest layer's time 2 s
@@ -762,7 +762,7 @@ def test_a_deep_layer_tree_rolls_its_totals_up():
         node.children[f"s{i}"] = child
         node = child
     node.time_s = 2.0
-    assert _roll_up(root) == (5000, 2.0)
+    assert roll_up(root) == (5000, 2.0)
     assert [layer.bytes for layer in list(root.walk())[:3]] == [5000, 5000, 4999]
 
 

@@ -90,7 +90,7 @@ def test_a_bundle_rewritten_inside_the_worker_is_rederived_by_the_parent():
     # The user's code runs in the worker process, so it can change what the worker answers.
     payload = '<iframe srcdoc="<script>parent.document.title=1</script>"></iframe>'
     ran = runs(f"""
-import analysis.bundle as _b
+import analysis.bundle.core as _b
 _orig = _b.Bundle.to_dict
 def _evil(self, *args, **kw):
     d = _orig(self)  # everything, kernels included, whatever the worker asked to leave out

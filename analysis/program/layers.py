@@ -1,0 +1,392 @@
+"""The layer tree: a model's layers as the hierarchy of the graph, from the ops' names.
+
+Every op of the pre-optimization module carries the name scopes it was traced under in its
+``op_name`` (``jit(model)/Net/conv1/conv_general_dilated``; Flax Linen and Keras name their
+layers themselves, Flax NNX and Equinox modules get their attribute names from
+``analysis.compile.frameworks``, plain JAX code from ``jax.named_scope``). The path without the
+``jit(...)`` root, without transformation wrappers (``jvp(...)``, ``transpose(...)``,
+``vmap()``, a nested ``jit(_where)``) and without the primitive at its end is the op's layer.
+
+Each layer gets its ops, the kernels they ended in (through the bundle's provenance), and the
+bytes and measured time of the kernels that hold only its ops; a kernel holding ops of several
+layers (a fusion across a layer boundary) is the parent's and is listed as shared by them.
+Pure: reads a Bundle.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+from analysis import measures
+from analysis.hlo import Module
+from analysis.program.kernels import launching
+from analysis.program.provenance import walk_compute
+
+# Scopes JAX's own transformations put into op names: control flow (``while/body``,
+# ``cond/branch_0_fun``), inlined calls (``closed_call``, ``core_call``), remat and custom
+# derivatives; jax 0.12 scopes a scan's body under ``eval_jaxpr``. They are where an op ran, not
+# a layer of the model: their ops are the enclosing layer's.
+_JAX_SCOPES = frozenset({"while", "closed_call", "core_call", "remat", "checkpoint", "rematted_computation",
+                         "pjit", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "shard_map",
+                         "xla_call", "eval_jaxpr"})
+_BRANCH = re.compile(r"^branch_\d+(_fun)?$")
+# A library's name for its own code, inside the module the user named: an einsum's spec
+# (``...qhd,...khd->...hqk``, which ``jnp.einsum`` scopes its ops under) and methods' qualified
+# names (``RngStream.__call__``, Flax NNX's random streams).
+_LIBRARY_SCOPE = re.compile(r"->|\.__\w+__$")
+_EQX_CLASS = re.compile(r"^eqx\.")  # inside a layer the user named, not a layer of its own
+
+
+_CALLED = re.compile(r"^([\w.]*)\((.*)\)$")
+_FUNCTIONS = frozenset({"jit", "pjit", "xla_call", "xla_pmap", "pmap", "shard_map"})  # jit(f): f is a function
+
+
+def _unwrap(p: str) -> str | None:
+    """A scope as a transformation prints it: ``jvp(dense1)``, ``transpose(jvp(block_0))``,
+    ``vmap(jvp(logits))`` are the layers ``dense1``, ``block_0``, ``logits`` (their forward and
+    backward ops alike); ``jit(f)``, ``vmap()`` and ``transpose(jvp(jit(f)))`` name none."""
+    while True:
+        m = _CALLED.match(p)
+        if m is None:
+            return p
+        fn, inner = m.groups()
+        if fn in _FUNCTIONS or not inner or "/" in inner:
+            return None
+        p = inner
+
+
+def _is_layer_name(p: str, before: str | None, after: str | None) -> bool:
+    if p in _JAX_SCOPES or _BRANCH.match(p) or _LIBRARY_SCOPE.search(p):
+        return False
+    if before == "while" and p in ("body", "cond"):
+        return False
+    return not (p == "cond" and after is not None and _BRANCH.match(after))  # lax.cond's branches
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same op_names come back for every view laid out
+def _clean(op_name: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """An op name's layer path, and where loops repeat it: ``(index in the path, k)`` for each
+    layer entered right inside the body of the op's ``k``-th loop (outermost first): that layer
+    is run once per iteration (``lax.scan`` over layers, ``nnx.scan``)."""
+    # an op XLA or JAX merged from several carries their names joined by ";": the first one is its own
+    parts = [p for p in op_name.split(";", 1)[0].split("/") if p]
+    path: list[str] = []
+    marks: list[tuple[int, int]] = []
+    loops, in_body = 0, None
+    top = _CALLED.match(parts[0]) if parts else None
+    program = top.group(2) if top is not None and top.group(1) in _FUNCTIONS else None
+    for i, raw in enumerate(parts[:-1]):
+        p = _unwrap(raw)
+        if p is None or (i and p == program):  # JAX names some calls inside ``jit(f)`` after ``f``
+            continue
+        if p == "while" and i + 1 < len(parts) - 1 and parts[i + 1] == "body":
+            in_body = loops
+            loops += 1
+            continue
+        if not _is_layer_name(p, parts[i - 1] if i else None, parts[i + 1] if i + 1 < len(parts) else None):
+            continue
+        if path and (path[-1] == p or _EQX_CLASS.match(p)):  # a module that scopes its call under its
+            continue  # own name again; Equinox's class name inside the attribute that holds it
+        if in_body is not None:
+            marks.append((len(path), in_body))
+            in_body = None
+        path.append(p)
+    return tuple(path), tuple(marks)
+
+
+def layer_path(op_name: str) -> tuple[str, ...]:
+    """The layer an op belongs to, from its op_name: the scope components without the root, with
+    transformations' wrappers taken off (``_unwrap``), without JAX's and the libraries' internal scopes (``_JAX_SCOPES``,
+    ``_LIBRARY_SCOPE``), a component repeating the one before it, and the primitive (the last
+    component)."""
+    return _clean(op_name)[0]
+
+
+@dataclass
+class Layer:
+    path: tuple[str, ...]
+    ops: list[str] = field(default_factory=list)  # pre-optimization instructions directly in it
+    children: dict[str, "Layer"] = field(default_factory=dict)
+    kernels: list[str] = field(default_factory=list)  # kernels holding ops of this layer only (its subtree)
+    control: list[str] = field(default_factory=list)  # its control flow (a loop's ``while``): runs kernels, is none
+    shared: list[str] = field(default_factory=list)  # kernels that also hold ops of other layers
+    bytes: int = 0  # of its own kernels
+    time_s: float | None = None  # its kernels' parts of the step (measures.part_of_step), when measured
+    unnamed: set = field(default_factory=set)  # (the root's) ops without an op_name: see layers_of_bundle
+    # run once per iteration of a loop (``lax.scan``/``nnx.scan`` over layers): the loop's trip
+    # count, 0 where it is not known; None: not repeated by a loop of its own
+    repeats: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.path[-1] if self.path else "(model)"
+
+    def walk(self):
+        """This layer and every layer below it, depth first (without recursion: the tree is as
+        deep as the program's scopes, and a nested generator per level ended 3,000 scopes in a
+        RecursionError)."""
+        todo = [self]
+        while todo:
+            layer = todo.pop()
+            yield layer
+            todo.extend(reversed(layer.children.values()))
+
+    def all_ops(self) -> list[str]:
+        return [op for layer in self.walk() for op in layer.ops]
+
+    def find(self, path: tuple[str, ...]) -> "Layer | None":
+        node = self
+        for p in path[len(self.path):]:
+            node = node.children.get(p)
+            if node is None:
+                return None
+        return node
+
+
+def layer_tree(pre: Module) -> Layer:
+    """The layers of a pre-optimization module, each with the compute ops directly in it (every
+    op once per call site, as ``analysis.program.provenance.op_count`` counts them: the root's subtree
+    holds exactly the program's ops): a tree of its own for the caller to fill (kernels, bytes,
+    time), copied from the one made once per parsed module (``prepare``)."""
+    made = pre.__dict__.get("_layer_tree")
+    if made is None:
+        made = pre.__dict__["_layer_tree"] = _layer_tree(pre)
+    return _copy(made)
+
+
+def prepare(pre: Module) -> None:
+    """The layer tree of ``pre``, made now (beside a compile, while XLA optimizes:
+    docs/performance.md) and kept with the parsed module."""
+    if "_layer_tree" not in pre.__dict__:
+        pre.__dict__["_layer_tree"] = _layer_tree(pre)
+
+
+def _copy(tree: Layer) -> Layer:
+    """A copy of a tree as ``_layer_tree`` makes it (paths, ops, repeats and the root's unnamed
+    ops; nothing else is filled yet)."""
+    # iterative, as ``Layer.walk``: the tree is as deep as the program's scopes
+    out = Layer(tree.path, list(tree.ops), unnamed=set(tree.unnamed), repeats=tree.repeats)
+    todo = [(tree, out)]
+    while todo:
+        src, dst = todo.pop()
+        for k, c in src.children.items():
+            n = Layer(c.path, list(c.ops), unnamed=set(c.unnamed), repeats=c.repeats)
+            dst.children[k] = n
+            todo.append((c, n))
+    return out
+
+
+def _layer_tree(pre: Module) -> Layer:
+    """``layer_tree``'s tree, made (see there).
+
+    A layer entered right inside a loop's body (``lax.scan``/``nnx.scan`` over stacked layers)
+    is marked with the loop's trip count (``Layer.repeats``), and the loop's own ops (its
+    ``while``, the indexing of the stacked weights per step) are that layer's when it is the
+    only layer the loop repeats: they are how the layer is repeated."""
+    root = Layer(())
+    chains: dict[str, tuple] = {}
+    parents = _computation_parents(pre)
+
+    def chain_of(inst) -> tuple:
+        comp = inst.computation.name if inst.computation is not None else ""
+        got = chains.get(comp)
+        if got is None:
+            got = chains[comp] = _loop_chain(comp, parents)
+        return got
+
+    def node_at(path: tuple) -> Layer:
+        node = root
+        for i in range(len(path)):
+            node = node.children.setdefault(path[i], Layer(path[: i + 1]))
+        return node
+
+    placed = []
+    marked: dict[tuple, int] = {}  # layer path -> repeat count (the first op that marks it decides)
+    repeated: dict[str, set] = {}  # loop body -> the layers entered right inside it
+    for inst, key in walk_compute(pre):
+        path, marks = _clean(key[0]) if key else ((), ())
+        if not key or not key[0]:
+            root.unnamed.add(inst.name)
+        chain = chain_of(inst)
+        for at, k in marks:
+            body, trip = chain[k] if k < len(chain) else (None, None)
+            marked.setdefault(path[: at + 1], trip or 0)
+            if body is not None:
+                repeated.setdefault(body, set()).add(path[: at + 1])
+        placed.append((path, inst, chain[-1][0] if chain else None))
+    homes = []
+    for path, inst, body in placed:
+        loop = _body_of(inst) if inst.opcode == "while" else body
+        only = [p for p in repeated.get(loop, ()) if p[:-1] == path] if loop is not None else []
+        homes.append((only[0] if len(only) == 1 else path, inst))  # a loop's own op: the one layer it repeats
+    # the layers in the order the program computes in them: by their first op that is not a
+    # constant's broadcast (JAX puts those first, wherever they are used)
+    for path, inst in homes:
+        if inst.opcode not in _HOISTED:
+            node_at(path)
+    for path, inst in homes:
+        node_at(path).ops.append(inst.name)
+    for path, trip in marked.items():
+        node_at(path).repeats = trip
+    return root
+
+
+_HOISTED = frozenset({"broadcast", "iota", "constant"})
+
+
+def _body_of(loop) -> str:
+    return (loop.attributes.get("body") or "").strip().lstrip("%")
+
+
+def _computation_parents(pre: Module) -> dict[str, tuple[str, object, str | None]]:
+    """Each called computation's caller: ``name -> (calling computation, trip count, loop)``
+    where a while loop's body or condition names the loop (by its body) with its trip count
+    (None where not known); any other call has ``False`` and None."""
+    parents: dict[str, tuple[str, object, str | None]] = {}
+    for comp in pre.computations:
+        for inst in comp.instructions:
+            if inst.opcode == "while":
+                body, trip = _body_of(inst), trip_count(pre, inst)
+                parents.setdefault(body, (comp.name, trip, body))
+                cond = (inst.attributes.get("condition") or "").strip().lstrip("%")
+                parents.setdefault(cond, (comp.name, trip, body))
+            for c in inst.called_computations:
+                parents.setdefault(c, (comp.name, False, None))
+    return parents
+
+
+def _loop_chain(comp: str, parents: dict) -> tuple:
+    """The loops a computation runs in, outermost first: ``(loop's body, trip count)``."""
+    loops, seen = [], set()
+    while comp in parents and comp not in seen:
+        seen.add(comp)
+        comp, trip, loop = parents[comp]
+        if loop is not None:
+            loops.append((loop, trip))
+    return tuple(reversed(loops))
+
+
+def trip_count(module: Module, loop) -> int | None:
+    """How many times a ``while`` runs, read from its condition as JAX lowers ``lax.scan`` and
+    ``fori_loop``: ``counter < N`` on a tuple element that starts at a constant. None otherwise."""
+    cond = module.by_name.get((loop.attributes.get("condition") or "").strip().lstrip("%"))
+    root = cond.root if cond is not None else None
+    if root is None or root.opcode != "compare" or root.attributes.get("direction") != "LT":
+        return None
+    ops = root.operand_instructions()
+    if len(ops) != 2 or ops[0].opcode != "get-tuple-element" or ops[1].opcode != "constant":
+        return None
+    init = loop.operand_instructions()
+    init = init[0] if init else None
+    try:
+        index, end = int(ops[0].attributes.get("index", "")), int(ops[1].operand_text)
+        if init is None or init.opcode != "tuple":
+            return None
+        start = init.operand_instructions()[index]
+        return end - int(start.operand_text) if start.opcode == "constant" else None
+    except (ValueError, IndexError):
+        return None
+
+
+def layers_of_bundle(bundle) -> Layer | None:
+    """The layer tree of a bundle with kernels, bytes and (when measured) time per layer; made
+    once per bundle (and again when its program, provenance, kernels or timings are replaced).
+    Callers must not change it."""
+    return bundle.derived("layers", (bundle.stages.get("hlo_before"), bundle.provenance, bundle.kernels,
+                                     bundle.timings), lambda: _layers_of_bundle(bundle))
+
+
+def _layers_of_bundle(bundle) -> Layer | None:
+    pre = bundle.module("hlo_before")
+    if pre is None:
+        return None
+    root = layer_tree(pre)
+    prov = bundle.provenance
+    if prov is None:
+        return root
+    by_kernel = {k.name: k for k in bundle.kernels}
+    rows = (bundle.timings or {}).get("kernels") or {}
+    # the deepest layer that holds all of a kernel's ops
+    # Ops without an op_name (constants and their broadcasts that JAX hoisted and XLA shares)
+    # say nothing about where a kernel belongs: counted, they put every layer norm of a stack
+    # at the root (its epsilon) rather than in its layer. A kernel of such ops only is the root's.
+    owner: dict[str, tuple[str, ...]] = {}
+    for layer in root.walk():
+        for op in layer.ops:
+            if op in root.unnamed:
+                continue
+            for kn in prov.pre_to_kernels.get(op, []):
+                p = owner.get(kn)
+                owner[kn] = layer.path if p is None else _common(p, layer.path)
+    for op in root.unnamed:
+        for kn in prov.pre_to_kernels.get(op, []):
+            owner.setdefault(kn, ())
+    # every kernel is in the tree: one that holds no op of the program (a copy XLA added for a
+    # loop's state) is the layer of the loop it runs in; one with no op of a layer is the root's
+    callers = _callers(bundle.module("hlo_after"))
+    for k in bundle.kernels:
+        if k.name not in owner:
+            owner[k.name] = _loop_owner(k.computation, callers, owner)
+    launch = {k.name for k in launching(bundle.kernels)}
+    for kn, path in owner.items():
+        layer = root.find(path)
+        k = by_kernel.get(kn)
+        if layer is None or k is None:
+            continue
+        if kn not in launch:
+            layer.control.append(kn)
+            continue
+        layer.kernels.append(kn)
+        layer.bytes += k.bytes
+        part = measures.part_of_step(bundle.timings, rows.get(kn))
+        if part is not None:  # the kernels' parts of the step: a layer's time never exceeds it
+            layer.time_s = (layer.time_s or 0.0) + part
+    for layer in root.walk():  # kernels that cross into this layer from a parent's fusion
+        mine = set(layer.all_ops())
+        inside = {kn for sub in layer.walk() for kn in sub.kernels}
+        layer.shared = sorted({kn for op in mine for kn in prov.pre_to_kernels.get(op, []) if kn in launch} - inside)
+    roll_up(root)
+    return root
+
+
+def _callers(post: Module | None) -> dict[str, tuple[str, str]]:
+    """Each computation of the optimized module: the instruction that calls it, and where."""
+    out: dict[str, tuple[str, str]] = {}
+    for comp in (post.computations if post is not None else ()):
+        for inst in comp.instructions:
+            for c in inst.called_computations:
+                out.setdefault(c, (inst.name, comp.name))
+    return out
+
+
+def _loop_owner(comp: str, callers: dict, owner: dict) -> tuple:
+    """The layer of the innermost control-flow kernel with a layer that runs ``comp``."""
+    seen = set()
+    while comp in callers and comp not in seen:
+        seen.add(comp)
+        inst, comp = callers[comp]
+        if inst in owner:
+            return owner[inst]
+    return ()
+
+
+def _common(a: tuple, b: tuple) -> tuple:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def roll_up(layer: Layer) -> tuple[int, float | None]:
+    """Totals of a subtree into each layer: bytes and time include the layers below (the layers
+    below first: ``walk``'s order reversed, without recursion)."""
+    for node in reversed(list(layer.walk())):
+        total_b, total_t = node.bytes, node.time_s
+        for c in node.children.values():  # (already totals)
+            total_b += c.bytes
+            if c.time_s is not None:
+                total_t = (total_t or 0.0) + c.time_s
+        node.bytes, node.time_s = total_b, total_t
+    return layer.bytes, layer.time_s
