@@ -18,6 +18,7 @@ from analysis.bundle.core import bundle_from_hlo
 from analysis.errors import ExplorerError
 from analysis.service import sandbox
 from analysis.service.job import Job
+from analysis.service.messages import read as read_message
 from analysis.service.cache_keys import cache_key
 from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import Limits
@@ -144,7 +145,7 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
     early = EarlyParts(job, got.append)
     early(bundle_from_hlo(HLO, "p").to_dict())
     timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6, "share": 0.5}}, "step_median_s": 3e-6}
-    ran = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
+    ran = interpret(read_message({"measured": {"timings": timings, "fusion_comparison": None}}), True, job,
                     pipe=early.wait(), preview=early.bundle)
     b = ran.bundle
     assert ran.isolated and b is not got[0] and b.timings["kernels"]["e"]["median_s"] == 2e-6
@@ -154,7 +155,7 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
 
     def refused(msg, preview=early.bundle):
         with pytest.raises(ExplorerError) as e:
-            interpret(msg, True, job, pipe=early.wait(), preview=preview)
+            interpret(read_message(msg), True, job, pipe=early.wait(), preview=preview)
         return e.value.phase, e.value.message
 
     # no preview kept here (a bad one was dropped): nothing to complete
@@ -182,7 +183,7 @@ def test_the_measured_bundle_keeps_what_the_preview_derived_unless_measuring_cha
     index = shown.derived("an index", fp(shown), lambda: made.append(1) or {"made": len(made)})
     tree = layers_of_bundle(shown)  # holds the times: made again once they come
     timings = {"kernels": {"e": {"name": "e", "route": "xla", "median_s": 2e-6, "share": 0.5}}, "step_median_s": 3e-6}
-    b = interpret({"measured": {"timings": timings, "fusion_comparison": None}}, True, job,
+    b = interpret(read_message({"measured": {"timings": timings, "fusion_comparison": None}}), True, job,
                   pipe=early.wait(), preview=shown).bundle
     assert b.derived("an index", fp(b), lambda: made.append(1) or {"made": len(made)}) is index
     assert made == [1]  # made once, for the preview
@@ -245,15 +246,15 @@ def test_a_workers_bundle_leaves_out_what_the_parent_has_or_derives():
     """The worker sends no kernels or provenance (derived here anyway) and not the HLO texts it
     sent early; the parent puts those texts back, in the usual order of the stages."""
     from analysis.service.worker import untrusted_bundle
-    from analysis.service.worker_main import for_parent
+    from analysis.service.messages import leave_out
 
     b = bundle_from_hlo(HLO, "p", before_text=HLO)
     b.stages = {"jaxpr": "{ lambda ; a. let  in (a,) }", "hlo_before": b.stages["hlo_before"],
                 "hlo_after": b.stages["hlo_after"]}
     sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
-    d = for_parent(b, sent)
+    d = leave_out(b, sent)
     assert "kernels" not in d and "provenance" not in d and list(d["stages"]) == ["jaxpr"]
-    assert list(for_parent(b, {})["stages"]) == ["jaxpr", "hlo_before", "hlo_after"]  # nothing sent: all of it
+    assert list(leave_out(b, {})["stages"]) == ["jaxpr", "hlo_before", "hlo_after"]  # nothing sent: all of it
     job = Job(name="p")
     early = EarlyParts(job)
     early.texts(sent)
@@ -261,7 +262,7 @@ def test_a_workers_bundle_leaves_out_what_the_parent_has_or_derives():
     assert list(got.stages) == ["jaxpr", "hlo_before", "hlo_after"] and got.stages["hlo_after"] == HLO
     assert [k.name for k in got.kernels] == ["e"] and got.provenance is not None
     # a text the bundle does carry is the bundle's, whatever came early
-    d2 = for_parent(b, {})
+    d2 = leave_out(b, {})
     d2["stages"]["hlo_after"] = HLO.replace("exponential", "negate")
     assert untrusted_bundle(d2, job, early.wait(), early.sent).module("hlo_after").entry.root.opcode == "negate"
 
@@ -271,7 +272,7 @@ def test_the_jaxpr_and_stablehlo_sent_with_the_first_texts_are_left_out_and_put_
     bundle leaves them out like the HLO texts, and the parent puts all four back in order. What
     is not a text of a stage is not taken."""
     from analysis.service.worker import untrusted_bundle
-    from analysis.service.worker_main import for_parent
+    from analysis.service.messages import leave_out
 
     b = bundle_from_hlo(HLO, "p", before_text=HLO)
     jaxpr, stablehlo = "{ lambda ; a:f32[4]. let b = exp a in (b,) }", "module @jit_f { }"
@@ -284,7 +285,7 @@ def test_the_jaxpr_and_stablehlo_sent_with_the_first_texts_are_left_out_and_put_
     early.texts({"hlo_after": b.stages["hlo_after"]})
     assert set(early.sent) == {"jaxpr", "stablehlo", "hlo_before", "hlo_after"}
     sent = {k: v for k, v in b.stages.items()}
-    d = for_parent(b, sent)
+    d = leave_out(b, sent)
     assert "stages" not in d or not d["stages"]
     got = untrusted_bundle(d, Job(name="p"), early.wait(), early.sent)
     assert list(got.stages) == ["jaxpr", "stablehlo", "hlo_before", "hlo_after"]
@@ -339,14 +340,14 @@ def _sent_early(b, job, decisions, ahead=None):
 def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_leaves_them_out(fusing_compile):
     from analysis.fusion.codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
-    from analysis.service.worker_main import for_parent
+    from analysis.service.messages import leave_out
 
     b, job = fusing_compile, _code_job()
     sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
     early = _sent_early(b, job, fusion_decisions_json(b.fusion_decisions))
     pipe = early.wait()
     assert early.decided is not None and len(early.decided["records"]) == len(b.fusion_decisions["records"])
-    d = for_parent(b, sent, decided=b.fusion_decisions)
+    d = leave_out(b, sent, decided=b.fusion_decisions)
     assert "fusion_decisions" not in d
     got = untrusted_bundle(d, job, pipe, early.sent, early.decided)
     assert got.fusion_decisions is early.decided
@@ -357,7 +358,7 @@ def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_l
 
     assert ends(got.fusion_decisions) == ends(b.fusion_decisions) and any(p for p, _ in ends(b.fusion_decisions))
     # a bundle that carries decisions has its own, whatever came early
-    own = untrusted_bundle(for_parent(b, sent), job, pipe, early.sent, early.decided)
+    own = untrusted_bundle(leave_out(b, sent), job, pipe, early.sent, early.decided)
     assert own.fusion_decisions is not early.decided and own.fusion_decisions["records"]
     # a second message is not taken; a bad one is dropped with a warning, and the bundle that
     # leaves them out then has none
@@ -377,7 +378,7 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
     the same inputs takes, and a bundle of other inputs makes again."""
     from analysis.fusion.codec import fusion_decisions_json
     from analysis.service.worker import untrusted_bundle
-    from analysis.service.worker_main import for_parent
+    from analysis.service.messages import leave_out
 
     seen = []
 
@@ -399,9 +400,9 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
         return x.derived("probe", (x.module("hlo_after"), x.kernels, x.fusion_decisions, x.source.get("code")),
                          lambda: "made again")
 
-    got = untrusted_bundle(for_parent(b, sent, decided=b.fusion_decisions), job, pipe, early.sent, early.decided)
+    got = untrusted_bundle(leave_out(b, sent, decided=b.fusion_decisions), job, pipe, early.sent, early.decided)
     assert probe(got) == "made ahead"
-    own = untrusted_bundle(for_parent(b, sent), job, pipe, early.sent, early.decided)  # its own decisions
+    own = untrusted_bundle(leave_out(b, sent), job, pipe, early.sent, early.decided)  # its own decisions
     assert probe(own) == "made again"
     # without the decisions, or for a gallery model (whose code this side does not have), none
     seen.clear()
@@ -639,13 +640,14 @@ def test_a_real_worker_s_answer_leaves_out_the_hlo_it_sent_while_compiling():
     from dataclasses import asdict, replace
 
     from analysis.service.job import Job
+    from analysis.service.messages import Answer
     from analysis.service.settings import Limits
     from analysis.service.worker_process import run_worker
 
     told: list[dict] = []
     res = run_worker(asdict(Job(kind="gallery", name="rnn_scan")), replace(Limits.from_env(), sandbox="off"),
                      texts=told.append)
-    assert "bundle" in res.message, res.message
+    assert isinstance(res.message, Answer), res.message
     assert any("hlo_after" in t for t in told)
-    assert "hlo_after" not in res.message["bundle"]["stages"]
-    assert "hlo_before" not in res.message["bundle"]["stages"]
+    assert "hlo_after" not in res.message.bundle["stages"]
+    assert "hlo_before" not in res.message.bundle["stages"]

@@ -13,6 +13,7 @@ import pytest
 from analysis.errors import ExplorerError
 from analysis.service import sandbox, slots, worker_process
 from analysis.service.job import Job
+from analysis.service.messages import Answer
 from analysis.service.settings import Limits
 from analysis.service.spare import SPARE_DELAY_S
 
@@ -89,13 +90,13 @@ def spares():
 def test_a_job_takes_the_spare_and_the_next_one_is_started(spares):
     first = _spare()
     res = worker_process.run_worker(_job(LEAVES), LIMITS)
-    assert res.message is not None and "bundle" in res.message, res.stderr_tail[-800:]
+    assert isinstance(res.message, Answer), res.stderr_tail[-800:]
     assert res.token == first  # served by the worker started before the job was asked for
     assert slots.processes_with_token(first) == []  # and it is gone with its job
     second = _spare(other_than=first)
     # the next job is served by the new spare, which sees nothing of the last one
     res = worker_process.run_worker(_job(LOOKS), LIMITS)
-    assert res.message is not None and "bundle" in res.message, (res.message, res.stderr_tail[-800:])
+    assert isinstance(res.message, Answer), (res.message, res.stderr_tail[-800:])
     assert res.token == second
 
 
@@ -103,7 +104,7 @@ def test_a_job_of_another_kind_starts_its_own(spares):
     spare = _spare()
     other = replace(LIMITS, memory_mb=LIMITS.memory_mb + 512)
     res = worker_process.run_worker(_job(LOOKS), other)
-    assert res.message is not None and "bundle" in res.message, res.stderr_tail[-800:]
+    assert isinstance(res.message, Answer), res.stderr_tail[-800:]
     assert res.token != spare
     # the spare of the old kind is ended, and one for the new kind follows
     assert slots.processes_with_token(spare) == []
@@ -119,7 +120,7 @@ def test_the_wall_clock_is_the_jobs_own(spares):
     limit_s = 8
     time.sleep(max(0.0, started_before + limit_s + 1 - time.monotonic()))
     res = worker_process.run_worker(_job(LOOKS), replace(LIMITS, timeout_s=limit_s))
-    assert res.message is not None and "bundle" in res.message, (res.message, res.stderr_tail[-800:])
+    assert isinstance(res.message, Answer), (res.message, res.stderr_tail[-800:])
     assert res.token == spare  # it was the spare that had waited
 
 

@@ -1,11 +1,8 @@
-"""The job protocol: what a worker is asked to do (``Job``), as JSON both ways.
+"""What a worker is asked to do (``Job``), as JSON both ways.
 
 A worker (``python -m analysis.service.worker_main``, documented in ``docs/worker.md``) reads one
-``Job`` as a JSON object on stdin and writes JSON lines to stdout: ``{"progress": PHASE}`` while
-it runs, ``{"texts": {...}}`` (its HLO, once compiled), for a measuring job whose
-``preview_kernels`` the program reaches ``{"preview": BUNDLE}`` (the compile's bundle, before
-it is measured), then exactly one of ``{"bundle": BUNDLE}``, ``{"error": ERROR}`` (an
-``ExplorerError`` as a dict) or, for a ``kind="probe"`` job, ``{"probe": {...}}``.
+``Job`` as a JSON object on stdin; what it writes back, and what it leaves out of its answer for
+the parent to put back, is ``analysis.service.messages``.
 """
 
 from __future__ import annotations
@@ -24,11 +21,6 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
           "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
           "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
           "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
-
-
-# What measuring adds to a compiled bundle: all that a worker which sent its preview sends
-# after it (``{"measured": {...}}``, completed by the parent's copy of the preview).
-MEASURED_FIELDS = ("timings", "fusion_comparison")
 
 
 @dataclass(frozen=True)

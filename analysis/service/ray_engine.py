@@ -32,6 +32,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.service import messages
 from analysis.service.job import Job, is_measure
 from analysis.service.settings import EngineSettings, Limits
 
@@ -156,7 +157,9 @@ def _remote_body(job: dict, limits: dict):
             res = run_worker(job, lim, say, cancel,
                              early("preview") if job.get("preview_kernels") is not None else None,
                              early("texts"), early("decisions"))
-            out["message"], out["isolated"] = res.message, res.isolated
+            # the final message in its wire form (JSON values) to the caller, which reads it as untrusted
+            out["message"] = messages.wire(res.message) if res.message is not None else None
+            out["isolated"] = res.isolated
             if res.message is None:
                 code = job.get("source") if job.get("kind") in ("code", "file") else None  # (an upload is no code)
                 out["failure"] = describe_failure(res, lim, job.get("filename"), code).to_dict()
@@ -281,7 +284,7 @@ class RayRunner:
                 raise ExplorerError.from_dict(final["failure"])
             except (TypeError, AttributeError):
                 raise ExplorerError("protocol", "a node sent a malformed error", job.filename) from None
-        ran = interpret(final.get("message"), bool(final.get("isolated")), job, pipe=early.wait(),
+        ran = interpret(messages.read(final.get("message")), bool(final.get("isolated")), job, pipe=early.wait(),
                         preview=early.bundle, sent=early.sent, decided=early.decided, text_mb=limits.upload_mb)
         node = final.get("node") if isinstance(final.get("node"), dict) else {}
         ran.bundle.environment["engine"] = {"kind": "ray", "address": self.where,

@@ -20,7 +20,8 @@ from analysis.hlo import HloParseError
 from analysis.pipeline import Pipeline
 from analysis.service import worker_process
 from analysis.service.failure import describe_failure
-from analysis.service.job import MEASURED_FIELDS, Job
+from analysis.service.job import Job
+from analysis.service.messages import EARLY, MEASURED_FIELDS, Answer, Failure, Measured, Message, Probe, Texts, put_back
 from analysis.service.settings import Limits
 
 
@@ -75,7 +76,7 @@ class EarlyParts:
         self.pipe = Pipeline()
         self.sent: dict = {}  # the texts as sent: a bundle that follows leaves them out
         self._thread: threading.Thread | None = None
-        self._told = 0  # texts messages taken (at most worker_process.EARLY_MESSAGES["texts"])
+        self._told = 0  # texts messages taken (at most messages.EARLY[Texts])
         self.decided = None  # the worker's early fusion decisions, checked
         self._decisions_taken = False
         self._ahead_of: tuple | None = None  # the analysis the ahead work was done for
@@ -84,13 +85,13 @@ class EarlyParts:
         """One ``{"texts"}`` message: the HLO texts in it (as XLA dumps them during the compile,
         then the compiled ones where they differ) go to the pipeline in a thread, after the ones
         before them, and are analyzed once both are in."""
-        if self._told >= worker_process.EARLY_MESSAGES["texts"] or not isinstance(d, dict):
+        if self._told >= EARLY[Texts] or not isinstance(d, dict):
             return
         self._told += 1
         big = oversized(d, self.text_mb)
         if big:  # what an upload may not be, a worker may not send (its final answer is refused too)
             warnings.warn(f"a worker's early texts were dropped: {big}")
-            self._told = worker_process.EARLY_MESSAGES["texts"]
+            self._told = EARLY[Texts]
             return
         # the jaxpr and StableHLO come with the first: kept as texts (the bundle's, checked with it)
         self.sent = {**self.sent, **{k: v for k, v in d.items() if k in self.TEXTS + self.STAGES
@@ -190,30 +191,36 @@ def oversized(texts, limit_mb: int) -> str | None:
     return None
 
 
-def interpret(msg, isolated: bool, job: Job, pipe: Pipeline | None = None, preview: Bundle | None = None,
-              sent: dict | None = None, decided: dict | None = None, text_mb: int = Limits.upload_mb) -> Ran:
-    """A worker's message (``{"bundle"}``, ``{"measured"}`` or ``{"error"}``) as a Ran or an
+def interpret(msg: Message | None, isolated: bool, job: Job, pipe: Pipeline | None = None,
+              preview: Bundle | None = None, sent: dict | None = None, decided: dict | None = None,
+              text_mb: int = Limits.upload_mb) -> Ran:
+    """A worker's final message (``Answer``, ``Measured`` or ``Failure``) as a Ran or an
     ExplorerError; the same for a worker here and one on a Ray node
     (``analysis.service.ray_engine``). ``pipe``: the job's pipeline, fed what the worker sent
     early (``EarlyParts``), whose parses and analysis the bundle takes where they are of its own
-    texts; ``preview``: the job's checked preview, which a ``{"measured"}`` answer
+    texts; ``preview``: the job's checked preview, which a ``Measured`` answer
     completes; ``sent``: the HLO texts the worker sent early, which its bundle leaves out;
     ``decided``: the fusion decisions it sent early (checked), which its bundle may leave out."""
-    if not isinstance(msg, dict):
+    if msg is None:
         raise ExplorerError("protocol", "the worker sent no message", job.filename)
-    if "error" in msg:
-        try:
-            raise ExplorerError.from_dict(msg["error"])
-        except (TypeError, AttributeError):
-            raise ExplorerError("protocol", "the worker sent a malformed error", job.filename) from None
-    if "bundle" in msg:
-        big = oversized(msg["bundle"].get("stages") if isinstance(msg["bundle"], dict) else None, text_mb)
+    if isinstance(msg, Failure):
+        raise _failure(msg, job)
+    if isinstance(msg, Answer):
+        big = oversized(msg.bundle.get("stages") if isinstance(msg.bundle, dict) else None, text_mb)
         if big:
             raise ExplorerError("limit", f"the worker's bundle was refused: {big}", job.filename)
-        return Ran(untrusted_bundle(msg["bundle"], job, pipe, sent, decided), isolated)
-    if "measured" in msg:
-        return Ran(measured_bundle(msg["measured"], job, preview), isolated)
-    raise ExplorerError("protocol", f"the worker answered {sorted(msg)} to a {job.kind} job", job.filename)
+        return Ran(untrusted_bundle(msg.bundle, job, pipe, sent, decided), isolated)
+    if isinstance(msg, Measured):
+        return Ran(measured_bundle(msg.fields, job, preview), isolated)
+    raise ExplorerError("protocol", f"the worker answered {type(msg).__name__} to a {job.kind} job", job.filename)
+
+
+def _failure(msg: Failure, job: Job | None = None) -> ExplorerError:
+    """The error a worker's ``Failure`` message says (a malformed one is a protocol error)."""
+    try:
+        return ExplorerError.from_dict(msg.error)
+    except (TypeError, AttributeError):
+        return ExplorerError("protocol", "the worker sent a malformed error", job.filename if job else None)
 
 
 def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
@@ -254,11 +261,7 @@ def untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | Non
 def _untrusted_bundle(d, job: Job, pipe: Pipeline | None = None, sent: dict | None = None,
                       decided: dict | None = None) -> Bundle:
     drop_object_files(d)  # the worker disassembled them: this process runs no ELF reader
-    if sent and isinstance(d, dict) and isinstance(d.get("stages"), dict):
-        own = d["stages"]
-        back = {k: v for k, v in sent.items() if k in STAGES and k not in own}
-        if back:  # in the usual order of the stages
-            d["stages"] = {k: own[k] if k in own else back[k] for k in (*STAGES, *own) if k in own or k in back}
+    put_back(d, sent, STAGES)  # the HLO texts it sent early
     try:
         b = Bundle.from_dict(d)
     except ExplorerError as e:
@@ -285,8 +288,8 @@ def run_probe(limits=None) -> dict:
     """Ask a (sandboxed) worker what devices JAX sees here."""
     limits = limits or Limits.from_env()
     res = worker_process.run_worker(asdict(Job(kind="probe", name="probe")), limits)
-    if res.message is None or "probe" not in res.message:
-        if res.message and "error" in res.message:
-            raise ExplorerError.from_dict(res.message["error"])
-        raise describe_failure(res, limits)
-    return res.message["probe"]
+    if isinstance(res.message, Probe):
+        return res.message.facts
+    if isinstance(res.message, Failure):
+        raise _failure(res.message)
+    raise describe_failure(res, limits)

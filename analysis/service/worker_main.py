@@ -23,7 +23,10 @@ from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.codegen.finish import disassemble_objects
 from analysis.inputs import Upload, open_upload
-from analysis.service.job import MEASURED_FIELDS, Job, is_measure, job_devices
+from analysis.service.job import Job, is_measure, job_devices
+from analysis.service.messages import (MEASURED_FIELDS, Answer, Decisions, Failure, Measured, Preview, Probe,
+                                       Progress, Texts, leave_out)
+from analysis.service import messages
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
@@ -105,25 +108,6 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     return c.bundle
 
 
-def for_parent(bundle: Bundle, sent: dict, decided=None) -> dict:
-    """The bundle as the parent is sent it: without what the parent derives again from the HLO
-    anyway (kernels, provenance) and without the HLO texts it was sent already (``sent``: the
-    ``{"texts"}`` message, filled back in by ``worker.untrusted_bundle``): for a big program,
-    much of what the parent decoded only to drop (docs/performance.md). The fusion decisions
-    are left out when they are ``decided``, the ones sent early (``{"decisions"}``)."""
-    leave_out = ("kernels", "provenance")
-    if decided is not None and bundle.fusion_decisions is decided:
-        leave_out += ("fusion_decisions",)
-    with tuning.building():  # a big program's records, a heap of millions of objects: no collector passes
-        d = bundle.to_dict(leave_out=leave_out)
-    stages = d.get("stages")
-    if isinstance(stages, dict):
-        # (equal, not only the same object: the compile may have read a dump again after sending
-        # it, and which of two equal texts the bundle holds depends on the threads' timing)
-        d["stages"] = {k: v for k, v in stages.items() if not (k in sent and (sent[k] is v or sent[k] == v))}
-    return d
-
-
 def apply_limits(spec: dict) -> None:
     """Lower this process's resource limits (soft and hard, so they stay down)."""
     import resource
@@ -179,8 +163,8 @@ def _worker_main() -> int:
 
     lock = threading.Lock()  # the thread beside the compile sends the early texts
 
-    def emit(obj):
-        line = json.dumps(obj) + "\n"
+    def emit(msg):
+        line = messages.line(msg)
         with lock:
             proto.write(line)
             proto.flush()
@@ -190,11 +174,11 @@ def _worker_main() -> int:
     try:
         job = Job.from_dict(json.loads(sys.stdin.read()))
     except (ValueError, TypeError) as e:
-        emit({"error": ExplorerError("protocol", f"bad job: {e}").to_dict()})
+        emit(Failure(ExplorerError("protocol", f"bad job: {e}").to_dict()))
         return 0
     try:
         if job.kind == "probe":
-            emit({"probe": backend.probe()})
+            emit(Probe(backend.probe()))
             return 0
         previewed = []
         sent: dict = {}
@@ -202,37 +186,37 @@ def _worker_main() -> int:
         def texts(t):
             # the dumps' texts as XLA writes them, then the compiled ones: a text already sent
             # goes once (the parent has it); ``sent`` holds the objects sent, the ones the bundle
-            # holds (the pipeline keeps the first of equal texts), which for_parent leaves out
+            # holds (the pipeline keeps the first of equal texts), which leave_out leaves out
             new = {k: v for k, v in t.items() if sent.get(k) != v}
             sent.update(new)
             if new:
-                emit({"texts": new})
+                emit(Texts(new))
 
         decided: list = []
 
         def decisions(fd):
             # made beside the compile, from the optimized module's dump: the parent draws with
             # them before XLA is done; the bundle leaves them out if they stand
-            emit({"decisions": fusion_decisions_json(fd)})
+            emit(Decisions(fusion_decisions_json(fd)))
             decided.append(fd)
 
         def preview(b):
-            emit({"preview": for_parent(b, sent, decided[0] if decided else None)})
+            emit(Preview(leave_out(b, sent, decided[0] if decided else None)))
             previewed.append(True)
 
-        bundle = execute(job, lambda p: emit({"progress": p}), preview, texts, ends_with_job=True,
+        bundle = execute(job, lambda p: emit(Progress(p)), preview, texts, ends_with_job=True,
                          decisions=decisions)
         if previewed:  # the parent has the rest: only what measuring added
-            emit({"measured": {k: getattr(bundle, k) for k in MEASURED_FIELDS}})
+            emit(Measured({k: getattr(bundle, k) for k in MEASURED_FIELDS}))
         else:
             with tuning.building():  # the answer's objects too (see execute)
-                emit({"bundle": for_parent(bundle, sent, decided[0] if decided else None)})
+                emit(Answer(leave_out(bundle, sent, decided[0] if decided else None)))
     except ExplorerError as e:
-        emit({"error": _as_limit(e).to_dict()})
+        emit(Failure(_as_limit(e).to_dict()))
     except MemoryError:
-        emit({"error": ExplorerError("limit", "out of memory", job.filename).to_dict()})
+        emit(Failure(ExplorerError("limit", "out of memory", job.filename).to_dict()))
     except BaseException as e:  # noqa: BLE001 - the protocol's last word: anything the user's code raised
-        emit({"error": ExplorerError("run", f"{type(e).__name__}: {e}", job.filename).to_dict()})
+        emit(Failure(ExplorerError("run", f"{type(e).__name__}: {e}", job.filename).to_dict()))
     return 0
 
 

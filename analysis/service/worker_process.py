@@ -6,7 +6,7 @@ uid, ``analysis.service.slots``), a job token that every process of the job inhe
 job-wide limits and their watchdog (``analysis.service.cgroup``); ``close`` kills every process
 of the job and gives the slot back. The conversation (``_Conversation``) writes the job to the
 worker's stdin, keeps the tail of its stderr, and reads its stdout line by line: progress
-phases, the early messages (``EARLY_MESSAGES``) and the final answer, while the output cap, the
+phases, the early messages and the final answer (``analysis.service.messages``), while the output cap, the
 wall clock and a cancel each stop the worker (the first of them is the limit it hit). With
 spare workers on (``keep_spare``) a job takes the worker started ahead for its kind
 (``analysis.service.spare``). The protocol is in ``docs/worker.md``."""
@@ -39,6 +39,8 @@ from analysis.service.sandbox import (PASSED_ENV, bwrap_argv, cuda_plugin_instal
 from analysis.service.settings import REPO_ROOT, Limits
 from analysis.service.slots import JOB_TOKEN_ENV, give_slot, kill_job_processes, processes_with_token, take_slot, \
     tasks_of_uid
+from analysis.service.messages import EARLY, FINAL, Decisions, Failure, Message, Preview, Progress, Texts
+from analysis.service.messages import read as read_message
 from analysis.service.spare import SPARE_ENV, SparePool
 
 LIMITS_ENV = "XLA_EXPLORER_RLIMITS"
@@ -70,7 +72,7 @@ def worker_xla_flags(gpu: bool, devices: int = 1) -> str | None:
 
 @dataclass
 class WorkerResult:
-    message: dict | None  # the worker's final protocol message ({"bundle"|"error"|"probe": ...})
+    message: Message | None  # the worker's final message (messages.FINAL: Answer, Measured, Failure, Probe)
     returncode: int | None
     stderr_tail: str
     isolated: bool
@@ -89,19 +91,13 @@ recent_tokens: collections.deque = collections.deque(maxlen=256)
 MAX_PROGRESS = 200
 
 
-# The early messages a worker's reader passes on, at most: its preview once; its HLO texts as
-# XLA dumps them (before optimization, optimized) and once compiled, where they differ; the
-# fusion decisions it made beside the compile, once.
-EARLY_MESSAGES = {"preview": 1, "texts": 3, "decisions": 1}
-
-
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
                cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None,
                texts: Callable[[dict], None] | None = None,
                decisions: Callable[[dict], None] | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
     ``texts``, ``decisions`` and ``preview`` receive the value of the worker's ``{"texts": ...}``
-    messages (its HLO as XLA dumps it and once compiled: at most ``EARLY_MESSAGES``), of its
+    messages (its HLO as XLA dumps it and once compiled: at most ``messages.EARLY``), of its
     ``{"decisions": ...}`` and of its first ``{"preview": ...}``, as it sent them (untrusted: the
     caller checks them), while the worker goes on. With spare workers on (``keep_spare``), the
     worker is the one started for a job like this one beforehand, if there is one.
@@ -117,8 +113,8 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     w = spare.take(kind) or WorkerProcess(kind)
     res = None
     try:
-        talk = _Conversation(w.proc, limits, w.kill, progress, {"preview": preview, "texts": texts,
-                                                                "decisions": decisions})
+        talk = _Conversation(w.proc, limits, w.kill, progress, {Preview: preview, Texts: texts,
+                                                                Decisions: decisions})
         res = talk.run(job, cancel, isolated=use_bwrap)
         res.token = w.token
         return res
@@ -295,13 +291,13 @@ class _Conversation:
                  early: dict):
         self.proc, self.limits, self.kill, self.progress = proc, limits, kill, progress
         self.early = {k: fn for k, fn in early.items() if fn is not None}
-        self.left = dict(EARLY_MESSAGES)  # how many more of each early message are passed on
+        self.left = dict(EARLY)  # how many more of each early message are passed on
         self.cap = limits.output_mb * 1024 * 1024
         self.lock = threading.Lock()  # guards read and hit (the reading threads and the timers)
         self.read = 0  # bytes read from stdout and stderr together
         self.hit: str | None = None  # "output" | "timeout" | "cancelled": why the worker was killed
         self.stderr_tail = bytearray()
-        self.final: dict | None = None  # the answer ({"bundle"|"measured"|"error"|"probe": ...})
+        self.final: Message | None = None  # the answer (one of messages.FINAL)
         self.phases_said = 0
         self.last_phase: str | None = None
 
@@ -388,26 +384,24 @@ class _Conversation:
         many = wire_containers(line)
         if many is not None:  # refused before anything is built of it
             if self.final is None:
-                self.final = {"error": ExplorerError("limit", f"the worker's answer holds {many:,} JSON objects and "
-                                                              f"lists, more than the {MAX_WIRE_CONTAINERS:,} a bundle "
-                                                              "may").to_dict()}
+                self.final = Failure(ExplorerError("limit", f"the worker's answer holds {many:,} JSON objects and "
+                                                            f"lists, more than the {MAX_WIRE_CONTAINERS:,} a bundle "
+                                                            "may").to_dict())
             return
         try:
             with tuning.building():  # a big bundle's JSON is hundreds of thousands of objects
-                msg = json.loads(line)
+                msg = read_message(json.loads(line))
         except (ValueError, RecursionError):
             return
-        if not isinstance(msg, dict):
-            return
-        if "progress" in msg:
-            self._progress(msg["progress"])
-        elif len(msg) == 1 and next(iter(msg)) in EARLY_MESSAGES:
-            (kind, value), = msg.items()
-            fn = self.early.get(kind) if self.left.get(kind, 0) > 0 else None
+        if isinstance(msg, Progress):
+            self._progress(msg.phase)
+        elif type(msg) in EARLY:
+            fn = self.early.get(type(msg)) if self.left[type(msg)] > 0 else None
             if fn is not None:
-                self.left[kind] -= 1
+                self.left[type(msg)] -= 1
+                (value,) = vars(msg).values()
                 _call(fn, value)
-        elif any(k in msg for k in ("bundle", "measured", "error", "probe")):
+        elif isinstance(msg, FINAL):
             self.final = msg
 
     def _progress(self, phase) -> None:
