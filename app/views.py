@@ -5,8 +5,8 @@ downloads. What they draw is made elsewhere: the graph payload in ``app.graph_pa
 layouts in ``analysis.render.layout_cache``, the ops of a line or a search in ``app.queries``.
 
 The component is declared here: Streamlit names it after this module (``app.views.xla_graph``,
-the frame's title) and serves its folder, ``graph_component/``, whose ``graph.js`` is the
-pan/zoom script the HTML report inlines (``analysis/render/assets/graph.js`` links to it)."""
+the frame's title) and serves its folder, ``analysis/render/assets/`` (``analysis.render.web_assets``):
+its ``index.html`` and the scripts and style sheets the HTML report inlines too."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import functools
 import hashlib
 import html
 import json
-import os
 import re
 
 import streamlit as st
@@ -26,6 +25,7 @@ from analysis.render.format import human_bytes, human_seconds
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
 from analysis.render.summary import summarize
+from analysis.render.web_assets import COMPONENT_DIR
 from analysis.text_search import matcher
 from app.graph_payload import (add_code, add_code_kernel, add_details, code_since, details_since, graphs_since,
                                packed_args, route_legend,
@@ -33,8 +33,7 @@ from app.graph_payload import (add_code, add_code_kernel, add_details, code_sinc
 from app.page_helpers import show_error
 from app.queries import find_instruction, node_source_lines, ops_on_line
 
-_COMPONENT = components.declare_component(
-    "xla_graph", path=os.path.join(os.path.dirname(os.path.abspath(__file__)), "graph_component"))
+_COMPONENT = components.declare_component("xla_graph", path=COMPONENT_DIR)
 
 
 # ----------------------------------------------------------------------------- summary

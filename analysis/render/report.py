@@ -24,6 +24,7 @@ import re
 from analysis import tuning
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
+from analysis.render import web_assets
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds
 from analysis.render.rows import fused_text, kernel_rows, user_lines
@@ -440,8 +441,8 @@ def html_report(bundle: Bundle) -> str:
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
     if lay:
         parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
-    parts.append(f"<script>{graph_js()}\n{report_js()}\n{report_layers.JS if lay else ''}\n{report_code.JS if code else ''}"
-                 "</script></body></html>")
+    parts.append(f"<script>{web_assets.script('helpers.js', 'graph.js', 'report.js')}\n{report_layers.JS if lay else ''}\n"
+                 f"{report_code.JS if code else ''}</script></body></html>")
     return "".join(parts)
 
 
@@ -450,22 +451,6 @@ def _code_chars(d: dict) -> int:
     kernels = (d.get("code") or {}).get("kernels") or {}
     return sum(len(v.get("z", "")) for k in kernels.values() if isinstance(k, dict)
                for v in (k.get("stages") or {}).values() if isinstance(v, dict))
-
-
-def report_js() -> str:
-    """The report's own script (``assets/report.js``)."""
-    from importlib import resources
-
-    return resources.files("analysis.render").joinpath("assets/report.js").read_text(encoding="utf-8")
-
-
-def graph_js() -> str:
-    """The pan/zoom script every graph view shares (``assets/graph.js``, a link to the one file,
-    ``app/graph_component/graph.js``: Streamlit serves only files whose real path is inside a
-    component's folder, so the file lives there)."""
-    from importlib import resources
-
-    return resources.files("analysis.render").joinpath("assets/graph.js").read_text(encoding="utf-8")
 
 
 CSS = """

@@ -53,10 +53,9 @@
     }));
   });
   // what the page's other parts use (report_layers, report_code): ``inflate`` a deflated JSON
-  // script (base64 of zlib) with the browser's own DecompressionStream
+  // script (base64 of zlib, helpers.js)
   const api = { panes, wire, boxOf: null, onSelect: [], select: (side, nid) => select(side, nid), selectOp,
-    inflate: (el) => new Response(new Blob([Uint8Array.from(atob(el.textContent.trim()), (c) => c.charCodeAt(0))])
-      .stream().pipeThrough(new DecompressionStream("deflate"))).text().then(JSON.parse) };
+    inflate: (el) => XEHelpers.inflate(el.textContent.trim()).then(JSON.parse) };
   window.XEReport = api;
   function selectOp(name, kernel) {  // an instruction of the optimized module (a code line's)
     clear();

@@ -1,133 +1,17 @@
-<!doctype html>
-<!-- The explorer's two graphs, their details and the source, as one Streamlit component.
-     Everything a click needs (both graphs in a few layouts, the op <-> kernel links, the details
-     of every node, the source lines with their kernels) arrives once per compile; selection,
-     search, focus, expand/collapse and zoom then happen here, and the server only hears which
-     node is selected (for the address bar and the panels that need Python). A big program's
-     payload holds only the view it opens with: another view is asked for ({want}) and arrives
-     with the next render. Once the frame has told the server which data it holds ({have}),
-     reruns send a stub instead of the payload; a frame that lost it asks again ({need}).
-     Protocol (no build step, no network): "streamlit:componentReady" -> "streamlit:render" with
-     args -> "streamlit:setComponentValue" / "streamlit:setFrameHeight".
-     graph.js (pan and zoom) is the file the HTML report inlines (analysis/render/assets/graph.js
-     is a link to it: Streamlit serves only files whose real path is in a component's folder). -->
-<html>
-<head>
-<meta charset="utf-8">
-<style>
-  html, body { margin: 0; padding: 0; font-family: "DejaVu Sans", "Source Sans Pro", sans-serif; color: #222; }
-  #bar { display: flex; flex-wrap: wrap; gap: 5px; align-items: center; font-size: 13px; padding: 2px 0 6px 0; }
-  #bar button, #bar label { font-size: 13px; padding: 2px 7px; border: 1px solid #bbb; background: #f7f7f7;
-                            border-radius: 5px; cursor: pointer; white-space: nowrap; }
-  #bar .step { display: inline-flex; gap: 3px; white-space: nowrap; }  /* ◀ Kernel ▶ never wraps apart */
-  #bar button.on, #bar label.on { background: #FFE8D1; border-color: #FF7F0E; }
-  #bar input[type=search] { font-size: 13px; padding: 3px 8px; width: 13em; border: 1px solid #bbb; border-radius: 5px; }
-  #hits { color: #555; min-width: 6em; }
-  #suggest { color: #555; }
-  #suggest a { color: #1565C0; cursor: pointer; margin-left: 4px; }
-  #main { display: flex; gap: 8px; }
-  .pane { flex: 1 1 0; min-width: 0; display: flex; flex-direction: column; }
-  .pane h4 { margin: 0 0 3px 0; font-size: 15px; font-weight: 600; overflow-wrap: anywhere; }  /* wraps, never cut */
-  /* the legend wraps between its items (each item whole), never cut */
-  .legend { font-size: 13px; color: #333; min-height: 20px; margin-bottom: 3px; display: flex; flex-wrap: wrap; column-gap: 9px; row-gap: 1px; }
-  .legend span.it { white-space: nowrap; }
-  .legend span.sw { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin: 0 3px 0 0; vertical-align: -1px; }
-  .view { flex: 1; border: 1px solid #ddd; border-radius: 6px; overflow: hidden; background: white; cursor: grab; position: relative; }
-  .view.drag { cursor: grabbing; }
-  g.node, g.cluster { cursor: pointer; }
-  g.node:hover > polygon, g.node:hover > path, g.node:hover > ellipse { stroke-width: 3px; }
-  /* selection, drawn on the laid-out SVG (no new layout) */
-  svg.sel g.node, svg.sel g.edge { opacity: 0.35; }
-  svg.sel g.node.hl, svg.sel g.node.me, svg.sel g.cluster.hl g.node { opacity: 1; }
-  g.node.hl polygon, g.node.hl path, g.node.hl ellipse { stroke: #FF7F0E !important; stroke-width: 4px !important; }
-  g.node.me polygon, g.node.me path, g.node.me ellipse { stroke: #FF7F0E !important; stroke-width: 6px !important; }
-  g.cluster.hl path, g.cluster.hl polygon { stroke: #FF7F0E !important; stroke-width: 4px !important; }
-  g.node.found polygon, g.node.found path, g.node.found ellipse { stroke: #1565C0 !important; stroke-width: 5px !important; }
-  svg.focus g.node:not(.near), svg.focus g.edge:not(.near) { opacity: 0.08; }
-  #details { flex: 0 0 27%; min-width: 0; overflow-y: auto; border: 1px solid #e4e4e4; border-radius: 6px; padding: 6px 10px;
-             font-size: 14px; line-height: 1.4; background: #fcfcfc; }
-  #details h3 { font-size: 16px; margin: 2px 0 6px 0; overflow-wrap: anywhere; }  /* between words; inside one only if it is wider than the panel */
-  #details pre { font-size: 12.5px; white-space: pre-wrap; word-break: break-all; background: #f3f3f3; padding: 4px 6px;
-                 border-radius: 4px; max-height: 9em; overflow: auto; margin: 4px 0; }
-  #details ul { margin: 2px 0 6px 0; padding-left: 18px; }
-  #details li { margin: 1px 0; overflow-wrap: anywhere; }
-  #details a { color: #1565C0; cursor: pointer; }
-  #details .muted { color: #666; }
-  #details .hint { color: #888; font-style: italic; }
-  .view p.wait { padding: 1em; color: #555; font-size: 15px; }
-  #source { flex: 0 0 24%; min-width: 0; overflow: auto; border: 1px solid #e4e4e4; border-radius: 6px; font-family: "DejaVu Sans Mono", monospace;
-            font-size: 13px; line-height: 1.5; display: none; }
-  #source.shown { display: block; }
-  #source div.ln { white-space: pre; padding: 0 6px; cursor: pointer; }
-  #source div.ln:hover { background: #f3f3f3; }
-  #source div.ln.hl { background: #FFF1D6; border-left: 3px solid #FF7F0E; }
-  #source span.no { color: #999; display: inline-block; width: 2.4em; text-align: right; margin-right: 0.8em; user-select: none; }
-  #source span.tag { font-family: "DejaVu Sans", sans-serif; font-size: 11.5px; border: 2px solid; border-radius: 9px;
-                     padding: 0 5px; margin-left: 5px; background: #fff; cursor: pointer; }
-  /* edges across a kernel boundary with a decision: clicked, they open "why (not) fused" */
-  g.edge.why { cursor: pointer; }
-  g.edge.why path.hit { stroke: transparent; stroke-width: 14px; fill: none; pointer-events: stroke; }
-  g.edge.why:hover path:not(.hit) { stroke-width: 3px; }
-  g.edge.why text { pointer-events: all; }
-  g.edge.picked path:not(.hit) { stroke: #FF7F0E !important; stroke-width: 4px !important; }
-  svg.sel g.edge.picked { opacity: 1; }
-  #details.why h3 { font-size: 20px; word-break: normal; overflow-wrap: anywhere; }
-  #details .words { font-size: 18px; font-weight: 600; margin: 4px 0 10px 0; padding: 6px 10px; border-left: 5px solid #c0392b;
-                    background: #fdf1ef; overflow-wrap: anywhere; }
-  #details .gloss { font-size: 17px; margin: 4px 0 10px 0; }
-  #details .pair { font-size: 16px; margin: 2px 0 8px 0; overflow-wrap: anywhere; }
-  #details li.dec { word-break: normal; overflow-wrap: anywhere; }
-  body.present #details .words { font-size: 22px; }
-  body.present #details .gloss { font-size: 20px; }
-  body.present #details .pair { font-size: 18px; }
-  .card { margin: 2px 0 10px 0; } .clabel { color: #555; font-size: 15px; } .cvalue { font-size: 30px; font-weight: 600; line-height: 1.15; }
-  .cdelta { color: #2E7D32; font-size: 14px; }
-  body.present #bar, body.present #bar button, body.present #bar label, body.present #bar input { font-size: 16px; }
-  body.present #details { font-size: 16px; }
-  body.present #details h3 { font-size: 19px; }
-  body.present .legend { font-size: 15px; }
-  body.present .pane h4 { font-size: 17px; }
-  /* the source beside the graphs, in presentation: 15 px, long lines wrapped (never cut) */
-  body.present #source { font-size: 15px; flex-basis: 30%; }
-  body.present #source.shown ~ #details { flex-basis: 21%; }
-  body.present #bar input[type=search] { width: 8em; }
-  body.present #bar button, body.present #bar label { padding: 2px 6px; }
-  body.present #source div.ln { white-space: pre-wrap; overflow-wrap: anywhere; padding-left: 3.6em; text-indent: -3.2em; }
-  body.present #source span.no { text-indent: 0; }
-  body.present #source span.tag { font-size: 14px; }
-  body.present #details li, body.present #details .muted, body.present #details .hint { font-size: 16px; }
-  body.present #details pre { font-size: 14px; }
-</style>
-<link rel="stylesheet" href="code_pane.css">
-</head>
-<body>
-<div id="bar">
-  <input type="search" id="q" placeholder="Find: name, op path (attention/dot), line 12" title="Enter steps through the matches">
-  <span id="hits"></span><span id="suggest"></span>
-  <label id="focusL" title="Only the neighbourhood (2 steps) of the selection"><input type="checkbox" id="focus" style="display:none">Focus</label>
-  <button id="expand" title="Every fusion and name scope open">Expand all</button>
-  <button id="collapse" title="Every fusion as one box">Collapse all</button>
-  <button id="layout" title="The opening layout (the lesson's fusion open)">Default</button>
-  <button id="layersB" title="Both graphs collapsed to the model's layers; double-click a layer to open it in place">Layers</button>
-  <button id="fit" title="Both graphs whole">Fit</button>
-  <button id="mapB" title="An overview of the graph in its corner (on by itself for big graphs): click or drag in it to move">Map</button>
-  <button id="zin" title="Zoom in">+</button><button id="zout" title="Zoom out">−</button>
-  <button id="timeC" title="Colour kernels by their share of the step time">By time</button>
-  <button id="memC" title="Colour kernels by the temporary bytes they write (the buffer assignment)">By temporaries</button>
-  <button id="srcB" title="The source, each line tagged with its kernels">Source</button>
-  <button id="codeB" title="The code XLA generated for the selected kernel (LLVM IR, assembly, PTX), linked to its ops">Code</button>
-  <span class="step"><button id="prevK" title="Previous kernel (biggest first) — key [">◀</button><button id="nextK" title="Next kernel, biggest first — key ]">Kernel ▶</button></span>
-</div>
-<div id="main">
-  <div id="source"></div>
-  <div class="pane" id="pane-pre"><h4 id="title-pre"></h4><div class="legend" id="legend-pre"></div><div class="view" id="view-pre"></div></div>
-  <div class="pane" id="pane-post"><h4 id="title-post"></h4><div class="legend" id="legend-post"></div><div class="view" id="view-post"></div></div>
-  <div id="code"></div>
-  <div id="details"></div>
-</div>
-<script src="graph.js"></script>
-<script src="code_pane.js"></script>
-<script>
+/* The explorer's graphs component (index.html): its two graphs, their details and the source,
+ * the Code pane beside them (code_pane.js), and the one-graph and two-graph views of Compare and
+ * the pass pipeline. Everything a click needs (both graphs in a few layouts, the op <-> kernel
+ * links, the details of every node, the source lines with their kernels) arrives once per
+ * compile; selection, search, focus, expand/collapse and zoom then happen here, and the server
+ * only hears which node is selected (for the address bar and the panels that need Python). A big
+ * program's payload holds only the view it opens with: another view is asked for ({want}) and
+ * arrives with the next render. Once the frame has told the server which data it holds
+ * ({have}), reruns send a stub instead of the payload; a frame that lost it asks again ({need}).
+ *
+ * Protocol (no build step, no network): "streamlit:componentReady" -> "streamlit:render" with
+ * args (made whole by payload.js) -> "streamlit:setComponentValue" / "streamlit:setFrameHeight".
+ * Pan and zoom are graph.js's, shared with the HTML report. Text from a bundle goes into the page
+ * as text (XEHelpers.el), never as markup. */
 (function () {
   "use strict";
   const SIDES = ["pre", "post"];
@@ -148,59 +32,6 @@
     SIDES.forEach((s) => { const g = A && A.graphs && A.graphs[s]; out[s] = g ? g.svgs.length : 0; });
     return out;
   }
-  // graphs from the server: a side that says ``svgs_from: k`` sends only the SVGs after the k
-  // this frame said it holds; null when this frame holds fewer (it asks for everything)
-  // a big program's links, layer maps and light details come as one JSON text (the server holds
-  // them so in a fraction of the memory); the full details sent beside it win over the light ones
-  // What the server leaves out of it is made here: the op -> kernels links (the inverse of
-  // kernel -> ops, in the same order), the op -> box map (each top box's ops, in box order) and
-  // the light details, sent by column (analysis.render.details.pack_light).
-  function unpack(a) {
-    if (typeof a.packed !== "string") return a;
-    const p = JSON.parse(a.packed);
-    const links = p.links || {}, layers = p.layers || null;
-    if (!links.pre2k) {
-      const pre2k = {};
-      for (const k in links.k2pre || {}) for (const op of links.k2pre[k]) (pre2k[op] || (pre2k[op] = [])).push(k);
-      links.pre2k = pre2k;
-    }
-    if (layers && !layers.op_box) {
-      const opBox = {};
-      for (const lid of layers.order || []) for (const op of ((layers.boxes || {})[lid] || {}).ops || []) opBox[op] = lid;
-      layers.op_box = opBox;
-    }
-    a.links = links; a.layers = layers;
-    a.details = Object.assign(p.light ? unpackLight(p.light) : (p.details || {}), a.details || {});
-    delete a.packed;
-    return a;
-  }
-  function unpackLight(pk) {  // the light details by column (analysis.columns' form) as objects
-    if (pk.rows) return pk.rows;
-    const out = {}, ids = pk.ids || [], cols = (pk.columns || {}).columns || {};
-    const fields = Object.keys(cols).map((f) => [f, cols[f]]);
-    for (let i = 0; i < ids.length; i++) {
-      const id = ids[i], d = { name: id.slice(id.indexOf(":") + 1), light: true };
-      for (const [f, c] of fields) {
-        if (Array.isArray(c)) d[f] = c[i];
-        else { const j = c.codes[i]; if (j >= 0) d[f] = c.values[j]; }
-      }
-      if (d.tail !== undefined) { d.title = d.name + d.tail; delete d.tail; }
-      out[id] = d;
-    }
-    return out;
-  }
-  function mergeGraphs(graphs) {
-    const out = {};
-    for (const s of SIDES) {
-      const g = graphs[s];
-      if (!g || g.svgs_from === undefined) { out[s] = g; continue; }
-      const had = (A.graphs && A.graphs[s] && A.graphs[s].svgs) || [];
-      if (had.length < g.svgs_from) return null;
-      out[s] = Object.assign({}, g, { svgs: had.slice(0, g.svgs_from).concat(g.svgs) });
-      delete out[s].svgs_from;
-    }
-    return out;
-  }
   const panes = {};
   let adj = {}, found = [], foundAt = -1, lectureAt = -1, height = 600;
 
@@ -213,7 +44,7 @@
     item.appendChild(sw); item.appendChild(document.createTextNode(it.label));
     return item;
   }
-  function txt(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
+  const txt = XEHelpers.el;  // text as text, never markup
 
   // ---------------------------------------------------------------- layout and drawing
   function fitHeight() {
@@ -1013,7 +844,7 @@
     const first = key !== dataKey;
     rev = args.rev;
     if (first) {
-      A = unpack(args); dataKey = key; whyIx = null; variant = A.open_variant || "default"; sel = null; lectureAt = -1; lastServerSel = null; ownSent = null; pending = null;
+      A = XEPayload.unpack(args); dataKey = key; whyIx = null; variant = A.open_variant || "default"; sel = null; lectureAt = -1; lastServerSel = null; ownSent = null; pending = null;
       $("layersB").style.display = A.layers ? "" : "none";
       document.body.classList.toggle("present", !!A.present);
       $("timeC").style.display = A.timed ? "" : "none";
@@ -1028,7 +859,7 @@
       A.height = args.height;
       // views laid out since (asked for by setVariant): shown once they are here
       if (args.graphs) {
-        const merged = mergeGraphs(args.graphs);
+        const merged = XEPayload.mergeGraphs(A.graphs, args.graphs);
         if (merged === null) {  // the SVGs it builds on are not here: ask for all of it
           clicks += 1; rev = null;
           send("streamlit:setComponentValue", { value: { need: true, n: clicks }, dataType: "json" });
@@ -1067,85 +898,17 @@
     }
   }
 
-  // Ctrl+Enter in the code editor (another component's frame, same origin) presses Compile: the
-  // page's own shortcut does not hear keys typed inside a frame.
-  function hookEditor() {
-    try {
-      const doc = window.parent.document;
-      doc.querySelectorAll("iframe").forEach((f) => {
-        if (!(f.src || "").includes("streamlit_ace")) return;
-        const d = f.contentDocument;
-        if (!d || d.__xeHooked || !d.head) { showErrorLine(f); return; }
-        d.__xeHooked = true;
-        // the editor's font: a Debian font that is there (ace's list starts with Mac and Windows
-        // fonts), its lines tall enough for the underscore, which a 16 px line box clipped away
-        const st = d.createElement("style");
-        st.textContent = '.ace_editor, .ace_editor .ace_text-input { font-family: "DejaVu Sans Mono", monospace !important; line-height: 1.5 !important; }';
-        d.head.appendChild(st);
-        // ace measures its line height when it renders; one already drawn with the old font keeps
-        // 16 px lines until its size watcher fires, which a busy machine may not do for seconds
-        d.querySelectorAll(".ace_editor").forEach((e) => {
-          const ed = e.env && e.env.editor;
-          if (ed && ed.renderer) { ed.renderer.updateFontSize(); ed.resize(true); }
-        });
-        d.addEventListener("keydown", (ev) => {
-          if (ev.key !== "Enter" || !(ev.ctrlKey || ev.metaKey)) return;
-          ev.preventDefault(); ev.stopPropagation();
-          // the editor sends its text first (on change); then Compile
-          setTimeout(() => { const btn = doc.querySelector(".st-key-compile_main button"); if (btn) btn.click(); }, 800);
-        }, true);
-        showErrorLine(f);  // after the lines are measured in the new font: a scroll made before would be off by rows
-      });
-    } catch (e) { /* not the same origin: the button's own shortcut still works outside the editor */ }
-  }
-
-  // The line of an error the page marked in the editor (an annotation), scrolled into view once:
-  // the editor keeps its own scroll, which a rerun leaves wherever it was
-  function showErrorLine(f) {
-    try {
-      const w = f.contentWindow, el = f.contentDocument.querySelector(".ace_editor:not(.ace_autocomplete)");
-      if (!w || !w.ace || !el) return;
-      const ed = w.ace.edit(el), notes = ed.getSession().getAnnotations() || [];
-      const err = notes.find((a) => a.type === "error");
-      const key = err ? err.row + ":" + err.text : null;
-      if (!err || el.__xeShown === key) return;
-      el.__xeShown = key;
-      ed.scrollToLine(err.row, true, false, () => {});
-    } catch (e) { /* an editor of another kind: nothing to scroll */ }
-  }
-
-  // A big payload comes deflated (``z``: base64 of deflated JSON, app.graph_payload.packed_args): it is
-  // inflated here, off the page's thread until the parse. Renders are taken in order, each
-  // after the one before it is unpacked.
-  async function unpackArgs(a) {
-    if (a.code && typeof a.code.z === "string") a = Object.assign({}, a, { code: JSON.parse(await inflate(a.code.z)) });  // the Code pane's, on its own
-    if (typeof a.z !== "string") return a;
-    if (a.data_key === dataKey && a.rev === rev) {  // the data held already (Streamlit renders again)
-      const same = Object.assign({}, a);
-      delete same.z;
-      return same;
-    }
-    const out = Object.assign({}, a, JSON.parse(await inflate(a.z)));
-    delete out.z;
-    return out;
-  }
-  async function inflate(z) {
-    const bin = atob(z), bytes = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    return await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"))).text();
-  }
+  // Renders are taken in order, each after the one before it is unpacked (payload.js)
   let renders = Promise.resolve();
   window.addEventListener("message", (ev) => {
     if (!(ev.data && ev.data.type === "streamlit:render")) return;
     const a = ev.data.args || {};
-    renders = renders.then(() => unpackArgs(a)).then(render).catch((e) => {
+    renders = renders.then(() => XEPayload.args(a, dataKey, rev)).then(render).catch((e) => {
       SIDES.forEach((s) => { const v = $("view-" + s); if (v && !A) v.textContent = "The graphs could not be unpacked in this browser: " + e; });
     });
   });
-  setInterval(() => { if (A) hookEditor(); }, 1500);
+  setInterval(() => { if (A) XEEditor.hook(); }, 1500);  // editor_hooks.js
   window.addEventListener("resize", () => { if (A) { fitHeight(); } });
   send("streamlit:componentReady", { apiVersion: 1 });
 })();
-</script>
-</body>
-</html>
+
