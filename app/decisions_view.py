@@ -13,6 +13,7 @@ import streamlit as st
 from analysis.fusion.decisions import op_lines
 from analysis.fusion.log import DECISIONS
 from analysis.render.decisions import rows as decision_rows, summary_line
+from app.explorer_state import ExplorerState
 from app.picks import picked_row
 
 ALL = "(all)"
@@ -27,18 +28,19 @@ def details_lines(bundle, sel: dict | None) -> list[str]:
     return op_lines(bundle.fusion_decisions, name)
 
 
-def render(bundle, ss, key_prefix: str = "fd") -> None:
-    """The details lines for ``ss.sel`` and, in an expander, the table. A picked row selects its
+def render(bundle, state: ExplorerState, key_prefix: str = "fd") -> None:
+    """The details lines for ``state.sel`` and, in an expander, the table. A picked row selects its
     producer (an op before optimization; else its kernel) and reruns."""
+    ss = st.session_state
     fd = bundle.fusion_decisions
-    lines = details_lines(bundle, ss.get("sel"))
+    lines = details_lines(bundle, state.sel)
     if lines:
         st.markdown("**Fusion decisions** (XLA's words)")
         st.text("\n".join(lines[:40]) + (f"\n... {len(lines) - 40} more" if len(lines) > 40 else ""))
     if not fd:
         return
     recs = fd.get("records", [])
-    focus = ss.get(f"{key_prefix}_focus")  # a row the graphs' "why" panel linked to
+    focus = state.decision_focus  # a row the graphs' "why" panel linked to
     if not (isinstance(focus, int) and 0 <= focus < len(recs)):
         focus = None
     with st.expander(f"Fusion decisions ({len(recs)}): why XLA fused ops, or did not", expanded=focus is not None):
@@ -73,9 +75,9 @@ def render(bundle, ss, key_prefix: str = "fd") -> None:
             ss[f"{key_prefix}_last"] = i
             r = recs[i]
             if r.get("producer_pre"):
-                ss.sel = {"side": "pre", "name": r["producer_pre"][0]}
+                state.sel = {"side": "pre", "name": r["producer_pre"][0]}
             elif r.get("producer_kernels"):
-                ss.sel = {"side": "post", "name": r["producer_kernels"][0]}
+                state.sel = {"side": "post", "name": r["producer_kernels"][0]}
             st.rerun()
         no = [e for e in fd.get("edges", []) if not e.get("records")]
         if no:

@@ -11,6 +11,7 @@ import streamlit as st
 
 from analysis.devices.catalog import MAX_DEVICES, devices_in_source
 from analysis.errors import ExplorerError
+from app.explorer_state import explorer_state
 
 
 def file_devices(source: str) -> int | None:
@@ -121,6 +122,7 @@ def render_devices_view(bundle, key_prefix: str = "dev") -> None:
     before = ss.get(state_key, [])
     ss[state_key] = list(dict.fromkeys(picks))
     new = next((p for p in picks if p not in before), None)
-    if new and new != (ss.get("sel") or {}).get("name"):
-        ss["sel"] = {"side": "post", "name": new}
+    state = explorer_state()
+    if new and new != state.sel.get("name"):
+        state.sel = {"side": "post", "name": new}
         st.rerun()

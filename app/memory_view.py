@@ -1,13 +1,15 @@
 """The Memory tab: live bytes over the schedule with the peak marked, the buffers live at the
 peak (a table and bars, biggest first) and the fusion-off comparison, drawn from
 ``bundle.memory`` with ``analysis.render.memory``. Picking a buffer (table row or bar) selects
-the kernel that writes it in the graph: ``st.session_state["sel"] = {"side": "post", "name": K}``."""
+the kernel that writes it in the graph: the Explorer's ``sel = {"side": "post", "name": K}``
+(``app.explorer_state``)."""
 
 from __future__ import annotations
 
 from analysis.bundle.core import Bundle
 from analysis.render import memory as rm
 from analysis.render.format import human_bytes
+from app.explorer_state import explorer_state
 from app.picks import picked_point, picked_row
 
 COLUMNS = ["buffer", "size", "kind", "shape", "kernel", "line", "op", "shares with"]
@@ -45,7 +47,8 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = 
         st.caption("Live ranges read off the module's schedule (the dump had no live-range file).")
     st.plotly_chart(rm.curve_figure(mem, font_size=font), width="stretch", key=f"{key_prefix}_curve")
 
-    selected = ss.get("sel", {}).get("name") if ss.get("sel", {}).get("side") == "post" else None
+    state = explorer_state()
+    selected = state.sel.get("name") if state.sel.get("side") == "post" else None
     rows = rm.peak_rows(mem)
     st.markdown(f"**Buffers live at the peak** ({len(rows)}, biggest first) — pick one to select the kernel "
                 "that writes it in the graph")
@@ -86,5 +89,5 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = 
     ss[state_key] = list(dict.fromkeys(picks))
     new = next((p for p in picks if p not in before), None)
     if new and new != selected:
-        ss["sel"] = {"side": "post", "name": new}
+        state.sel = {"side": "post", "name": new}
         st.rerun()

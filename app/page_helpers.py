@@ -13,6 +13,7 @@ from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError
 from analysis.service.job import PHASES, Job
 from app import runner
+from app.explorer_state import explorer_state
 
 
 
@@ -252,7 +253,7 @@ def code_source(key: str, label: str = "Your code") -> str:
 
     ss = st.session_state
     if key not in ss:
-        ss[key] = ss.get("code") or gallery()[DEFAULT_MODEL].source
+        ss[key] = explorer_state().code or gallery()[DEFAULT_MODEL].source
     return st.text_area(label, key=key, height=260,
                         help="Define model(...) and example_inputs() returning its arguments; it runs in a "
                              "sandboxed worker, exactly as `python FILE` would")

@@ -4,8 +4,8 @@ profiler trace (and the trace of a compile's run) go to a sandboxed worker as th
 them there). This process reads none of their bytes: it checks their size (``app.guard``) and
 receives the bundle the worker made, checked on arrival like any worker's. The bundle says what
 else the file holds (``source.upload``: a dump's other modules, a trace's other programs); another
-of them is another job of the same bytes (``open_choice``). Every error is one line in
-``st.session_state.error``; the page's bundle is kept."""
+of them is another job of the same bytes (``open_choice``). Every error is one line in the
+Explorer's state (``app.explorer_state``: ``error``); the page's bundle is kept."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from analysis.errors import ExplorerError
 from analysis.render.format import human_seconds
 from analysis.service.job import Job, upload_job
 from app import guard, runner
+from app.explorer_state import explorer_state
 from app.page_helpers import unexpected
 
 ss = st.session_state
@@ -54,32 +55,28 @@ def open_job(job: Job) -> tuple[Bundle | None, str | None]:
 
 def load_upload(upload, trace=None) -> None:
     """The Explorer's upload (and trace) opened as the page's bundle; the job kept
-    (``ss.upload_job``) so another module of the same file can be opened (``open_choice``)."""
+    (``upload_job``) so another module of the same file can be opened (``open_choice``)."""
     b, job, error = open_files(upload, trace)
     if b is not None:
-        _show(b, job)
+        explorer_state().show_upload(b, job)
     elif error:
-        ss.error = error
+        explorer_state().error = error
 
 
 def open_choice(name: str) -> bool:
     """Another module (of a dump) or program (of a trace) of the file opened last, by its
-    choice's name; False after saying why not (``ss.error``)."""
-    job = ss.get("upload_job")
+    choice's name; False after saying why not (the Explorer's ``error``)."""
+    state = explorer_state()
+    job = state.upload_job
     if job is None:
         return False
     job = replace(job, upload={**(job.upload or {}), "module": name})
     b, error = open_job(job)
     if b is None:
-        ss.error = error
+        state.error = error
         return False
-    _show(b, job)
+    state.show_upload(b, job)
     return True
-
-
-def _show(b: Bundle, job: Job) -> None:
-    ss.upload_job = job
-    ss.bundle, ss.error, ss.sel, ss.recorded = b, None, {}, None
 
 
 def choice_label(c: dict) -> str:

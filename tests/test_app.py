@@ -4,9 +4,12 @@ keeps what the user had (code, previous bundle) when something fails."""
 from __future__ import annotations
 
 import os
+from urllib.parse import parse_qsl
 
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from app.explorer_state import ExplorerState, explorer_state
 
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "main.py")
 TIMEOUT = 240
@@ -23,9 +26,23 @@ def at():
 def _paste_and_compile(at, code: str) -> None:
     """Switch to pasted code, put ``code`` in the editor's place and press Compile."""
     at.radio(key="source_kind").set_value("Paste code").run()
-    at.session_state["code"] = code
+    _shown(at).code = code
     at.run()
     at.button(key="compile").click().run()
+
+
+def _shown(at) -> ExplorerState:
+    """The page's state: for what the page does not draw as text (the bundle's kernels and
+    metrics to compare the page with, the editor's code)."""
+    return explorer_state(at.session_state)
+
+
+def _link(at) -> dict[str, str]:
+    """The parameters of the link the page shows for copying (``Share and export``): the model,
+    the options, the selection and the tab drawn."""
+    links = [c.value for c in at.code if c.value.partition("?")[2].startswith(("model=", "code="))]
+    assert len(links) == 1, links
+    return dict(parse_qsl(links[0].partition("?")[2]))
 
 
 def _metric(at, label):
@@ -40,9 +57,8 @@ def _markdown_text(at) -> str:
 
 
 def test_first_screen_is_mlp_compiled_on_cpu(at):
-    assert at.session_state["bundle"] is not None
-    b = at.session_state["bundle"]
-    assert b.source["name"] == "mlp"
+    assert _link(at)["model"] == "mlp"
+    b = _shown(at).bundle
     assert b.environment["platform"] == "cpu"
     before, after = _metric(at, "Ops → kernels").split("→")
     assert int(before) == b.metrics["compute_ops_before"]
@@ -58,17 +74,18 @@ def test_gallery_switch_and_compile(at):
     at.selectbox(key="gallery_choice").select("transformer_block").run()
     at.button(key="compile").click().run()
     assert not at.exception
-    b = at.session_state["bundle"]
-    assert b.source["name"] == "transformer_block"
+    assert _link(at)["model"] == "transformer_block"
+    b = _shown(at).bundle
     assert "Gallery" in [r for r in at.radio(key="source_kind").options]
     assert _metric(at, "Library calls") == str(b.metrics["kernels_by_route"]["library"])
 
 
 def test_find_selects_and_details_show_absorbed_ops(at):
-    b = at.session_state["bundle"]
+    b = _shown(at).bundle
     fusion = next(k for k in b.kernels if k.is_multi_op_fusion)
     at.text_input(key="find").input(fusion.name).run()
-    assert at.session_state["sel"] == {"side": "post", "name": fusion.name}
+    assert (_link(at)["node"], _link(at)["side"]) == (fusion.name, "post")
+    assert f"Selected: **{fusion.name}** (after optimization)" in [c.value for c in at.caption]
     text = _markdown_text(at)
     absorbed = b.provenance.kernel_to_pre[fusion.name]
     assert f"Absorbed {len(absorbed)} op(s)" in text
@@ -96,9 +113,9 @@ def test_source_line_lights_up_ops(at):
     sb = at.selectbox(key="src_line")
     line = next(o for o in sb.options if o != "— pick a line to light up its ops —")
     sb.select(line).run()
-    sel = at.session_state["sel"]
-    assert "line" in sel
-    assert f"Source line {sel['line']}" in _markdown_text(at)
+    picked = _link(at)["line"]  # the link names the line picked
+    assert line.startswith(f"line {picked}: ")
+    assert f"Source line {picked}" in _markdown_text(at)
 
 
 def test_broken_pasted_code_shows_error_and_keeps_code(at):
@@ -107,9 +124,9 @@ def test_broken_pasted_code_shows_error_and_keeps_code(at):
     assert not at.exception
     errors = [e.value for e in at.error]
     assert any("syntax error" in e and ":3" in e for e in errors), errors
-    assert at.session_state["code"] == bad
+    assert _shown(at).code == bad
     # the previous bundle is still shown
-    assert at.session_state["bundle"].source["name"] == "mlp"
+    assert _link(at)["model"] == "mlp"
 
 
 def test_pasted_code_trace_error_names_user_line(at):
@@ -128,10 +145,10 @@ def test_bad_option_is_a_clear_error(at):
 
 
 def test_fusion_disabled_preset_gives_more_kernels(at):
-    base = at.session_state["bundle"].metrics["kernels_after"]
+    base = _shown(at).bundle.metrics["kernels_after"]
     at.selectbox(key="preset").select("Fusion passes off").run()
     at.button(key="compile").click().run()
-    b = at.session_state["bundle"]
+    b = _shown(at).bundle
     assert b.options["compiler_options"].get("xla_disable_hlo_passes")
     assert b.metrics["kernels_after"] > base
 
@@ -153,7 +170,7 @@ def _run_with_link(params: dict) -> AppTest:
 
 
 def test_the_url_is_a_permalink_of_the_view(at):
-    b = at.session_state["bundle"]
+    b = _shown(at).bundle
     fusion = next(k for k in b.kernels if k.is_multi_op_fusion)
     at.text_input(key="find").input(fusion.name).run()
     params = {k: v for k, v in at.query_params.items()}
@@ -167,19 +184,21 @@ def test_the_url_is_a_permalink_of_the_view(at):
 
 def test_opening_a_link_restores_model_options_and_selection():
     at = _run_with_link({"model": "softmax", "backend": "cpu", "opt": "xla_disable_hlo_passes=fusion"})
-    b = at.session_state["bundle"]
-    assert b.source["name"] == "softmax"
+    assert _link(at)["model"] == "softmax"
+    assert _link(at)["opt"] == "xla_disable_hlo_passes=fusion"
+    b = _shown(at).bundle
     assert b.options["compiler_options"] == {"xla_disable_hlo_passes": "fusion"}
     assert at.session_state["free_options"].strip() == "xla_disable_hlo_passes=fusion"
     k = b.kernels[0].name
     at2 = _run_with_link({"model": "softmax", "backend": "cpu", "opt": "xla_disable_hlo_passes=fusion",
                           "node": k, "side": "post", "view": "source"})
-    assert at2.session_state["sel"] == {"side": "post", "name": k}
+    assert (_link(at2)["node"], _link(at2)["side"]) == (k, "post")
+    assert f"#### Details — {k}" in _markdown_text(at2)
 
 
 def test_a_link_carries_presentation_measuring_and_the_fusion_off_compile():
     at = _run_with_link({"model": "softmax", "backend": "cpu", "present": "1", "measure": "0", "compare": "1"})
-    b = at.session_state["bundle"]
+    b = _shown(at).bundle
     assert b.timings is None and b.fusion_comparison is not None  # not measured, compared with fusion off
     assert at.session_state["present"] is True and at.session_state["measure"] is False
     assert at.session_state["compare"] is True
@@ -193,19 +212,21 @@ def test_a_bad_link_warns_and_the_app_still_works():
     at = _run_with_link({"model": "no_such_model", "line": "abc"})
     warnings = " ".join(w.value for w in at.warning)
     assert "no_such_model" in warnings and "line" in warnings
-    assert at.session_state["bundle"].source["name"] == "mlp"
+    assert _link(at)["model"] == "mlp"
 
 
 def test_pasted_code_gets_a_link_that_reopens_it(at):
     code = ("import jax.numpy as jnp\n\ndef model(x):\n    return jnp.tanh(x) * 3\n\n"
             "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
     _paste_and_compile(at, code)
-    assert at.session_state["bundle"].source["code"] == code
+    assert _shown(at).bundle.source["code"] == code
     cid = at.query_params["code"]
     cid = cid[0] if isinstance(cid, list) else cid
+    assert _link(at)["code"] == cid
     at2 = _run_with_link({"code": cid})
-    assert at2.session_state["code"] == code
-    assert at2.session_state["bundle"].source["code"] == code
+    assert _shown(at2).code == code
+    assert _shown(at2).bundle.source["code"] == code
+    assert _link(at2)["code"] == cid
 
 
 def _plugin_installed() -> bool:
@@ -224,7 +245,7 @@ def test_h200_backend_shows_the_recorded_gpu_compile(at):
     at.checkbox(key="compare").check().run()
     at.button(key="compile").click().run()
     assert not at.exception
-    b = at.session_state["bundle"]
+    b = _shown(at).bundle
     assert b.environment["deviceless"] and b.environment["device_kind"] == "NVIDIA H200"
     assert b.timings is None and b.fusion_comparison["unfused"]["kernels"] > len(b.kernels)
     conv = [k for k in b.kernels if k.library == "cuDNN"]
@@ -242,21 +263,21 @@ def test_h200_backend_for_pasted_code_without_the_plugin_is_a_clear_error(at):
         pytest.skip("with the CUDA plugin pasted code compiles for the target")
     code = "import jax.numpy as jnp\n\ndef model(x):\n    return x * 2\n\ndef example_inputs():\n    return (jnp.ones(4),)\n"
     at.radio(key="source_kind").set_value("Paste code").run()
-    at.session_state["code"] = code
+    _shown(at).code = code
     at.radio(key="backend").set_value("h200").run()
     at.button(key="compile").click().run()
     errors = [e.value for e in at.error]
     assert any("options error" in e and "CUDA plugin" in e and "recorded" in e for e in errors), errors
-    assert at.session_state["code"] == code
-    assert at.session_state["bundle"].source["name"] == "mlp"  # the previous compile stays
+    assert _shown(at).code == code
+    assert _link(at)["model"] == "mlp"  # the previous compile stays
 
 
 def test_opening_an_h200_link():
     if _plugin_installed():
         pytest.skip("with the CUDA plugin the link compiles live")
     at = _run_with_link({"model": "attention", "backend": "h200"})
-    b = at.session_state["bundle"]
-    assert b.source["name"] == "attention" and b.environment.get("gpu_target") == "h200"
+    assert (_link(at)["model"], _link(at)["backend"]) == ("attention", "h200")
+    b = _shown(at).bundle
     assert any((k.custom_call_target or "").startswith("__cudnn$fmha") for k in b.kernels)
 
 

@@ -9,6 +9,8 @@ import os
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.explorer_state import explorer_state
+
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "app", "main.py")
 
 
@@ -25,7 +27,7 @@ def test_a_sharded_model_on_its_devices_and_a_count_it_cannot_use(at):
     assert at.selectbox(key="devices").value is None  # as the file says
     at.button(key="compile").click().run()
     assert not at.exception
-    b = at.session_state["bundle"]
+    b = explorer_state(at.session_state).bundle
     assert b.source["name"] == "ring_shard_map" and b.options["devices"] == 8
     at.session_state["view_tab"] = "Devices"
     at.run()
@@ -38,7 +40,8 @@ def test_a_sharded_model_on_its_devices_and_a_count_it_cannot_use(at):
     at.button(key="compile").click().run()
     errors = [e.value for e in at.error]
     assert any("Number of devices 2" in e and "DEVICES = 8" in e and "at most 8" in e for e in errors), errors
-    assert at.session_state["bundle"] is b
+    assert explorer_state(at.session_state).bundle is b
+    assert "**8 devices** · mesh `ring` = 8" in "\n".join(m.value for m in at.markdown)
 
 
 def test_a_link_carries_the_device_count(address_bar):
@@ -49,7 +52,7 @@ def test_a_link_carries_the_device_count(address_bar):
     at.query_params["devices"] = "2"
     at.run()
     assert not at.exception, at.exception
-    b = at.session_state["bundle"]
+    b = explorer_state(at.session_state).bundle
     assert b.source["name"] == "dp_train_step" and b.options["devices"] == 2
     assert at.selectbox(key="devices").value == 2
     assert address_bar(at).get("devices") == "2"

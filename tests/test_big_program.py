@@ -12,6 +12,7 @@ from analysis.bundle.core import bundle_from_hlo
 from analysis.render.details import pack_light, unpack_light
 from analysis.render import layout_cache
 from app import graph_payload, views
+from app.explorer_state import KEY, ExplorerState
 from tests.stack_hlo import stack_texts
 
 LAYERS = 8
@@ -99,9 +100,8 @@ def test_a_long_stage_text_is_drawn_from_its_start_and_searched_in_full():
     n = len(pre.splitlines())
     assert n > views.SHOWN_LINES
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.session_state["link_applied"] = True
+    at.session_state[KEY] = ExplorerState(bundle=b, link_applied=True)
     at.session_state["source_kind"] = "Upload HLO / bundle"
-    at.session_state["bundle"] = b
     at.session_state["view_tab"] = "Text views"  # only the open tab is made
     at.run()
     assert not at.exception, at.exception

@@ -12,6 +12,7 @@ from analysis.bundle.core import bundle_from_hlo  # noqa: E402
 from analysis.codegen.kernel_code import make_code  # noqa: E402
 from app import graph_payload, permalink, queries, views  # noqa: E402
 from app.code_payload import code_view, fact_lines, library_line  # noqa: E402
+from app.explorer_state import explorer_state  # noqa: E402
 
 PRE = """HloModule m
 
@@ -172,8 +173,10 @@ def test_the_app_keeps_view_code_in_its_link_and_notes_a_bad_node():
     from tests.test_app import _run_with_link
 
     at = _run_with_link({"model": "softmax", "backend": "cpu", "view": "code", "node": "no_such_fusion.7"})
-    assert at.session_state["code_open"] is True
-    assert at.session_state["sel"] == {}  # nothing selected instead of a name that is not there
+    assert explorer_state(at.session_state).code_open
+    # nothing selected instead of a name that is not there
+    assert not any(m.value.startswith("#### Details") for m in at.markdown)
+    assert "node=" not in "\n".join(c.value for c in at.code)
     notes = [w.value for w in at.warning if "no_such_fusion.7" in w.value]
     assert len(notes) == 1  # one note, one line of it (the page shows a link's words as text: fenced)
     assert [ln for ln in notes[0].splitlines() if "no_such_fusion.7" in ln][0].startswith("link: ")

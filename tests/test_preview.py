@@ -24,6 +24,7 @@ from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import Limits
 from analysis.service.store import Store
 from analysis.service.worker import EarlyParts, Ran
+from app.explorer_state import explorer_state
 from sample_models._stack import stack_source
 
 HLO = """HloModule tiny, is_scheduled=true
@@ -572,25 +573,27 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     assert not at.exception, at.exception
     monkeypatch.setenv("XLA_EXPLORER_PREVIEW_KERNELS", "1")  # this small program counts as big
     at.radio(key="source_kind").set_value("Paste code").run()
-    at.session_state["code"] = UNIQUE.format(stamp=time.time_ns())  # never in the cache
+    page = explorer_state(at.session_state)
+    page.code = UNIQUE.format(stamp=time.time_ns())  # never in the cache
     at.run()
     at.button(key="compile").click().run()
     assert not at.exception, at.exception
-    assert at.session_state["pending"] is not None
+    assert page.pending is not None
     assert "kernel timings follow" in _texts(at)
     assert "Measuring: every kernel is being timed" in _texts(at)
-    shown = at.session_state["bundle"]
-    assert shown.timings is None and at.session_state["payload"]["graphs"]["post"]["svgs"]
-    at.session_state["sel"] = {"side": "post", "name": shown.kernels[0].name}
+    shown = page.bundle
+    assert shown.timings is None and page.payload["graphs"]["post"]["svgs"]
+    page.sel = {"side": "post", "name": shown.kernels[0].name}
     deadline = time.monotonic() + 120
-    while at.session_state["pending"] is not None and time.monotonic() < deadline:
+    while page.pending is not None and time.monotonic() < deadline:
         time.sleep(0.5)
         at.run()
-    assert at.session_state["pending"] is None, "the measured bundle never came"
+    assert page.pending is None, "the measured bundle never came"
     assert not at.exception, at.exception
-    b = at.session_state["bundle"]
+    b = page.bundle
     assert b.timings and b.stages["hlo_after"] == shown.stages["hlo_after"]
-    assert at.session_state["sel"] == {"side": "post", "name": shown.kernels[0].name}  # the selection stays
+    # the selection stays
+    assert f"Selected: **{shown.kernels[0].name}** (after optimization)" in [c.value for c in at.caption]
     assert "kernel timings follow" not in _texts(at) and "Measuring:" not in _texts(at)
     assert "step (median)" in [m.label for m in at.metric]
 

@@ -8,6 +8,8 @@ import pytest
 ray = pytest.importorskip("ray", reason="the README's test command installs the ray extra")
 pytestmark = [pytest.mark.ray]
 
+from app.explorer_state import explorer_state  # noqa: E402
+
 
 
 def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundles(monkeypatch):
@@ -23,7 +25,7 @@ def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundl
     # the first screen's gallery compile goes into the store with the local engine
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
-    assert not at.exception and at.session_state["bundle"].source["name"] == "mlp"
+    assert not at.exception and explorer_state(at.session_state).bundle.source["name"] == "mlp"
     reset_default_queue()
     monkeypatch.setenv("XLA_EXPLORER_ENGINE", "ray")
     monkeypatch.setenv("XLA_EXPLORER_RAY_ADDRESS", "ray://127.0.0.1:9")
@@ -34,7 +36,7 @@ def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundl
         at = AppTest.from_file(APP, default_timeout=240)
         at.run()
         assert not at.exception
-        assert at.session_state["bundle"].source["name"] == "mlp"  # from the store
+        assert explorer_state(at.session_state).bundle.source["name"] == "mlp"  # from the store
         assert any("Ray cluster at ray://127.0.0.1:9" in c.value for c in at.caption)
         code = "import jax.numpy as jnp\ndef model(x):\n    return x * 7\ndef example_inputs():\n    return (jnp.ones(3),)\n"
         _paste_and_compile(at, code)
@@ -43,6 +45,6 @@ def test_the_app_says_the_cluster_is_out_of_reach_and_keeps_serving_cached_bundl
         assert any("cannot reach the Ray cluster at ray://127.0.0.1:9" in e for e in errors), errors
         # each error is one line, shown as text (a fenced block: nothing in it formatted)
         assert all(e.startswith("```text\n") and e.count("\n") == 2 for e in errors), errors
-        assert at.session_state["code"] == code
+        assert explorer_state(at.session_state).code == code
     finally:
         reset_default_queue()

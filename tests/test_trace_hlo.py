@@ -21,6 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 from analysis.bundle.core import Bundle  # noqa: E402
 from analysis.cli import main  # noqa: E402
 from analysis.program.kernels import launching  # noqa: E402
+from app.explorer_state import explorer_state  # noqa: E402
 from tests.test_trace_import import RUNS, _mlp, _trace_file, _Upload, _zip  # noqa: E402
 
 _NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=", re.M)
@@ -188,8 +189,8 @@ def test_the_apps_upload_opens_a_trace_alone(traced):
     from app import uploads
 
     trace_dir, trace_zip, xla = traced
-    ss = st.session_state
-    ss.session_id = "test-trace-alone"
+    st.session_state.session_id = "test-trace-alone"
+    ss = explorer_state()  # the Explorer's state, which the uploads open into
     for as_model in (False, True):
         ss.bundle, ss.error, ss.upload_job = None, None, None
         up = _Upload("trace.zip", open(trace_zip, "rb").read())
@@ -231,8 +232,6 @@ def test_a_zipped_dump_is_not_taken_for_a_trace(tmp_path):
 def test_a_dump_and_its_trace_zipped_together_open_as_the_dump_with_the_traces_timings(tmp_path, capsys):
     """A user zips their working folder: the dump and the trace side by side. The dump's two
     graphs open, the trace's times on its kernels (the CLI and the app's one upload box)."""
-    import streamlit as st
-
     from app import uploads
     from tests.test_trace_import import _users_run
 
@@ -250,7 +249,7 @@ def test_a_dump_and_its_trace_zipped_together_open_as_the_dump_with_the_traces_t
     b = Bundle.load(out)
     assert "hlo_before" in b.stages and "hlo_after" in b.stages  # the dump's, both sides
     assert b.timings["source"] == "trace" and b.timings["steps_seen"] == RUNS
-    ss = st.session_state
+    ss = explorer_state()  # the Explorer's state, which the uploads open into
     ss.bundle, ss.error = None, None
     uploads.load_upload(_Upload("both.zip", both.read_bytes()), None)
     assert ss.error is None, ss.error

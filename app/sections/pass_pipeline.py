@@ -26,6 +26,7 @@ from app.uploads import open_files
 from app import views
 from app import runner
 from app import safe
+from app.explorer_state import explorer_state
 from app.page_helpers import (
     backend_choice, code_job, code_source, compile_with_status, default_index, gallery_job, link_to_widgets,
     link_warning, presentation, projector_fonts, show_error,
@@ -119,7 +120,7 @@ link_to_widgets("passes", {"model": ("pp_model", list(GALLERY), None),
 with st.sidebar:
     st.markdown("## Pass pipeline")
     link_warning("passes")
-    cur = ss.get("bundle")
+    cur = explorer_state().bundle
     have_current = cur is not None and bool(getattr(cur, "pass_log", None))
     sources = ["Gallery model", "Paste code", "Upload a dump (.zip) or bundle"] + (["Current bundle"] if have_current else [])
     src = st.radio("Model", sources, key="pp_source")

@@ -21,6 +21,7 @@ from analysis.render.format import human_seconds
 from analysis.studies.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths
 from analysis.service.job import Job
 from app import safe, views
+from app.explorer_state import explorer_state
 from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,
                               presentation, projector_fonts, show_error, table)
 from sample_models import gallery
@@ -174,5 +175,6 @@ with st.expander("Every call", expanded=False):
 st.caption(f"The sweep took {human_seconds(sw.get('seconds'))} in the worker. The bundle is the ordinary compile at "
            f"length {plain[0]['length']}; open it on the main page to see its graphs.")
 if st.button("Open this compile on the main page", key="sw_open"):
-    ss.bundle, ss.error, ss.sel = b, None, {}
+    shown = explorer_state()
+    shown.bundle, shown.error, shown.sel = b, None, {}
     st.switch_page("main.py")

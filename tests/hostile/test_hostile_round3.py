@@ -16,6 +16,7 @@ from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.service.job import Job
 from analysis.service.settings import REPO_ROOT, Limits
+from app.explorer_state import explorer_state
 from tests.hostile.conftest import needs_bwrap
 
 CLI = [sys.executable, "-m", "analysis.cli"]
@@ -629,11 +630,11 @@ def test_images_in_pasted_codes_docstring_are_never_fetched():
         at.run()
         code = f'"""Evil {IMAGE} title.\n\nThe lesson {IMAGE} here."""\n' + TAIL
         at.radio(key="source_kind").set_value("Paste code").run()
-        at.session_state["code"] = code
+        explorer_state(at.session_state).code = code
         at.run()
         at.button(key="compile").click().run()
         assert not at.exception, at.exception
-        assert at.session_state["bundle"].source.get("description", "").startswith("Evil")
+        assert explorer_state(at.session_state).bundle.source.get("description", "").startswith("Evil")
         texts = _shown_markdown(at)
         assert any("beacon" in t for t in texts)  # the docstring is shown (as text)
         _fetches_nothing(texts)
