@@ -148,6 +148,30 @@ def test_user_text_is_escaped(gallery_bundle):
     assert page.count("</script>") == page.count("<script")
 
 
+def test_the_report_inlines_the_files_the_apps_component_serves(tb):
+    """One source for both front ends: the app's component is the folder ``assets/`` (its
+    ``index.html`` loads real files of it, no long inline script and no link), and the report
+    inlines the same files' texts (pan/zoom, the helpers, and with code the Code pane)."""
+    from analysis.codegen import kernel_code
+    from analysis.render import web_assets
+
+    assets = web_assets.COMPONENT_DIR
+    index = web_assets.text("index.html")
+    loaded = re.findall(r"<script src=\"([^\"]+)\"></script>", index) + re.findall(r"<link rel=\"stylesheet\" href=\"([^\"]+)\">", index)
+    assert {"graph.js", "helpers.js", "code_pane.js", "graph_view.js", "code_pane.css", "graph_view.css"} <= set(loaded)
+    assert all(os.path.isfile(os.path.join(assets, f)) for f in loaded)
+    inline = re.findall(r"<script>(.*?)</script>", index, re.S) + re.findall(r"<style>(.*?)</style>", index, re.S)
+    assert sum(t.count("\n") + 1 for t in inline) <= 3
+    assert not any(os.path.islink(os.path.join(assets, f)) for f in os.listdir(assets))
+    with open(os.path.join(ROOT, "app", "views.py"), encoding="utf-8") as f:
+        assert 'declare_component("xla_graph", path=COMPONENT_DIR)' in f.read()
+    page = html_report(tb)
+    for name in ("helpers.js", "graph.js", "report.js"):
+        assert web_assets.text(name) in page
+    assert kernel_code.has_code(tb)
+    assert web_assets.text("code_pane.js") in page and web_assets.text("code_pane.css") in page
+
+
 def test_graph_exports_and_downloads(tb):
     ex = graph_exports(tb)
     assert set(ex) == {f"transformer_block.{s}.{e}" for s in ("before", "after") for e in ("dot", "svg")}

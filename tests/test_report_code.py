@@ -152,24 +152,25 @@ def test_a_code_line_lights_its_op_and_an_op_marks_its_lines(gallery_bundle):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto("file://" + path)
             page.wait_for_selector("body[data-code='ready']", timeout=30_000)
-            # the kernel clicked in the graph: its code in the pane, every line, the linked ones marked
+            # the kernel clicked in the graph: its code in the pane (the app's, code_pane.js), every
+            # line, the linked ones marked
             page.locator(f"#graph-post [id='post-k:{name}']").dispatch_event("click", {"bubbles": True})
-            assert page.input_value("#xe-code-kernel") == name and page.input_value("#xe-code-stage") == stage
-            assert page.locator("#xe-code-view .cl").count() == len(kc.stages[stage].split("\n"))
-            assert page.locator("#xe-code-view .cl.op").count() == len(kc.ops[stage])
+            assert page.input_value("#xe-code-kernel") == name and page.input_value("#xe-code-pane #cstage") == stage
+            assert page.locator("#xe-code-pane div.cl").count() == len(kc.stages[stage].split("\n"))
+            assert page.locator("#xe-code-pane div.cl.linked").count() == len(kc.ops[stage])
             # a linked line clicked: its instruction lit in the graph
-            page.locator(f"#xe-code-view .cl[data-n='{line}']").click()
+            page.locator(f"#xe-code-pane div.cl[data-line='{line}']").click()
             assert page.locator(f"#graph-post [id='post-x:{op}'].xe-hl").count() == 1
             # that instruction picked in the graph: the code marks exactly its lines
             page.locator(f"#graph-post [id='post-x:{op}']").dispatch_event("click", {"bubbles": True})
-            marked = page.locator("#xe-code-view .cl.xe-hl").evaluate_all("rs => rs.map(r => +r.dataset.n)")
+            marked = page.locator("#xe-code-pane div.cl.lit").evaluate_all("rs => rs.map(r => +r.dataset.line)")
             assert marked == kc.lines_of(stage, op)
             page.locator("#code").scroll_into_view_if_needed()
             page.screenshot(path=os.path.join(OUT, "code-1280.png"))
-            # the search marks the lines holding the text
-            page.fill("#xe-code-find", "define")
-            want = sum(1 for ln in kc.stages[stage].split("\n") if "define" in ln)
-            assert page.locator("#xe-code-view .cl.found").count() == want > 0
+            # the search (plain text, any case) marks the lines holding the text
+            page.fill("#xe-code-pane #cq", "define")
+            want = sum(1 for ln in kc.stages[stage].split("\n") if "define" in ln.lower())
+            assert page.locator("#xe-code-pane div.cl.found").count() == want > 0
         finally:
             browser.close()
     assert errors == [], errors

@@ -394,8 +394,7 @@ def html_report(bundle: Bundle) -> str:
         # No network, ever: anything the page tried to fetch from elsewhere is refused.
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; script-src 'unsafe-inline' "
         "'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'\">",
-        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{CSS}{report_layers.CSS if lay else ''}"
-        f"{report_code.CSS if code else ''}"
+        f"<title>{_e(b.title)} — XLA Explorer report</title><style>{web_assets.style(*_styles(lay, code))}"
         "</style></head><body>",
         f"<header><h1>{_e(b.title)}</h1><div class='sub'>{sub}</div>",
         "<nav>" + " ".join(f"<a href='#{i}'>{_e(t)}</a>" for i, t in nav)
@@ -441,9 +440,21 @@ def html_report(bundle: Bundle) -> str:
                      f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
     if lay:
         parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
-    parts.append(f"<script>{web_assets.script('helpers.js', 'graph.js', 'report.js')}\n{report_layers.JS if lay else ''}\n"
-                 f"{report_code.JS if code else ''}</script></body></html>")
+    parts.append(f"<script>{web_assets.script(*_scripts(lay, code))}</script></body></html>")
     return "".join(parts)
+
+
+def _styles(lay, code) -> list[str]:
+    """The page's style sheets (``assets/``): its own, its layers', its Code section's."""
+    return ["report.css"] + (["report_layers.css"] if lay else []) + (["code_pane.css", "report_code.css"] if code else [])
+
+
+def _scripts(lay, code) -> list[str]:
+    """The page's scripts (``assets/``), each after those it uses: the helpers and pan/zoom every
+    graph view shares, the report's own, its layers', and the app's Code pane with the report's
+    data."""
+    return (["helpers.js", "graph.js", "report.js"] + (["report_layers.js"] if lay else [])
+            + (["code_pane.js", "report_code.js"] if code else []))
 
 
 def _code_chars(d: dict) -> int:
@@ -451,77 +462,6 @@ def _code_chars(d: dict) -> int:
     kernels = (d.get("code") or {}).get("kernels") or {}
     return sum(len(v.get("z", "")) for k in kernels.values() if isinstance(k, dict)
                for v in (k.get("stages") or {}).values() if isinstance(v, dict))
-
-
-CSS = """
-:root { --fg:#1f2328; --muted:#6b7280; --line:#e5e7eb; --hl:#FF7F0E; }
-* { box-sizing: border-box; }
-body { margin:0; font: 15px/1.5 "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; color:var(--fg); background:#fafafa; }
-header { background:#fff; border-bottom:1px solid var(--line); padding:14px 28px 8px; }
-header h1 { margin:0; font-size:26px; }
-header .sub { color:var(--muted); font-size:14px; }
-nav { margin-top:6px; display:flex; gap:14px; align-items:center; flex-wrap:wrap; font-size:14px; }
-nav a { color:#2b5d9b; text-decoration:none; }
-main { padding:6px 28px 30px; max-width:1800px; margin:0 auto; }
-section { margin-top:18px; }
-h2 { font-size:20px; margin:0 0 8px; border-bottom:1px solid var(--line); padding-bottom:4px; }
-h3 { font-size:16px; margin:0 0 2px; display:flex; align-items:center; justify-content:space-between; }
-button { font: 12px sans-serif; padding:2px 9px; border:1px solid #bbb; background:#f7f7f7; border-radius:4px; cursor:pointer; }
-button:hover { background:#eee; }
-.lesson { background:#fff; border-left:4px solid #4477AA; padding:8px 14px; margin-top:14px; }
-.lesson p { margin:6px 0 0; }
-.cards { display:flex; gap:12px; flex-wrap:wrap; }
-.card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px 14px; min-width:180px; flex:1; }
-.card .lbl { color:var(--muted); font-size:13px; }
-.card .val { font-size:26px; font-weight:600; }
-.card .note { color:var(--muted); font-size:12.5px; }
-.routes { margin-top:8px; font-size:14px; }
-.chip { display:inline-flex; align-items:center; margin-right:12px; white-space:nowrap; }
-.sw { display:inline-block; width:14px; height:14px; border-radius:3px; margin-right:5px; }
-.legend { position:sticky; top:0; z-index:5; background:#fafafa; padding:8px 0; border-bottom:1px solid var(--line); font-size:14px; margin-top:14px; }
-.graphs { display:grid; grid-template-columns: 1fr 1fr; gap:14px; }
-@media (max-width: 1100px) { .graphs { grid-template-columns: 1fr; } }
-.pane { background:#fff; border:1px solid var(--line); border-radius:8px; padding:8px 10px; min-width:0; }
-.pane .subtitle { color:var(--muted); font-size:12.5px; margin-bottom:4px; }
-.tools button { margin-left:4px; }
-.view { position:relative; height:680px; overflow:hidden; border:1px solid #f0f0f0; border-radius:6px; cursor:grab; background:#fff; }
-.view svg { width:100%; height:100%; display:block; user-select:none; }
-.view .hint { position:absolute; left:8px; bottom:4px; font-size:11px; color:#999; pointer-events:none; }
-g.node, g.cluster { cursor:pointer; }
-g.node.xe-hl > g > a > path, g.node.xe-hl > g > a > polygon, g.node.xe-hl > g > a > ellipse,
-g.node.xe-hl > path, g.node.xe-hl > polygon, g.node.xe-hl > ellipse { stroke:var(--hl); stroke-width:4px; }
-g.cluster.xe-hl > path, g.cluster.xe-hl > polygon, g.cluster.xe-hl > g > a > path, g.cluster.xe-hl > g > a > polygon { stroke:var(--hl); stroke-width:4px; }
-.dim text { opacity:0.45; }
-table.kt { border-collapse:collapse; width:100%; background:#fff; font-size:13.5px; }
-table.kt.narrow { width:auto; }
-table.kt th, table.kt td { border-bottom:1px solid var(--line); padding:4px 8px; text-align:left; vertical-align:top; }
-table.kt th { background:#f3f4f6; position:sticky; top:38px; }
-table.kt td.num { text-align:right; font-variant-numeric: tabular-nums; white-space:nowrap; }
-table.kt tr:target, table.kt tr.xe-hl { background:#FFF1D6; }
-a.kname { font-family:"DejaVu Sans Mono", monospace; font-size:13px; color:#1f4e8c; }
-.bar { display:inline-block; width:60px; height:9px; background:#eee; border-radius:3px; margin-right:6px; vertical-align:middle; }
-.bar span { display:block; height:100%; border-radius:3px; }
-.muted { color:var(--muted); } .small { font-size:12.5px; }
-.charts { display:grid; grid-template-columns: 1fr 1fr; gap:12px; }
-@media (max-width: 1100px) { .charts { grid-template-columns: 1fr; } }
-.chart { background:#fff; border:1px solid var(--line); border-radius:8px; padding:4px; min-width:0; }
-.src { background:#fff; border:1px solid var(--line); border-radius:8px; padding:6px 0; font: 13.5px/1.5 "DejaVu Sans Mono", monospace; overflow-x:auto; }
-.src > div { white-space:pre; padding:0 10px; display:flex; align-items:baseline; }
-.src > div.has { background:#F4F8FC; }
-.src > div, table.kt tr, section, .pane { scroll-margin-top: 64px; }
-.src > div:target { background:#FFF1D6; border-left:3px solid var(--hl); }
-.src a.ln { color:#999; display:inline-block; width:3.2em; text-align:right; margin-right:1em; text-decoration:none; flex:none; }
-.src .code { flex:1; }
-.src .tags { margin-left:16px; font-family:sans-serif; font-size:11.5px; }
-a.ktag { border:2px solid; border-radius:10px; padding:0 6px; margin-left:4px; color:#333; text-decoration:none; background:#fff; }
-pre.stage { background:#fff; border:1px solid var(--line); padding:8px; font-size:12px; max-height:520px; overflow:auto; }
-pre.err { color:#b00020; white-space:pre-wrap; }
-details { margin:6px 0; } summary { cursor:pointer; font-weight:600; }
-table.kv th { text-align:left; color:var(--muted); font-weight:normal; padding-right:14px; } table.kv { font-size:13.5px; }
-footer { color:var(--muted); font-size:12.5px; padding:14px 28px; border-top:1px solid var(--line); }
-@media print { .legend, table.kt th { position:static; } .view { height:auto; } .tools, .hint, .xe-mini, nav button { display:none; } }
-"""
-
 
 
 def _memory_section(b: Bundle, plotly_loaded: bool) -> str:

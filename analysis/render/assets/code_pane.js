@@ -1,28 +1,29 @@
-/* The Code pane of the explorer's graphs: the selected kernel's code at one stage (a picker of
- * the stages the compile has), its facts above it, plain-text search, and the links both ways
- * with the graphs, as Compiler Explorer links source and output.
+/* The Code pane of every graph view (the app's component beside its graphs, the HTML report's
+ * Code section): the selected kernel's code at one stage (a picker of the stages the compile
+ * has), its facts above it, plain-text search, and the links both ways with the graphs, as
+ * Compiler Explorer links source and output. Its look is code_pane.css (the root gets the class
+ * ``xe-code``).
  *
  *   const code = XECode.pane(root, hooks);   // root: the pane's element
  *   code.setData(data)        // app/code_payload.code_view's dict (or null: none sent yet)
  *   code.show(kernel, op)     // a kernel's code, scrolled to the first line linked to ``op``
+ *   code.mark(op)             // every line linked to ``op`` marked (null: none), scrolled to the first
  *   code.kernel()             // the kernel shown
  *   code.addKernels(add, lazy) // a big compile's kernels' code, sent when first shown
  *   code.wanted()             // the kernel whose code is asked for (null when none is)
  *
+ * A kernel's data: ``stages`` {stage: text}, ``ops`` {stage: {line: [instruction names]}},
+ * ``pre`` {instruction: [ops before optimization]}, ``facts`` [lines], ``facts_stage``, ``cut``
+ * {stage: lines in all}, ``absent`` (why its code is not here, where it is not).
  * hooks.light(kernel, fused, pre): a code line clicked: light those instructions in the
  * graphs; hooks.pick(kernel): a kernel named in the pane clicked; hooks.want(kernel): its code
  * is not here yet (a big compile's, ``lazy``): ask the server for it.
  * The code, the op names and the facts are text from a bundle (untrusted): they become text
- * nodes and spans made here, never HTML. */
+ * nodes and spans made here (XEHelpers.el), never HTML. */
 (function (root) {
   "use strict";
 
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
+  const el = XEHelpers.el;
   function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
 
   // The spellings of an HLO name in generated code: as it is (LLVM IR keeps "add.3"), and with
@@ -35,7 +36,7 @@
   }
 
   function pane(box, hooks) {
-    let data = null, shown = null, stage = null, lines = [], rows = [], hitRows = [], hitAt = -1, picked = null;
+    let data = null, shown = null, stage = null, lines = [], rows = [], hitRows = [], hitAt = -1, picked = null, lit = [];
     let want = null, wantOp = null;  // a kernel shown whose code is on its way
     const head = el("div", undefined, "chead");
     const pick = el("select"); pick.id = "cstage"; pick.title = "The stage of the code: what XLA emitted, step by step";
@@ -45,6 +46,7 @@
     head.appendChild(pick); head.appendChild(find); head.appendChild(hits);
     const title = el("h3"), facts = el("ul", undefined, "cfacts"), note = el("div", "", "cnote");
     const body = el("div", undefined, "cbody");
+    box.classList.add("xe-code");
     [head, title, facts, note, body].forEach((e) => box.appendChild(e));
 
     // another stage (kept for the next kernel): scrolled to the kernel's function in it
@@ -102,7 +104,7 @@
       shown = name;
       title.textContent = ""; facts.textContent = ""; note.textContent = ""; body.textContent = "";
       pick.textContent = ""; pick.style.display = "none"; find.style.display = "none"; hits.textContent = "";
-      lines = []; rows = []; hitRows = []; hitAt = -1; picked = null;
+      lines = []; rows = []; hitRows = []; hitAt = -1; picked = null; lit = [];
       box.dataset.kernel = name || "";
       if (!data) { note.textContent = "Loading the generated code…"; return; }
       if (!name) { want = null; intro(); return; }
@@ -125,7 +127,7 @@
       if (data.note) facts.appendChild(el("li", data.note, "hint"));  // e.g. SASS not made, and why
       const mine = (data.stages || []).filter((s) => kd.stages && kd.stages[s[0]] !== undefined);
       mine.forEach(([s, label]) => { const o = el("option", label); o.value = s; pick.appendChild(o); });
-      if (!mine.length) { note.textContent = "No code for " + name + " in this compile."; return; }
+      if (!mine.length) { note.textContent = kd.absent || "No code for " + name + " in this compile."; return; }
       // the stage picked before, else the one the facts were read from (PTX on a GPU), else the first
       if (!stage || !mine.some((s) => s[0] === stage)) {
         stage = mine.some((s) => s[0] === kd.facts_stage) ? kd.facts_stage : mine[0][0];
@@ -192,7 +194,7 @@
 
     function draw(scrollTo) {
       const kd = kernelData(shown);
-      body.textContent = ""; rows = []; picked = null;
+      body.textContent = ""; rows = []; picked = null; lit = [];
       if (!kd) return;
       const text = kd.stages[stage] || "";
       lines = text.split("\n");
@@ -225,6 +227,19 @@
       setTimeout(() => row.classList.remove("at"), 1500);
     }
 
+    // the lines of the stage shown linked to the instruction ``op`` itself, marked (what a
+    // selection in the report's graphs shows); the view scrolled to the first
+    function mark(op) {
+      lit.forEach((r) => r.classList.remove("lit"));
+      lit = [];
+      const kd = kernelData(shown);
+      if (!op || !kd) return;
+      const links = (kd.ops || {})[stage] || {};
+      rows.forEach((r, i) => { const ops = links[String(i + 1)]; if (ops && ops.includes(op)) lit.push(r); });
+      lit.forEach((r) => r.classList.add("lit"));
+      if (lit.length) scrollToLine(+lit[0].dataset.line);
+    }
+
     function search(q) {
       hitRows.forEach((r) => r.classList.remove("found"));
       hitRows = []; hitAt = -1;
@@ -241,7 +256,7 @@
       hits.textContent = (hitAt + 1) + " of " + hitRows.length;
     }
 
-    return { setData, show, addKernels, wanted: () => want, kernel: () => shown,
+    return { setData, show, mark, addKernels, wanted: () => want, kernel: () => shown,
              has: (k) => !!kernelData(k) || lazy(k) || !!(data && (data.library || {})[k]) };
   }
 

@@ -1,7 +1,7 @@
 /* The HTML report's own script (analysis/render/report.py): pan and zoom of each graph view
  * (assets/graph.js), a click selects and lights up what is linked on the other side and in the
  * kernel table, the downloads. ``window.XEReport`` is what the page's other parts use
- * (report_layers.py: a big program's layers; report_code.py: the generated code). */
+ * (report_layers.js: a big program's layers; report_code.js: the generated code). */
 (function () {
   "use strict";
   const links = JSON.parse(document.getElementById("xe-links").textContent || "{}");
@@ -57,11 +57,13 @@
   const api = { panes, wire, boxOf: null, onSelect: [], select: (side, nid) => select(side, nid), selectOp,
     inflate: (el) => XEHelpers.inflate(el.textContent.trim()).then(JSON.parse) };
   window.XEReport = api;
-  function selectOp(name, kernel) {  // an instruction of the optimized module (a code line's)
+  // instructions of the optimized module (a code line's, report_code.js) lit, else their
+  // kernel; before optimization the ops of their names and those they stand for (``pre``)
+  function selectOp(names, kernel, pre) {
     clear();
-    const f = mark("post", ["x:" + name, "k:" + name]) || mark("post", ["k:" + kernel, "f:" + kernel]);
+    const f = mark("post", names.flatMap((n) => ["x:" + n, "k:" + n])) || mark("post", ["k:" + kernel, "f:" + kernel]);
     if (f && panes.post) panes.post.center(f);
-    const p = mark("pre", ["op:" + name]);
+    const p = mark("pre", [...new Set(names.concat(pre || []))].map((n) => "op:" + n));
     if (p && panes.pre) panes.pre.center(p);
   }
   function el(prefix, id) {  // in the view shown
