@@ -17,7 +17,6 @@ from analysis.bundle.core import Bundle
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_all, layout_dots_start, svg_or_error
-from analysis.render.module_graphs import post_graph, pre_graph
 
 
 def route_legend(spec: GraphSpec) -> list[dict]:
@@ -33,7 +32,8 @@ def route_legend(spec: GraphSpec) -> list[dict]:
     return items
 
 
-from analysis.render.layer_graph import OPEN_AS_LAYERS  # noqa: E402  (the report opens the same programs as layers)
+from analysis.render.layer_graph import OPEN_AS_LAYERS  # noqa: E402,F401  (the size above which a program opens as its layers)
+from analysis.render.view_model import graph_views, variant_specs  # noqa: E402  (the views, as the report's)
 
 
 def _scale_legend(title: str) -> list[dict]:
@@ -51,39 +51,6 @@ def time_legend() -> list[dict]:
 
 def memory_legend() -> list[dict]:
     return _scale_legend("temporaries written:")
-
-
-BASIC_VARIANTS = ("default", "expanded", "collapsed")
-
-
-def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
-    """The GraphSpecs of the views ``names`` (of ``BASIC_VARIANTS`` and the layers views, see
-    ``analysis.render.layer_graph``; ``isolate``: an opened layer with its neighbours only), by side."""
-    from analysis.fusion.decisions import edge_notes
-    from analysis.render.layer_graph import layer_variants
-
-    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
-    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
-    notes = edge_notes(b.fusion_decisions) if pre_mod is not None else None  # why XLA did (not) fuse each boundary
-    specs: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
-    basic = [n for n in BASIC_VARIANTS if n in names]
-    if pre_mod is not None:
-        args = {"default": {}, "expanded": {"collapse": False}, "collapsed": {"collapse": True}}
-        for n in basic:
-            specs["pre"][n] = pre_graph(pre_mod, edge_notes=notes, **args[n])
-    if post_mod is not None:
-        fusions = {k.name for k in b.kernels if k.opcode == "fusion" and k.fused_ops}
-        kw = dict(timings=timings, provenance=b.provenance)
-        args = {"default": {}, "expanded": {"expand": fusions, "collapse_all": False}, "collapsed": {"collapse_all": True}}
-        for n in basic:
-            specs["post"][n] = post_graph(post_mod, b.kernels, **args[n], **kw)
-    layered = [n for n in names if n.startswith("layers")]
-    if layered:
-        for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered,
-                                             isolate=isolate).items():
-            specs[side].update(variants)
-    return {side: v for side, v in specs.items() if v}
-
 
 
 @tuning.building()  # an entry point of analysis.tuning: big structures, none of them garbage
@@ -143,27 +110,25 @@ def payload_core(b: Bundle) -> dict:
     views it opens with (all expanded, all collapsed, the model's layers, ...), the op <-> kernel
     links, every node's details, the source lines with their kernels, the lecture order.
 
-    A big program (more than ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and
-    only that view is laid out: every other view is in ``lazy`` and is built and laid out when
-    the user asks for it (``add_variant``; a layer then opens with its neighbours only), so the
-    first graph costs what is shown, not what the module holds."""
+    Which views there are, which opens first and which are laid out now is the view model's
+    (``analysis.render.view_model.graph_views``, as the report's): a big program (more than
+    ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and only that view is laid
+    out: every other view is in ``lazy`` and is built and laid out when the user asks for it
+    (``add_variant``; a layer then opens with its neighbours only), so the first graph costs what
+    is shown, not what the module holds."""
     from analysis.program.links import link_maps
     from analysis.render.details import lecture_order, node_details, pack_light, source_lines
     from analysis.render.graph import time_color
-    from analysis.render.layer_graph import layer_maps, variant_names
+    from analysis.render.layer_graph import layer_maps
 
-    pre_mod = b.module("hlo_before")
     timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
     layers = layer_maps(b)
-    all_layered = variant_names(b) if layers else []
-    big = bool(layers) and pre_mod is not None and len(pre_mod.entry.instructions) > OPEN_AS_LAYERS
-    # Laid out now: the views a program opens with and its collapsed layers view; each layer
-    # opened is laid out when it is asked for (``add_variant``), for every program alike: a view
-    # with one layer open is a layout of the whole module, and laying them all out ahead was
-    # most of a small program's payload (docs/performance.md)
-    eager = ["layers"] if big else list(BASIC_VARIANTS) + all_layered[:1]
-    lazy = [n for n in list(BASIC_VARIANTS) + all_layered if n not in eager]
-    specs = variant_specs(b, eager)
+    views = graph_views(b)
+    big = views.as_layers
+    # Laid out now: the views a program opens with and its collapsed layers view; the others
+    # (each layer opened, for every program alike) when they are asked for (``add_variant``)
+    lazy = views.lazy
+    specs = variant_specs(b, views.eager)
     # Graphviz lays the views out in its own processes while the rest is built here
     dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
     layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
@@ -222,7 +187,7 @@ def payload_core(b: Bundle) -> dict:
     payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
                "why": edge_why(b.fusion_decisions),  # each boundary's decision, for the "why" panel
                # big programs open collapsed to their layers (the layers view scales; every op does not)
-               "open_variant": "layers" if big else "default", "lazy": lazy,
+               "open_variant": views.first, "lazy": lazy,
                "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
                "missing": {side: missing_stage_text(b, side) for side in ("pre", "post")},
                "error": error, "details_log": []}
@@ -244,7 +209,7 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
     # a big program (opened as layers) opens a layer with its neighbours only: laying out the
     # layer in the middle of all the others would cost what the whole layers view costs
     with tuning.building():
-        specs = variant_specs(b, [name], isolate=payload.get("open_variant") == "layers")
+        specs = variant_specs(b, [name], isolate=graph_views(b).layer_alone)
     try:
         layout_all([sp for v in specs.values() for sp in v.values()])
     except RuntimeError:

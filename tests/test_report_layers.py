@@ -19,6 +19,7 @@ import pytest
 from analysis.bundle.core import bundle_from_hlo
 from analysis.render import layer_graph, report_layers
 from analysis.render.report import html_report
+from analysis.render.view_model import graph_views
 from tests.stack_hlo import stack_texts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,7 +125,7 @@ def test_a_small_program_is_drawn_whole():
 
 def test_a_big_program_opens_as_its_layers_with_every_layer_laid_out_once_per_shape():
     b = _big()
-    assert report_layers.opens_as_layers(b)
+    assert graph_views(b).as_layers
     page = html_report(b)
     assert "<select id='xe-layer'>" in page
     data = _page_data(page)
@@ -208,6 +209,26 @@ def test_opening_a_layer_in_chromium_shows_its_ops(monkeypatch):
         finally:
             browser.close()
     assert requests == [] and errors == [], (requests, errors)
+
+
+def test_the_app_and_the_report_open_the_views_the_view_model_says():
+    """One view model (``view_model.graph_views``): which views exist, which opens first, which
+    are laid out ahead, how a layer opens; the app's payload and the report follow it."""
+    from app.graph_payload import payload_core
+
+    small, big = graph_views(_bundle()), graph_views(_big())
+    small_layers = ["layers"] + [f"layers:net/blk{i}" for i in range(3)]
+    assert small.names == ("default", "expanded", "collapsed", *small_layers) and small.first == "default"
+    # a small program opens at default, its layers view laid out ahead, each layer opened in place when asked for
+    assert small.eager == ("default", "expanded", "collapsed", "layers") and small.lazy == small_layers[1:]
+    assert not small.as_layers and not small.layer_alone
+    layers = ["layers"] + [f"layers:layer{i}" for i in range(8)]
+    assert big.names == ("default", "expanded", "collapsed", *layers) and big.first == "layers"
+    assert big.eager == ("layers",) and big.lazy == ["default", "expanded", "collapsed", *layers[1:]] and big.layer_alone
+    p = payload_core(_big())
+    assert p["open_variant"] == big.first and p["lazy"] == big.lazy
+    assert all(set(g["variants"]) == set(big.eager) for g in p["graphs"].values())
+    assert report_layers.layered_graphs(_bundle()) is None and report_layers.layered_graphs(_big()) is not None
 
 
 def test_the_collapsed_view_is_the_apps_so_one_layout_serves_both():

@@ -56,13 +56,14 @@ def _script_json(obj) -> str:
 
 
 def graph_specs(bundle: Bundle):
-    """(pre GraphSpec or None, post GraphSpec or None), as the app draws them with nothing
-    selected: a big program's collapsed to its layers (``report_layers``)."""
-    from analysis.render import report_layers
+    """(pre GraphSpec or None, post GraphSpec or None), the view the app opens at
+    (``view_model.graph_views``) with nothing selected: a big program's collapsed to its layers
+    (``report_layers``)."""
     from analysis.render.module_graphs import post_graph, pre_graph
+    from analysis.render.view_model import graph_views, variant_specs
 
-    if report_layers.opens_as_layers(bundle):
-        layered = report_layers.collapsed_specs(bundle)
+    if graph_views(bundle).as_layers:
+        layered = variant_specs(bundle, ["layers"])
         return tuple((layered.get(side) or {}).get("layers") for side in ("pre", "post"))
 
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")

@@ -14,8 +14,8 @@ The page keeps one SVG per distinct layout (a *template*) and, per layer, its id
 and tooltips in the template's order; opening a layer clones its template and writes them in
 (as text, never as markup: names come from the user's program).
 
-``layered_graphs(bundle)`` is None for a program the app opens whole (``opens_as_layers``);
-the report then draws both whole graphs as before."""
+``layered_graphs(bundle)`` is None for a program the app opens whole (the view model's,
+``view_model.graph_views``); the report then draws both whole graphs."""
 
 from __future__ import annotations
 
@@ -143,25 +143,6 @@ def _renamed(x, **fields):
     return x
 
 
-def opens_as_layers(bundle: Bundle) -> bool:
-    """Whether the app opens this program collapsed to its layers (the report does the same)."""
-    from analysis.program.layers import layers_of_bundle
-    from analysis.render.layer_graph import OPEN_AS_LAYERS, top_layers
-
-    pre = bundle.module("hlo_before")
-    return pre is not None and len(pre.entry.instructions) > OPEN_AS_LAYERS and bool(top_layers(layers_of_bundle(bundle)))
-
-
-def collapsed_specs(bundle: Bundle) -> dict:
-    """``{"pre": {"layers": spec}, "post": {...}}``: the collapsed view exactly as the app builds
-    it (``app.graph_payload.variant_specs``): one DOT text, so one layout in the shared cache."""
-    from analysis.fusion.decisions import edge_notes
-    from analysis.render.layer_graph import layer_variants
-
-    timings = ((bundle.timings or {}).get("kernels") or None) if bundle.timings else None
-    return layer_variants(bundle, edge_notes=edge_notes(bundle.fusion_decisions), timings=timings, names=["layers"])
-
-
 def layered_graphs(bundle: Bundle) -> dict | None:
     """The report's layers: ``{"sides": {side: {"layers": GraphSpec, "svg": its SVG (or why
     not, as HTML), "templates": [SVG], "views": {layer id: [template index, names, title]}}},
@@ -213,11 +194,14 @@ def _dots(graphs: dict) -> list[str]:
 
 
 def _layer_graphs(bundle: Bundle) -> dict | None:
-    if not opens_as_layers(bundle):
+    from analysis.render.view_model import graph_views, variant_specs
+
+    if not graph_views(bundle).as_layers:
         return None
     from analysis.render.layer_graph import layer_maps, own_layer_specs
 
-    collapsed = collapsed_specs(bundle)
+    # the collapsed view exactly as the app builds it: one DOT text, so one layout in the shared cache
+    collapsed = variant_specs(bundle, ["layers"])
     own = own_layer_specs(bundle)
     sides: dict[str, dict] = {}
     for side in ("pre", "post"):
