@@ -22,8 +22,23 @@ import os
 import sys
 import zipfile
 
+from analysis.devices.catalog import check_devices, devices_in_source, GPU_TARGETS
 from analysis.errors import ExplorerError, from_parse_error
-from analysis.hlo import HloParseError
+from analysis.hlo import HloParseError, parse_module
+from analysis.options import parse_options
+from analysis.program.layers import layers_of_bundle
+from analysis.render.code_text import code_listing, code_text
+from analysis.render.decisions import why_text
+from analysis.render.layers import layer_dict, layer_lines
+from analysis.render.memory import memory_text
+from analysis.render.report import graph_exports, html_report
+from analysis.render.report_layers import ahead
+from analysis.render.summary import summary_text
+from analysis.service.job import Job, upload_job
+from analysis.service.sandbox import sandbox_status
+from analysis.service.worker import run_job
+from analysis.studies.passes import counts, summarize
+from sample_models import gallery, gallery_entry
 
 
 def _read_text(path: str) -> str:
@@ -75,8 +90,6 @@ def open_input(path: str, module: str | None = None, say=None, trusted: bool = F
     worker (here with ``trusted``): ``module`` (a dump's module, a trace's program), else the one
     with the most kernels (or kernel time). ``bundle``: a compile made here instead of the file,
     to put the trace's timings on."""
-    from analysis.service.job import upload_job
-
     if bundle is not None:
         name, data = f"{bundle.title}.json", bundle.to_json().encode()
     else:
@@ -99,8 +112,6 @@ def open_input(path: str, module: str | None = None, say=None, trusted: bool = F
 
 
 def _model_job(path: str, **kw):
-    from analysis.service.job import Job
-
     return Job(kind="file", source=_read_text(path), filename=os.path.abspath(path),
                name=os.path.basename(path)[:-3], **kw)
 
@@ -121,9 +132,6 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
         if job.kind in ("code", "file"):  # (a file read here runs nothing)
             print(TRUSTED_NOTE.format(file=job.filename), file=sys.stderr)
         return execute(job, progress, ahead=ahead)
-    from analysis.service.sandbox import sandbox_status
-    from analysis.service.worker import run_job
-
     isolated, reason = sandbox_status()
     if not isolated:
         print(f"xla-explorer: WARNING: not isolated: {reason}", file=sys.stderr)
@@ -141,8 +149,6 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     ``DEVICES``). ``ahead``: what the caller will derive from a compiled bundle, done on a draft
     of it while it compiles (``compile_model``). A compiled model's bundle gets ``trace``'s
     timings through the gate too."""
-    from analysis.devices.catalog import check_devices
-
     if devices is not None:
         check_devices(devices, "--devices")
     if os.path.exists(model) and not model.endswith(".py"):
@@ -169,14 +175,8 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
     from analysis.compile import recipe
     from analysis.compile.stages import analyze_model
 
-    from analysis.devices.catalog import devices_in_source
-    from sample_models import gallery_entry
-
     if (devices or devices_in_source(gallery_entry(model).source) or 1) > 1:
         # this process has one device: the worker is started with the job's
-        from analysis.service.job import Job
-        from analysis.service.worker import run_job
-
         return run_job(Job(kind="gallery", name=model, filename=str(gallery_entry(model).path), backend=backend,
                            compiler_options=options or {}, gpu_target=gpu_target, measure=measure,
                            compare_fusion=compare, iterations=iterations, devices=devices),
@@ -188,8 +188,6 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
 
 def _options(args) -> dict | None:
     """The --option KEY=VALUE pairs of a command, parsed (None when there are none)."""
-    from analysis.options import parse_options
-
     return parse_options(args.option) if args.option else None
 
 
@@ -198,17 +196,12 @@ def _say(msg: str) -> None:
 
 
 def _cmd_list(args) -> int:
-    from sample_models import gallery
-
     for name, e in gallery().items():
         print(f"{name:22s} {e.title}")
     return 0
 
 
 def _cmd_analyze(args) -> int:
-    from analysis.options import parse_options
-    from analysis.render.summary import summary_text
-
     options = parse_options(args.option)
     measure = getattr(args, "measure", False)
     compare = getattr(args, "compare_fusion", False)
@@ -244,16 +237,12 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from analysis.render.report import graph_exports, html_report
-
     say = lambda msg: print(f"xla-explorer: {msg}", file=sys.stderr)  # noqa: E731
     for target in filter(None, (args.html, args.svg_dir and os.path.join(args.svg_dir, "x"))):
         folder = os.path.dirname(os.path.abspath(target))
         if not os.path.isdir(folder) and not (target != args.html and os.path.isdir(os.path.dirname(folder))):
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
-    from analysis.render.report_layers import ahead
-
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
                       trusted=args.trusted, ahead=ahead)  # the layer graphs made while it compiles
     text = html_report(bundle)
@@ -279,8 +268,6 @@ def _cmd_report(args) -> int:
 
 def _cmd_passes(args) -> int:
     """Print the pass pipeline: every pass that changed the module, with instruction and kernel counts."""
-    from analysis.studies.passes import summarize
-
     options = _options(args)
     model = args.model
     if os.path.exists(model) and not model.endswith(".py"):
@@ -297,16 +284,12 @@ def _cmd_passes(args) -> int:
                                          dump_passes=True, gpu_target=args.gpu_target, devices=args.devices),
                               trusted=args.trusted)
         else:
-            from analysis.service.job import Job
             from analysis.service.worker_main import execute
 
             b = execute(Job(kind="gallery", name=model, backend=args.backend, compiler_options=options or {},
                             dump_passes=True, gpu_target=args.gpu_target, devices=args.devices))
         log = b.pass_log or []
     if log and log[0].get("kernels") is None and any(e.get("text") for e in log):
-        from analysis.hlo import HloParseError, parse_module
-        from analysis.studies.passes import counts
-
         for e in log:  # imported dumps carry texts only
             if e.get("text"):
                 try:
@@ -319,8 +302,6 @@ def _cmd_passes(args) -> int:
 
 
 def _cmd_memory(args) -> int:
-    from analysis.render.memory import memory_text
-
     options = _options(args)
     compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
@@ -331,8 +312,6 @@ def _cmd_memory(args) -> int:
 
 
 def _cmd_why(args) -> int:
-    from analysis.render.decisions import why_text
-
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
@@ -343,9 +322,6 @@ def _cmd_why(args) -> int:
 
 def _cmd_layers(args) -> int:
     """The model's layers (name scopes) with the ops and kernels of each, bytes and time."""
-    from analysis.program.layers import layers_of_bundle
-    from analysis.render.layers import layer_dict, layer_lines
-
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
@@ -366,8 +342,6 @@ def _cmd_layers(args) -> int:
 
 def _cmd_code(args) -> int:
     """The code XLA generated for each kernel: its LLVM IR, assembly (PTX, ...) and their facts."""
-    from analysis.render.code_text import code_listing, code_text
-
     bundle = load_any(args.model, args.backend, _options(args), module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target, trusted=args.trusted)
     if args.json:
@@ -391,8 +365,6 @@ def build_parser() -> argparse.ArgumentParser:
     compiling.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     compiling.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     compiling.add_argument("--module", help="for a dump zip: the module (name or id) to use")
-    from analysis.devices.catalog import GPU_TARGETS
-
     compiling.add_argument("--gpu-target", choices=sorted(GPU_TARGETS), default=None,
                            help="compile for this GPU without one (compile only, no autotuning; "
                                 "needs the cuda extra)")

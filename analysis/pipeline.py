@@ -32,6 +32,7 @@ from analysis.hlo import Module, parse_module
 from analysis.program.kernels import detect_platform, kernels as find_kernels
 from analysis.program.metrics import compute_metrics
 from analysis.program.provenance import map_provenance
+from analysis.program import layers, provenance
 
 STAGES = ("hlo_before", "hlo_after")  # the texts a pipeline parses
 
@@ -112,8 +113,6 @@ class Pipeline:
         the caller's work on it alone (``ahead.before(module)``, where its work ahead has one):
         called beside a compile while XLA optimizes, where a core is idle; the analysis of the
         optimized module then finds it made (docs/performance.md)."""
-        from analysis.program import layers, provenance
-
         hit = self.parse("hlo_before")
         if hit is not None:
             provenance.prepare(hit[1])

@@ -17,6 +17,8 @@ from analysis.program.kernels import Kernel
 from analysis.render.format import human_bytes, library_calls
 from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, pre_ops
 from sample_models.lessons_devices import LESSONS as DEVICE_LESSONS
+from analysis.program.memory import biggest_temporaries
+from analysis.program.layers import layers_of_bundle
 
 
 def _kernels(b: Bundle, route: str | None = None) -> list[Kernel]:
@@ -201,8 +203,6 @@ def _attention_memory(b: Bundle, naive: set[str], api: set[str]) -> tuple[str, l
     """The score matrix S = QK^T ([heads, seq, seq]) in the buffer assignment: the naive
     version's biggest temporary; in the API's version absent (fused attention) or smaller; and
     the S-sized arrays only the fusion-off compile writes."""
-    from analysis.program.memory import biggest_temporaries
-
     mem = b.memory
     inputs = b.source.get("inputs") or []
     if not mem or mem.get("error") or not mem.get("values") or not inputs or len(inputs[0].get("shape", [])) != 4:
@@ -387,8 +387,6 @@ def _train_step(b: Bundle) -> Lesson:
 
 def _layer_counts(b: Bundle, *path: str) -> tuple[int, int]:
     """(ops directly in the layer, kernels they ended in), from the layer tree."""
-    from analysis.program.layers import layers_of_bundle
-
     root = layers_of_bundle(b)
     layer = root.find(tuple(path)) if root is not None else None
     if layer is None:

@@ -304,3 +304,13 @@ def test_analysis_root_holds_few_modules():
     a concept with modules of its own is a package."""
     root = sorted(f for f in os.listdir(ANALYSIS) if f.endswith(".py") and f != "__init__.py")
     assert len(root) <= 12, root
+
+
+def test_the_tree_holds_no_symlink():
+    """A file one front end shares with another is one real file (the report inlines the
+    component's assets), never a link that hides a dependency from the import checks."""
+    links = [os.path.relpath(os.path.join(d, f), ROOT)
+             for top in ("analysis", "app", "sample_models", "xla_explorer", "tests", "benchmarks", "scripts", "docs")
+             for d, dirs, files in os.walk(os.path.join(ROOT, top)) for f in files + dirs
+             if os.path.islink(os.path.join(d, f))]
+    assert not links, links

@@ -22,6 +22,13 @@ from __future__ import annotations
 import html
 import inspect
 import os
+import shlex
+
+from analysis.bundle.core import Bundle, bundle_from_hlo
+from analysis.cli import load_any
+from analysis.errors import ExplorerError
+from analysis.render.report import html_report
+from analysis.service.job import upload_job
 
 __all__ = ["Explorer", "show", "load_ipython_extension"]
 
@@ -39,8 +46,6 @@ class Explorer:
 
     def html(self) -> str:
         if self._page is None:
-            from analysis.render.report import html_report
-
             self._page = html_report(self.bundle)
         return self._page
 
@@ -83,8 +88,6 @@ def _from_function(fn, args: tuple, backend: str, options: dict | None, measure:
 def _from_stage(stage, title: str | None):
     """A ``jax.stages.Lowered`` (compiled here, with its HLO before optimization) or
     ``Compiled`` (its optimized HLO only)."""
-    from analysis.bundle.core import bundle_from_hlo
-
     before = None
     if hasattr(stage, "compile") and hasattr(stage, "as_text"):  # Lowered
         before = stage.as_text(dialect="hlo")
@@ -96,9 +99,6 @@ def _from_stage(stage, title: str | None):
 def _from_text_or_path(x: str, title: str | None):
     """A bundle's JSON, an HLO text or a path, opened by the one gate every front end uses
     (``analysis.inputs``), here in the notebook's own process (the user's own files)."""
-    from analysis.cli import load_any
-    from analysis.errors import ExplorerError
-    from analysis.service.job import upload_job
     from analysis.service.worker_main import execute
 
     head = x.lstrip()[:20]
@@ -116,8 +116,6 @@ def show(obj, *args, measure: bool = False, backend: str = "auto", options: dict
     """The explorer for ``obj``: a function (compiled for ``*args``), a ``jax.stages.Lowered``
     or ``Compiled``, an HLO text, a bundle (``Bundle`` or its JSON) or a path. ``measure`` runs
     and times a function's compile; ``backend`` and ``options`` are the compile's."""
-    from analysis.bundle.core import Bundle
-
     if isinstance(obj, Bundle):
         b = obj
     elif isinstance(obj, str):
@@ -134,21 +132,16 @@ def show(obj, *args, measure: bool = False, backend: str = "auto", options: dict
 
 def _cell_magic(line: str, cell: str):
     """``%%xla_explorer [--measure] [--backend cpu|gpu|auto]``: the cell as a model file."""
-    import shlex
-
+    from analysis.compile import recipe
     from analysis.compile.load import as_main, load_source
-    from analysis.compile.stages import compile_model
 
     words = shlex.split(line)
     measure = "--measure" in words
     backend = words[words.index("--backend") + 1] if "--backend" in words[:-1] else "auto"
     loaded = load_source(cell, "<cell>", "cell")
     with as_main(loaded.module):
-        c = compile_model(loaded, backend, None, source_kind="code")
-        if measure:
-            from analysis.compile.measure import measure as run
-
-            run(c)
+        c = recipe.measured(recipe.compile(loaded, backend, None, source_kind="code"), measure_it=measure,
+                            compare=False)
     return Explorer(c.bundle)
 
 
@@ -158,8 +151,6 @@ def _one_line(shell, etype, value, tb, tb_offset=None):
 
 
 def _install_error_line(ipython) -> None:
-    from analysis.errors import ExplorerError
-
     ipython.set_custom_exc((ExplorerError,), _one_line)
 
 

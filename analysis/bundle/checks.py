@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from analysis import columns
 from analysis.errors import ExplorerError
+from analysis.program import memory
+from analysis.measures import fusion_savings
 
 # What each JSON field must be (checked on load, so a view never meets e.g. a list as metrics).
 _NONE = type(None)
@@ -260,8 +262,6 @@ def check_memory(kw: dict) -> None:
                               and isinstance(p.get("by_kind", {}), dict)
                               and all(isinstance(x, int) for x in (p.get("by_kind") or {}).values())):
         raise _bad("memory.peak", "needs bytes, a step of the schedule and an instruction")
-    from analysis.program import memory  # (the numbers' one definition)
-
     # the totals and the agreement with memory_analysis are cheap: derived again, never read
     # (the peak needs the live curve: checked above instead, and views draw the curve itself)
     mem["totals"] = memory.totals(mem)
@@ -314,7 +314,5 @@ def check_fusion_comparison(kw: dict) -> None:
             raise _bad(f"fusion_comparison.{k}", "must be text")
     if not isinstance(fc.get("memory"), (dict, type(None))) or not isinstance(fc.get("compiler_options", {}), dict):
         raise _bad("fusion_comparison", "has a memory or compiler_options that is not an object")
-    from analysis.measures import fusion_savings
-
     fc["measured"] = fc.get("measured") is True
     fc.update(fusion_savings(fc))

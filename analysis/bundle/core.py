@@ -28,6 +28,7 @@ from analysis.program.kernels import Kernel, detect_platform, kernels as find_ke
 from analysis.program.metrics import compute_metrics
 from analysis.measures import upgrade_fusion_comparison, upgrade_timings
 from analysis.program.provenance import Provenance, map_provenance
+from analysis.program.provenance import op_count
 
 if TYPE_CHECKING:  # the typed record of a JSON field (a plain dict at run time)
     from analysis.timing.profiles import Timings
@@ -382,7 +383,6 @@ def reanalyze(bundle: Bundle) -> Bundle:
 
 
 def _pre_only_metrics(pre: Module) -> dict:
-    from analysis.program.provenance import op_count
     return {"compute_ops_before": op_count(pre)}
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from analysis.codegen import kernel_code
 from analysis.errors import ExplorerError
+from analysis.codegen.links import (RenamedLinks, asm_lines, canonical_ops, kernel_ops, link_asm, link_llvm, llvm_lines)
+from analysis.codegen.llvm_ir import accesses
 
 
 def _shared(bundle, what: str, key, make):
@@ -81,10 +83,6 @@ def disassemble_objects(bundle) -> None:
 
 def finish(bundle, name: str, entry: dict) -> kernel_code.KernelCode:
     """The whole ``KernelCode`` of a kernel entry whose object and links are still to be made."""
-    from analysis.codegen.links import (RenamedLinks, asm_lines, canonical_ops, kernel_ops, link_asm, link_llvm,
-                                     llvm_lines)
-    from analysis.codegen.llvm_ir import accesses
-
     stages, cut = dict(entry.get("stages") or {}), dict(entry.get("cut") or {})
     problems = [entry["asm_problem"]] if isinstance(entry.get("asm_problem"), str) else []
     elf = entry.get("elf")

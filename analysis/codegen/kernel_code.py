@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from analysis import linear_re
 from analysis.errors import ExplorerError
+from analysis.codegen.llvm_ir import accesses
 
 STAGE_LABELS = {  # in pipeline order: a Triton fusion's IR comes before the LLVM IR it is lowered to
     "triton-ttir": "Triton IR (ttir)", "triton-ttgir": "Triton IR (ttgir)", "triton-llir": "Triton LLVM IR",
@@ -257,8 +258,6 @@ def llvm_facts(text: str, analysis: tuple | None = None) -> dict:
     """Facts of an LLVM IR text (``empty_facts`` keys): the loads and stores through the
     kernel's buffers (``analysis.codegen.llvm_ir``: what a buffer pointer is), the widest vector load or
     store, the instruction count. ``analysis``: the text's ``accesses``, where known."""
-    from analysis.codegen.llvm_ir import accesses
-
     acc, insts = analysis if analysis is not None else accesses(text)
     facts = empty_facts()
     widths = [a.bits for a in acc if a.bits]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from analysis import linear_re
 from analysis.codegen.llvm_ir import assignment
+from analysis.codegen.llvm_ir import accesses
 
 # LLVM IR instruction -> the HLO opcodes it computes
 OPCODES = {
@@ -193,8 +194,6 @@ def link_llvm(text: str, ops: KernelOps, acc=None, lines: list | None = None) ->
     """{1-based line: [HLO op names]} of an LLVM IR text (either stage) of kernel ``ops``
     (``acc``: its ``analysis.codegen.llvm_ir.accesses``, ``lines``: its ``llvm_lines``, where the caller
     has them)."""
-    from analysis.codegen.llvm_ir import accesses
-
     out: dict[int, list[str]] = {}
     if acc is None:
         acc, _ = accesses(text)

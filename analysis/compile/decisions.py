@@ -29,6 +29,7 @@ import jax  # noqa: F401 - jaxlib's own logging reads the environment as it load
 from analysis.bundle.core import Bundle
 from analysis.fusion.decisions import from_texts
 from analysis.fusion.log import VMODULES, LogParser, log_line
+from analysis.fusion.decisions import RecordMatcher
 
 _USER_MIN_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")  # "1" unless the user chose: JAX sets it on import
 
@@ -124,8 +125,6 @@ class LogFollower:
         (``RecordMatcher``), so that little is left to match once the optimized module is
         there: the matching reads the module before optimization alone, and runs while XLA
         still optimizes (docs/performance.md)."""
-        from analysis.fusion.decisions import RecordMatcher
-
         self.matcher = RecordMatcher(pre)
         self._advance()
 

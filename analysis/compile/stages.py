@@ -45,6 +45,8 @@ from analysis.studies.passes import pass_log_from_dir
 from analysis.pipeline import Pipeline
 from analysis.compile.xla_release import DUMP_OPTIONS as RELEASE_DUMP_OPTIONS
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
+from analysis.inputs.dump import AFTER_FILE
+from sample_models import gallery
 
 
 @dataclass
@@ -272,8 +274,6 @@ def before_optimizations(dump_dir: str, hlo_after: str | None = None) -> str | N
 def after_optimizations(dump_dir: str) -> str | None:
     """The optimized module XLA dumped (``*<platform>_after_optimizations.txt``), or None. XLA:CPU
     writes it before its code generation, well before the compile ends (docs/performance.md)."""
-    from analysis.inputs.dump import AFTER_FILE
-
     try:
         names = sorted(n for n in os.listdir(dump_dir) if AFTER_FILE.match(n))
     except OSError:
@@ -463,8 +463,6 @@ def analyze_model(model: str, backend: str = "auto", compiler_options: dict | No
 
 def model_source(model: str) -> str:
     """The text of a gallery model or a model file (empty where there is none: loading says so)."""
-    from sample_models import gallery
-
     entry = gallery().get(model)
     if entry is not None:
         return entry.source

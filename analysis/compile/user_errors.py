@@ -13,6 +13,7 @@ import traceback
 from typing import Callable
 
 from analysis.errors import MAX_DETAIL, ExplorerError
+from analysis.devices.catalog import MAX_DEVICES
 
 
 def _user_frame(tb, filename: str):
@@ -61,8 +62,6 @@ def _device_hint(message: str) -> str:
     m = _MESH_TOO_BIG.search(message)
     if not m:
         return ""
-    from analysis.devices.catalog import MAX_DEVICES
-
     need = 1
     for n in re.findall(r"\d+", m.group(2)):
         need *= int(n)

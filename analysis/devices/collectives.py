@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from analysis.hlo.ir import Instruction, Module
+from analysis.program.kernels import NO_KERNEL
 
 # The communicating opcodes (an async start stands for its pair: the done moves nothing).
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
@@ -255,8 +256,6 @@ def collective_of(inst: Instruction, devices: int = 1) -> Collective | None:
 
 def _between(inst: Instruction) -> tuple[str, ...]:
     """The kernel-launching instructions scheduled between an async start and its done."""
-    from analysis.program.kernels import NO_KERNEL
-
     comp = inst.computation
     if comp is None:
         return ()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from analysis.devices.collectives import Collective, collectives, module_devices
 from analysis.devices.sharding import Sharding, parse_sharding, sharding_of
+from analysis.devices.collectives import devices_words
 
 
 @dataclass
@@ -84,8 +85,6 @@ def _grid(s: Sharding | None, shape: tuple[int, ...], devices: int) -> list[list
         r = block[0][0] * rows_n // max(1, shape[0])
         c = block[1][0] * cols_n // max(1, shape[1]) if len(shape) > 1 else 0
         cells[min(r, rows_n - 1)][min(c, cols_n - 1)].append(d)
-    from analysis.devices.collectives import devices_words
-
     return [[devices_words(ds).removeprefix("devices ").removeprefix("device ") if ds else "-" for ds in row]
             for row in cells]
 

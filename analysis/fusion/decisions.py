@@ -21,6 +21,9 @@ from analysis import linear_re
 from analysis.fusion.gpu_dump import parse_fusion_dump
 from analysis.fusion.log import CREATED, FUSED, MERGED, NOT_FUSED, Decision, LogParser, parse_log
 from analysis.hlo import Module
+from analysis.program.provenance import walk_compute
+from analysis.program.provenance import compute_ops
+from analysis.hlo import parse_module
 
 PLUMBING = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 
@@ -38,8 +41,6 @@ class _Index:
 
 
 def _index(pre: Module) -> _Index:
-    from analysis.program.provenance import walk_compute
-
     by_name, by_opname, by_frame = {}, {}, {}
     for inst, key in walk_compute(pre):  # op_names composed through nested jits, as XLA prints them
         if inst.name in by_name:
@@ -257,8 +258,6 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
 
 
 def _users(module: Module, all_instructions: bool = False) -> dict[str, list[str]]:
-    from analysis.program.provenance import compute_ops
-
     out: dict[str, list[str]] = {}
     insts = [i for c in module.computations for i in c.instructions] if all_instructions else compute_ops(module)
     names = {i.name for i in insts}
@@ -272,8 +271,6 @@ def _users(module: Module, all_instructions: bool = False) -> dict[str, list[str
 def crossing_edges(pre: Module, pre_to_kernels: dict) -> list[tuple[str, str]]:
     """Pre-optimization edges producer -> consumer between two compute ops that both reached a
     kernel and share none (the value crosses a kernel boundary through memory)."""
-    from analysis.program.provenance import compute_ops
-
     ops = {i.name: i for i in compute_ops(pre)}
     out = []
     for inst in ops.values():
@@ -352,8 +349,6 @@ def from_texts(pre: Module | None, post: Module | None, provenance, platform: st
     ``matcher``: its records matched to ``pre`` as they were read (``RecordMatcher``)."""
     if log is None and parsed is None and not dumps:
         return None
-    from analysis.hlo import parse_module
-
     module = post.name if post is not None else None
     records, facts = parsed.result(module) if parsed is not None else parse_log(log or "", module)
     source = "log"

@@ -47,6 +47,10 @@ from typing import NamedTuple
 
 from analysis.errors import ExplorerError
 from analysis.timing.xplane import MAX_EVENTS, Event, Line, Plane, Space, read_xspace
+from analysis.devices.catalog import table_peaks, tpu_table_peaks
+from analysis.timing.profiles import events_from_profile
+from analysis.timing.profiles import attribute, coverage_note
+from analysis.bundle.core import TRACE_ORIGIN
 
 MAX_TRACE_BYTES = 256 * 2 ** 20  # of JSON after gunzip, or of XSpace
 
@@ -222,8 +226,6 @@ def trace_device(pd) -> tuple[str, str, str | None]:
 def trace_peaks(platform: str, kind: str | None) -> tuple[dict | None, str | None]:
     """(peaks, why none): the data-sheet peaks of the device a trace names (``analysis.devices.catalog``),
     or None and a sentence for the page saying why the roofline has no roofs."""
-    from analysis.devices.catalog import table_peaks, tpu_table_peaks
-
     if platform == "cpu":
         return None, ("No roofline verdict: a CPU's peaks are measured on the machine itself, and your "
                       "trace's machine is not this one.")
@@ -271,8 +273,6 @@ def load_trace(path: str | None = None, data: bytes | None = None, name: str = "
     """Read and check a trace once (a folder, a zip, a ``.xplane.pb``, a ``.trace.json.gz``, or an
     upload's bytes of any of these). ``need_hlo``: a trace alone, opened for the HLO it carries:
     a JSON trace, which carries none, is refused before its events are read."""
-    from analysis.timing.profiles import events_from_profile
-
     raw, member = read_trace(path, data, name)
     if need_hlo and _is_json(raw, member):
         raise ExplorerError("trace", NO_HLO, member)
@@ -288,8 +288,6 @@ def apply_trace(bundle, path: str | None = None, data: bytes | None = None, name
     read before; see the module docstring) and return the bundle. The timings say where they
     came from (``source: "trace"``, ``trace_device``, ``trace_file``); ``peaks`` are the named
     device's data-sheet peaks, or None with ``peaks_note`` saying why."""
-    from analysis.timing.profiles import attribute, coverage_note
-
     tr = trace or load_trace(path, data, name)
     events, platform = tr.events, tr.platform
     post = bundle.module("hlo_after")
@@ -398,8 +396,6 @@ def bundle_from_trace(tr: Trace, p, bundle):
     """``bundle`` (the HLO program ``p`` of trace ``tr`` carries, from ``service.job.trace_job``) with the
     trace's timings of that program's events on it. Only the optimized module is in a trace:
     the bundle has no graph before optimization, and says so (``analysis.bundle.core.TRACE_ORIGIN``)."""
-    from analysis.bundle.core import TRACE_ORIGIN
-
     if bundle.module("hlo_after") is None or bundle.module("hlo_after").name != p.module:
         raise ExplorerError("trace", f"the module {program_label(p)} the trace carries is not the optimized "
                                      "module it ran", tr.file)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from analysis.hlo import Computation, Instruction, Module, async_sugar
+from analysis.errors import ExplorerError
 
 ROUTES = ("library", "triton", "emitter", "layout", "collective", "control")
 ROUTE_LABELS = {
@@ -405,7 +406,6 @@ def _custom_fusion_route(inst: Instruction, module: Module) -> tuple[str, str | 
 def call_cycle(module: Module, cname: str):
     """The one-line error for a computation that calls itself (directly or through others):
     HLO has no recursion, and following the calls would never end."""
-    from analysis.errors import ExplorerError
     return ExplorerError("parse", f"computation {cname} calls itself (directly or through other computations); "
                                   "HLO has no recursion")
 

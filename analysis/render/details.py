@@ -17,6 +17,7 @@ from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
 from analysis.program.links import kernel_ops, op_kernels
 from analysis.program.provenance import walk_compute
 from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.program.kernels import launching
 
 TEXT_LIMIT = 900  # characters of an instruction's text kept for the panel
 FUSED_LIMIT = 60  # fused instructions listed
@@ -227,8 +228,6 @@ def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
 def lecture_order(b: Bundle) -> list[str]:
     """The kernels to step through in a lecture: the biggest first (measured time, else bytes)."""
     t = ((b.timings or {}).get("kernels") or {})
-    from analysis.program.kernels import launching
-
     ks = [k for k in launching(b.kernels) if k.route != "control"]
     return [k.name for k in sorted(ks, key=lambda k: (-((t.get(k.name) or {}).get("median_s") or 0), -k.bytes))]
 

@@ -150,7 +150,7 @@ class GraphSpec:
                 attrs.append(f'tooltip="{_esc(e.note)}", edgetooltip="{_esc(e.note)}"')
                 refused = "not fused" in e.note
                 # the mark is as big as a node's label (a class reads it from the back row) and the
-                # frame opens XLA's reason, explained, when it is clicked (app/graph_component)
+                # frame opens XLA's reason, explained, when it is clicked (analysis/render/assets/graph_view.js)
                 attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontsize={MARK_FONT}, labeldistance=1.6, '
                              f'labelfontname="DejaVu Sans Bold", labelfontcolor="{REFUSED_MARK if refused else "#888888"}"'
                              + (f', color="{REFUSED_MARK}", penwidth=1.4' if refused and not e.layout_mark else ""))

@@ -36,6 +36,8 @@ from analysis.render.format import human_bytes, human_seconds
 from analysis.render.layers import layer_name
 from analysis.render.graph import GraphSpec
 from analysis.render.module_graphs import HIDDEN, post_graph, pre_graph
+from analysis.program.layers import layer_tree
+from analysis.render.module_graphs import flat_entry
 
 OPEN_AS_LAYERS = 1000  # instructions before optimization above which a program opens as its layers (app, report)
 
@@ -362,9 +364,6 @@ def _pre_layer_specs(pre: Module) -> dict[tuple, GraphSpec]:
     made = pre.__dict__.get("_pre_layer_specs")
     if made is not None:
         return made
-    from analysis.program.layers import layer_tree
-    from analysis.render.module_graphs import flat_entry
-
     tops = top_layers(layer_tree(pre))
     made = {}
     if tops:

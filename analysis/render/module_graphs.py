@@ -16,6 +16,8 @@ from analysis.hlo.shape import parse_shape
 from analysis.program.kernels import NO_KERNEL, Kernel, tile_text
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node
 from analysis.devices.sharding import sharding_of
+from analysis.program.links import op_count
+from analysis.devices.collectives import collectives, module_devices
 
 MAX_FUSED_EXPANDED = 14  # fusions with more fused ops start collapsed
 LARGE_GRAPH = 150  # above this many nodes, name scopes start collapsed
@@ -137,12 +139,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
         teach = teaching_fusion(kernels, comp.name)
         if teach:
             expand.add(teach)
-    from analysis.program.links import op_count
-
     def nops(k: Kernel) -> int | None:
         return op_count(provenance, k) if provenance is not None else None
-
-    from analysis.devices.collectives import collectives, module_devices
 
     n_dev = module_devices(module)
     # after the SPMD partitioner every shape is one device's

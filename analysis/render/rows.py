@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from analysis.bundle.core import Bundle
 from analysis.program.kernels import Kernel
+from analysis.program.links import op_count
+from analysis.render.module_graphs import kernel_label
 
 
 def user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
@@ -31,9 +33,6 @@ def user_lines(b: Bundle, k: Kernel | None) -> tuple[list[int], list[str]]:
 def what(k: Kernel, prov=None) -> str:
     """The second line of the kernel's graph label: what runs it (library and call, Triton
     tiles, fusion kind and op count)."""
-    from analysis.program.links import op_count
-    from analysis.render.module_graphs import kernel_label
-
     return kernel_label(k, n_ops=op_count(prov, k) if prov is not None else None).split("\n", 1)[1]
 
 
@@ -58,8 +57,6 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
     """One row per kernel. Measured columns are None when the bundle carries no timings;
     kernels that did not run have calls 0. Measured rows come slowest first, control flow
     (whose time includes the kernels it runs) last."""
-    from analysis.program.links import op_count
-
     t = bundle.timings or {}
     timed = t.get("kernels") or {}
     prov = bundle.provenance

@@ -18,6 +18,8 @@ from analysis.bundle.core import Bundle, device_label
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.timing.profiles import over_peak_note
 from analysis.render.format import human_bytes, human_flops, human_seconds, library_calls
+from analysis.program.kernels import launching
+from analysis.devices.layout import device_layout
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,6 @@ def why_added(b: Bundle, limit: int = 3) -> str:
     kernels -- a dot XLA split (split-K: partial sums one kernel writes and another adds up) or a
     cheap producer XLA duplicated into several consumers (each re-reads its inputs) -- and kernels
     that do no op of the program (copies and layout changes XLA added)."""
-    from analysis.program.kernels import launching
-
     prov = b.provenance
     if prov is None:
         return ""
@@ -319,8 +319,6 @@ def summary_text(b: Bundle) -> str:
 
 def _devices_lines(b: Bundle) -> list[str]:
     """A sharded program's devices, mesh and collectives' traffic (``analysis.devices.layout``)."""
-    from analysis.devices.layout import device_layout
-
     layout = device_layout(b)
     if layout is None:
         return []

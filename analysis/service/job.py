@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import asdict, dataclass, field
+from analysis.devices.catalog import check_devices, devices_in_source
 
 
 KINDS = ("gallery", "code", "file", "probe", "sweep", "open")
@@ -86,8 +87,6 @@ def job_source(job: Job) -> str:
 def job_devices(job: Job) -> int:
     """The devices a job runs on: the one it asks for, else its model file's ``DEVICES = N``
     (read from the text, never run), else 1. An ExplorerError for a count out of range."""
-    from analysis.devices.catalog import check_devices, devices_in_source
-
     if job.devices is not None:
         return check_devices(job.devices)
     if job.kind in ("probe", "open"):

@@ -35,6 +35,9 @@ from analysis.errors import ExplorerError
 from analysis.service import messages
 from analysis.service.job import Job, is_measure
 from analysis.service.settings import EngineSettings, Limits
+from analysis.service.failure import describe_failure
+from analysis.service.worker_process import run_worker
+from analysis.service.worker import EarlyParts, Ran, interpret
 
 CONNECT_S = 20.0  # longest wait for a Ray cluster to answer
 NAMESPACE = "xla-explorer"
@@ -131,9 +134,6 @@ def _remote_body(job: dict, limits: dict):
     decisions it made beside the compile as ``("decisions", {...})``, a measuring
     job's preview as ``("preview", bundle)`` (the worker's raw messages, checked by the caller)
     and last ``("done", {...})`` with the worker's raw final message."""
-    from analysis.service.failure import describe_failure
-    from analysis.service.worker_process import run_worker
-
     phases: list = []
     have = threading.Condition()
     cancel = threading.Event()
@@ -223,8 +223,6 @@ class RayRunner:
                  cancel: threading.Event | None = None, preview: Callable | None = None,
                  ahead: Callable | None = None):
         from ray.exceptions import RayError, TaskCancelledError
-
-        from analysis.service.worker import EarlyParts, Ran, interpret
 
         limits = limits or Limits.from_env()
         early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)

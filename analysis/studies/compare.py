@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from analysis import measures as numbers
 from analysis.bundle.core import FusionSide
 from analysis.program.kernels import Kernel, launching
+from analysis.devices.collectives import collectives
+from analysis.codegen import kernel_code
+from analysis.program.links import op_count
 
 
 MAX_SHARED = 64  # an op name carried by more kernels of B finds no candidates (pair_kernels)
@@ -144,15 +147,11 @@ def _call(b) -> float | None:
 
 
 def _collectives(b) -> int | None:
-    from analysis.devices.collectives import collectives
-
     post = b.module("hlo_after")
     return len(collectives(post)) if post is not None else None
 
 
 def _collective_bytes(b) -> int | None:
-    from analysis.devices.collectives import collectives
-
     post = b.module("hlo_after")
     return sum(c.sent_bytes for c in collectives(post)) if post is not None else None
 
@@ -160,9 +159,7 @@ def _collective_bytes(b) -> int | None:
 def _code_total(key: str):
     """A total of the generated code's facts (``analysis.codegen.kernel_code.totals``: loads or stores through
     the kernels' buffers, counted in the text), or None where the compile read no code."""
-    from analysis.codegen import kernel_code as code
-
-    return lambda b: code.totals(b)[key] if code.has_code(b) else None
+    return lambda b: kernel_code.totals(b)[key] if kernel_code.has_code(b) else None
 
 
 SUMMARY_ROWS = (
@@ -200,8 +197,6 @@ def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
     ka, kb = {k.name: k for k in a.kernels}, {k.name: k for k in b.kernels}
     ta = ((a.timings or {}).get("kernels") or {})
     tb = ((b.timings or {}).get("kernels") or {})
-    from analysis.program.links import op_count
-
     def ops(bundle, k):  # the one op count (provenance), op names where a bundle has none
         return op_count(bundle.provenance, k) if bundle.provenance is not None else len(k.op_names)
 

@@ -24,6 +24,7 @@ from analysis.inputs.dump import MODULE_FILE, PASS_FILE  # the dump file names, 
 from analysis.hlo import HloParseError, Module, ShapeParseError, parse_module
 from analysis.program.kernels import NO_KERNEL, kernels, launching
 from analysis.options import FUSION_PASSES
+from analysis.program.links import absorbed
 
 MAX_TEXT_BYTES = 20 * 2 ** 20  # keep snapshot texts in the pass log while they total less
 
@@ -159,8 +160,6 @@ def pass_change(before: Module, after: Module) -> PassChange:
     """Instructions of the entry computation the pass added and removed, and for each new
     fusion the removed instructions it absorbed: the one definition of what a kernel does
     (``analysis.program.links``: provenance between the two modules, by instruction)."""
-    from analysis.program.links import absorbed
-
     b_entry = {i.name: i for i in before.entry.instructions}
     a_entry = {i.name: i for i in after.entry.instructions}
     ch = PassChange(added=[n for n in a_entry if n not in b_entry], removed=[n for n in b_entry if n not in a_entry])
