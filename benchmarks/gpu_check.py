@@ -30,7 +30,7 @@ When a GPU session records them, commit the bundles under ``tests/fixtures/gpu/`
 with a test of their own that re-analyzes them on any machine (GPU parsing, classification,
 attribution of the measured kernels, the lessons' claims): no such test is kept while there
 are no bundles (the GPU paths are tested meanwhile on the recorded H200 compiles, in
-``tests/test_gpu_target.py``).
+``tests/scenarios/test_gpu_target.py``).
 
 Sized to finish in a few minutes on one GPU (small iteration counts).
 """

@@ -14,7 +14,7 @@ models, the pass-by-pass log; ``<model>.fusion-triton-rewrites-off.bundle.json``
 ``tensor_parallel_2gpu.{before,after}.hlo``, an MLP split over two GPUs (an all-reduce); and ``passes.json``: every pass name in a full pass dump of
 ``transformer_block`` and the passes that changed it, with kernel counts, which is how
 ``analysis.options.FUSION_PASSES['gpu']`` was checked. The app shows these bundles when asked
-for an H200 compile on a machine without the CUDA plugin; ``tests/test_gpu_target.py`` tests them
+for an H200 compile on a machine without the CUDA plugin; ``tests/scenarios/test_gpu_target.py`` tests them
 (and fails when a gallery model changed since it was recorded).
 """
 

@@ -54,7 +54,7 @@ def _have_jax() -> bool:
 NEEDS_JAX = {
     "test_app.py": "*", "test_sandbox.py": "*", "test_browser.py": "*", "test_compare.py": ("test_page_", "test_a_link_"),
     "test_passes.py": ("test_page_", "test_a_link_"), "test_sweep.py": ("test_page_", "test_a_link_"),
-    "test_jobs.py": ("test_compile_job_end_to_end", "test_compile_job_with_a_garbage", "test_cpu_calibration"),
+    "test_job_queue.py": ("test_compile_job_end_to_end", "test_compile_job_with_a_garbage", "test_cpu_calibration"),
     "test_report.py": ("test_report_opens_offline", "test_cli_report_errors"),
     "test_cli.py": ("test_analyze_", "test_unknown_compile_option", "test_syntax_error", "test_missing_files",
                     "test_file_without_model", "test_gpu_target_without"),

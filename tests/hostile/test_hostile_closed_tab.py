@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from tests.test_browser import CHROMIUM, ROOT, _free_port
+from tests.scenarios.test_browser import CHROMIUM, ROOT, _free_port
 
 # The app's shape: a main script that starts the janitor and navigates to one page; the page
 # puts an object in its session state, keeps it in a page global (as the explorer keeps its

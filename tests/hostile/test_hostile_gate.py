@@ -246,7 +246,7 @@ def test_the_server_stays_up_and_keeps_its_memory_while_each_case_is_opened(tmp_
     from playwright.sync_api import sync_playwright
 
     from tests.polling import app_idle
-    from tests.test_browser import CHROMIUM, OUT, _free_port, _graph_frames
+    from tests.scenarios.test_browser import CHROMIUM, OUT, _free_port, _graph_frames
 
     port = _free_port()
     proc = subprocess.Popen(
@@ -305,8 +305,8 @@ def test_the_server_stays_up_and_keeps_its_memory_while_each_case_is_opened(tmp_
 
 
 def _damaged_kernel_s_code(page, kernel: str) -> None:
-    from tests.test_browser import _retry
-    from tests.test_browser_code import SHOWN, _open_code
+    from tests.scenarios.test_browser import _retry
+    from tests.scenarios.test_browser_code import SHOWN, _open_code
 
     f = _open_code(page)
     _retry(page, lambda: f.locator(f"#view-post [id='k:{kernel}']").dispatch_event("click"))

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from tests.polling import app_idle, wait_until
-from tests.test_browser import CHROMIUM, ROOT, _free_port, _graph_frames
+from tests.scenarios.test_browser import CHROMIUM, ROOT, _free_port, _graph_frames
 
 ray = pytest.importorskip("ray", reason="the README's test command installs the ray extra")
 pytestmark = [pytest.mark.ray, pytest.mark.browser, pytest.mark.sandbox]

@@ -1,0 +1,1 @@
+"""Tests of ``app/``, the Streamlit app, through Streamlit's AppTest."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.bundle``: the Bundle and its JSON."""

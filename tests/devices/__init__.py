@@ -1,0 +1,1 @@
+"""Tests of ``analysis.devices``: device counts, shardings, collectives, what each device holds."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.fusion``: XLA's fusion decisions, read and shown."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis/``'s ground floor: ``columns``, ``linear_re``, ``measures``, ``tuning``."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.inputs``: what a user hands over (dumps, traces) to a bundle."""

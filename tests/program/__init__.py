@@ -1,0 +1,1 @@
+"""Tests of ``analysis.program``: kernels, provenance, links, metrics, memory."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.render``: graphs, the layers view, the report."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.service``: jobs, workers, the sandbox, the spare worker, the store, Ray."""

@@ -1,0 +1,1 @@
+"""Tests of ``analysis.studies``: compiles read together (Compare, the shape sweep, the passes)."""

@@ -1,0 +1,301 @@
+"""Compare: kernel matching (analysis.studies.compare) on hand-made kernels and on two real compiles of
+mlp (default vs fusion disabled), and the Compare page."""
+
+from __future__ import annotations
+
+from analysis.bundle.core import Bundle
+
+import os
+
+import pytest
+
+from analysis.studies import compare
+from analysis.program.kernels import Kernel
+from analysis.options import fusion_disabled_options
+from analysis.render.format import human_seconds
+from tests.paths import ROOT
+
+PAGE = os.path.join(ROOT, "app", "sections", "compare.py")
+
+
+def K(name, ops, route="emitter"):
+    return Kernel(name=name, opcode="fusion", route=route, computation="main", shape="f32[4]", op_names=tuple(ops))
+
+
+def test_pairing_by_name_then_by_ops():
+    a = [K("fusion", ["f/add", "f/mul"]), K("dot.1", ["f/dot"], "library"), K("copy.2", ["f/t"]),
+         K("while", [], "control")]
+    b = [K("fusion", ["f/add"]), K("dot_general.7", ["f/dot"], "library"), K("mul.3", ["f/mul"]), K("extra", ["g/x"])]
+    m = {(x.a, x.b): x for x in compare.pair_kernels(a, b)}
+    assert m[("fusion", "fusion")].how == "name" and m[("fusion", "fusion")].score == 0.5
+    assert m[("dot.1", "dot_general.7")].how == "ops" and m[("dot.1", "dot_general.7")].score == 1.0
+    assert m[("copy.2", None)].how == "only a"
+    assert {x.b for x in m.values() if x.how == "only b"} == {"mul.3", "extra"}
+    assert "while" not in {x.a for x in m.values()}  # control flow is not a kernel row
+    rel = compare.related(a, b)
+    assert rel["fusion"] == ["fusion", "mul.3"]
+    assert rel["copy.2"] == []
+    assert compare.missing_ops(a, b) == {"copy.2": ["f/t"]}
+    assert compare.jaccard([], []) == 0.0
+
+
+def test_same_name_without_common_ops_is_not_a_name_match():
+    m = compare.pair_kernels([K("fusion.1", ["a/x"])], [K("fusion.1", ["b/y"])])
+    assert {x.how for x in m} == {"only a", "only b"}
+
+
+@pytest.fixture(scope="module")
+def pair(gallery_bundle):
+    return gallery_bundle("mlp"), gallery_bundle("mlp", **fusion_disabled_options("cpu"))
+
+
+def test_default_vs_unfused_on_real_bundles(pair):
+    default, unfused = pair
+    assert unfused.metrics["kernels_after"] > default.metrics["kernels_after"]
+    # every op of every default kernel is done by some unfused kernel
+    assert compare.missing_ops(default.kernels, unfused.kernels) == {}
+    rel = compare.related(default.kernels, unfused.kernels)
+    assert all(rel[k.name] for k in default.kernels if k.route != "control")
+    # a multi-op fusion is done by several unfused kernels
+    multi = [k for k in default.kernels if k.is_multi_op_fusion]
+    assert multi and any(len(rel[k.name]) >= 2 for k in multi)
+    matches = compare.pair_kernels(default.kernels, unfused.kernels)
+    assert sorted(m.a for m in matches if m.a) == sorted(k.name for k in default.kernels if k.route != "control")
+    assert sorted(m.b for m in matches if m.b) == sorted(k.name for k in unfused.kernels if k.route != "control")
+    assert all(m.b for m in matches if m.a)  # every default kernel found a partner
+    rows = {r["metric"]: r for r in compare.summary_deltas(default, unfused)}
+    assert rows["kernels"]["delta"] == unfused.metrics["kernels_after"] - default.metrics["kernels_after"] > 0
+    assert rows["fusion coverage"]["b"] == 0.0 and rows["fusion coverage"]["a"] > 0.5
+    assert rows["step (median, traced)"]["delta"] is None and rows["call (median, no profiler)"]["delta"] is None
+    # the generated code: with fusion off every op's kernel stores its own result
+    assert rows["stores in the generated code"]["b"] > rows["stores in the generated code"]["a"] > 0
+    table = compare.kernel_table(default, unfused, matches)
+    assert len(table) == len(matches) and table[0]["A kernel"]
+
+
+def test_the_code_rows_sum_each_kernels_facts_and_are_empty_without_code():
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.codegen.kernel_code import make_code
+
+    hlo = ("HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT n = f32[4]{0} negate(p)\n}\n")
+    a, b = bundle_from_hlo(hlo), bundle_from_hlo(hlo)
+    facts = {"global_loads": 3, "global_stores": 2, "vector_width": None, "instructions": 9, "registers": None,
+             "spills": None, "shared_bytes": None, "stage": "llvm-ir"}
+    b.code = make_code({"k1": {"stages": {"llvm-ir": "x"}, "facts": facts},
+                        "k2": {"stages": {"llvm-ir": "y"}, "facts": dict(facts, global_loads=1, global_stores=1)}},
+                       None, None)
+    rows = {r["metric"]: r for r in compare.summary_deltas(a, b)}
+    assert rows["loads in the generated code"]["a"] is None and rows["loads in the generated code"]["b"] == 4
+    assert rows["stores in the generated code"]["b"] == 3 and rows["stores in the generated code"]["delta"] is None
+
+
+def test_page_compares_default_and_fusion_disabled():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert b.options["compiler_options"] == fusion_disabled_options("cpu")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "xla_disable_hlo_passes=fusion" in text
+    assert "Kernels matched:" in text
+    summaries = [d.value for d in at.dataframe if "B vs A" in d.value.columns]
+    assert summaries and "kernels" in list(summaries[0].iloc[:, 0])
+    assert {m.label: m.value for m in at.metric}["Kernels A → B"] == \
+        f"{a.metrics['kernels_after']} → {b.metrics['kernels_after']}"
+    # select a fused kernel of A: its unfused counterparts are named
+    fused = next(k for k in a.kernels if k.is_multi_op_fusion)
+    at.session_state["cmp_sel"] = {"side": "a", "name": fused.name}
+    at.run()
+    assert not at.exception
+    sel = next(m.value for m in at.markdown if m.value.startswith("Selected"))
+    for other in compare.related(a, b)[fused.name][:3]:
+        assert f"`{other}`" in sel
+    # two models
+    at.radio(key="cmp_mode").set_value("Two models").run()
+    at.selectbox(key="cmp_model_b").set_value("softmax").run()
+    at.button(key="cmp_go").click().run()
+    assert not at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.title, b.title) == ("mlp", "softmax")
+
+
+def test_measure_both_shows_the_two_steps_side_by_side_with_a_verdict_the_numbers_allow():
+    from streamlit.testing.v1 import AppTest
+
+    from analysis import measures
+    at = AppTest.from_file(PAGE, default_timeout=300)
+    at.session_state["cmp_backend"] = "cpu"
+    at.session_state["cmp_measure"] = True
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.timings and b.timings  # both sides measured, the same way
+    lines = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**Call") or
+             m.value.startswith("**Step")}
+    assert set(lines) == {"Call, no profiler", "Step, traced"}
+    for what, get in (("Call, no profiler", measures.call), ("Step, traced", measures.step)):
+        sa, sb = get(a.timings), get(b.timings)
+        line = lines[what]
+        assert measures.spread_text(sa, human_seconds) in line and measures.spread_text(sb, human_seconds) in line
+        # a verdict only where the interquartile ranges part, and then the one the medians say
+        if sa.q3 < sb.q1:
+            assert "B is slower" in line
+        elif sb.q3 < sa.q1:
+            assert "B is faster" in line
+        else:
+            assert "no verdict: the spreads overlap" in line
+    assert at.session_state["cmp_link"]["measure"] == "1"
+
+
+def test_switching_what_to_compare_keeps_the_model():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    at.selectbox(key="cmp_model").set_value("softmax").run()
+    at.radio(key="cmp_mode").set_value("One model, two backends").run()
+    assert at.selectbox(key="cmp_model_be").value == "softmax"
+    at.radio(key="cmp_mode").set_value("Two models").run()
+    assert at.selectbox(key="cmp_model_a").value == "softmax"
+    at.radio(key="cmp_mode").set_value("One model, two option sets").run()
+    assert at.selectbox(key="cmp_model").value == "softmax"
+    assert not at.exception
+
+
+def test_page_compares_cpu_with_the_h200_target():
+    from streamlit.testing.v1 import AppTest
+
+    from app.runner import cuda_plugin_present
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "cpu"
+    at.run()
+    at.radio(key="cmp_mode").set_value("One model, two backends").run()
+    assert at.radio(key="cmp_backend_a").value == "cpu" and at.radio(key="cmp_backend_b").value == "h200"
+    at.selectbox(key="cmp_model_be").set_value("transformer_block").run()
+    at.button(key="cmp_go").click().run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.platform == "cpu" and b.environment["gpu_target"] == "h200"
+    if not cuda_plugin_present():  # without the plugin the recorded H200 compile is shown
+        from sample_models import recorded_bundle_path
+
+        assert b.stages == Bundle.load(str(recorded_bundle_path("transformer_block", "h200"))).stages
+    # the same source ops pair up across the two compilers
+    matches = compare.pair_kernels(a.kernels, b.kernels)
+    by_ops = [m for m in matches if m.a and m.b and m.how == "ops"]
+    assert len(by_ops) >= 5
+    assert {k.route for k in b.kernels} >= {"triton"} and "triton" not in {k.route for k in a.kernels}
+    text = "\n".join(m.value for m in at.markdown)
+    assert "NVIDIA H200" in text and "Kernels matched:" in text
+
+
+def test_page_compares_triton_with_cublas_on_the_h200_target():
+    from streamlit.testing.v1 import AppTest
+
+    from app.runner import cuda_plugin_present
+
+    if cuda_plugin_present():
+        pytest.skip("with the CUDA plugin the page compiles live")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_backend"] = "h200"
+    at.session_state["cmp_preset_b"] = "Triton GEMM off"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert {k.library for k in a.kernels if k.route != "emitter"} == {"Triton"}
+    assert {k.library for k in b.kernels} == {"cuBLAS"}  # mlp: two cuBLAS calls, epilogues included
+    # no autotuning preset for a compile that is never autotuned; other options were not recorded
+    assert "Autotuning off" not in at.selectbox(key="cmp_preset_b").options
+    at.text_area(key="cmp_free_b").input("xla_gpu_enable_triton_gemm=true").run()
+    at.button(key="cmp_go").click().run()
+    errors = " ".join(e.value for e in at.error)
+    assert "Default, Fusion + Triton rewrites off, Triton GEMM off" in errors, errors
+
+
+def test_a_link_reopens_the_same_comparison(address_bar):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"mode": "backends", "model": "softmax", "a": "cpu", "b": "h200"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.title, a.platform, b.title, b.environment.get("gpu_target")) == ("softmax", "cpu", "softmax", "h200")
+    assert at.radio(key="cmp_mode").value == "One model, two backends"
+    # the page keeps the address bar on what it shows
+    shown = address_bar(at)
+    assert shown == {"mode": "backends", "model": "softmax", "a": "cpu", "b": "h200"}
+
+    # option sets, with free options; and a value that is no choice is named, not obeyed
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    for k, v in {"mode": "options", "model": "mlp", "backend": "cpu", "a": "Default", "b": "Nonsense",
+                 "b_opt": "xla_disable_hlo_passes=fusion"}.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    assert any("b=Nonsense" in w.value for w in at.warning)
+    a, b = at.session_state["cmp_pair"]
+    assert b.options["compiler_options"]["xla_disable_hlo_passes"].startswith("fusion")
+    assert at.text_area(key="cmp_free_b").value == "xla_disable_hlo_passes=fusion"
+
+
+def test_one_model_on_one_device_and_on_eight_compared(gallery_bundle):
+    """The data-parallel step alone and on 8 devices: the summary says the devices, the
+    collectives XLA added (the gradients' all-reduce) and their traffic per device."""
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
+    from sample_models import gallery
+
+    entry = gallery()["dp_train_step"]
+    one = run_job(Job(kind="gallery", name="dp_train_step", filename=str(entry.path), backend="cpu", devices=1)).bundle
+    eight = gallery_bundle("dp_train_step")
+    rows = {r["metric"]: r for r in compare.summary_deltas(one, eight)}
+    assert (rows["devices"]["a"], rows["devices"]["b"]) == (1, 8)
+    assert rows["collectives"]["a"] == 0 and rows["collectives"]["b"] >= 1
+    assert rows["collective traffic per device (ring estimate)"]["a"] == 0
+    assert rows["collective traffic per device (ring estimate)"]["b"] > 0
+    # one device's part of the batch: each device's kernels move less than the one device does alone
+    assert rows["bytes moved by kernels (per device)"]["b"] < rows["bytes moved by kernels (per device)"]["a"]
+
+
+def test_page_compares_pasted_code_with_two_option_sets():
+    """Pasted code, two option sets (the defaults: Default and Fusion disabled): the two
+    compiles of the code written here, the fusion-off side with a kernel per op."""
+    from streamlit.testing.v1 import AppTest
+
+    code = ("import jax.numpy as jnp\n\n\ndef model(x):\n    return jnp.tanh(x) * 3 + 1\n\n\n"
+            "def example_inputs():\n    return (jnp.ones((8, 8)),)\n")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["cmp_mode"] = "Your code, two option sets"
+    at.session_state["cmp_code"] = code
+    at.session_state["cmp_backend_code"] = "cpu"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert a.source["code"] == code and b.source["code"] == code
+    assert b.options["compiler_options"] and not a.options.get("compiler_options")
+    # tanh, multiply, add: one loop fusion with fusion on, three kernels with it off
+    assert a.metrics["kernels_after"] < b.metrics["kernels_after"]
+
+
+def test_page_compares_one_device_with_eight():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(PAGE, default_timeout=300)
+    at.session_state["cmp_mode"] = "One model, two device counts"
+    at.session_state["cmp_model_dv"] = "dp_train_step"
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.options.get("devices", 1), b.options.get("devices")) == (1, 8)
+    summary = next(d.value for d in at.dataframe if "B vs A" in d.value.columns)
+    rows = {r[""]: r for r in summary.to_dict("records")}
+    assert rows["devices"]["A"] == "1" and rows["devices"]["B"] == "8"
+    assert rows["collectives"]["A"] == "0" and rows["collectives"]["B"] != "0"
+    assert at.session_state["cmp_link"] == {"mode": "devices", "model": "dp_train_step", "a": "1", "b": "8"}

@@ -1,0 +1,1 @@
+"""Tests of ``xla_explorer``, the notebook front end."""

@@ -1,0 +1,130 @@
+"""The explorer in a notebook (xla_explorer): a notebook executed by nbclient on a real
+IPython kernel shows the explorer for a function, for an HLO text and for a %%xla_explorer cell,
+says a bad input in one line, and its output, opened in Chromium, lights up the ops a kernel
+does when that kernel is clicked."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from tests.paths import ROOT
+
+pytest.importorskip("jax")
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+HLO = """HloModule jit_two, is_scheduled=true
+%fa (x: f32[256]) -> f32[256] {
+  %x = f32[256]{0} parameter(0)
+  %n = f32[256]{0} negate(%x)
+  ROOT %e = f32[256]{0} exponential(%n)
+}
+ENTRY %main (p: f32[256]) -> f32[256] {
+  %p = f32[256]{0} parameter(0)
+  %neg_exp = f32[256]{0} fusion(%p), kind=kLoop, calls=%fa
+  ROOT %t = f32[256]{0} tanh(%neg_exp)
+}
+"""
+
+CELLS = [
+    # a user's function, as they would write it
+    "import json\n"
+    "import jax, jax.numpy as jnp\n"
+    "import xla_explorer as xe\n"
+    "\n"
+    "@jax.jit\n"
+    "def gelu_mlp(x, w):\n"
+    "    h = x @ w\n"
+    "    return 0.5 * h * (1 + jnp.tanh(0.79788456 * (h + 0.044715 * h ** 3)))\n"
+    "\n"
+    "e = xe.show(gelu_mlp, jnp.ones((32, 64)), jnp.ones((64, 128)))\n"
+    "fusion = next(k for k in e.bundle.kernels if len(e.bundle.provenance.kernel_to_pre.get(k.name, [])) > 1)\n"
+    "print(json.dumps({fusion.name: e.bundle.provenance.kernel_to_pre[fusion.name]}))\n"
+    "e",
+    f"xe.show({HLO!r})",
+    "%load_ext xla_explorer",
+    "%%xla_explorer\n"
+    "import jax.numpy as jnp\n"
+    "def model(x):\n"
+    "    return jnp.exp(jnp.sin(x)) * 2\n"
+    "def example_inputs():\n"
+    "    return (jnp.ones((128,)),)",
+    "xe.show('neither HLO nor a bundle nor a path')",
+]
+
+
+def _html(cell) -> str:
+    outs = [o for o in cell.outputs if o.get("output_type") in ("execute_result", "display_data")]
+    assert outs, cell.outputs
+    return outs[-1]["data"]["text/html"]
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
+    nb.cells[-1].metadata["tags"] = ["raises-exception"]  # the bad input: the cell fails, in one line
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": ROOT}}).execute()
+    path = tmp_path_factory.mktemp("nb") / "explore.ipynb"
+    nbformat.write(nb, str(path))
+    return nb
+
+
+def test_a_function_an_hlo_text_and_a_cell_are_shown_inline(executed):
+    fn, hlo, _, cell, _ = executed.cells
+    for c in (fn, hlo, cell):
+        page = _html(c)
+        assert page.startswith("<iframe class='xla-explorer'") and "srcdoc=" in page
+        assert "graph-post" in page and "kernel-table" in page
+    assert not [o for c in executed.cells[:-1] for o in c.outputs if o.get("output_type") == "error"]
+    # the HLO the test wrote: its two kernels, the fusion and the tanh, are the graph's
+    page = _html(hlo)
+    assert "post-k:neg_exp" in page and "post-k:t" in page
+    assert "jit_two" in page
+
+
+def test_a_bad_input_is_one_line_in_the_notebook(executed):
+    bad = executed.cells[-1]
+    out = _stdout(bad).strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("xla-explorer: load error") and "HloModule" in out[0], out
+    assert not [o for o in bad.outputs if o.get("output_type") == "error" and o.get("traceback")], bad.outputs
+
+
+def test_the_notebooks_output_lights_a_kernels_ops_in_chromium(executed, tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("chromium is not installed (the README's test command installs it)")
+    from playwright.sync_api import sync_playwright
+
+    fn = executed.cells[0]
+    (kernel, ops), = json.loads(_stdout(fn).strip().splitlines()[-1]).items()
+    page_file = tmp_path / "output.html"
+    page_file.write_text("<!doctype html><html><body>" + _html(fn) + "</body></html>", encoding="utf-8")
+    errors = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto("file://" + str(page_file))
+            frame = page.frame_locator("iframe.xla-explorer")
+            frame.locator("#graph-post svg g.node").first.wait_for(timeout=30_000)
+            frame.locator(f"#graph-post [id='post-k:{kernel}']").dispatch_event("click", {"bubbles": True})
+            frame.locator(f"tr.xe-hl[data-kernel='{kernel}']").wait_for(timeout=30_000)
+            drawn = [o for o in ops if frame.locator(f"#graph-pre [id='pre-op:{o}']").count()]
+            lit = frame.locator("#graph-pre g.node.xe-hl").count()
+            assert drawn and lit == len(drawn)
+        finally:
+            browser.close()
+    assert errors == [], errors
