@@ -280,7 +280,7 @@ def test_browser_hover_a_refused_edge_reads_xlas_reason(server, browser):
         assert marker.evaluate("e => e.matches(':hover')")  # the pointer is on it: its tooltip shows
         return marker.evaluate("e => e.closest('g.edge').querySelector('a').getAttribute('xlink:title')")
 
-    title = _retry(page, hover_and_read, tries=20)
+    title = _retry(page, hover_and_read, timeout_s=120)
     assert title == "fusion: not fused — operand can not be duplicated"
 
 

@@ -9,11 +9,11 @@ any job it started is still alive.
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
 from analysis.service import sandbox, slots, worker_process
+from tests.polling import wait_until
 
 ISOLATED, WHY = sandbox.sandbox_status()
 needs_bwrap = pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
@@ -42,10 +42,10 @@ def machine_is_left_as_found():
     left = [p for t in tokens for p in slots.processes_with_token(t)]
     assert left == [], f"processes of hostile jobs still alive: {left}"
     # Memory comes back within moments of the last kill (page cache aside).
-    after = available_mb()
-    for _ in range(20):
-        if after >= before - MEMORY_SLACK_MB:
-            break
-        time.sleep(0.5)
-        after = available_mb()
-    assert after >= before - MEMORY_SLACK_MB, f"available memory {before} MB before, {after} MB after"
+    after = [0]
+
+    def back():
+        after[0] = available_mb()
+        return after[0] >= before - MEMORY_SLACK_MB
+
+    wait_until(back, 10, lambda: f"the memory back: available {before} MB before, {after[0]} MB after", interval_s=0.5)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
-from tests.scenarios.test_browser import CHROMIUM, ROOT, _free_port
+from tests.polling import wait_until
+from tests.scenarios.test_browser import CHROMIUM, ROOT, _answers, _free_port
 
 # The app's shape: a main script that starts the janitor and navigates to one page; the page
 # puts an object in its session state, keeps it in a page global (as the explorer keeps its
@@ -95,15 +94,15 @@ def _read(path: str) -> tuple[int, int] | None:
         return None
 
 
-def _wait(path: str, ok, timeout: float) -> tuple[int, int] | None:
-    deadline = time.time() + timeout
-    seen = None
-    while time.time() < deadline:
-        seen = _read(path)
-        if seen is not None and ok(seen):
-            return seen
-        time.sleep(0.3)
-    return seen
+def _wait(path: str, ok, timeout: float, what: str) -> tuple[int, int]:
+    """The probe's (alive, sessions) once ``ok`` of it."""
+    seen = [None]
+
+    def read():
+        seen[0] = _read(path)
+        return seen[0] if seen[0] is not None and ok(seen[0]) else None
+
+    return wait_until(read, timeout, lambda: f"{what}: (alive, sessions) = {seen[0]}", interval_s=0.3)
 
 
 def test_a_closed_tabs_state_is_freed(tmp_path):
@@ -124,28 +123,17 @@ def test_a_closed_tabs_state_is_freed(tmp_path):
         cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.fail("streamlit did not start")
-                time.sleep(0.5)
+        wait_until(lambda: _answers(url), 60, "streamlit to start", interval_s=0.5)
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             page = b.new_page()
             page.goto(url, timeout=60_000)
             page.get_by_text("held 8388608").wait_for(timeout=60_000)
-            seen = _wait(out, lambda s: s == (1, 1), 20)
-            assert seen == (1, 1), f"while the tab is open: (alive, sessions) = {seen}"
+            _wait(out, lambda s: s == (1, 1), 20, "the open tab's session and state")
             page.close()
             b.close()
         # the reconnect time (2 s) passes, the janitor shuts the session down and empties it
-        seen = _wait(out, lambda s: s[1] == 0 and s[0] == 0, 30)
-        assert seen is not None and seen[1] == 0, f"the closed tab's session is still connected: {seen}"
-        assert seen[0] == 0, "the closed tab's session state is still alive 30 s after its reconnect time"
+        _wait(out, lambda s: s == (0, 0), 30, "the closed tab's session gone and its state freed")
     finally:
         os.killpg(proc.pid, 9)
         proc.wait()

@@ -8,12 +8,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from tests.polling import app_idle
+from tests.polling import app_idle, in_page, wait_until
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -45,19 +44,23 @@ def serve(env: dict | None = None):
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
+    try:
+        wait_until(lambda: _answers(url), 60, "streamlit to start", interval_s=0.5)
+    except AssertionError:
         proc.kill()
-        pytest.fail("streamlit did not start")
+        raise
     yield url
     os.killpg(proc.pid, 9)
     proc.wait()
+
+
+def _answers(url: str) -> bool:
+    """Whether the Streamlit server at ``url`` answers its health check."""
+    try:
+        urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -94,26 +97,23 @@ def _graph_frames(page, n=2, timeout=180_000):
     iframes while a run finishes, so retry until they hold still)."""
     from playwright.sync_api import Error
 
-    deadline = time.time() + timeout / 1000
-    while True:
-        try:
-            page.wait_for_function(
-                "() => document.querySelectorAll(\"iframe[title='app.views.xla_graph']\").length >= 1",
-                timeout=timeout)
-            panes = []
-            for f in [f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached()]:
-                f.wait_for_selector("svg[data-ready='1']", timeout=30_000)
-                for scope in ("#pane-pre", "#pane-post"):
-                    if f.locator(f"{scope} svg[data-ready='1']").count():
-                        panes.append(_Pane(f, scope))
-            if len(panes) >= n:
-                return panes
-            if time.time() > deadline:
-                raise AssertionError(f"{len(panes)} graphs drawn, not {n}")
-        except Error:
-            if time.time() > deadline:
-                raise
-        page.wait_for_timeout(500)  # a poll: look again until the deadline
+    drawn = [0]
+
+    def panes():
+        page.wait_for_function(
+            "() => document.querySelectorAll(\"iframe[title='app.views.xla_graph']\").length >= 1",
+            timeout=timeout)
+        found = []
+        for f in [f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached()]:
+            f.wait_for_selector("svg[data-ready='1']", timeout=30_000)
+            for scope in ("#pane-pre", "#pane-post"):
+                if f.locator(f"{scope} svg[data-ready='1']").count():
+                    found.append(_Pane(f, scope))
+        drawn[0] = len(found)
+        return found if len(found) >= n else None
+
+    return in_page(page, panes, timeout / 1000, lambda: f"{n} graphs drawn ({drawn[0]} were)", interval_s=0.5,
+                   ignoring=(Error,))
 
 
 def _graph(page, title: str):
@@ -138,17 +138,12 @@ def _upload(page, path) -> None:
     page.get_by_role("button", name="Open").click()
 
 
-def _retry(page, fn, tries: int = 10):
-    """Run ``fn`` again if Streamlit swapped a frame under it (a rerun replaces iframes)."""
+def _retry(page, fn, timeout_s: float = 60):
+    """``fn()``, run again if Streamlit swapped a frame under it (a rerun replaces iframes)."""
     from playwright.sync_api import Error
 
-    for i in range(tries):
-        try:
-            return fn()
-        except Error:
-            if i == tries - 1:
-                raise
-            page.wait_for_timeout(500)  # a poll: try again, a bounded number of times
+    return in_page(page, lambda: (fn(),), timeout_s, "a run that no rerun interrupted", interval_s=0.5,
+                   ignoring=(Error,))[0]
 
 
 def test_transformer_block_select_fusion_details(server, browser):
@@ -170,7 +165,7 @@ def test_transformer_block_select_fusion_details(server, browser):
     # the post graph is the transformer's: its parameters are there (the frame may still be
     # swapped by the run that replaces mlp's graphs, so look again until it holds)
     _retry(page, lambda: _graph(page, "after").wait_for_selector("g.node[id*='params__wqkv']", timeout=30_000),
-           tries=20)
+           timeout_s=120)
     # both graphs really are Graphviz SVG with nodes
     assert _retry(page, lambda: _graph(page, "before").locator("g.node").count()) > 20
     assert _retry(page, lambda: _graph(page, "after").locator("g.node").count()) > 20
@@ -220,13 +215,8 @@ def test_malformed_hlo_upload_shows_error_and_app_survives(server, browser, tmp_
 
 
 def _ace_frame(page, timeout_s: float = 60):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        found = [f for f in page.frames if "streamlit_ace" in (f.url or "") and not f.is_detached()]
-        if found:
-            return found[0]
-        page.wait_for_timeout(300)  # a poll: look again until the deadline
-    raise AssertionError("the code editor did not appear")
+    return in_page(page, lambda: next((f for f in page.frames if "streamlit_ace" in (f.url or "") and not f.is_detached()),
+                                      None), timeout_s, "the code editor")
 
 
 def test_pasted_code_error_is_marked_in_the_editor(server, browser):

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.polling import app_idle, settled
+from tests.polling import app_idle, in_page, settled
 from tests.scenarios.test_browser import OUT, ROOT, _retry, browser, server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
@@ -33,15 +33,7 @@ def drawn_frame(page):
 
 def _frame(page, timeout_s: float = 180):
     """The explorer's graph component frame once both graphs are drawn."""
-    import time
-
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        f = drawn_frame(page)
-        if f is not None:
-            return f
-        page.wait_for_timeout(400)  # a poll: look again until the deadline
-    raise AssertionError("the graphs did not appear")
+    return in_page(page, lambda: drawn_frame(page), timeout_s, "the graphs", interval_s=0.4)
 
 
 GEOMETRY = """() => {
@@ -338,16 +330,15 @@ def test_a_big_program_opens_as_layers_and_lays_out_a_layer_when_it_is_opened(se
     page.get_by_text("Upload HLO / bundle").click()
     _upload(page, path)
     boxes = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node')].filter(n => n.id.startsWith('L:')).map(n => n.id)"
-    deadline = __import__("time").time() + 120
-    while True:  # the uploaded program's frame (the gallery's may still be on the page a moment)
+
+    def as_layers():  # the uploaded program's frame (the gallery's may still be on the page a moment)
         f = _frame(page)
         try:
-            if len(f.evaluate(boxes, "pre")) == 8:
-                break
+            return f if len(f.evaluate(boxes, "pre")) == 8 else None
         except Exception:  # noqa: BLE001 - the frame was swapped by a rerun: look again
-            pass
-        assert __import__("time").time() < deadline, "the stack did not open as its layers"
-        page.wait_for_timeout(500)  # a poll: look again until the deadline
+            return None
+
+    f = in_page(page, as_layers, 120, "the stack to open as its layers", interval_s=0.5)
     assert f.locator("#layersB.on").count() == 1
     assert f.locator("#view-pre g.node[id^='op:m']").count() == 0  # no op of a layer drawn yet
     # the overview: off by itself for 8 boxes, on with Map while the chain is taller than the pane

@@ -5,14 +5,13 @@ gloss and both ops; the op's details list the decision, and key ``w`` opens it a
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from analysis.bundle.core import bundle_from_hlo
 from analysis.fusion.decisions import from_texts
 from analysis.fusion.glossary import GLOSSES
 from analysis.render.decisions import edge_why
+from tests.polling import in_page
 from tests.scenarios.test_browser import _upload, browser, server  # noqa: F401 - fixtures
 
 PRE = """HloModule jit_model
@@ -84,8 +83,7 @@ def test_the_refused_edge_carries_its_row_reason_and_gloss():
 def _why_frame(page, timeout_s: float = 120):
     """The graph frame of the uploaded program (not the gallery model the page opened with),
     once its refused edge is drawn."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
+    def drawn():
         for f in page.frames:
             if "xla_graph" in (f.url or "") and not f.is_detached():
                 try:
@@ -93,8 +91,9 @@ def _why_frame(page, timeout_s: float = 120):
                         return f
                 except Exception:  # noqa: BLE001 - a frame swapped by a rerun: look again
                     pass
-        page.wait_for_timeout(400)  # a poll: look again until the deadline
-    raise AssertionError("no refused edge was drawn")
+        return None
+
+    return in_page(page, drawn, timeout_s, "the refused edge to be drawn", interval_s=0.4)
 
 
 @pytest.mark.browser

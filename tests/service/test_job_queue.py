@@ -8,7 +8,6 @@ workers and a real SQLite store.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -58,11 +57,9 @@ class Recorder:
         try:
             if progress:
                 progress("compile")
-            end = time.monotonic() + self.delay  # a fake job that takes ``delay`` (watching for a cancel)
-            while time.monotonic() < end:
-                if cancel is not None and cancel.is_set():
-                    raise ExplorerError("run", "the job was cancelled")
-                time.sleep(0.01)
+            # a fake job that takes ``delay``, or less if it is cancelled (an event, not a sleep)
+            if (cancel or threading.Event()).wait(self.delay):
+                raise ExplorerError("run", "the job was cancelled")
             if job.name in self.fail_on:
                 raise ExplorerError("compile", "boom", job.filename)
             b = bundle_from_hlo(HLO, job.name)

@@ -27,6 +27,7 @@ from analysis.service.worker import EarlyParts, Ran
 from app.explorer_state import explorer_state
 from sample_models._stack import stack_source
 from tests.paths import ROOT
+from tests.polling import wait_until
 
 HLO = """HloModule tiny, is_scheduled=true
 
@@ -585,11 +586,12 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     shown = page.bundle
     assert shown.timings is None and page.payload["graphs"]["post"]["svgs"]
     page.sel = {"side": "post", "name": shown.kernels[0].name}
-    deadline = time.monotonic() + 120
-    while page.pending is not None and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def measured():
         at.run()
-    assert page.pending is None, "the measured bundle never came"
+        return page.pending is None
+
+    wait_until(measured, 120, "the measured bundle", interval_s=0.5)
     assert not at.exception, at.exception
     b = page.bundle
     assert b.timings and b.stages["hlo_after"] == shown.stages["hlo_after"]

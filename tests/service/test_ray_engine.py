@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from analysis.errors import ExplorerError
 from analysis.service.job import Job
 from analysis.service.job_queue import JobQueue, compile_job
 from analysis.service.settings import REPO_ROOT, EngineSettings, Limits
+from tests.polling import wait_until
 
 ray = pytest.importorskip("ray", reason="the README's test command installs the ray extra")
 pytestmark = [pytest.mark.ray, pytest.mark.sandbox]
@@ -149,24 +149,18 @@ def test_cancel_kills_the_sandboxed_worker_on_its_node(engine, tmp_path):
     try:
         h = q.submit(Job(kind="code", name="slow", source=SLOW_MODEL.format(sleep=120), filename="slow.py",
                          backend="cpu"), session="s2")
-        deadline = time.monotonic() + 120
-        while (h.phase is None or h.phase.startswith("node:")) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert h.phase is not None, "the job never started"
-        deadline = time.monotonic() + 60
-        while _worker_processes() <= before and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _worker_processes() > before  # its sandboxed worker is running (asleep in the model)
+        wait_until(lambda: h.phase is not None and not h.phase.startswith("node:"), 120,
+                   "the job to start on its node", interval_s=0.2)
+        # its sandboxed worker is running (asleep in the model)
+        wait_until(lambda: _worker_processes() > before, 60, "its sandboxed worker to run", interval_s=0.2)
         assert h.cancel()
         assert h.wait(60), "cancel did not end the job"
         with pytest.raises(ExplorerError) as e:
             h.result(0)
         assert "cancelled" in e.value.message
         # nothing lingers on the node: the worker's process tree is gone
-        deadline = time.monotonic() + 30
-        while _worker_processes() > before and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _worker_processes() <= before
+        wait_until(lambda: _worker_processes() <= before, 30, "the worker's process tree to be gone",
+                   interval_s=0.5)
     finally:
         q.shutdown()
 
@@ -179,10 +173,8 @@ def test_a_node_lost_mid_job_is_retried_elsewhere(cluster, engine, tmp_path):
     try:
         h = q.submit(Job(kind="code", name="slowish", source=SLOW_MODEL.format(sleep=6), filename="slowish.py",
                          backend="cpu"), session="s3")
-        deadline = time.monotonic() + 120
-        while not engine.last_node.get("node_id") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        first = engine.last_node.get("node_id")
+        first = wait_until(lambda: engine.last_node.get("node_id"), 120, "the job to start on a node",
+                           interval_s=0.2)
         victim = next((n for n in cluster.worker_nodes if n.node_id == first), None)
         assert victim is not None, "the job ran on no worker node"
         cluster.remove_node(victim, allow_graceful=False)  # the node is lost mid-job

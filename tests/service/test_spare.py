@@ -16,6 +16,7 @@ from analysis.service.job import Job
 from analysis.service.messages import Answer
 from analysis.service.settings import Limits
 from analysis.service.spare import SPARE_DELAY_S
+from tests.polling import holds, wait_until
 
 ISOLATED, WHY = sandbox.sandbox_status()
 pytestmark = [pytest.mark.sandbox, pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")]
@@ -63,13 +64,11 @@ def _job(source: str) -> dict:
 
 def _spare(other_than: str | None = None, wait_s: float = 90.0) -> str:
     """The token of a waiting spare (not ``other_than``)."""
-    t_end = time.monotonic() + wait_s
-    while time.monotonic() < t_end:
+    def waiting():
         tok = worker_process.spare.token()
-        if tok is not None and tok != other_than:
-            return tok
-        time.sleep(0.1)
-    raise AssertionError("no spare worker was started")
+        return tok if tok != other_than else None
+
+    return wait_until(waiting, wait_s, "a spare worker to be started")
 
 
 def _spares_of_these_limits() -> None:
@@ -114,11 +113,11 @@ def test_a_job_of_another_kind_starts_its_own(spares):
 def test_the_wall_clock_is_the_jobs_own(spares):
     started_before = time.monotonic()  # the spare was started by the fixture, before this
     spare = _spare()
-    # waiting as a spare does not count against the job: the spare has waited longer than the
-    # job's whole time limit, and the job (well under a second here) still runs. Not a wait for
-    # a condition: the time passing is what is tested.
+    # waiting as a spare does not count against the job: the spare waits, untaken, for longer
+    # than the job's whole time limit, and the job (well under a second here) still runs
     limit_s = 8
-    time.sleep(max(0.0, started_before + limit_s + 1 - time.monotonic()))
+    holds(lambda: worker_process.spare.token() == spare, started_before + limit_s + 1 - time.monotonic(),
+          "the spare waiting for its job")
     res = worker_process.run_worker(_job(LOOKS), replace(LIMITS, timeout_s=limit_s))
     assert isinstance(res.message, Answer), (res.message, res.stderr_tail[-800:])
     assert res.token == spare  # it was the spare that had waited
@@ -132,10 +131,8 @@ def test_turned_off_the_spare_is_ended():
     assert slots.processes_with_token(tok) == []
     res = worker_process.run_worker(_job(LOOKS), LIMITS)
     assert res.token != tok and res.message is not None
-    # none started after a job while off: a spare would be started SPARE_DELAY_S after the job,
-    # so let that pass (not a wait for a condition: what is tested is that nothing happens)
-    time.sleep(SPARE_DELAY_S + 1)
-    assert worker_process.spare.token() is None
+    # none started after a job while off: a spare would be started SPARE_DELAY_S after the job
+    holds(lambda: worker_process.spare.token() is None, SPARE_DELAY_S + 1, "no spare while spares are off")
 
 
 def test_the_setting(monkeypatch):
