@@ -1,26 +1,44 @@
-"""Models written with a library: a Flax NNX module, an Equinox module or a Keras 3 model (JAX
-backend) as ``model``, split into a pure function of (parameters, inputs) the way each library
-expects, so the parameters are inputs of the compiled program, not constants baked into it.
+"""Models written with a library: a Flax NNX module, an Equinox module, a Keras 3 model (JAX
+backend) or a Flax Linen module object as ``model``, or a training step handed Flax NNX objects,
+split into a pure function of (parameters, inputs) the way each library expects, so the
+parameters are inputs of the compiled program, not constants baked into it, and the state a call
+changes is an output of it, as the library's own ``jit`` returns it.
 
 - Flax NNX: ``graphdef, state = nnx.split(model)``; the program is
-  ``nnx.merge(graphdef, state)(*args)`` with ``state`` as its first argument.
+  ``nnx.merge(graphdef, state)(*args)`` with ``state`` as its first argument, and the variables
+  the call changed (``StateChanges``) as a second output.
+- A function (a training step) whose arguments hold Flax NNX graph nodes (``nnx.Module``,
+  ``nnx.Optimizer``, ``nnx.MultiMetric``, ``nnx.Rngs``, anywhere in a tuple, list or dict
+  argument) is compiled as ``nnx.jit`` runs it: one ``nnx.split`` over all of them (so an object
+  two of them hold stays one), the state the program's first argument, merged inside the traced
+  program and put back in the arguments' places; what the step changed (the parameters after the
+  update, the optimizer's moments and step, BatchNorm statistics, RNG counts, metric totals) is
+  returned beside what the step returns, each variable named by the argument that holds it
+  (``optimizer/opt_state/0/mu/linear/kernel``).
 - Equinox: ``params, static = eqx.partition(model, eqx.is_array)``; the program is
   ``eqx.combine(params, static)(*args)``.
 - Keras 3: ``model.stateless_call(trainable, non_trainable, *args)``, with the variables' values
   as the first two arguments.
+- Flax Linen: an unbound module object (``model = Net()``) is initialized as Linen's examples do,
+  ``variables = model.init(jax.random.key(0), *inputs)`` (with a key for each RNG stream it asks
+  for); the program is ``model.apply(variables, *args)`` with ``variables`` its first argument,
+  and where the call updates a collection (BatchNorm's ``batch_stats``) it is applied with that
+  collection mutable and the new values are its second output.
 
 Flax NNX and Equinox put no name scope of their own into the program, so while the program is
 traced each submodule's call runs inside ``jax.named_scope`` of its attribute name: op names
 read ``attn/q_proj/dot_general`` like Linen's and Keras's do, and the graph's name scopes are the
 model's layers. A library is recognised by the model's class, only when the user's code
-imported it (this module imports none of them itself). Flax Linen needs nothing: its ``apply`` already takes the
-parameters (``model = lambda params, x: Net().apply(params, x)``).
+imported it (this module imports none of them itself). A Linen ``apply`` written by the user
+needs nothing (``model = lambda params, x: Net().apply(params, x)``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import re
 import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Callable, Iterable
@@ -33,21 +51,25 @@ KERAS_BACKEND = "jax"  # set (if unset) before the user's code runs, so `import 
 
 @dataclass
 class StateChanges:
-    """The Flax NNX state a call changed (BatchNorm statistics, RNG counters, ``self.x = ...``),
-    found as the program is traced: each variable's path and type, and whether the call created
-    it. The program returns those variables' new values as a second output, as ``nnx.jit``
-    hands a module's updated state back, so the compile holds the work that updates them."""
+    """The state a call changed (Flax NNX: BatchNorm statistics, RNG counters, ``self.x = ...``, a
+    training step's parameters, optimizer state and metrics; Flax Linen: the mutable
+    collections it updated), found as the program is traced: each variable's path and type,
+    whether the call created it and, for an optimizer's state, the optax transformation it
+    belongs to. The program returns those variables' new values as a second output, as
+    ``nnx.jit`` hands a module's updated state back, so the compile holds the work that
+    updates them."""
 
-    changed: list = field(default_factory=list)  # [{"path": "bn/mean", "type": "BatchStat", "new": False}]
+    # [{"path": "bn/mean", "type": "BatchStat", "new": False}, {..., "optimizer": "adam"}]
+    changed: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Split:
     fn: Callable
     inputs: tuple
-    library: str | None  # "flax.nnx", "equinox", "keras" or None (a plain callable)
-    parameters: int = 0  # how many parameter arrays became inputs
-    state: StateChanges | None = None  # Flax NNX: the state the call changes (filled as it is traced)
+    library: str | None  # "flax.nnx", "flax.linen", "equinox", "keras" or None (a plain callable)
+    parameters: int = 0  # how many parameter (and state) arrays became inputs
+    state: StateChanges | None = None  # the state the call changes (filled as it is traced)
 
 
 def _is_instance(model, module: str, cls: str) -> bool:
@@ -66,26 +88,33 @@ def layer_scopes(modules: Iterable[tuple[tuple, object]], submodules: Callable |
     ``nnx.scan`` over a stack of layers merges each step's layer anew): a module not among
     ``modules`` takes the name of the one place its class is found, and ``submodules(module)``
     (its ``(path, module)`` pairs, relative to it) names what it holds, so a scanned stack reads
-    ``blocks/linear`` like any other layer."""
+    ``blocks/linear`` like any other layer. A copy of a root module (one of ``modules`` with the
+    empty path: Flax NNX's ``nnx.grad`` calls a copy of the model it differentiates) is not a
+    layer, but what it holds is named as in the original."""
     import jax
 
     modules = list(modules)
     names = {id(m): str(path[-1]) for path, m in modules if path}
+    roots = {type(m) for path, m in modules if not path}
     where: dict[type, set] = {}
     for path, m in modules:
         if path:
             where.setdefault(type(m), set()).add(str(path[-1]))
     patched = {}
     for cls in {type(m) for _, m in modules}:
-        if "__call__" not in cls.__dict__ and cls in patched:
+        orig = getattr(cls, "__call__", None)
+        if orig is None:  # a module called only through its other methods
             continue
-        orig = cls.__call__
 
         def call(self, *args, __orig=orig, **kw):
             name = names.get(id(self))
             if name is None:
                 only = where.get(type(self), ())
                 if len(only) != 1:
+                    if type(self) in roots and submodules is not None:  # a root or its copy: not a layer
+                        for path, sub in submodules(self):
+                            if path:
+                                names.setdefault(id(sub), str(path[-1]))
                     return __orig(self, *args, **kw)
                 name = names[id(self)] = next(iter(only))
                 if submodules is not None:
@@ -111,6 +140,184 @@ def _nnx_modules(model):
     from flax import nnx
 
     return [(tuple(p), n) for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module)]
+
+
+def _nnx_node_modules(nodes: dict) -> list:
+    """The (path, module) pairs of a training step's graph nodes, each path relative to the
+    argument that holds it (a module handed to the step is a root, like a model object); a module
+    two of them hold is named once, by its shortest path."""
+    seen: dict[int, tuple] = {}
+    for node in nodes.values():
+        for path, m in _nnx_modules(node):
+            if id(m) not in seen or len(path) < len(seen[id(m)][0]):
+                seen[id(m)] = (path, m)
+    return list(seen.values())
+
+
+def _path_text(path) -> str:
+    return "/".join(map(str, path))
+
+
+# optax states that only wrap another's or count: not what an optimizer is called
+_OPTAX_WRAPPERS = ("Empty", "InjectHyperparams", "InjectStatefulHyperparams", "MultiSteps", "Masked",
+                   "ScaleBySchedule", "ApplyIfFinite", "Partition", "MultiTransform")
+
+
+def optax_kind(opt_state) -> str:
+    """The optax transformation an optimizer's state belongs to, from its state classes' names
+    (``ScaleByAdamState`` -> ``adam``, ``TraceState`` -> ``trace``), ``+``-joined for a chain;
+    empty where none holds moments (plain SGD)."""
+    names, todo = [], [opt_state]
+    while todo:
+        x = todo.pop(0)
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            name = type(x).__name__
+            name = name[:-len("State")] if name.endswith("State") else name
+            name = name[len("ScaleBy"):] if name.startswith("ScaleBy") else name
+            if name not in _OPTAX_WRAPPERS and any(f != "count" for f in x._fields):
+                names.append(name.lower())
+            todo.extend(x)
+        elif isinstance(x, (tuple, list)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+    return "+".join(dict.fromkeys(names))
+
+
+def _optimizers(root) -> dict:
+    """Where each ``nnx.Optimizer`` under ``root`` is (its path) -> its ``optax_kind``."""
+    from flax import nnx
+
+    return {tuple(p): optax_kind(getattr(n, "opt_state", None)) for p, n in nnx.iter_graph(root)
+            if isinstance(n, nnx.Optimizer)}
+
+
+def _nnx_changed(before: dict, root, changes: StateChanges, optimizers: dict | None = None) -> dict:
+    """The variables of ``root`` (after the call) whose value is not the one they came in with
+    (``before``: path -> id of the value), recorded in ``changes``; their new values by path."""
+    from flax import nnx
+
+    changed = {p: v for p, v in nnx.to_flat_state(nnx.state(root)) if before.get(p) != id(v.get_value())}
+    entries = []
+    for p, v in changed.items():
+        e = {"path": _path_text(p), "type": type(v).__name__, "new": p not in before}
+        for where, kind in (optimizers or {}).items():
+            if kind and tuple(p[:len(where) + 1]) == (*where, "opt_state"):
+                e["optimizer"] = kind
+        entries.append(e)
+    changes.changed = entries
+    return {_path_text(p): v.get_value() for p, v in changed.items()}
+
+
+def _value_ids(state) -> dict:
+    from flax import nnx
+
+    return {p: id(v.get_value()) for p, v in nnx.to_flat_state(state)}
+
+
+def _argument_names(fn, n: int) -> list[str]:
+    """The names of ``fn``'s first ``n`` positional parameters (``args[i]`` past a ``*args``,
+    ``arg<i>`` where there is no signature)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        star = next((k for k, p in enumerate(params[:i + 1]) if p.kind == p.VAR_POSITIONAL), None)
+        if star is not None:
+            names.append(f"{params[star].name}[{i - star}]")
+        elif i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def _nnx_step(model, inputs: tuple) -> Split | None:
+    """A function handed Flax NNX graph nodes, as ``nnx.jit`` runs it (see the module's
+    docstring); None where no argument holds one."""
+    import jax
+    from flax import nnx
+    from flax.nnx import graph
+
+    def hole_or_node(x):
+        return x is None or graph.is_graph_node(x)
+
+    flat, treedef = jax.tree_util.tree_flatten_with_path(inputs, is_leaf=hole_or_node)
+    names = _argument_names(model, len(inputs))
+    at: dict[int, str] = {}  # leaf index -> the node's name (its argument, and where in it)
+    for i, (path, leaf) in enumerate(flat):
+        if leaf is not None and graph.is_graph_node(leaf):
+            at[i] = names[path[0].idx] + jax.tree_util.keystr(tuple(path[1:]))
+    if not at:
+        return None
+    nodes = {key: flat[i][1] for i, key in at.items()}
+    graphdef, state = nnx.split(nodes)  # one split: an object two of them hold stays one
+    optimizers = _optimizers(nodes)
+    holed = treedef.unflatten([None if i in at else leaf for i, (_, leaf) in enumerate(flat)])
+    changes = StateChanges()
+
+    def nnx_step_program(state, *args):
+        before = _value_ids(state)
+        merged = nnx.merge(graphdef, state)
+        leaves = treedef.flatten_up_to(args)
+        for i, key in at.items():
+            leaves[i] = merged[key]
+        with layer_scopes(_nnx_node_modules(merged), _nnx_modules):
+            out = model(*treedef.unflatten(leaves))
+        new = _nnx_changed(before, merged, changes, optimizers)
+        return (out, new) if new else out
+
+    # the program is named as the user's function (``jit(train_step)``); its signature is its own
+    nnx_step_program.__name__ = nnx_step_program.__qualname__ = getattr(model, "__name__", "model")
+    return Split(nnx_step_program, (state, *holed), "flax.nnx", len(jax.tree_util.tree_leaves(state)), changes)
+
+
+# Flax Linen's words for an RNG stream a call needs and was not given
+_NEEDS_RNG = re.compile(r'needs PRNG for "(\w+)"')
+
+
+def _linen_object(model, inputs: tuple) -> Split:
+    """An unbound Flax Linen module: initialized as Linen's examples do, applied as a function of
+    its variables (see the module's docstring)."""
+    import jax
+    from flax import errors as flax_errors
+
+    variables = model.init(jax.random.key(0), *inputs)
+    rngs: dict = {}  # streams the call asks for (dropout), a key each, the program's second input
+    mutable: list | bool = False
+    for _ in range(8):  # each try finds one stream or one collection the call needs
+        try:
+            jax.eval_shape(lambda v, r, *a: model.apply(v, *a, rngs=r or None, mutable=mutable), variables, rngs,
+                           *inputs)
+            break
+        except flax_errors.InvalidRngError as e:
+            m = _NEEDS_RNG.search(str(e))
+            if m is None or m.group(1) in rngs:
+                raise
+            rngs[m.group(1)] = jax.random.key(len(rngs) + 1)
+        except flax_errors.ModifyScopeVariableError:
+            if mutable:
+                raise
+            mutable = [c for c in variables if c != "params"]
+    changes = StateChanges()
+
+    def linen_program(variables, *args):
+        r, args = (args[0], args[1:]) if rngs else (None, args)
+        if not mutable:
+            return model.apply(variables, *args, rngs=r)
+        out, updates = model.apply(variables, *args, rngs=r, mutable=mutable)
+        before = {jax.tree_util.keystr(p): id(x) for p, x in jax.tree_util.tree_flatten_with_path(variables)[0]}
+        changes.changed = [
+            {"path": _path_text(k.key for k in p), "type": "BatchStat" if p[0].key == "batch_stats" else str(p[0].key),
+             "new": jax.tree_util.keystr(p) not in before}
+            for p, x in jax.tree_util.tree_flatten_with_path(updates)[0] if before.get(jax.tree_util.keystr(p)) != id(x)]
+        return out, updates
+
+    linen_program.__name__ = linen_program.__qualname__ = type(model).__name__
+    return Split(linen_program, (variables, *((rngs,) if rngs else ()), *inputs), "flax.linen",
+                 len(jax.tree_util.tree_leaves(variables)), changes)
 
 
 def _eqx_modules(model, path=()):
@@ -158,18 +365,16 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
             changes = StateChanges()
 
             def nnx_program(state, *args):
-                before = {p: id(v.get_value()) for p, v in nnx.to_flat_state(state)}
+                before = _value_ids(state)
                 m = nnx.merge(graphdef, state)
                 with layer_scopes(_nnx_modules(m), _nnx_modules):
                     out = m(*args)
-                changed = {p: v for p, v in nnx.to_flat_state(nnx.state(m)) if before.get(p) != id(v.get_value())}
-                changes.changed = [{"path": "/".join(map(str, p)), "type": type(v).__name__, "new": p not in before}
-                                   for p, v in changed.items()]
-                if not changed:
-                    return out
-                return out, {"/".join(map(str, p)): v.get_value() for p, v in changed.items()}
+                new = _nnx_changed(before, m, changes)
+                return (out, new) if new else out
 
             return Split(nnx_program, (state, *inputs), "flax.nnx", len(jax.tree_util.tree_leaves(state)), changes)
+        if _is_instance(model, "flax.linen", "Module") and getattr(model, "scope", None) is None:
+            return _linen_object(model, inputs)
         if _is_instance(model, "equinox", "Module"):
             import equinox as eqx
 
@@ -192,6 +397,10 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
                 return out
 
             return Split(keras_program, (trainable, frozen, *inputs), "keras", len(trainable) + len(frozen))
+        if sys.modules.get("flax.nnx") is not None:
+            step = _nnx_step(model, inputs)
+            if step is not None:
+                return step
         if sys.modules.get("equinox") is not None:
             held = _eqx_inputs(inputs)
             if held:  # a plain function (a training step) given Equinox modules: their layers named too
