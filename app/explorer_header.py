@@ -11,12 +11,12 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from analysis.bundle.core import Bundle, device_label
-from analysis.render.summary import state_note
+from analysis.render.summary import empty_note, state_note
 from app import safe, views
 from app.explorer_compile import measuring_notice
 from app.explorer_sidebar import Sidebar
 from app.explorer_state import ExplorerState
-from app.page_helpers import PRESENT_CSS, PRESENT_WORDS, show_error, show_note
+from app.page_helpers import PRESENT_CSS, PRESENT_WORDS, as_text, show_error, show_note
 
 try:
     from streamlit_ace import st_ace
@@ -126,6 +126,9 @@ def notices(b: Bundle, state: ExplorerState, source_kind: str) -> None:
     elif state.pending_error:
         st.warning(f"Not measured: {state.pending_error}. The graphs are this compile's; Compile again to retry.",
                    icon=":material/timer_off:")
+    empty = empty_note(b)
+    if empty:
+        st.warning(as_text(empty), icon=":material/block:")
     note = state_note(b)
     if note:
         show_note(note)

@@ -46,7 +46,8 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
     first = next((m for m in msg if m.strip()), "")
     # JAX prefixes long explanations: the first meaningful line is the message, the whole text
     # its detail (the app shows both)
-    text = (f"{type(exc).__name__}: {first}" if first else type(exc).__name__) + _device_hint(first)
+    first, hint = _state_hint(first)
+    text = (f"{type(exc).__name__}: {first}" if first else type(exc).__name__) + _device_hint(first) + hint
     if isinstance(exc, ModuleNotFoundError):
         phase = "import"
     detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
@@ -69,6 +70,22 @@ def _device_hint(message: str) -> str:
         return f" (the job has {m.group(1)} devices; at most {MAX_DEVICES} are allowed here)"
     return (f" (the job has {m.group(1)} devices: run it on {need} with DEVICES = {need} in the file, "
             f"the Devices setting or --devices {need}; at most {MAX_DEVICES})")
+
+
+# Flax NNX's words when the traced program changes an object it was not handed (a module or
+# optimizer the step reads from the file's globals): under jit its update could not be returned
+_OUTER_STATE = re.compile(r"^(Cannot (?:extract graph node|mutate '?\w+'?) from (?:a )?different trace level)")
+
+
+def _state_hint(message: str) -> tuple[str, str]:
+    """The message (cut before Flax's dump of the variable) and what to do, where the program
+    changes Flax NNX state it was not handed."""
+    m = _OUTER_STATE.match(message)
+    if not m:
+        return message, ""
+    return m.group(1), (": the step uses a Flax NNX module, optimizer or metric that is not one of its "
+                        "arguments; hand it to `model` as an argument (from example_inputs()) so the program "
+                        "takes its state in and returns it updated, as nnx.jit does")
 
 
 _TRACEBACK = "Traceback (most recent call last):"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from analysis.codegen.finish import code_of
 from analysis.codegen import kernel_code
 from analysis.errors import ExplorerError
+from analysis.render.summary import empty_note
 
 
 def _known_stage(stage: str) -> bool:
@@ -17,6 +18,9 @@ def select(bundle, kernel: str | None = None, stages: list[str] | None = None) -
     """(kernels, stages) to show: every kernel with code (or library call), or ``kernel``; every
     stage of the compile, or ``stages``. Raises a one-line ``ExplorerError`` for a name that is
     not there."""
+    empty = empty_note(bundle)
+    if empty is not None:  # no kernel at all: why, not that the input carries no code
+        raise ExplorerError("code", empty)
     if bundle.code is None:
         raise ExplorerError("code", "this input has no generated code (an HLO text, or a bundle made before "
                                     "schema 6): compile the model, or import a dump zip with its code files")

@@ -220,19 +220,94 @@ def why_added(b: Bundle, limit: int = 3) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
+# A changed variable's type (``StateChanges``' entries: Flax NNX's Variable classes, a Linen
+# collection) -> what it is, in the one line (singular, plural); the optimizer's and the
+# parameters' are said without their paths, the others' with them where they are few
+_STATE_KINDS = {"Param": ("parameter array", "parameter arrays"),
+                "BatchStat": ("BatchNorm statistic", "BatchNorm statistics"),
+                "RngCount": ("RNG count", "RNG counts"), "RngKey": ("RNG key", "RNG keys"),
+                "MetricState": ("metric total", "metric totals"), "Cache": ("cache", "caches"),
+                "Intermediate": ("intermediate", "intermediates"), "intermediates": ("intermediate", "intermediates")}
+_OPTIMIZER_TYPES = {"OptState", "OptArray", "OptVariable"}
+_LISTED = 3  # paths listed per kind, at most
+
+
+def _optimizer_words(items: list[dict]) -> str:
+    """``optimizer state (adam: 2 moments mu and nu, step)`` from the optimizer's changed
+    variables: its optax kind, its moments (the names under ``opt_state``) and its step count."""
+    kind = next((str(c["optimizer"])[:40] for c in items if isinstance(c.get("optimizer"), str) and c["optimizer"]), "")
+    moments: list[str] = []
+    step = False
+    for c in items:
+        parts = str(c.get("path"))[:300].split("/")
+        if "opt_state" in parts:
+            below = [x for x in parts[parts.index("opt_state") + 1:] if not x.isdigit()]
+            if c.get("type") == "OptVariable" and below and below[0] not in moments:
+                moments.append(below[0][:40])
+            elif below[-1:] == ["count"]:
+                step = True
+        else:
+            step = True  # the optimizer's own step (``optimizer/step``)
+    what = []
+    if moments:
+        shown = moments[:4]
+        what.append(f"{len(moments)} moment{'s' if len(moments) != 1 else ''} "
+                    + (" and ".join(shown) if len(shown) <= 2 else ", ".join(shown)) + (", …" if len(moments) > 4 else ""))
+    if step:
+        what.append("step")
+    inner = ", ".join(what)
+    return "optimizer state" + (f" ({kind}: {inner})" if kind and inner else f" ({inner or kind})" if inner or kind else "")
+
+
 def state_note(b: Bundle) -> str | None:
-    """One line on the Flax NNX state the model's call changes (``source["state_changes"]``, see
-    ``analysis.compile.frameworks.StateChanges``), or None. Made here from the list, never taken
-    as text from a bundle."""
+    """The one line, said by the page, the CLI's summary and the report, on the state the program
+    returns beside what the call or training step returns (``source["state_changes"]``, see
+    ``analysis.compile.frameworks.StateChanges``): how many parameters, the optimizer's state,
+    BatchNorm statistics, RNG counts, metric totals, and the other variables by name; None where
+    it returns none. Made here from the list, never taken as text from a bundle."""
     changed = b.source.get("state_changes") if isinstance(b.source, dict) else None
     if not isinstance(changed, list) or not changed:
         return None
-    items = [c for c in changed if isinstance(c, dict)]
-    names = ", ".join(f"{str(c.get('path'))[:80]} ({str(c.get('type'))[:40]}{', new' if c.get('new') is True else ''})"
-                      for c in items[:8])
-    more = f" and {len(items) - 8} more" if len(items) > 8 else ""
-    return (f"The call changes {len(items)} of the module's state variables: {names}{more}. Their new values are "
-            "the program's second output, as nnx.jit hands them back.")
+    items = [c for c in changed[:100_000] if isinstance(c, dict)]
+    if not items:
+        return None
+    groups: dict[str, list[dict]] = {}
+    for c in items:
+        t = str(c.get("type"))[:40]
+        groups.setdefault("optimizer" if t in _OPTIMIZER_TYPES else t, []).append(c)
+    parts = []
+
+    def named(group: list[dict]) -> str:
+        shown = ", ".join(str(c.get("path"))[:80] + (" (new)" if c.get("new") is True else "") for c in group[:_LISTED])
+        return f" ({shown}{', …' if len(group) > _LISTED else ''})"
+
+    order = ["Param", "optimizer"] + [t for t in _STATE_KINDS if t != "Param"]
+    for t in order + sorted(set(groups) - set(order)):
+        group = groups.get(t)
+        if not group:
+            continue
+        if t == "optimizer":
+            parts.append(_optimizer_words(group))
+            continue
+        one, many = _STATE_KINDS.get(t, (f"{t} variable", f"{t} variables"))
+        parts.append(f"{len(group)} {one if len(group) == 1 else many}" + ("" if t == "Param" else named(group)))
+    step = "Param" in groups or "optimizer" in groups
+    how = ("as Linen's apply with mutable collections does" if b.source.get("library") == "flax.linen"
+           else "as nnx.jit does")
+    return (f"Returns the state the {'step' if step else 'call'} changes as outputs of the program, {how}: "
+            + ", ".join(parts) + ".")
+
+
+def empty_note(b: Bundle) -> str | None:
+    """The one line, said by every command and the page, for a program that returns nothing (no
+    output, no state to return): XLA removed all its work, and what to do. None otherwise."""
+    module = b.module("hlo_after") or b.module("hlo_before")
+    root = module.entry.root if module is not None and module.entry is not None else None
+    if root is None or root.opcode != "tuple" or root.operands:
+        return None
+    return ("The program returns nothing, so XLA removed all of its work and there is no kernel to show: return "
+            "what the step computes (its loss, the new parameters), or hand it the modules, optimizer and metrics "
+            "it updates as arguments (from example_inputs()) so it returns their new state, as nnx.jit does.")
 
 
 # ----------------------------------------------------------------------------- text (the CLI)
@@ -241,9 +316,9 @@ def state_note(b: Bundle) -> str | None:
 def summary_text(b: Bundle) -> str:
     s = summarize(b)
     lines = [f"{s.title}  ·  {s.device} ({s.backend}{', jax ' + s.jax if s.jax else ''})"]
-    state = state_note(b)
-    if state:
-        lines.append(f"  note                    : {state}")
+    for note in (empty_note(b), state_note(b)):
+        if note:
+            lines.append(f"  note                    : {note}")
     if s.ops_before is not None:
         lines.append(f"  ops before optimization : {s.ops_before}")
     if s.kernels_after is not None:
@@ -359,4 +434,5 @@ def summary_html(b: Bundle) -> str:
     traced = trace_source_text(b.timings or {})
     if traced:
         extra += f"<p class='muted small'>Timings from {e(traced)}.</p>"
-    return "<div class='cards'>" + cards + "</div>" + extra
+    notes = "".join(f"<p class='program-note'>{e(n)}</p>" for n in (empty_note(b), state_note(b)) if n)
+    return notes + "<div class='cards'>" + cards + "</div>" + extra
