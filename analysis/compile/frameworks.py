@@ -18,7 +18,9 @@ changes is an output of it, as the library's own ``jit`` returns it.
 - Equinox: ``params, static = eqx.partition(model, eqx.is_array)``; the program is
   ``eqx.combine(params, static)(*args)``.
 - Keras 3: ``model.stateless_call(trainable, non_trainable, *args)``, with the variables' values
-  as the first two arguments.
+  as the first two arguments. A stateless training step (Keras's own guide's: ``stateless_call``
+  and ``optimizer.stateless_apply`` on the variables it is handed, the new ones returned) is a
+  plain function already; Keras variables among its arguments are handed over as their values.
 - Flax Linen: an unbound module object (``model = Net()``) is initialized as Linen's examples do,
   ``variables = model.init(jax.random.key(0), *inputs)`` (with a key for each RNG stream it asks
   for); the program is ``model.apply(variables, *args)`` with ``variables`` its first argument,
@@ -165,7 +167,7 @@ _OPTAX_WRAPPERS = ("Empty", "InjectHyperparams", "InjectStatefulHyperparams", "M
 
 def optax_kind(opt_state) -> str:
     """The optax transformation an optimizer's state belongs to, from its state classes' names
-    (``ScaleByAdamState`` -> ``adam``, ``TraceState`` -> ``trace``), ``+``-joined for a chain;
+    (``ScaleByAdamState`` -> ``adam``, ``TraceState`` -> ``momentum``), ``+``-joined for a chain;
     empty where none holds moments (plain SGD)."""
     names, todo = [], [opt_state]
     while todo:
@@ -175,7 +177,7 @@ def optax_kind(opt_state) -> str:
             name = name[:-len("State")] if name.endswith("State") else name
             name = name[len("ScaleBy"):] if name.startswith("ScaleBy") else name
             if name not in _OPTAX_WRAPPERS and any(f != "count" for f in x._fields):
-                names.append(name.lower())
+                names.append({"Trace": "momentum"}.get(name, name.lower()))
             todo.extend(x)
         elif isinstance(x, (tuple, list)):
             todo.extend(x)
@@ -315,7 +317,6 @@ def _linen_object(model, inputs: tuple) -> Split:
             for p, x in jax.tree_util.tree_flatten_with_path(updates)[0] if before.get(jax.tree_util.keystr(p)) != id(x)]
         return out, updates
 
-    linen_program.__name__ = linen_program.__qualname__ = type(model).__name__
     return Split(linen_program, (variables, *((rngs,) if rngs else ()), *inputs), "flax.linen",
                  len(jax.tree_util.tree_leaves(variables)), changes)
 
@@ -397,6 +398,13 @@ def split_model(model, inputs: tuple, filename: str) -> Split:
                 return out
 
             return Split(keras_program, (trainable, frozen, *inputs), "keras", len(trainable) + len(frozen))
+        if sys.modules.get("keras") is not None:  # a Keras stateless step handed the variables themselves
+            def keras_variable(v):
+                return _is_instance(v, "keras", "Variable")
+
+            if any(keras_variable(v) for v in jax.tree_util.tree_leaves(inputs, is_leaf=keras_variable)):
+                inputs = jax.tree_util.tree_map(lambda v: v.value if keras_variable(v) else v, inputs,
+                                                is_leaf=keras_variable)
         if sys.modules.get("flax.nnx") is not None:
             step = _nnx_step(model, inputs)
             if step is not None:

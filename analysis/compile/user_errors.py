@@ -72,20 +72,22 @@ def _device_hint(message: str) -> str:
             f"the Devices setting or --devices {need}; at most {MAX_DEVICES})")
 
 
-# Flax NNX's words when the traced program changes an object it was not handed (a module or
-# optimizer the step reads from the file's globals): under jit its update could not be returned
+# Flax NNX's words when a traced program changes an object it was not handed (a module or
+# optimizer the step reads from the file's globals, an Rngs a function given to nnx.grad closes
+# over): under a transform its update could not be returned
 _OUTER_STATE = re.compile(r"^(Cannot (?:extract graph node|mutate '?\w+'?) from (?:a )?different trace level)")
 
 
 def _state_hint(message: str) -> tuple[str, str]:
-    """The message (cut before Flax's dump of the variable) and what to do, where the program
+    """The message (cut before Flax's dump of the variable) and what to do, where a transform
     changes Flax NNX state it was not handed."""
     m = _OUTER_STATE.match(message)
     if not m:
         return message, ""
-    return m.group(1), (": the step uses a Flax NNX module, optimizer or metric that is not one of its "
-                        "arguments; hand it to `model` as an argument (from example_inputs()) so the program "
-                        "takes its state in and returns it updated, as nnx.jit does")
+    return m.group(1), (": a Flax NNX module, optimizer, metric or Rngs is changed inside a transform (the "
+                        "compile's jit, nnx.grad, ...) it was not handed to as an argument; hand it to `model` "
+                        "as an argument (from example_inputs()), and to the inner transform, so its state goes "
+                        "in and comes back updated, as nnx.jit does")
 
 
 _TRACEBACK = "Traceback (most recent call last):"
