@@ -9,12 +9,14 @@ Keys of each entry:
 - "state" / "state_leaves" (only where there is some): scalars and arrays of the model's
   non-parameter variables (Linen `batch_stats`; Flax NNX RNG keys/counters and `Variable`s the
   call writes). Flax NNX splits them out with the parameters, so the split's array count is
-  param_leaves + state_leaves.
+  param_leaves + state_leaves; for a training step handed Flax NNX objects that split holds the
+  optimizer's state and the metrics too, and they count here.
 - "opt_state" / "opt_state_arg" (training steps with an optax state only): scalars in the
   optimizer state and its index in `example_inputs()`.
 - "param_arg": index in `example_inputs()` of the argument that holds the parameters, for a plain
   function `model`; None where `model` is a module object (Flax NNX, Equinox, Keras), whose
-  parameters the tool splits out as argument 0 itself.
+  parameters the tool splits out as argument 0 itself (a Flax Linen module object: 0, its
+  variables as the tool initializes them).
 - "layers": the layer names the program defines, in call order, nested as the program's own
   modules nest (at most 3 levels; leaves are {}). Linen: root class name, then submodule names;
   NNX / Equinox: attribute names; Keras: the `name=`s given; plain JAX: `jax.named_scope` names.
@@ -271,5 +273,46 @@ EXPECTED = {
             "readout": {},
         },
         "outputs": "per-step class scores, float32 (2, 16, 4)",
+    },
+    "nnx_train_step": {
+        "library": "flax.nnx",
+        "parameters": (
+            3 * 3 * 1 * 8 + 8         # conv kernel + bias
+            + 8 * 2                   # bn scale + bias
+            + 8 * 7 * 7 * 10 + 10     # head kernel + bias (7x7x8 pooled features)
+        ),  # = 4026
+        "param_leaves": 6,
+        "state": (
+            8 * 2                     # bn mean + var
+            + 1 + 1                   # the dropout stream's key and count
+            + 1 + 1 + 2 * 4026        # the optimizer's step; adam's count, mu and nu
+            + 2 * 2                   # accuracy and loss: a total and a count each
+        ),  # = 8076
+        "state_leaves": 2 + 2 + (1 + 1 + 2 * 6) + 4,  # = 22
+        "param_arg": None,
+        "layers": {
+            "conv": {},
+            "bn": {},
+            "dropout": {},
+            "head": {},
+        },
+        "outputs": "nothing of its own: the new parameters, adam's count and moments, the optimizer's step, "
+                   "the BatchNorm statistics, the dropout stream's count and the metrics' totals",
+    },
+    "linen_object": {
+        "library": "flax.linen",
+        "parameters": (
+            10 * 24 + 24              # embed kernel + bias
+            + 24 * 2                  # norm scale + bias
+            + 24 * 6 + 6              # logits kernel + bias
+        ),  # = 462
+        "param_leaves": 6,
+        "state": 24 * 2,              # batch_stats: norm mean + var
+        "state_leaves": 2,
+        "param_arg": 0,  # the variables {"params", "batch_stats"}; the dropout stream's key is argument 1
+        "layers": {
+            "Classifier": {"embed": {}, "norm": {}, "drop": {}, "logits": {}},
+        },
+        "outputs": "class logits, float32 (8, 6), and the new batch_stats",
     },
 }
