@@ -237,40 +237,54 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_read(monkeypatch):
     assert "111.0 MB" in msg and "upload limit (32 MB" in msg and "\n" not in msg
 
 
-def _rss_mb() -> float:
+# Run in a fresh process: the suite's own (its compiles before this test) has free memory of its
+# own that would take the parse without growing, and the test would see nothing.
+_BIG_UPLOAD = """
+import gc, json
+from analysis.bundle.core import bundle_from_hlo
+from analysis.tuning import libc_call, return_free_memory as release_memory
+
+def rss_mb():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+if libc_call("malloc_trim") is None:
+    print(json.dumps(None))
+    raise SystemExit(0)
+lines = ["HloModule big", "", "ENTRY %main (p: f32[64]) -> f32[64] {", "  %p = f32[64]{0} parameter(0)"]
+n = 120_000
+lines += [f'  %n{i} = f32[64]{{0}} negate(%{"p" if i == 0 else f"n{i - 1}"}), '
+          f'metadata={{op_name="jit(f)/layer{i // 100}/neg"}}' for i in range(n)]
+lines += [f"  ROOT %r = f32[64]{{0}} exponential(%n{n - 1})", "}"]
+text = "\\n".join(lines) + "\\n"
+gc.collect()
+release_memory()
+before = rss_mb()
+b = bundle_from_hlo(text, name="big")
+mod = b.module("hlo_after") or b.module("hlo_before")
+count = len(mod.entry.instructions)
+del mod
+peak = rss_mb()
+del b, text, lines
+release_memory()
+after = rss_mb()
+print(json.dumps({"n": n, "count": count, "before": before, "peak": peak, "after": after}))
+"""
 
 
 def test_the_memory_of_a_big_upload_goes_back_to_the_machine_once_dropped():
     """A ~16 MB HLO upload parsed into a Bundle the way the app opens it, then dropped (a closed
     tab's session): nothing of it stays reachable (no module-level cache holds the module), so
     after ``analysis.tuning.return_free_memory`` the process ends near where it started, not at its peak."""
-    import gc
-
-    from analysis.bundle.core import bundle_from_hlo
-    from analysis.tuning import libc_call, return_free_memory as release_memory
-
-    if libc_call("malloc_trim") is None:
+    p = subprocess.run([sys.executable, "-c", _BIG_UPLOAD], capture_output=True, text=True, cwd=REPO_ROOT,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-800:]
+    m = json.loads(p.stdout.splitlines()[-1])
+    if m is None:
         pytest.skip("no glibc malloc_trim on this machine")
-    lines = ["HloModule big", "", "ENTRY %main (p: f32[64]) -> f32[64] {", "  %p = f32[64]{0} parameter(0)"]
-    n = 120_000
-    lines += [f'  %n{i} = f32[64]{{0}} negate(%{"p" if i == 0 else f"n{i - 1}"}), '
-              f'metadata={{op_name="jit(f)/layer{i // 100}/neg"}}' for i in range(n)]
-    lines += [f"  ROOT %r = f32[64]{{0}} exponential(%n{n - 1})", "}"]
-    text = "\n".join(lines) + "\n"
-    gc.collect()
-    release_memory()
-    before = _rss_mb()
-    b = bundle_from_hlo(text, name="big")
-    mod = b.module("hlo_after") or b.module("hlo_before")
-    assert len(mod.entry.instructions) == n + 2
-    del mod
-    peak = _rss_mb()
+    assert m["count"] == m["n"] + 2
+    before, peak, after = m["before"], m["peak"], m["after"]
     assert peak - before > 50  # the parse really held memory (else the test shows nothing)
-    del b, text, lines
-    release_memory()
-    after = _rss_mb()
     # within a fifth of what the upload took (the interpreter keeps a little: caches, arenas' tops)
     assert after - before < 0.2 * (peak - before), (before, peak, after)
 
