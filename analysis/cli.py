@@ -26,13 +26,14 @@ from analysis.devices.catalog import check_devices, devices_in_source, GPU_TARGE
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.hlo import HloParseError, parse_module
 from analysis.options import parse_options
+from analysis.pipeline import WorkAhead
 from analysis.program.layers import layers_of_bundle
 from analysis.render.code_text import code_listing, code_text
 from analysis.render.decisions import why_text
 from analysis.render.layers import layer_dict, layer_lines
 from analysis.render.memory import memory_text
 from analysis.render.report import graph_exports, html_report
-from analysis.render.report_layers import ahead
+from analysis.render.report_layers import LayersAhead
 from analysis.render.summary import summary_text
 from analysis.service.job import Job, upload_job
 from analysis.service.sandbox import sandbox_status
@@ -120,7 +121,7 @@ TRUSTED_NOTE = ("xla-explorer: note: --trusted: running {file} in this process, 
                 "user's rights (only for your own code)")
 
 
-def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
+def run_untrusted(job, progress=None, trusted: bool = False, ahead: WorkAhead | None = None):
     """A model file is someone's code: it runs in the sandboxed worker, never in this process
     (a warning says so when the sandbox is not available here). ``trusted`` (``--trusted``):
     the user vouches for the file, which then runs here, through ``analysis.compile``, with a
@@ -141,7 +142,7 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead=None):
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
              compare: bool = False, iterations: int | None = None, trusted: bool = False,
-             devices: int | None = None, ahead=None, trace: str | None = None, prefer: str | None = None):
+             devices: int | None = None, ahead: WorkAhead | None = None, trace: str | None = None, prefer: str | None = None):
     """A Bundle from whatever MODEL names: a bundle, an HLO text, a dump or a profiler trace is
     opened by the gate in the sandboxed worker (``open_input``, with ``trace``'s timings); a
     model file is compiled (and measured) in the sandboxed worker; a gallery model here, or in a
@@ -244,7 +245,7 @@ def _cmd_report(args) -> int:
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
-                      trusted=args.trusted, ahead=ahead)  # the layer graphs made while it compiles
+                      trusted=args.trusted, ahead=LayersAhead())  # the layer graphs made while it compiles
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:

@@ -6,7 +6,7 @@ backtracks: a pattern with nested or overlapping repetition takes time exponenti
 a line written against it (a 672-byte LLVM IR line froze the server for 31 s: ``load ... ptr``
 followed by attribute words and no value), and ``re`` holds the interpreter lock while it
 backtracks, so every other thread of the process waits too. RE2 matches with automata and never
-backtracks. ``tests/test_linear_readers.py`` checks that the readers import no ``re`` and compile
+backtracks. ``tests/ground/test_linear_readers.py`` checks that the readers import no ``re`` and compile
 every pattern here.
 
 ``compile(pattern)`` takes the pattern at import time of its module: one RE2 refuses (lookarounds

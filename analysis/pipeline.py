@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import threading
 import warnings
-from typing import Callable
 
 from analysis.bundle.core import Bundle, analyze
 from analysis.fusion.codec import derive_decision_kernels
@@ -79,6 +78,25 @@ def same_module_text(module, parsed_text: str | None, text: str) -> bool:
     return True
 
 
+class WorkAhead:
+    """What a front end will make from a compiled bundle, made while the program compiles: the
+    one interface through which a compile hands its caller the parts as they become known (the
+    thread beside XLA, ``analysis.compile.stages``; the parent on a worker's early messages,
+    ``analysis.service.worker.EarlyParts``). ``before`` gets the module before optimization as
+    soon as it parses, while XLA optimizes; ``draft`` gets a draft bundle of both parses, their
+    analysis, the fusion decisions and the job's source, before the real bundle exists. What
+    they make, the front end keeps by content (``analysis.bundle.ContentCache``), where the real
+    bundle finds it. Both run in a thread of the compile; a failure is a warning, and the work
+    is done again for the real bundle. This base class does nothing: a front end overrides what
+    it has work for."""
+
+    def before(self, module: Module) -> None:
+        """Work on the module before optimization alone."""
+
+    def draft(self, bundle: Bundle) -> None:
+        """Work on a draft of the bundle (the caller must not change it)."""
+
+
 def _same(a: tuple, b: tuple) -> bool:
     """Two analyses' inputs: the same parses (by identity) for the same platform (by name)."""
     return a[0] is b[0] and a[1] is b[1] and a[2] == b[2]
@@ -107,19 +125,18 @@ class Pipeline:
         with self._lock:
             self._parses[stage] = (text, module)
 
-    def prepare_before(self, ahead=None) -> None:
+    def prepare_before(self, ahead: WorkAhead | None = None) -> None:
         """What the analysis and the layer views read of the module before optimization alone
         (its compute ops and their users, its layer tree), made now and kept with its parse, and
-        the caller's work on it alone (``ahead.before(module)``, where its work ahead has one):
-        called beside a compile while XLA optimizes, where a core is idle; the analysis of the
-        optimized module then finds it made (docs/performance.md)."""
+        the caller's work on it alone (``ahead.before``): called beside a compile while XLA
+        optimizes, where a core is idle; the analysis of the optimized module then finds it
+        made (docs/performance.md)."""
         hit = self.parse("hlo_before")
         if hit is not None:
             provenance.prepare(hit[1])
             layers.prepare(hit[1])
-            before = getattr(ahead, "before", None)
-            if before is not None:
-                before(hit[1])
+            if ahead is not None:
+                ahead.before(hit[1])
 
     def parse(self, stage: str) -> tuple[str, Module] | None:
         """``(text, module)`` of a stage, or None before it parsed."""
@@ -177,20 +194,20 @@ class Pipeline:
             bundle.cache.values.setdefault(k, v)
         return bundle
 
-    def work_ahead(self, work: Callable[[Bundle], None], fusion_decisions, source: dict,
-                   kernels_of=None) -> None:
-        """``work`` on a draft bundle of the two parses, their analysis, ``fusion_decisions``
-        and ``source``, made before the real bundle (beside XLA's code generation, or while a
-        worker compiles); what it derives there (``Bundle.derived``) the bundles this pipeline
-        is put onto later take wherever it was made of their own objects (``keep``). A failure
-        is a warning: the work is done again for the bundle, which reports it. ``kernels_of``:
-        the provenance the decisions' kernels were mapped with (``decisions_for_bundle``), not
+    def work_ahead(self, ahead: WorkAhead, fusion_decisions, source: dict, kernels_of=None) -> None:
+        """``ahead.draft`` on a draft bundle of the two parses, their analysis,
+        ``fusion_decisions`` and ``source``, made before the real bundle (beside XLA's code
+        generation, or while a worker compiles); what the core derives there
+        (``Bundle.derived``: the layer tree, the details' index) the bundles this pipeline is
+        put onto later take wherever it was made of their own objects (``keep``). A failure is
+        a warning: the work is done again for the bundle, which reports it. ``kernels_of``: the
+        provenance the decisions' kernels were mapped with (``decisions_for_bundle``), not
         mapped again where it is the draft's."""
         stages = {k: hit[0] for k in STAGES if (hit := self.parse(k)) is not None}
         draft = Bundle(stages=stages, fusion_decisions=fusion_decisions, source=dict(source))
         self.onto(draft, kernels_of)  # its analysis, and the decisions' kernels from its provenance
         try:
-            work(draft)
+            ahead.draft(draft)
         except Exception as e:  # noqa: BLE001 - see above
             warnings.warn(f"work ahead of a bundle failed: {type(e).__name__}: {e}")
         self.keep(draft)

@@ -8,6 +8,7 @@ lights them in both graphs). Pure: no Streamlit. Sent only when the pane is open
 from __future__ import annotations
 
 from analysis.codegen.finish import code_of
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import Bundle
 
 _FACT_NAMES = (("instructions", "instructions"), ("registers", "registers"), ("spills", "spills"),
@@ -97,14 +98,17 @@ def _metadata_key(inst) -> tuple | None:
 EAGER_KERNELS = 150
 
 
+_INDEXES = ContentCache(("before", "after"), size=6)
+
+
 def _instruction_index(b: Bundle) -> dict:
-    """Each module's instructions by name, made once per bundle (a lookup per op through every
+    """Each module's instructions by name, made once per content (a lookup per op through every
     computation was quadratic in a big program)."""
     def make():
         return {side: ({i.name: i for i in m.instructions()} if (m := b.module(stage)) is not None else {})
                 for side, stage in (("pre", "hlo_before"), ("post", "hlo_after"))}
 
-    return b.derived("code_pane_index", (b.module("hlo_before"), b.module("hlo_after")), make)
+    return _INDEXES.get(b, make)
 
 
 def kernel_view(b: Bundle, name: str) -> dict | None:

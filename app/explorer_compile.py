@@ -43,7 +43,7 @@ def compile_job(state: ExplorerState, job: Job, on_wait: Callable[[], None]) -> 
 
     try:
         outcome = runner.compile_bundle(job, session=st.session_state.session_id, progress=progress, early=True,
-                                        ahead=graph_payload.payload_ahead)
+                                        ahead=graph_payload.PayloadAhead())
     except ExplorerError as e:
         state.error = e.full_text()
         state.error_at = (e.file, e.line, e.column, e.message)

@@ -3,7 +3,7 @@ from a Bundle (both graphs in the views they open with, laid out; the op <-> ker
 every node's details; the source lines with their kernels), the views added to it on request,
 what a frame holding an earlier revision lacks, and the packing of a big payload (deflated
 JSON) into the component's arguments. Pure: no Streamlit, so it is tested and benchmarked
-without a page, and made ahead beside a compile (``payload_ahead``)."""
+without a page, and made ahead beside a compile (``PayloadAhead``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import json
 import zlib
 
 from analysis import tuning
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import Bundle
+from analysis.pipeline import WorkAhead
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_all, layout_dots_start, svg_or_error
@@ -57,9 +59,9 @@ def memory_legend() -> list[dict]:
 def graph_payload(b: Bundle) -> dict:
     """Everything the explorer's graph component needs for one compile (``payload_core``), with
     the kernels' memory colours and the key the frame knows it by. The core is made once per
-    parse, analysis, fusion decisions, timings and source (``Bundle.derived``): made ahead, beside
-    the compile, on the parent's early bundle of a worker's texts and decisions
-    (``payload_ahead``), it is what a worker's bundle of the same ones takes. Each call returns
+    parse, analysis, fusion decisions, timings and source (``CORES``, by content): made ahead,
+    beside the compile, on the parent's early bundle of a worker's texts and decisions
+    (``PayloadAhead``), it is what a worker's bundle of the same ones takes. Each call returns
     a payload of its own (``add_variant`` and ``add_details`` change it in place)."""
     from analysis.program.memory import kernel_temp_bytes
     from analysis.render.graph import time_color
@@ -84,25 +86,26 @@ def graph_payload(b: Bundle) -> dict:
     return payload
 
 
-def _core_inputs(b: Bundle) -> tuple:
-    """What ``payload_core`` is made of, by identity (``Bundle.derived``)."""
-    return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
-            b.timings, b.source.get("code"), b.source.get("file"))
+# The payload cores of the last few programs, by content (``ContentCache``): the draft's, made
+# beside the compile (``PayloadAhead``), is the worker's bundle's; a stored bundle opened again,
+# from the gallery or a shared link, finds its own. Shared by the sessions of this server.
+CORES = ContentCache(("before", "after", "decisions", "timings", "source"), size=6)
 
 
 def _core(b: Bundle) -> dict:
-    core = b.derived("graph_payload", _core_inputs(b), lambda: payload_core(b))
+    core = CORES.get(b, lambda: payload_core(b))
     if core.get("error"):  # a layout that failed (a loaded machine) is tried again next time
-        b.forget("graph_payload")
+        CORES.forget(b)
     return core
 
 
-def payload_ahead(b: Bundle) -> None:
-    """The payload's core of a draft bundle, made beside the compile (the explorer hands this to
-    ``runner.compile_bundle``, whose worker calls it with the draft of what the worker sent
-    early): the layouts land in the layout cache, the rest in ``b``'s ``derived``, for the
-    worker's bundle of the same inputs to take."""
-    _core(b)
+class PayloadAhead(WorkAhead):
+    """The explorer's work while a worker compiles (``runner.compile_bundle``'s ``ahead``): the
+    payload's core of the draft of what the worker sent early, its layouts in the layout cache,
+    for the worker's bundle of the same content to find."""
+
+    def draft(self, bundle: Bundle) -> None:
+        _core(bundle)
 
 
 def payload_core(b: Bundle) -> dict:

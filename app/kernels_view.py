@@ -4,6 +4,7 @@ chart point), so the caller can highlight it in the graph."""
 
 from __future__ import annotations
 
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import Bundle
 from analysis.render.charts import (  # noqa: F401 - re-exported for callers of the view
     route_label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
@@ -25,6 +26,9 @@ MISSING = -1.0  # a number a row does not have: sorts below every real value, sh
 # shown cost a fraction of that. The kernels left out are the least busy (by
 # time, else by bytes); a kernel picked in the graph is always pinned above the table.
 TABLE_ROWS = 500
+# The kernel table's rows of the last few programs, by content: a rerun, a stored bundle opened
+# again or the measured bundle after its preview's (other timings: made again) find theirs.
+_ROWS = ContentCache(("before", "after", "timings"), size=6)
 
 
 def _num(fmt):
@@ -177,8 +181,7 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
     else:
         st.caption("Not measured: kernels, bytes and FLOPs from the optimized HLO. Turn on measuring to time them.")
 
-    rows = bundle.derived("kernel_rows", (bundle.kernels, bundle.timings, bundle.provenance),
-                          lambda: kernel_rows(bundle))
+    rows = _ROWS.get(bundle, lambda: kernel_rows(bundle))
     if rows:
         shown = rows
         if len(rows) > TABLE_ROWS:

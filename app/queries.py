@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import Bundle
 from analysis.hlo import Instruction
 
@@ -16,9 +17,13 @@ def ops_on_line(b: Bundle, line: int) -> list[str]:
     return list(ops_by_line(b).get(line, ()))
 
 
+_BY_LINE = ContentCache(("before", "source"), size=6)
+
+
 def ops_by_line(b: Bundle) -> dict[int, list[str]]:
     """Line of the user's file -> the pre-optimization ops it made; one walk of the module per
-    bundle (a walk per line was most of a rerun of a 24,000-op program)."""
+    content (a walk per line was most of a rerun of a 24,000-op program). Callers must not
+    change it."""
     from analysis.program.provenance import walk_compute
 
     def make() -> dict[int, list[str]]:
@@ -30,7 +35,7 @@ def ops_by_line(b: Bundle) -> dict[int, list[str]]:
                 out.setdefault(key[2], []).append(inst.name)
         return out
 
-    return b.derived("ops_by_line", (b.stages.get("hlo_before"), b.source.get("file")), make)
+    return _BY_LINE.get(b, make)
 
 
 def search(b: Bundle, query: str) -> list[tuple[str, str, str]]:

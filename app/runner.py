@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.pipeline import WorkAhead
 from analysis.service.job import Job
 from analysis.service.job_queue import Outcome, compile_job
 # the pages ask these of the runner: whether JAX's CUDA plugin is installed, whether a GPU is here
@@ -29,11 +30,11 @@ def app_job(job: Job) -> Job:
 
 
 def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None,
-                   early: bool = False, ahead: Callable | None = None) -> Outcome:
+                   early: bool = False, ahead: WorkAhead | None = None) -> Outcome:
     """The bundle for ``job``. With ``early``, a big program's measuring job (``preview_kernels``
     in the limits: 200 kernels) comes back once it is compiled, its measured bundle in
     ``Outcome.pending``. ``ahead``: the page's work on a draft of the bundle, made while the
-    worker compiles (the explorer lays its graphs out: ``graph_payload.payload_ahead``)."""
+    worker compiles (the explorer lays its graphs out: ``graph_payload.PayloadAhead``)."""
     job = app_job(job)
     if early:
         from analysis.service.settings import Limits

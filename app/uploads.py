@@ -16,7 +16,7 @@ import streamlit as st
 from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.render.format import human_seconds
-from analysis.service.job import Job, upload_job
+from analysis.service.job import Job, Opened, upload_job
 from app import guard, runner
 from app.explorer_state import explorer_state
 from app.page_helpers import unexpected
@@ -70,7 +70,7 @@ def open_choice(name: str) -> bool:
     job = state.upload_job
     if job is None:
         return False
-    job = replace(job, upload={**(job.upload or {}), "module": name})
+    job = replace(job, upload=replace(job.upload or Opened(), module=name))
     b, error = open_job(job)
     if b is None:
         state.error = error

@@ -73,6 +73,7 @@ def ours(n: int) -> tuple[float, dict]:
 
     with layout_cache.SVG_LOCK:
         layout_cache.SVG_CACHE.clear()
+    graph_payload.CORES.clear()
     m = _load(n)
     t0 = time.perf_counter()
     b = compile_model(m, "cpu").bundle
@@ -91,13 +92,14 @@ def report(n: int) -> tuple[float, dict]:
     from analysis.compile.stages import compile_model
     from analysis.render import layout_cache
     from analysis.render.report import html_report
-    from analysis.render.report_layers import ahead
+    from analysis.render.report_layers import LAYER_GRAPHS, LayersAhead
 
     with layout_cache.SVG_LOCK:
         layout_cache.SVG_CACHE.clear()
+    LAYER_GRAPHS.clear()
     m = _load(n)
     t0 = time.perf_counter()
-    b = compile_model(m, "cpu", ahead=ahead).bundle  # as the CLI's report: the layer graphs made while XLA compiles
+    b = compile_model(m, "cpu", ahead=LayersAhead()).bundle  # as the CLI's report: the layer graphs made while XLA compiles
     t1 = time.perf_counter()
     page = html_report(b)
     t2 = time.perf_counter()

@@ -89,7 +89,7 @@ def _code_lesson(b: Bundle) -> tuple[str, list[Check]]:
     text += "."
     if b.platform == "gpu":
         # PTX instructions, each moving a vector for every thread of a block: a tile takes several,
-        # so the count is not one per input (tests/test_code_gpu.py checks the tile's elements)
+        # so the count is not one per input (tests/compile/test_code_gpu.py checks the tile's elements)
         widths = sorted({f["vector_width"] for n in names if (f := code_of(b, n).facts)["vector_width"]})
         text += (" On the GPU these are PTX instructions, each moving "
                  + (f"up to {widths[-1]} bits " if widths else "one element ")

@@ -27,7 +27,7 @@ except ImportError as e:  # an environment set up before they were dependencies:
     MISSING = f"{e.name} is not installed (pip install -e . installs capstone and pyelftools)"
 else:
     MISSING = None
-    # What a damaged object makes pyelftools and capstone raise (tests/test_damaged_objects.py
+    # What a damaged object makes pyelftools and capstone raise (tests/codegen/test_disassemble.py
     # damages real objects to find it): their own errors; offsets and sizes past what Python
     # can seek or allocate (OverflowError, MemoryError); entries past a table's end (IndexError,
     # KeyError, struct.error, EOFError); names that do not decode (UnicodeDecodeError, a

@@ -272,7 +272,7 @@ def _wider(a, b):
 
 # A disassembly may come from a user's bundle: RE2 patterns (analysis.linear_re; under re a line of
 # "[" took time quadratic in it, 100,000 of them minutes). Every line meets these, so each is read
-# with str methods as its pattern reads it (tests/test_linear_readers.py checks they agree), the
+# with str methods as its pattern reads it (tests/ground/test_linear_readers.py checks they agree), the
 # pattern taking what they leave.
 ASM_LINE = linear_re.compile(r"^\s*(?:[0-9a-f]+:\s+)?(?:(?:[0-9a-f]{2}\s)+\s*)?([a-z][a-z0-9.]*)\b(.*)$")
 _SIMD = {"xmm": 128, "ymm": 256, "zmm": 512}

@@ -42,7 +42,7 @@ from analysis.hlo import HloParseError
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.program.memory import agree_with_xla, memory_from_dir
 from analysis.studies.passes import pass_log_from_dir
-from analysis.pipeline import Pipeline
+from analysis.pipeline import Pipeline, WorkAhead
 from analysis.compile.xla_release import DUMP_OPTIONS as RELEASE_DUMP_OPTIONS
 from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 from analysis.inputs.dump import AFTER_FILE
@@ -83,7 +83,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   gpu_target: str | None = None, dump_passes: bool = False,
                   on_texts: Callable[[dict], None] | None = None,
                   on_decisions: Callable[[dict], None] | None = None, devices: int | None = None,
-                  ahead: Callable[[Bundle], None] | None = None) -> Compiled:
+                  ahead: WorkAhead | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``devices``: how many the
     program runs on (None: the model file's ``DEVICES = N``, else 1); this process must have
     them (a worker is started with them), a GPU target is described with them. ``on_texts`` receives the HLO
@@ -94,11 +94,11 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     when XLA's dumps were those). ``on_decisions`` receives the fusion decisions made beside
     the compile from the optimized module's dump, from that thread (before XLA is done unless
     that thread was late); the bundle holds that very object when they stand
-    (``read_decisions``). ``ahead``: the caller's work on a draft of the bundle, in that thread
-    once the decisions are made (``Pipeline.work_ahead``): what it derives there, the bundle
-    takes (the report's layer graphs, docs/performance.md); a ``before`` attribute of it, if it
-    has one, is called with the module before optimization as soon as that parses (work that
-    reads it alone, done while XLA optimizes).
+    (``read_decisions``). ``ahead`` (``analysis.pipeline.WorkAhead``): the caller's work, in
+    that thread: its ``before`` on the module before optimization as soon as that parses (while
+    XLA optimizes), its ``draft`` on a draft of the bundle once the decisions are made
+    (``Pipeline.work_ahead``); what it makes there the bundle finds (the report's layer graphs,
+    docs/performance.md).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -135,7 +135,7 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
              gpu_target: str | None, dump_options: dict, on_texts=None, follower=None,
              read: Callable[[Bundle], None] | None = None, around_xla=contextlib.nullcontext,
              on_decisions: Callable[[dict], None] | None = None, devices: int = 1,
-             ahead: Callable[[Bundle], None] | None = None) -> Compiled:
+             ahead: WorkAhead | None = None) -> Compiled:
     """Trace, lower, compile and analyze (``compile_model`` without its dump folder); ``read``
     takes the analyzed bundle before XLA's estimates are waited for (``read_dump``);
     ``around_xla()`` is the context XLA compiles in (``capture_decisions``)."""
@@ -448,7 +448,7 @@ def _memory_analysis(compiled) -> dict | None:
 
 def analyze_model(model: str, backend: str = "auto", compiler_options: dict | None = None,
                   progress: Callable[[str], None] | None = None, gpu_target: str | None = None,
-                  devices: int | None = None, ahead: Callable[[Bundle], None] | None = None) -> Compiled:
+                  devices: int | None = None, ahead: WorkAhead | None = None) -> Compiled:
     """``model`` is a gallery name or a path to a ``.py`` model file; ``devices`` and ``ahead``
     as for ``compile_model`` (``devices`` checked against this process's before the file runs)."""
     if gpu_target:

@@ -128,13 +128,11 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
     """The worker's body for a ``kind="sweep"`` job; returns the Bundle of the first length with
     ``metrics["shape_sweep"]``."""
     say = progress or (lambda p: None)
-    spec = job.sweep or {}
-    if not isinstance(spec, dict):
-        raise ExplorerError("options", "sweep must be an object {lengths, buckets, repeats}")
-    lengths = check_lengths(spec.get("lengths") or DEFAULT_LENGTHS)
-    buckets = check_lengths(spec.get("buckets") or DEFAULT_BUCKETS, "buckets")
+    spec = job.sweep  # (analysis.service.job.Sweep, or None for the defaults)
+    lengths = check_lengths((spec and spec.lengths) or DEFAULT_LENGTHS)
+    buckets = check_lengths((spec and spec.buckets) or DEFAULT_BUCKETS, "buckets")
     try:
-        repeats = max(MIN_REPEATS, min(50, int(spec.get("repeats", MIN_REPEATS))))
+        repeats = max(MIN_REPEATS, min(50, int(spec.repeats if spec and spec.repeats is not None else MIN_REPEATS)))
     except (TypeError, ValueError):
         raise ExplorerError("options", "repeats must be a whole number") from None
     source, filename = job.source, job.filename

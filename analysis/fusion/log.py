@@ -71,7 +71,7 @@ class Decision:
 # A log may be a user's upload: RE2 patterns only (``analysis.linear_re``), a message tried against
 # one only where a cheap test finds the pattern's words. What every line or instruction meets (the
 # prefix, an instruction's parts, "X into Y", a pass's name) is read with str methods, as its
-# pattern reads it (tests/test_linear_readers.py checks they agree); the pattern takes the rest.
+# pattern reads it (tests/ground/test_linear_readers.py checks they agree); the pattern takes the rest.
 LOG_PREFIX = linear_re.compile(r"[IWEF]\d{4} [\d:.]+\s+\d+ (?P<file>[\w.\-]+\.(?:cc|h)):\d+\] ")
 _DIGITS = frozenset("0123456789")
 _TIME_CHARS = frozenset("0123456789:.")

@@ -7,6 +7,7 @@ its source location resolved through the module's stack-frame tables) and the ba
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -330,6 +331,13 @@ class Module:
             if c.is_entry:
                 return c
         return self.computations[-1]
+
+    @cached_property
+    def digest(self) -> str:
+        """A digest of the text this module was parsed from, made when first read: what a
+        value made from the module is kept by (``analysis.bundle.content``). A module made the
+        parse of another text that prints it (``analysis.pipeline.same_module_text``) keeps it."""
+        return hashlib.blake2b(self.text.encode(), digest_size=16).hexdigest()
 
     @property
     def is_scheduled(self) -> bool:

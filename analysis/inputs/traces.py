@@ -28,7 +28,7 @@ text and gets the events of its own program (a function compiled for two shapes 
 of one module name).
 
 What was checked where: CPU traces made by the test suite, both files, the ``.xplane.pb`` reader
-against ``jax.profiler.ProfileData`` (``tests/test_xplane.py``). XLA:GPU and TPU traces only in the
+against ``jax.profiler.ProfileData`` (``tests/timing/test_xplane.py``). XLA:GPU and TPU traces only in the
 layouts their sources describe (docs/xla-findings.md, "Traces from a GPU and a TPU"), written by
 the tests: no trace from a real GPU or TPU has been read by this code.
 """

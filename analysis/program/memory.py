@@ -44,7 +44,7 @@ _DIGITS = frozenset("0123456789")
 _BLANK_SET = frozenset(" \t\n\r\f")  # RE2's \s
 
 # Every line of the texts meets one of these: the usual line is read with str methods, and only
-# where they find it as the pattern would (tests/test_linear_readers.py checks it); any other
+# where they find it as the pattern would (tests/ground/test_linear_readers.py checks it); any other
 # line goes to the pattern. (A number is ``isdigit() and isascii()``: [0-9]+, tested inline.)
 
 

@@ -24,8 +24,13 @@ import dataclasses
 import operator
 import re
 
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import Bundle
+from analysis.pipeline import WorkAhead
 from analysis.render.graph import Cluster, Edge, GraphSpec, Node, wrap_title
+from analysis.render.layer_graph import layer_maps, own_layer_specs, prepare_before
+from analysis.render.layout_cache import layout_dots_start, svg_or_error
+from analysis.render.view_model import graph_views, variant_specs
 
 NAME_DIGITS = 4  # a name's number (``fusion.7``, ``add.1234``) is laid out as this many digits at least
 _TO_ZERO = str.maketrans("123456789", "0" * 9)
@@ -151,41 +156,34 @@ def layered_graphs(bundle: Bundle) -> dict | None:
     return finish() if finish is not None else None
 
 
-def _inputs(b: Bundle) -> tuple:
-    """What the layers' graphs are made of, by identity (``Bundle.derived``)."""
-    return (b.module("hlo_before"), b.module("hlo_after"), b.kernels, b.provenance, b.fusion_decisions,
-            b.timings, b.source.get("code"), b.source.get("file"))
+# The layer graphs of the last few programs, by content: made on the draft beside the compile
+# (``LayersAhead``), found by the bundle the compile then makes.
+LAYER_GRAPHS = ContentCache(("before", "after", "decisions", "timings", "source"), size=4)
 
 
 def layer_graphs(bundle: Bundle) -> dict | None:
     """Every graph of the report's layers as DOT, before layout: ``{"sides": {side: {"layers":
     GraphSpec, "dot", "templates": [DOT], "views"}}, "maps"}`` (None when the program opens
-    whole); made once per bundle (``Bundle.derived``), so that made on a draft beside the
-    compile (``ahead``) the bundle takes it. Callers must not change it."""
-    return bundle.derived("report_layers", _inputs(bundle), lambda: _layer_graphs(bundle))
+    whole); made once per content (``ContentCache``), so that made on a draft beside the
+    compile (``LayersAhead``) the bundle takes it. Callers must not change it."""
+    return LAYER_GRAPHS.get(bundle, lambda: _layer_graphs(bundle))
 
 
-def ahead(bundle: Bundle) -> None:
-    """The report's layer graphs, made on a draft of the bundle while XLA still compiles
-    (``compile_model``'s and ``run_job``'s ``ahead``), and their layouts started: Graphviz's
-    processes take the core this thread leaves once it is done, and the report finds them laid
-    out (or being laid out) in the shared cache (docs/performance.md)."""
-    from analysis.render.layout_cache import layout_dots_start
+class LayersAhead(WorkAhead):
+    """The report's work while the program compiles (``compile_model``'s and ``run_job``'s
+    ``ahead``): each layer's own graph before optimization, from the module before optimization
+    alone while XLA optimizes (``layer_graph.prepare_before``); then on the draft bundle the
+    layer graphs, and their layouts started: Graphviz's processes take the core this thread
+    leaves once it is done, and the report finds them laid out (or being laid out) in the
+    shared cache (docs/performance.md)."""
 
-    graphs = layer_graphs(bundle)
-    if graphs is not None:
-        layout_dots_start(_dots(graphs))
+    def before(self, module) -> None:
+        prepare_before(module)
 
-
-def _before(pre) -> None:
-    """``ahead``'s part on the module before optimization alone, while XLA optimizes: each
-    layer's own graph before optimization (``layer_graph.prepare_before``)."""
-    from analysis.render.layer_graph import prepare_before
-
-    prepare_before(pre)
-
-
-ahead.before = _before  # (``compile_model``'s and ``run_job``'s ``ahead`` protocol)
+    def draft(self, bundle: Bundle) -> None:
+        graphs = layer_graphs(bundle)
+        if graphs is not None:
+            layout_dots_start(_dots(graphs))
 
 
 def _dots(graphs: dict) -> list[str]:
@@ -194,11 +192,8 @@ def _dots(graphs: dict) -> list[str]:
 
 
 def _layer_graphs(bundle: Bundle) -> dict | None:
-    from analysis.render.view_model import graph_views, variant_specs
-
     if not graph_views(bundle).as_layers:
         return None
-    from analysis.render.layer_graph import layer_maps, own_layer_specs
 
     # the collapsed view exactly as the app builds it: one DOT text, so one layout in the shared cache
     collapsed = variant_specs(bundle, ["layers"])
@@ -232,8 +227,6 @@ def layered_graphs_start(bundle: Bundle):
     graph) runs at once in Graphviz's processes, through the layout cache, while the caller
     goes on (the report builds its other sections); calling what this returns waits for them
     and gives the layers. None when the program opens whole."""
-    from analysis.render.layout_cache import layout_dots_start, svg_or_error
-
     graphs = layer_graphs(bundle)
     if graphs is None:
         return None

@@ -11,6 +11,7 @@ import base64
 import json
 from dataclasses import asdict, dataclass, field
 from analysis.devices.catalog import check_devices, devices_in_source
+from analysis.errors import ExplorerError
 
 
 KINDS = ("gallery", "code", "file", "probe", "sweep", "open")
@@ -25,9 +26,50 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A ``sweep`` job's payload: the input lengths to compile for, the bucket lengths they are
+    padded to, and the calls timed per length (``analysis.compile.sweep``; each checked there,
+    empty for the defaults)."""
+
+    lengths: list = field(default_factory=list)
+    buckets: list = field(default_factory=list)
+    repeats: int | None = None
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An ``open`` job's payload besides the file itself (the job's ``source``, its bytes in
+    base64; ``filename``, its name): the trace of its run (base64) and that trace's name, the
+    module or program to open, and ``prefer="passes"`` for a dump's pass snapshots."""
+
+    trace: str | None = None
+    trace_name: str | None = None
+    module: str | None = None
+    prefer: str | None = None
+
+
+# The payload each kind of job carries, besides the fields every job has.
+PAYLOADS = {"sweep": ("sweep", Sweep), "open": ("upload", Opened)}
+
+
+def _payload(kind: str, field_name: str, cls: type, value):
+    """``value`` as ``cls`` (it comes as a JSON object from the parent), for a job of that kind
+    only."""
+    if value is None or isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise ExplorerError("options", f"a {kind} job's {field_name} must be an object")
+    unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+    if unknown:
+        raise ExplorerError("options", f"a {kind} job's {field_name} has no field {unknown[0]!r}")
+    return cls(**value)
+
+
+@dataclass(frozen=True)
 class Job:
     """One job, as asked: never changed once made (``dataclasses.replace`` makes another), so
-    the job a cache key was computed from is the job that ran."""
+    the job a cache key was computed from is the job that ran. ``kind`` is one of ``KINDS``;
+    a kind's own payload (``PAYLOADS``) is a typed field of its own, set for that kind alone."""
 
     source: str = ""
     filename: str = "<pasted code>"
@@ -42,10 +84,9 @@ class Job:
     # Also record the pass pipeline: a snapshot after every pass that changed the module
     # (``bundle.pass_log``, see ``analysis.studies.passes``).
     dump_passes: bool = False
-    # kind="sweep": ``{"lengths": [...], "buckets": [...], "repeats": N}``; ``source`` is a model
-    # whose ``example_inputs(n)`` takes the length (``analysis.compile.sweep``). Result in
-    # ``bundle.metrics["shape_sweep"]``.
-    sweep: dict | None = None
+    # kind="sweep": ``source`` is a model whose ``example_inputs(n)`` takes the length
+    # (``analysis.compile.sweep``). Result in ``bundle.metrics["shape_sweep"]``.
+    sweep: Sweep | None = None
     # Calibrated CPU peaks the parent remembered from an earlier job on this machine (the
     # sandbox gives the worker no writable place of its own to cache them). Not part of the
     # cache key: it changes how a measurement is judged, not what is measured.
@@ -62,10 +103,17 @@ class Job:
     # for a GPU target the target has that many. None: the model file's ``DEVICES = N``, else 1
     # (``job_devices``). Part of the cache key, as resolved.
     devices: int | None = None
-    # kind="open": what else the user handed over besides the file (``source``, its bytes in
-    # base64; ``filename``, its name): ``{"trace": BASE64, "trace_name": NAME, "module": NAME,
-    # "prefer": "passes"}``, each optional (``upload_job``)
-    upload: dict | None = None
+    # kind="open": what else the user handed over besides the file (``upload_job``)
+    upload: Opened | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ExplorerError("options", f"no kind of job {str(self.kind)[:40]!r} (one of {', '.join(KINDS)})")
+        for kind, (name, cls) in PAYLOADS.items():
+            value = _payload(kind, name, cls, getattr(self, name))
+            if value is not None and kind != self.kind:
+                raise ExplorerError("options", f"a {self.kind} job has no {name}")
+            object.__setattr__(self, name, value)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -106,9 +154,7 @@ def upload_job(name: str, data: bytes, trace_name: str | None = None, trace: byt
     program to open. The bytes go to the sandboxed worker as they are: this process reads none
     of them."""
     name = (name or "upload")[-200:]
-    extra = {"trace": base64.b64encode(trace).decode() if trace is not None else None,
-             "trace_name": (trace_name or "trace")[-200:] if trace is not None else None,
-             "module": (module or "")[:300] or None, "prefer": prefer}
-    return Job(kind="open", name=name, filename=name, source=base64.b64encode(data).decode(),
-               upload={k: v for k, v in extra.items() if v is not None})
-
+    opened = Opened(trace=base64.b64encode(trace).decode() if trace is not None else None,
+                    trace_name=(trace_name or "trace")[-200:] if trace is not None else None,
+                    module=(module or "")[:300] or None, prefer=prefer)
+    return Job(kind="open", name=name, filename=name, source=base64.b64encode(data).decode(), upload=opened)

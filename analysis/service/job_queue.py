@@ -38,6 +38,7 @@ from typing import Callable
 from analysis.bundle.core import Bundle, reanalyze
 from analysis.errors import ExplorerError
 from analysis.hlo import HloParseError
+from analysis.pipeline import WorkAhead
 from analysis.service.job import Job, is_measure
 from analysis.service.recorded import recorded_target_bundle
 from analysis.service.sandbox import cuda_plugin_installed
@@ -117,7 +118,7 @@ class JobHandle:
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
         self.preview = None  # the compiled bundle a measuring job sent before measuring
-        self.ahead: Callable | None = None  # the submitter's work on a draft of the bundle (worker.EarlyParts)
+        self.ahead: WorkAhead | None = None  # the submitter's work on a draft of the bundle (worker.EarlyParts)
         self.late_key: Callable[[], str | None] | None = None  # the cache key, known after the run
 
     def _preview(self, bundle) -> None:
@@ -209,7 +210,7 @@ class JobQueue:
     def submit(self, job: Job, session: str = "default", key: str | None = None,
                progress: Callable[[str], None] | None = None,
                late_key: Callable[[], str | None] | None = None,
-               ahead: Callable | None = None) -> JobHandle:
+               ahead: WorkAhead | None = None) -> JobHandle:
         """Queue ``job``; with ``key`` (its cache key) a finished bundle is stored under it and an
         identical job already in flight is shared instead of run twice. ``late_key``: the key,
         known only once the job has run (a machine's first job, beside its probe); ``ahead``: the
@@ -458,7 +459,7 @@ def store_waiting(store, say):
 def compile_job(job: Job, session: str = "default", progress: Callable[[str], None] | None = None,
                 timeout: float | None = None, queue: JobQueue | None = None, use_cache: bool = True,
                 on_submit: Callable[[JobHandle], None] | None = None, early: bool = False,
-                ahead: Callable | None = None) -> Outcome:
+                ahead: WorkAhead | None = None) -> Outcome:
     """A Bundle for ``job``: from the cache if this exact job ran before on this kind of
     machine, else queued, run in a sandboxed worker and stored. Raises ``ExplorerError``.
 

@@ -32,6 +32,7 @@ from dataclasses import asdict
 from typing import Callable
 
 from analysis.errors import ExplorerError
+from analysis.pipeline import WorkAhead
 from analysis.service import messages
 from analysis.service.job import Job, is_measure
 from analysis.service.settings import EngineSettings, Limits
@@ -221,7 +222,7 @@ class RayRunner:
 
     def __call__(self, job: Job, progress: Callable[[str], None] | None = None, limits: Limits | None = None,
                  cancel: threading.Event | None = None, preview: Callable | None = None,
-                 ahead: Callable | None = None):
+                 ahead: WorkAhead | None = None):
         from ray.exceptions import RayError, TaskCancelledError
 
         limits = limits or Limits.from_env()

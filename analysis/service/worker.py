@@ -17,7 +17,7 @@ from analysis.bundle.checks import drop_object_files
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
-from analysis.pipeline import Pipeline
+from analysis.pipeline import Pipeline, WorkAhead
 from analysis.service import worker_process
 from analysis.service.failure import describe_failure
 from analysis.service.job import Job
@@ -35,7 +35,7 @@ class Ran:
 
 def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: float | None = None,
             limits: Limits | None = None, cancel=None, preview: Callable[[Bundle], None] | None = None,
-            ahead: Callable[[Bundle], None] | None = None) -> Ran:
+            ahead: WorkAhead | None = None) -> Ran:
     """Run ``job`` in a sandboxed worker process; returns its Bundle or raises ExplorerError.
     ``preview`` receives the compiled bundle a measuring job sends before it is measured
     (``Job.preview_kernels``), checked as the final one is; ``ahead``, the caller's work on a
@@ -61,15 +61,16 @@ class EarlyParts:
     like a bundle's, and the bundle that follows leaves them out where they stand. A measuring
     job's preview (calling this object): checked like any bundle the worker sends and handed to
     ``deliver``; a bad one is dropped with a warning (the job goes on, its final answer decides).
-    Once the texts are analyzed and the decisions are in, the caller's ``ahead`` gets a draft
-    bundle of them (with the job's own source), in that thread; what it derives there the
-    bundle that follows takes wherever it was made of that bundle's own objects."""
+    The caller's ``ahead`` (``analysis.pipeline.WorkAhead``) gets, in that thread, the module
+    before optimization while the worker's XLA optimizes (``before``), and once the texts are
+    analyzed and the decisions are in a draft bundle of them with the job's own source
+    (``draft``); what it makes there it keeps by content, where the bundle that follows finds it."""
 
     STAGES = ("hlo_before", "hlo_after")  # parsed here
     TEXTS = ("jaxpr", "stablehlo")  # kept as sent
 
     def __init__(self, job: Job, deliver: Callable[[Bundle], None] | None = None,
-                 ahead: Callable[[Bundle], None] | None = None, text_mb: int = Limits.upload_mb):
+                 ahead: WorkAhead | None = None, text_mb: int = Limits.upload_mb):
         self.job, self.deliver, self.ahead = job, deliver, ahead
         self.text_mb = text_mb  # the most of one text the worker may send (the upload limit)
         self.bundle: Bundle | None = None

@@ -23,16 +23,17 @@ from analysis import tuning
 from analysis.hlo.parser import prepare as prepare_parser
 from analysis.codegen.finish import disassemble_objects
 from analysis.inputs import Upload, open_upload
-from analysis.service.job import Job, is_measure, job_devices
+from analysis.service.job import Job, Opened, is_measure, job_devices
 from analysis.service.messages import (MEASURED_FIELDS, Answer, Decisions, Failure, Measured, Preview, Probe,
                                        Progress, Texts, leave_out)
 from analysis.service import messages
+from analysis.pipeline import WorkAhead
 
 
 def execute(job: Job, progress: Callable[[str], None] | None = None,
             preview: Callable[[Bundle], None] | None = None,
             texts: Callable[[dict], None] | None = None, ends_with_job: bool = False,
-            decisions: Callable[[dict], None] | None = None, ahead: Callable[[Bundle], None] | None = None) -> Bundle:
+            decisions: Callable[[dict], None] | None = None, ahead: WorkAhead | None = None) -> Bundle:
     """Run a job in this process (the worker's body). ``texts`` receives the HLO before and after
     optimization once compiled (the parent parses them while this process analyzes), and
     ``decisions`` the fusion decisions made beside the compile (``compile_model``), and ``ahead``
@@ -69,7 +70,7 @@ def execute(job: Job, progress: Callable[[str], None] | None = None,
 
 def upload_of(job: Job) -> Upload:
     """The ``Upload`` an ``open`` job carries (``analysis.service.job.upload_job``)."""
-    extra = job.upload if isinstance(job.upload, dict) else {}
+    extra = job.upload or Opened()
 
     def raw(text) -> bytes:
         try:
@@ -77,14 +78,13 @@ def upload_of(job: Job) -> Upload:
         except (ValueError, TypeError):
             raise ExplorerError("protocol", "an open job's bytes are not base64", job.filename) from None
 
-    trace = extra.get("trace")
-    return Upload(name=job.filename, data=raw(job.source), trace_name=extra.get("trace_name"),
-                  trace=raw(trace) if trace is not None else None, module=extra.get("module"),
-                  prefer=extra.get("prefer"))
+    return Upload(name=job.filename, data=raw(job.source), trace_name=extra.trace_name,
+                  trace=raw(extra.trace) if extra.trace is not None else None, module=extra.module,
+                  prefer=extra.prefer)
 
 
 def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
-                         devices: int = 1, ahead=None) -> Bundle:
+                         devices: int = 1, ahead: WorkAhead | None = None) -> Bundle:
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
     # No collector pass from the compile until its preview is sent, and in a process that ends
     # with the job none over the compile's objects after (none are garbage): they go into the
@@ -173,6 +173,9 @@ def _worker_main() -> int:
         prepare_parser()  # waits, what the job would otherwise do first
     try:
         job = Job.from_dict(json.loads(sys.stdin.read()))
+    except ExplorerError as e:
+        emit(Failure(e.to_dict()))
+        return 0
     except (ValueError, TypeError) as e:
         emit(Failure(ExplorerError("protocol", f"bad job: {e}").to_dict()))
         return 0

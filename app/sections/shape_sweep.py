@@ -19,7 +19,7 @@ from analysis.bundle.core import device_label
 from analysis.errors import ExplorerError
 from analysis.render.format import human_seconds
 from analysis.studies.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths
-from analysis.service.job import Job
+from analysis.service.job import Job, Sweep
 from app import safe, views
 from app.explorer_state import explorer_state
 from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,
@@ -64,10 +64,10 @@ with st.sidebar:
         else:
             if code is None:
                 job = Job(kind="sweep", name="shape_sweep", source=ENTRY.source, filename=str(ENTRY.path), backend=backend,
-                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": MIN_REPEATS})
+                          measure=True, sweep=Sweep(lengths=lengths, buckets=buckets, repeats=MIN_REPEATS))
             else:
                 job = Job(kind="sweep", name="pasted", source=code, filename="<pasted code>", backend=backend,
-                          measure=True, sweep={"lengths": lengths, "buckets": buckets, "repeats": MIN_REPEATS})
+                          measure=True, sweep=Sweep(lengths=lengths, buckets=buckets, repeats=MIN_REPEATS))
             b = compile_with_status(job, f"Compiling for {len(lengths)} lengths, then bucketed…")
             if b is not None:
                 ss.sw_bundle = b

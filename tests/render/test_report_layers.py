@@ -258,9 +258,9 @@ def test_a_big_programs_graph_files_are_its_layers_view():
 
 
 def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
-    """``compile_model(ahead=report_layers.ahead)`` (the CLI's report) makes the layer graphs on
-    a draft in the thread beside the compile; the compiled bundle takes that very value, and
-    its report is the one made without it."""
+    """``compile_model(ahead=report_layers.LayersAhead())`` (the CLI's report) makes the layer
+    graphs on a draft in the thread beside the compile; the compiled bundle finds that very
+    value by its content, and a compile of the same program made without it makes the same."""
     import threading
 
     from analysis.compile.load import load_source
@@ -269,17 +269,20 @@ def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
 
     made = []
 
-    def ahead(draft):
-        report_layers.ahead(draft)
-        made.append((threading.current_thread() is not threading.main_thread(), report_layers.layer_graphs(draft)))
+    class Watched(report_layers.LayersAhead):
+        def draft(self, draft):
+            super().draft(draft)
+            made.append((threading.current_thread() is not threading.main_thread(), report_layers.layer_graphs(draft)))
 
+    report_layers.LAYER_GRAPHS.clear()
     loaded = load_source(stack_source(10), "stack10.py", "stack10")
-    b = compile_model(loaded, "cpu", ahead=ahead).bundle
+    b = compile_model(loaded, "cpu", ahead=Watched()).bundle
     assert len(made) == 1 and made[0][0], "made once, beside the compile"
     got = report_layers.layer_graphs(b)
     assert got is not None and got is made[0][1]
     assert got["maps"]["order"] == [f"L:layer{i}" for i in range(10)]
     fresh = compile_model(load_source(stack_source(10), "stack10.py", "stack10"), "cpu").bundle
+    report_layers.LAYER_GRAPHS.clear()  # made anew, not found
     again = report_layers.layer_graphs(fresh)
     assert again is not got
     assert [s["dot"] for s in again["sides"].values()] == [s["dot"] for s in got["sides"].values()]
@@ -318,10 +321,10 @@ def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_
 
 def test_each_layers_graph_before_optimization_made_ahead_is_the_one_made_after():
     # the report makes them from the module before optimization alone while XLA optimizes
-    # (report_layers.ahead.before), the boxes of the layers they read labelled once the
+    # (report_layers.LayersAhead.before), the boxes of the layers they read labelled once the
     # kernels are known: the same graphs as made from the whole bundle at once
     ahead_b = _bundle()
-    report_layers.ahead.before(ahead_b.module("hlo_before"))
+    report_layers.LayersAhead().before(ahead_b.module("hlo_before"))
     ahead = layer_graph.own_layer_specs(ahead_b)["pre"]
     fresh = layer_graph.own_layer_specs(_bundle())["pre"]
     assert list(ahead) == list(fresh)

@@ -383,12 +383,17 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
     from analysis.service.worker import untrusted_bundle
     from analysis.service.messages import leave_out
 
+    from analysis.pipeline import WorkAhead
+
     seen = []
 
-    def work(draft):
-        seen.append((threading.current_thread().name, draft))
-        draft.derived("probe", (draft.module("hlo_after"), draft.kernels, draft.fusion_decisions,
-                                draft.source.get("code")), lambda: "made ahead")
+    class Work(WorkAhead):
+        def draft(self, draft):
+            seen.append((threading.current_thread().name, draft))
+            draft.derived("probe", (draft.module("hlo_after"), draft.kernels, draft.fusion_decisions,
+                                    draft.source.get("code")), lambda: "made ahead")
+
+    work = Work()
 
     b, job = fusing_compile, _code_job()
     sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
@@ -481,12 +486,13 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     real_decisions = EarlyParts.decisions
     monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
     job = Job(kind="code", source=stack_source(12), filename="layers.py", name="layers", backend="cpu")
-    b = worker_module.run_job(job, limits=Limits(timeout_s=180), ahead=graph_payload.payload_ahead).bundle
+    graph_payload.CORES.clear()
+    b = worker_module.run_job(job, limits=Limits(timeout_s=180), ahead=graph_payload.PayloadAhead()).bundle
     assert told and b.fusion_decisions and b.fusion_decisions["records"]
     assert made == ["xla-explorer-early-parse"]
     payload = graph_payload.graph_payload(b)
-    assert made == ["xla-explorer-early-parse"]  # taken, not made again
-    b.forget("graph_payload")
+    assert made == ["xla-explorer-early-parse"]  # found by its content, not made again
+    graph_payload.CORES.forget(b)
     with layout_cache.SVG_LOCK:
         layout_cache.SVG_CACHE.clear()
     fresh = graph_payload.graph_payload(b)
