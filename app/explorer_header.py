@@ -16,7 +16,7 @@ from app import safe, views
 from app.explorer_compile import measuring_notice
 from app.explorer_sidebar import Sidebar
 from app.explorer_state import ExplorerState
-from app.page_helpers import PRESENT_CSS, PRESENT_WORDS, as_text, show_error, show_note
+from app.page_helpers import PRESENT_CSS, PRESENT_WORDS, show_error, show_note, wrapped_text
 
 try:
     from streamlit_ace import st_ace
@@ -128,7 +128,7 @@ def notices(b: Bundle, state: ExplorerState, source_kind: str) -> None:
                    icon=":material/timer_off:")
     empty = empty_note(b)
     if empty:
-        st.warning(as_text(empty), icon=":material/block:")
+        st.warning(wrapped_text(empty), icon=":material/block:")
     note = state_note(b)
     if note:
         show_note(note)

@@ -14,6 +14,7 @@ from analysis.hlo import HloParseError
 from analysis.service.job import PHASES, Job
 from app import runner
 from app.explorer_state import explorer_state
+from app.safe import plain
 
 
 
@@ -47,9 +48,16 @@ def show_error(error: "ExplorerError | str") -> None:
              icon=":material/error:")
 
 
+def wrapped_text(text: str) -> str:
+    """``text`` as Markdown that shows it as written and wraps like prose (a note, a lesson's
+    line): each line's Markdown marks backslash-escaped (``safe.plain``), its line breaks kept.
+    A fenced block (``as_text``) keeps a traceback's columns but runs off a projector's edge."""
+    return "  \n".join(plain(line) for line in text.splitlines())
+
+
 def show_note(text: str) -> None:
     """A note made from a bundle's data, as text."""
-    st.info(as_text(text), icon=":material/info:")
+    st.info(wrapped_text(text), icon=":material/info:")
 
 
 def link_to_widgets(page: str, spec: dict) -> None:

@@ -14,6 +14,7 @@ import html
 import re
 
 _MARKDOWN = {c: f"&#{ord(c)};" for c in "\\`*_[](){}#+!|~$:"}
+_ESCAPE = {**_MARKDOWN, "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
 _MARKDOWN_MARK = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 
@@ -22,8 +23,9 @@ def text(value, limit: int = 300) -> str:
     s = str(value if value is not None else "")
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    s = html.escape(s, quote=True)
-    return "".join(_MARKDOWN.get(c, c) for c in s)
+    # one pass, each character once: escaping for HTML first and for Markdown after would turn
+    # the ``#`` of ``&#x27;`` into a reference too, and a title's apostrophe would show as ``&#x27;``
+    return "".join(_ESCAPE.get(c, c) for c in s)
 
 
 def plain(text: str) -> str:

@@ -1,0 +1,22 @@
+"""app.safe and the page's notes: a user's text shows as the characters it is, once escaped."""
+
+from __future__ import annotations
+
+import html
+
+from app.page_helpers import wrapped_text
+from app.safe import text
+
+
+def test_a_title_with_an_apostrophe_and_markup_reads_back_as_written():
+    title = "Flax's classifier <b>#1</b> & [link](x) `code`"
+    shown = text(title)
+    assert "<b>" not in shown and "[" not in shown and "`" not in shown and "#1" not in shown
+    assert html.unescape(shown) == title  # one layer of references, never a reference of a reference
+
+
+def test_a_note_wraps_as_prose_and_keeps_its_lines_and_its_characters():
+    note = "Returns __dict__ and *args: 6 parameter arrays\nsecond line [x](y)"
+    md = wrapped_text(note)
+    assert "```" not in md and md.count("  \n") == 1
+    assert "\\_\\_dict\\_\\_" in md and "\\[x\\]\\(y\\)" in md
