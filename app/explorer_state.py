@@ -68,7 +68,7 @@ class ExplorerState:
     def show(self, outcome: Outcome, job: Job) -> None:
         """A compile's outcome on show (its measuring may still be running: ``pending``), with
         nothing selected and no error."""
-        self.pending = outcome.pending
+        self.pending, self.pending_error = outcome.pending, None
         self.bundle = outcome.bundle
         self.flags = {"measure": bool(job.measure), "compare": bool(job.compare_fusion)}
         self.recorded = outcome.recorded
@@ -77,9 +77,11 @@ class ExplorerState:
         self.sel = {}
 
     def show_upload(self, bundle: Bundle, job: Job) -> None:
-        """An upload's bundle on show; its job kept to open another of its modules."""
+        """An upload's bundle on show; its job kept to open another of its modules. A compile's
+        measuring still running is left behind: its bundle, when done, must not replace this one."""
         self.upload_job = job
         self.bundle, self.error, self.sel, self.recorded = bundle, None, {}, None
+        self.pending, self.pending_error = None, None
 
 
 def explorer_state(session: MutableMapping | None = None) -> ExplorerState:
