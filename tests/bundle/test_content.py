@@ -12,6 +12,7 @@ import pytest
 from analysis.bundle.content import ContentCache, content_key
 from analysis.bundle.core import Bundle
 from analysis.pipeline import Pipeline, WorkAhead
+from tests.pipeline.test_pipeline import POST, POST_COMPILED, POST_OTHER  # one module; its compiled print; another
 
 PRE = """HloModule m
 ENTRY %main (p: f32[8]) -> f32[8] {
@@ -20,21 +21,6 @@ ENTRY %main (p: f32[8]) -> f32[8] {
   ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg" source_file="f.py" source_line=4}
 }
 """
-POST = """HloModule m, is_scheduled=true
-
-%fused (x: f32[8]) -> f32[8] {
-  %x = f32[8]{0} parameter(0)
-  %a = f32[8]{0} add(%x, %x), metadata={op_name="jit(f)/add"}
-  ROOT %n = f32[8]{0} negate(%a), metadata={op_name="jit(f)/neg"}
-}
-
-ENTRY %main (p: f32[8]) -> f32[8] {
-  %p = f32[8]{0} parameter(0)
-  ROOT %f = f32[8]{0} fusion(%p), kind=kLoop, calls=%fused, backend_config={"a":1,"b":[2,3]}
-}
-"""
-POST_COMPILED = POST.replace('{"a":1,"b":[2,3]}', '{"b":[2,3],"a":1}')  # XLA:CPU's compiled text of it
-POST_OTHER = POST.replace("negate(%a)", "abs(%a)")
 PARTS = ("before", "after", "decisions", "timings", "source")
 
 
