@@ -1,5 +1,6 @@
 """Drawing ``bundle.memory``: live bytes over the schedule with the peak marked, the buffers
-live at the peak (biggest first), the fusion-off comparison; as plotly figures (app, report),
+live at the peak (biggest first), the fusion-off comparison; as plotly figures (the app draws them
+with plotly.js, the report as SVG: ``analysis.render.chart_svg``),
 table rows, an HTML section for the report and text for the CLI. Reads the core
 (``analysis.program.memory``) only; every string from the bundle is escaped in HTML."""
 
@@ -241,8 +242,9 @@ def _e(s) -> str:
     return html.escape("" if s is None else str(s), quote=True)
 
 
-def memory_section_html(bundle, plotly_loaded: bool = False) -> str:
-    """The report's memory section ("" when the bundle has no buffer assignment)."""
+def memory_section_html(bundle) -> str:
+    """The report's memory section ("" when the bundle has no buffer assignment), its charts
+    drawn as SVG (``analysis.render.chart_svg``, as the report's others)."""
     mem = bundle.memory
     if not usable(mem):
         return ""
@@ -252,13 +254,11 @@ def memory_section_html(bundle, plotly_loaded: bool = False) -> str:
              f"(<code>{_e(h['peak_instruction'])}</code>); temporary allocation {_e(human_bytes(h['temp']))}.</p>",
              f"<p class='muted small'>{_e(agreement_note(mem))}</p>"]
     try:
-        config = {"displaylogo": False, "responsive": True}
+        from analysis.render.chart_svg import figure_svg
+
         for i, fig in enumerate((curve_figure(mem), peak_figure(mem))):
-            parts.append("<div class='chart'>" + fig.to_html(
-                include_plotlyjs=(not plotly_loaded and i == 0), full_html=False, config=config,
-                default_width="100%", div_id=f"chart-memory-{i}") + "</div>")
-        plotly_loaded = True
-    except ImportError:
+            parts.append(f"<div class='chart'>{figure_svg(fig, f'chart-memory-{i}')}</div>")
+    except ImportError:  # plotly not installed
         pass
     rows = peak_rows(mem, 20)
     parts.append("<table class='kt'><thead><tr><th>buffer</th><th>kind</th><th>shape</th><th>size</th>"

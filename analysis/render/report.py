@@ -4,14 +4,16 @@
 file that loads nothing from the network (no CDN, no fonts, no server): the title and
 environment, the summary numbers, the legend, both graphs as inline SVG (drag to pan, wheel to
 zoom, click a kernel to light up the ops it absorbed), the kernel table (with timings when
-measured), the charts (plotly, with plotly.js inlined once), the fusion comparison, the source
+measured), the charts (drawn as SVG: no chart library in the page), the fusion comparison, the source
 with line anchors (``#L12``) that the kernel table links to, and the stage texts.
 
 ``graph_exports(bundle)`` and ``exports(bundle)`` give the same pieces as files
 (``{file name: (mime type, bytes)}``) for download buttons and the CLI.
 
-Reads a Bundle only: no JAX, no Streamlit. The charts are ``analysis.render.charts``' (the same the
-app draws); without plotly the report simply has no charts.
+Reads a Bundle only: no JAX, no Streamlit. The charts are ``analysis.render.charts``' plotly figures
+(the same the app draws with plotly.js), drawn here as SVG by ``analysis.render.chart_svg``: a small
+program's page is a few hundred KB, where plotly.js alone is 4.8 MB (docs/performance.md); without
+plotly the report simply has no charts.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import base64
 import html
 import json
 import re
+import zlib
 
 from analysis import tuning
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
@@ -42,9 +45,12 @@ def slug_of(title: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", title).strip("_") or "bundle"
 
 
-def _script_text(text: str) -> str:
-    """Text safe inside a <script> element (the page's script undoes the escape)."""
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+def deflated(text: str) -> str:
+    """``text`` deflated (zlib, level 1) in base64, for a ``<script type='application/octet-stream'>``
+    the page inflates with the browser's own ``DecompressionStream`` (``XEHelpers.inflate``): the
+    bundle's JSON and the DOT texts, read only when their download is asked for, travel in a
+    fifth to a third of their size."""
+    return base64.b64encode(zlib.compress(text.encode(), 1)).decode("ascii")
 
 
 def _script_json(obj) -> str:
@@ -175,7 +181,7 @@ def _graph_pane(spec, prefix: str, heading: str, missing: str, laid_out: str | N
     layers = " data-layers='1'" if laid_out is not None else ""
     body = (f"<div class='view' data-prefix='{prefix}'{layers}>{svg}<div class='hint'>drag to pan · wheel to zoom · "
             f"click a node</div></div>") if svg else f"<pre class='err'>{_e(err)}</pre>"
-    dot = f"<script type='text/plain' id='{dot_id}'>{_script_text(spec.to_dot())}</script>"
+    dot = f"<script type='application/octet-stream' id='{dot_id}'>{deflated(spec.to_dot())}</script>"
     return (f"<div class='pane' id='graph-{prefix}'><h3>{_e(heading)} {tools}</h3>"
             f"<div class='subtitle'>{_e(spec.title)}</div>{body}{note}{dot}</div>")
 
@@ -247,8 +253,9 @@ def _kernel_table(b: Bundle) -> str:
 
 
 def _charts(b: Bundle) -> tuple[str, str]:
-    """(charts HTML with plotly.js inlined once, fusion comparison HTML)."""
+    """(charts HTML, fusion comparison HTML): each chart an SVG drawing of its figure."""
     try:
+        from analysis.render.chart_svg import figure_svg
         from analysis.render.charts import figure_makers, fusion_table
     except ImportError as e:  # plotly not installed
         return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
@@ -257,16 +264,8 @@ def _charts(b: Bundle) -> tuple[str, str]:
     # only the charts this page shows are made (a big program's roofline alone takes long)
     makers = figure_makers(b)
     figs = {name: makers[name]() for name in keep + (["Fusion off"] if b.fusion_comparison else []) if name in makers}
-    parts, first = [], True
-    config = {"displaylogo": False, "responsive": True}
-    for name in keep:
-        fig = figs.get(name)
-        if fig is None:
-            continue
-        div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",
-                          div_id=f"chart-{slug_of(name)}")
-        first = False
-        parts.append(f"<div class='chart'>{div}</div>")
+    parts = [f"<div class='chart'>{figure_svg(figs[name], f'chart-{slug_of(name)}')}</div>"
+             for name in keep if figs.get(name) is not None]
     fusion = ""
     if b.fusion_comparison:
         fc = b.fusion_comparison
@@ -278,9 +277,7 @@ def _charts(b: Bundle) -> tuple[str, str]:
                        f"<td>{_e(r['verdict'])}</td></tr>" for r in rows)
         tbl += "</tbody></table>"
         fig = figs.get("Fusion off")
-        div = fig.to_html(include_plotlyjs=first, full_html=False, config=config, default_width="100%",
-                          div_id="chart-fusion") if fig is not None else ""
-        first = False
+        div = figure_svg(fig, "chart-fusion") if fig is not None else ""
         fusion = (tbl + f"<p class='muted small'>Fusion off = the same program compiled with xla_disable_hlo_passes="
                   f"{_e(','.join(fc.get('disabled_passes', [])))}. {_e(fc.get('note') or '')}</p>"
                   + f"<div class='chart'>{div}</div>")
@@ -366,7 +363,7 @@ def html_report(bundle: Bundle) -> str:
         if sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) <= MAX_EMBEDDED_BUNDLE:
             bundle_json, digest = b.json_and_hash(as_dict)
     kernels = _kernel_table(b)
-    memory = _memory_section(b, plotly_loaded="plotly" in charts.lower())  # analysis.render.memory
+    memory = _memory_section(b)  # analysis.render.memory
     decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
     code = report_code.code_section(b, _e)
     lay = layered() if layered is not None else None
@@ -437,8 +434,8 @@ def html_report(bundle: Bundle) -> str:
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
     parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
     if embed:
-        parts.append(f"<script type='application/json' id='xe-bundle' data-name='{_e(slug_of(b.title))}.bundle.json'>"
-                     f"{bundle_json.replace('<', chr(92) + 'u003c')}</script>")
+        parts.append(f"<script type='application/octet-stream' id='xe-bundle' data-name='{_e(slug_of(b.title))}"
+                     f".bundle.json'>{deflated(bundle_json)}</script>")
     if lay:
         parts.append(f"<script type='application/octet-stream' id='xe-layers'>{report_layers.page_data(lay)}</script>")
     parts.append(f"<script>{web_assets.script(*_scripts(lay, code))}</script></body></html>")
@@ -465,7 +462,7 @@ def _code_chars(d: dict) -> int:
                for v in (k.get("stages") or {}).values() if isinstance(v, dict))
 
 
-def _memory_section(b: Bundle, plotly_loaded: bool) -> str:
+def _memory_section(b: Bundle) -> str:
     from analysis.render.memory import memory_section_html
 
-    return memory_section_html(b, plotly_loaded)
+    return memory_section_html(b)

@@ -3,6 +3,7 @@ opens in a real browser with the network blocked and loads nothing, and the CLI 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import xml.dom.minidom
+import zlib
 
 import pytest
 
@@ -80,14 +82,14 @@ def test_report_holds_graphs_kernels_and_numbers(tb):
         for f, line in k.source_lines:
             if f == tb.source["file"]:
                 assert f"href='#L{line}'" in page
-    # charts with plotly.js inlined once, and nothing to fetch
-    assert page.count("Plotly.newPlot") >= 2
-    assert len(re.findall(r"plotly\.js v\d", page)) == 1
+    # the charts drawn as SVG, no chart library in the page, and nothing to fetch
+    assert "chart-Top_kernels" in page and "chart-Treemap" in page and page.count("<svg id='chart-") >= 2
+    assert "plotly" not in page.lower()
     assert _network_refs(page) == []
     assert "Content-Security-Policy" in page
-    # the bundle is inside, intact, for "Download bundle JSON"
-    embedded = re.search(r"<script type='application/json' id='xe-bundle'[^>]*>(.*?)</script>", page, re.S).group(1)
-    assert Bundle.from_json(embedded).to_json() == tb.to_json()
+    # the bundle is inside, deflated and intact, for "Download bundle JSON"
+    embedded = re.search(r"<script type='application/octet-stream' id='xe-bundle'[^>]*>(.*?)</script>", page, re.S).group(1)
+    assert Bundle.from_json(zlib.decompress(base64.b64decode(embedded)).decode()).to_json() == tb.to_json()
 
 
 def test_a_bundle_too_big_to_embed_is_left_out_and_the_footer_says_so(tb, monkeypatch):
@@ -96,7 +98,7 @@ def test_a_bundle_too_big_to_embed_is_left_out_and_the_footer_says_so(tb, monkey
     size = len(tb.to_json())
     monkeypatch.setattr(report, "MAX_EMBEDDED_BUNDLE", size // 2)  # this bundle, twice too big
     page = html_report(tb)
-    assert "<script type='application/json' id='xe-bundle'" not in page and "<button id='dl-bundle'>" not in page
+    assert "id='xe-bundle'" not in page and "<button id='dl-bundle'>" not in page
     assert "not in this file" in page and "--out FILE.json" in page
     monkeypatch.setattr(report, "MAX_EMBEDDED_BUNDLE", size + 1000)  # and one that fits
     page = html_report(tb)
@@ -226,11 +228,19 @@ def test_report_opens_offline_in_chromium(report_file, tb):
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto("file://" + report_file)
-            page.wait_for_selector("#chart-Treemap .main-svg", timeout=30_000)
+            page.wait_for_selector("#graph-post svg g.node", timeout=30_000)
             assert page.locator("#graph-pre svg g.node").count() > 0
-            assert page.locator("#graph-post svg g.node").count() > 0
             assert page.locator("#kernel-table tbody tr").count() == len(tb.kernels)
-            assert page.locator(".js-plotly-plot").count() >= 2
+            # the charts, drawn: the treemap's boxes and the top kernels' bars have an area on screen
+            assert page.locator("svg.xe-chart").count() >= 2
+            for chart in ("#chart-Treemap", "#chart-Top_kernels"):
+                box = page.locator(f"{chart} rect[data-kernel]").first.bounding_box()
+                assert box and box["width"] > 1 and box["height"] > 1, chart
+            # a kernel's bar selects that kernel: its row in the table lights up
+            bar = page.locator("#chart-Top_kernels rect[data-kernel]").first
+            name = bar.get_attribute("data-kernel")
+            bar.click()
+            page.locator(f"tr.xe-hl[data-kernel='{name}']").wait_for(timeout=30_000)
             page.screenshot(path=os.path.join(OUT, "report-top.png"))
             # click a fusion kernel: the ops it absorbed light up on the left, its table row too
             fusion = next(k for k in tb.kernels if k.fused_ops and k.name in (tb.provenance.kernel_to_pre or {}))

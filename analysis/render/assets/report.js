@@ -12,6 +12,8 @@
     a.download = name; document.body.appendChild(a); a.click();
     setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 500);
   }
+  // a deflated script's text (report.py's ``deflated``: the DOT texts, the bundle's JSON)
+  const inflated = (id) => XEHelpers.inflate(document.getElementById(id).textContent.trim());
   const panes = {};  // each side's view shown (a big program's layer opened replaces it: report_layers)
   function wire(view) {
     const svg = view.querySelector("svg");
@@ -49,7 +51,7 @@
       else if (act === "in") p.zoomBy(1 / 1.3);
       else if (act === "out") p.zoomBy(1.3);
       else if (act === "svg") save(prefix + ".svg", "image/svg+xml", new XMLSerializer().serializeToString(p.svg));
-      else if (act === "dot") save(prefix + ".dot", "text/vnd.graphviz", document.getElementById(b.dataset.src).textContent.replace(/<\\(\/|!--)/g, "<$1"));
+      else if (act === "dot") inflated(b.dataset.src).then((t) => save(prefix + ".dot", "text/vnd.graphviz", t));
     }));
   });
   // what the page's other parts use (report_layers, report_code): ``inflate`` a deflated JSON
@@ -100,6 +102,8 @@
       if (side !== "post" && f && panes.post) panes.post.center(f);
       const row = document.getElementById("kernel-" + kernel);
       if (row) row.classList.add("xe-hl");
+      // its bars, boxes and points in the charts (analysis/render/chart_svg.py)
+      document.querySelectorAll('.xe-chart [data-kernel="' + CSS.escape(kernel) + '"]').forEach((e) => e.classList.add("xe-hl"));
     }
     const p = mark("pre", pre.map((n) => "op:" + n));
     if (side !== "pre" && p && panes.pre) panes.pre.center(p);
@@ -108,9 +112,17 @@
   document.querySelectorAll("a.kname").forEach((a) => a.addEventListener("click", () => {
     setTimeout(() => { select("post", "k:" + a.dataset.node); const f = el("post", "k:" + a.dataset.node) || el("post", "f:" + a.dataset.node); if (f && panes.post) panes.post.center(f); }, 0);
   }));
+  // a chart's mark that stands for a kernel selects it, as its name in the table does
+  document.querySelectorAll("svg.xe-chart").forEach((c) => c.addEventListener("click", (ev) => {
+    const m = ev.target.closest("[data-kernel]");
+    if (!m) return;
+    select("post", "k:" + m.dataset.kernel);
+    const f = el("post", "k:" + m.dataset.kernel) || el("post", "f:" + m.dataset.kernel);
+    if (f && panes.post) panes.post.center(f);
+  }));
   const dl = document.getElementById("dl-bundle");
   if (dl) dl.addEventListener("click", () => {
     const s = document.getElementById("xe-bundle");
-    save(s.dataset.name, "application/json", s.textContent);
+    inflated("xe-bundle").then((t) => save(s.dataset.name, "application/json", t));
   });
 })();
