@@ -12,10 +12,13 @@ helpers, never through its raw keys, so one number has one definition everywhere
   untraced call; the fusion verdict compares calls, which neither side's tracing biases.
 - **busy**: the time in a step during which at least one kernel ran (the union of the kernels'
   intervals, never a sum over threads), median over steps.
-- **a kernel's time and share**: its time is the time it ran in a step (the union of its own
-  intervals), median over steps; its share is the part of the middle steps' time in which it ran,
-  time during which several kernels ran at once divided evenly between them
-  (``profile.attribute``).
+- **a kernel's share, time and own time** (``KernelTime``, one object every view reads): its
+  share is the part of the middle steps' time in which it ran, time during which several kernels
+  ran at once divided evenly between them (``profile.attribute``); its time, written beside the
+  share, is that share of the step shown (share x step), so times add up to the step's busy part;
+  its own time is the time it ran over the same steps, overlaps counted in full, on the same
+  scale: a second, labelled number where kernels ran beside it (or, control flow, with the
+  kernels it runs).
 - **a verdict** ("faster", "slower") only where the two sides' interquartile ranges do not
   overlap; otherwise "within the spread".
 """
@@ -89,6 +92,44 @@ def step(t: dict | None) -> Spread | None:
 def call(t: dict | None) -> Spread | None:
     """The untraced call of a measured bundle's ``timings``."""
     return _from_keys(t, "call") if isinstance(t, dict) else None
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One measured kernel as every view writes it (docs/numbers.md, "a kernel's time"): the
+    graph's label, the kernel table, the details, the charts, the CLI and the report."""
+
+    name: str
+    share: float  # its part of the step (0..1): overlaps split between the kernels running at once
+    time_s: float  # share x the step shown: the time beside the share
+    own_s: float  # the time it ran, overlaps counted in full, on the step's scale (control flow: with what it runs)
+    inclusive: bool  # control flow: its own time includes the kernels it runs, its share does not
+    calls: float
+
+    def own_shown(self, fmt) -> bool:
+        """Whether its own time is a second number: it differs from its time as ``fmt`` writes them."""
+        return fmt(self.own_s) != fmt(self.time_s)
+
+
+def kernel_times(t: dict | None) -> dict[str, KernelTime]:
+    """The measured kernels of a bundle's ``timings`` by name, the most time first; empty when
+    not measured. A row from before ``own_share`` was kept has its median own
+    time instead."""
+    s = step(t)
+    rows = (t or {}).get("kernels") if isinstance(t, dict) else None
+    if s is None or not isinstance(rows, dict):
+        return {}
+    out = []
+    for name, r in rows.items():
+        if not isinstance(r, dict):
+            continue
+        share = max(0.0, _num(r.get("share")) or 0.0)
+        own = _num(r.get("own_share"))
+        own_s = own * s.median if own is not None else (_num(r.get("median_s")) or 0.0)
+        out.append(KernelTime(str(name), share, share * s.median, own_s, r.get("inclusive") is True,
+                              _num(r.get("calls")) or 0.0))
+    out.sort(key=lambda k: (-k.time_s, k.name))
+    return {k.name: k for k in out}
 
 
 def busy_fraction(t: dict | None) -> float | None:
@@ -179,8 +220,8 @@ def fusion_rows(fc: dict | None, seconds, count=str, size=str) -> list[dict]:
 
 
 def part_of_step(t: dict | None, row: dict | None) -> float | None:
-    """A kernel's part of the step in seconds: its share times the step (what a layer, a group
-    of kernels, adds up; kernels running at once split the time they share)."""
+    """A kernel's part of the step in seconds: its share times the step (``KernelTime.time_s``;
+    what a layer, a group of kernels, adds up; kernels running at once split the time they share)."""
     s = step(t)
     share = _num((row or {}).get("share"))
     if s is None or share is None:

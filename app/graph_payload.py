@@ -120,11 +120,11 @@ def payload_core(b: Bundle) -> dict:
     (``add_variant``; a layer then opens with its neighbours only), so the first graph costs what
     is shown, not what the module holds."""
     from analysis.program.links import link_maps
-    from analysis.render.details import lecture_order, node_details, pack_light, source_lines
+    from analysis.render.details import lecture_order, measured_kernels, node_details, pack_light, source_lines
     from analysis.render.graph import time_color
     from analysis.render.layer_graph import layer_maps
 
-    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    timings = measured_kernels(b)  # the labels' and colours' time and share (docs/numbers.md)
     layers = layer_maps(b)
     views = graph_views(b)
     big = views.as_layers
@@ -135,14 +135,13 @@ def payload_core(b: Bundle) -> dict:
     # Graphviz lays the views out in its own processes while the rest is built here
     dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
     layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
-    top = max((t.get("share") or 0 for t in (timings or {}).values()), default=0) or None
+    top = max((t.share for t in timings.values()), default=0) or None
     time = {}
-    for name, t in (timings or {}).items():
-        share = t.get("share")
-        if share is not None:
-            k = b.kernel(name)
-            time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
-                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    for name, t in timings.items():
+        share = t.share
+        k = b.kernel(name)
+        time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
+                      ROUTE_COLORS.get(k.route if k else "", "#777777")]
     if big:  # every node's light details, the full ones for what is drawn (the rest on request)
         light = node_details(b, light=True)
         details = node_details(b, ids=_drawn_ids(specs))

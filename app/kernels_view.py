@@ -73,12 +73,13 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
             row.update({
                 "calls": r["calls"], "time": None if r["time_us"] is None else r["time_us"] / 1e6,
                 "share": 100 * (r["share"] or 0),
+                "own time": None if r.get("own_us") is None else r["own_us"] / 1e6,
                 "GB/s": r["gbps"], "GFLOP/s": r["gflops"], "% of peak": r["pct_of_peak"],
             })
         data.append(row)
     order = ["kernel", "route", "library", "what", "ops", "fused instructions", "source"]
     if measured:
-        order += ["calls", "time", "share", "GB/s", "GFLOP/s", "% of peak"]
+        order += ["calls", "time", "share", "own time", "GB/s", "GFLOP/s", "% of peak"]
     order += ["bytes", "FLOPs", "inside"]
     df = pd.DataFrame(data, columns=order)
     text = ["route", "library", "what", "fused instructions", "source", "inside"]
@@ -95,7 +96,7 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
             df[c] = df[c].astype(float).fillna(MISSING)
     formats = {
         "ops": _num(lambda v: f"{v:g}"), "calls": _num(lambda v: f"{v:g}"),
-        "time": _num(human_seconds), "share": _num(lambda v: f"{v:.1f}%"),
+        "time": _num(human_seconds), "share": _num(lambda v: f"{v:.1f}%"), "own time": _num(human_seconds),
         "GB/s": _num(lambda v: f"{v:.1f}"), "GFLOP/s": _num(lambda v: f"{v:.1f}"),
         "% of peak": _num(lambda v: f"{v:.0f}%"), "bytes": _num(human_bytes), "FLOPs": _num(human_flops),
     }
@@ -111,9 +112,12 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
         "fused instructions": st.column_config.TextColumn(help="the optimized HLO instructions inside the kernel"),
         "source": st.column_config.TextColumn(help="lines of the model's file the kernel came from"),
         "inside": st.column_config.TextColumn(help="the control flow (loop, conditional) that runs it"),
-        "time": st.column_config.NumberColumn(help="median per step; control flow includes what it runs"),
+        "time": st.column_config.NumberColumn(help="its share of the step, as time: share x step (kernels running "
+                                              "at once split the time they share; docs/numbers.md)"),
         "share": st.column_config.ProgressColumn(format="%.1f%%", min_value=0, max_value=100,
-                                                 help="median time over the median busy step"),
+                                                 help="its part of the step (the middle traced steps)"),
+        "own time": st.column_config.NumberColumn(help="the time it ran, kernels beside it counted in full (control "
+                                                  "flow: with the kernels it runs); shown where it differs from time"),
         "% of peak": st.column_config.NumberColumn(help="max of bandwidth and compute use vs the device's peaks"),
         "calls": st.column_config.NumberColumn(help="executions per step"),
         "bytes": st.column_config.NumberColumn(help="read and written by the kernel (from the optimized HLO)"),

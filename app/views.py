@@ -21,7 +21,8 @@ import streamlit.components.v1 as components
 
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
-from analysis.render.format import human_bytes, human_seconds
+from analysis.render.details import measured_kernels, time_fact
+from analysis.render.format import human_bytes
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
 from analysis.render.summary import summarize
@@ -272,9 +273,9 @@ def details_panel(b: Bundle, sel: dict) -> None:
                 facts.append("Triton " + tile_text(k.triton_config, full=True))
             if k.context:
                 facts.append(f"runs inside {k.context}")
-            t = ((b.timings or {}).get("kernels") or {}).get(name)
-            if t and t.get("median_s") is not None:
-                facts.append(f"measured {human_seconds(t['median_s'])} ({t.get('share', 0):.1%} of the step)")
+            kt = measured_kernels(b).get(name)
+            if kt is not None:
+                facts.append(time_fact(kt))
             st.markdown("**Kernel:** " + "; ".join(facts))
         bc = inst.backend_config
         if bc:

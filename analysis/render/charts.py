@@ -49,7 +49,9 @@ def measured(bundle: Bundle) -> bool:
 def _leaf_rows(bundle: Bundle) -> list[dict]:
     """Measured rows of kernels that do work themselves (control flow's inclusive time left out)."""
     t = bundle.timings or {}
-    return [r for r in (t.get("kernels") or {}).values() if not r.get("inclusive")]
+    rows = t.get("kernels") or {}
+    # the most time first (share x step: analysis.measures.kernel_times)
+    return [rows[name] for name, kt in measures.kernel_times(t).items() if not kt.inclusive]
 
 
 # ----------------------------------------------------------------------------- figures
@@ -66,13 +68,15 @@ def top_kernels_figure(bundle: Bundle, n: int = 15, selected: str | None = None)
     """Horizontal bars of the kernels with the most time per step (median), coloured by route.
     Unmeasured bundles show bytes moved instead. The ``selected`` kernel's bar is outlined."""
     if measured(bundle):
-        rows = sorted(_leaf_rows(bundle), key=lambda r: -r["median_s"])[:n]
-        vals = [r["median_s"] * 1e6 for r in rows]
+        # time = share x step, as the table and the graph write it (analysis.measures.KernelTime)
+        kts = measures.kernel_times(bundle.timings)
+        rows = [r for r in _leaf_rows(bundle) if r["name"] in kts][:n]
+        vals = [kts[r["name"]].time_s * 1e6 for r in rows]
         names = [r["name"] for r in rows]
         routes = [r["route"] for r in rows]
-        text = [f"{human_seconds(r['median_s'])} · {r['share']:.0%}" + (f" · ×{r['calls']:g}" if r["calls"] != 1 else "")
-                for r in rows]
-        xtitle, title = "time per step (µs, median)", f"Top {len(rows)} kernels by time"
+        text = [f"{human_seconds(kts[r['name']].time_s)} · {kts[r['name']].share:.0%}"
+                + (f" · ×{r['calls']:g}" if r["calls"] != 1 else "") for r in rows]
+        xtitle, title = "time per step (µs: share × step)", f"Top {len(rows)} kernels by time"
     else:
         ks = sorted((k for k in bundle.kernels if k.route != "control"), key=lambda k: -k.bytes)[:n]
         vals = [k.bytes / 2 ** 20 for k in ks]
@@ -107,8 +111,9 @@ TIMELINE_LABELS = 300  # launches in a step up to which the timeline names each 
 def treemap_figure(bundle: Bundle) -> go.Figure:
     """Route -> library -> kernel, sized by measured time (or bytes when not measured)."""
     if measured(bundle):
-        items = [(r["route"], r.get("library") or route_label(r["route"]), r["name"], r["median_s"] * 1e6)
-                 for r in _leaf_rows(bundle) if r["median_s"] > 0]
+        kts = measures.kernel_times(bundle.timings)
+        items = [(r["route"], r.get("library") or route_label(r["route"]), r["name"], kts[r["name"]].time_s * 1e6)
+                 for r in _leaf_rows(bundle) if kts[r["name"]].time_s > 0]
         unit, title = "µs", "Where the step's time goes"
     else:
         items = [(k.route, k.library or route_label(k.route), k.name, k.bytes / 2 ** 20)

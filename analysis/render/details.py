@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from analysis import columns
 from analysis.bundle.core import Bundle
+from analysis.measures import KernelTime, kernel_times
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
 from analysis.program.links import kernel_ops, op_kernels
 from analysis.program.provenance import walk_compute
@@ -77,15 +78,31 @@ def source_lines(b: Bundle) -> list[dict]:
     return out
 
 
+def measured_kernels(b: Bundle) -> dict[str, KernelTime]:
+    """``analysis.measures.kernel_times`` of the bundle, made once per timings (every node's
+    details read it)."""
+    return b.derived("kernel_times", (b.timings,), lambda: kernel_times(b.timings))
+
+
+def time_fact(kt: KernelTime) -> str:
+    """A measured kernel's time in words (``analysis.measures.KernelTime``): its part of the step
+    with its share, and its own time where that differs as written."""
+    text = f"measured {human_seconds(kt.time_s)} ({kt.share:.1%} of the step)"
+    if kt.own_shown(human_seconds):
+        text += (f"; {human_seconds(kt.own_s)} with the kernels it runs" if kt.inclusive else
+                 f"; ran {human_seconds(kt.own_s)} in all, other kernels running beside it")
+    return text
+
+
 def kernel_facts(b: Bundle, k) -> list[str]:
     facts = [f"moves ~{human_bytes(k.bytes)}", f"{human_flops(k.flops)} (from shapes)"]
     if k.triton_config:
         facts.append("Triton " + tile_text(k.triton_config, full=True))
     if k.context:
         facts.append(f"runs inside {k.context}")
-    t = ((b.timings or {}).get("kernels") or {}).get(k.name)
-    if t and t.get("median_s") is not None:
-        facts.append(f"measured {human_seconds(t['median_s'])} ({t.get('share', 0):.1%} of the step)")
+    kt = measured_kernels(b).get(k.name)
+    if kt is not None:
+        facts.append(time_fact(kt))
     return facts
 
 
@@ -227,9 +244,9 @@ def node_details(b: Bundle, ids=None, light: bool = False) -> dict[str, dict]:
 
 def lecture_order(b: Bundle) -> list[str]:
     """The kernels to step through in a lecture: the biggest first (measured time, else bytes)."""
-    t = ((b.timings or {}).get("kernels") or {})
+    t = measured_kernels(b)
     ks = [k for k in launching(b.kernels) if k.route != "control"]
-    return [k.name for k in sorted(ks, key=lambda k: (-((t.get(k.name) or {}).get("median_s") or 0), -k.bytes))]
+    return [k.name for k in sorted(ks, key=lambda k: (-(t[k.name].time_s if k.name in t else 0), -k.bytes))]
 
 
 def pack_light(light: dict[str, dict]) -> dict:

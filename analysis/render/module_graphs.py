@@ -80,8 +80,9 @@ def _pretty_op(inst: Instruction) -> str:
 # ----------------------------------------------------------------------------- post graph
 
 
-def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None, collective=None) -> str:
-    """``name``, what runs it, (measured time and share). ``n_ops``: how many ops of the program
+def kernel_label(k: Kernel, timing=None, n_ops: int | None = None, collective=None) -> str:
+    """``name``, what runs it, (measured time and share: ``timing``, its
+    ``analysis.measures.KernelTime``, time = share x step). ``n_ops``: how many ops of the program
     the kernel does (``analysis.program.links.op_count``); without it, the fused instruction count.
     ``collective`` (``analysis.devices.collectives.Collective``): its devices in words and the bytes each
     device moves, an estimate under the ring algorithms."""
@@ -105,12 +106,12 @@ def kernel_label(k: Kernel, timing: dict | None = None, n_ops: int | None = None
     else:
         body = k.opcode
     label = f"{head}\n{body}"
-    if timing and timing.get("median_s") is not None:
+    if timing is not None:
         from analysis.render.format import human_seconds
 
-        share = timing.get("share") or 0
-        label += f"\n{human_seconds(timing['median_s'])} · {share:.0%}" if share >= 0.1 else \
-            f"\n{human_seconds(timing['median_s'])} · {share:.1%}"
+        share = timing.share
+        label += f"\n{human_seconds(timing.time_s)} · {share:.0%}" if share >= 0.1 else \
+            f"\n{human_seconds(timing.time_s)} · {share:.1%}"
         label += " of step"
     return label
 
@@ -123,7 +124,8 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
                groups: dict[str, tuple[str, str, str]] | None = None, instructions=None) -> GraphSpec:
     """The optimized module's entry (or ``computation``) as kernels; fusions as clusters.
 
-    ``provenance``: kernels say how many ops of the program they do (``analysis.program.links``).
+    ``timings``: the measured kernels by name (``analysis.measures.kernel_times``), each label's
+    time and share. ``provenance``: kernels say how many ops of the program they do (``analysis.program.links``).
     ``color_by="time"``: kernels are filled by their share of the step (``time_color``), the
     route stays as the border. The biggest multi-op fusion (``teaching_fusion``) starts
     expanded whatever its size, unless ``collapse`` names it. ``groups`` (kernel name -> (node
@@ -202,7 +204,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             g.nodes[nid] = Node(nid, f"{inst.name}\n{short_shape(inst.shape_text)}", "kernel", k.route,
                                 tooltip=kernel_label(k, tid, nops(k), coll.get(k.name)), cluster=cid,
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
-                                selected=sel, time_share=(tid or {}).get("share"))
+                                selected=sel, time_share=tid.share if tid is not None else None)
             if fused_names:
                 g.edges.append(Edge(fused_names[-1], nid))
                 producers[inst.name] = nid
@@ -214,7 +216,7 @@ def post_graph(module: Module, kernels: list[Kernel], *, selected: str | None = 
             g.nodes[nid] = Node(nid, kernel_label(k, tid, nops(k), coll.get(k.name)), "kernel", k.route,
                                 tooltip=kernel_label(k, tid, nops(k), coll.get(k.name)) + f"\n{inst.shape_text}",
                                 layout_change=k.route == "layout", highlighted=inst.name in highlight,
-                                selected=sel, time_share=(tid or {}).get("share"))
+                                selected=sel, time_share=tid.share if tid is not None else None)
         producers[inst.name] = nid
         _add_edges(g, comp, inst, nid, producers)
     _draw_overlap(g, coll)

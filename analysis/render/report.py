@@ -26,6 +26,7 @@ import zlib
 
 from analysis import tuning
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
+from analysis.measures import kernel_times
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render import web_assets
 from analysis.render.decisions import html_section as decisions_html_section
@@ -73,7 +74,7 @@ def graph_specs(bundle: Bundle):
         return tuple((layered.get(side) or {}).get("layers") for side in ("pre", "post"))
 
     pre_mod, post_mod = bundle.module("hlo_before"), bundle.module("hlo_after")
-    timed = (bundle.timings or {}).get("kernels") or None
+    timed = kernel_times(bundle.timings) or None
     pre = pre_graph(pre_mod) if pre_mod is not None else None
     post = post_graph(post_mod, bundle.kernels, timings=timed, provenance=bundle.provenance) \
         if post_mod is not None else None

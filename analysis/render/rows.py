@@ -3,14 +3,18 @@
 Pure (Bundle in, dicts out; no plotly, no Streamlit). Each row says what a person reading a
 kernel table asks: what it is (route, library, what it does), what it fused (its ops and how
 many ops of the program it does (``analysis.program.links.op_count``, the count every view prints), through provenance: ``analysis.program.links``), where in the
-model's own file it came from, and when measured, its time, share, throughput and calls.
+model's own file it came from, and when measured, its time, share, throughput and calls: the
+time and share of ``analysis.measures.KernelTime`` (time = share x step), its own time only where
+that differs as written.
 """
 
 from __future__ import annotations
 
+from analysis import measures
 from analysis.bundle.core import Bundle
 from analysis.program.kernels import Kernel
 from analysis.program.links import op_count
+from analysis.render.format import human_seconds
 from analysis.render.module_graphs import kernel_label
 
 
@@ -49,8 +53,12 @@ def fused_text(ops: list[str], most: int = 6) -> str:
     return f"{len(ops)}: {shown}"
 
 
-def _us(s) -> float | None:
-    return None if s is None else s * 1e6
+def _times(kt: measures.KernelTime | None) -> dict:
+    """A row's time, share and own time (µs; own None where it is written as the time is)."""
+    if kt is None:
+        return {"time_us": None, "share": None, "own_us": None}
+    return {"time_us": kt.time_s * 1e6, "share": kt.share,
+            "own_us": kt.own_s * 1e6 if kt.own_shown(human_seconds) else None}
 
 
 def kernel_rows(bundle: Bundle) -> list[dict]:
@@ -59,6 +67,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
     (whose time includes the kernels it runs) last."""
     t = bundle.timings or {}
     timed = t.get("kernels") or {}
+    kts = measures.kernel_times(t)
     prov = bundle.provenance
     rows = []
     seen = set()
@@ -71,8 +80,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
             "what": what(k, prov), "fused_ops": fused_ops(k), "absorbed": op_count(prov, k),
             "lines": mine, "other_lines": other,
             "calls": r["calls"] if r else (0 if timed else None),
-            "time_us": _us(r["median_s"]) if r else None,
-            "share": r["share"] if r else None,
+            **_times(kts.get(k.name) if r else None),
             "gbps": r.get("gbps") if r else None,
             "gflops": (r["flops_per_s"] / 1e9) if r and r.get("flops_per_s") else None,
             "pct_of_peak": r.get("pct_of_peak") if r else None,
@@ -85,7 +93,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
             rows.append({"kernel": name, "route": r.get("route", "unknown"), "library": r.get("library") or "",
                          "what": r.get("library") or "", "fused_ops": [], "absorbed": 0, "lines": [],
                          "other_lines": [],
-                         "calls": r["calls"], "time_us": _us(r["median_s"]), "share": r["share"],
+                         "calls": r["calls"], **_times(kts.get(name)),
                          "gbps": r.get("gbps"), "gflops": (r["flops_per_s"] / 1e9) if r.get("flops_per_s") else None,
                          "pct_of_peak": r.get("pct_of_peak"), "bytes": r.get("bytes"), "flops": r.get("flops"),
                          "inclusive": bool(r.get("inclusive")), "context": r.get("context", "")})

@@ -359,20 +359,23 @@ def summary_text(b: Bundle) -> str:
         elif t.get("peaks_note"):
             lines.append(f"  peaks                   : none. {str(t['peaks_note'])[:300]}")
         lines.append("  top kernels             :")
-        lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'GB/s':>8s} {'% peak':>7s}")
-        rows = sorted(t["kernels"].values(), key=lambda r: -r.get("total_s", 0))
-        for row in rows[:10]:
+        lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'own':>10s} {'GB/s':>8s} {'% peak':>7s}")
+        kts = list(numbers.kernel_times(t).values())
+        for kt in kts[:10]:
+            row = t["kernels"].get(kt.name) or {}
             gbps = row.get("gbps")
             pct = row.get("pct_of_peak")
-            calls = row.get("calls", 0)
-            lines.append(f"    {row['name'][:34]:34s} {row.get('route', ''):10s} {human_seconds(row.get('median_s')):>10s}"
-                         f" {calls:6.4g} {row.get('share', 0):6.1%}{'*' if row.get('inclusive') else ' '}"
+            own = human_seconds(kt.own_s) if kt.own_shown(human_seconds) else ""
+            lines.append(f"    {kt.name[:34]:34s} {row.get('route', ''):10s} {human_seconds(kt.time_s):>10s}"
+                         f" {kt.calls:6.4g} {kt.share:6.1%}{'*' if kt.inclusive else ' '} {own:>10s}"
                          f" {('%8.1f' % gbps) if gbps is not None else '       -'}"
                          f" {('%6.0f%%' % pct) if pct is not None else '      -'}")
-        if len(rows) > 10:
-            lines.append(f"    ... {len(rows) - 10} more")
-        if any(r.get("inclusive") for r in rows[:10]):
-            lines.append("    * control flow: its time includes the kernels it runs")
+        if len(kts) > 10:
+            lines.append(f"    ... {len(kts) - 10} more")
+        lines.append("    time = share x step (kernels running at once split it); own: the time it ran, "
+                     "kernels beside it counted in full, where that differs")
+        if any(kt.inclusive for kt in kts[:10]):
+            lines.append("    * control flow: its time is its own bookkeeping, its own time includes the kernels it runs")
         for note in (t.get("coverage_note"), over_peak_note(t), t.get("command_buffer_note")):
             if note:
                 lines.append(f"  note                    : {note}")

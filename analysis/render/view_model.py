@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from analysis.bundle.core import Bundle
+from analysis.measures import kernel_times
 from analysis.render.graph import GraphSpec
 
 BASIC_VIEWS = ("default", "expanded", "collapsed")
@@ -69,7 +70,7 @@ def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str
     from analysis.render.module_graphs import post_graph, pre_graph
 
     pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
-    timings = ((b.timings or {}).get("kernels") or None) if b.timings else None
+    timings = kernel_times(b.timings) or None  # the labels' time and share: one object (docs/numbers.md)
     notes = edge_notes(b.fusion_decisions) if pre_mod is not None else None  # why XLA did (not) fuse each boundary
     specs: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     basic = [n for n in BASIC_VIEWS if n in names]

@@ -195,8 +195,8 @@ def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
     """The kernel table diff of two Bundles: one row per match (or unmatched kernel)."""
     matches = matches if matches is not None else pair_kernels(a.kernels, b.kernels)
     ka, kb = {k.name: k for k in a.kernels}, {k.name: k for k in b.kernels}
-    ta = ((a.timings or {}).get("kernels") or {})
-    tb = ((b.timings or {}).get("kernels") or {})
+    # a kernel's time: its share of its own side's step (analysis.measures.KernelTime)
+    ta, tb = numbers.kernel_times(a.timings), numbers.kernel_times(b.timings)
     def ops(bundle, k):  # the one op count (provenance), op names where a bundle has none
         return op_count(bundle.provenance, k) if bundle.provenance is not None else len(k.op_names)
 
@@ -206,12 +206,12 @@ def kernel_table(a, b, matches: list[KernelMatch] | None = None) -> list[dict]:
         rows.append({
             "A kernel": m.a or "", "A route": x.route if x else "", "A ops": ops(a, x) if x else None,
             "A bytes": x.bytes if x else None,
-            "A time (s)": (ta.get(m.a) or {}).get("median_s") if m.a else None,
+            "A time (s)": ta[m.a].time_s if m.a in ta else None,
             "match": {"name": "same name", "ops": f"ops {m.score:.0%}", "only a": "only in A",
                       "only b": "only in B"}[m.how],
             "B kernel": m.b or "", "B route": y.route if y else "", "B ops": ops(b, y) if y else None,
             "B bytes": y.bytes if y else None,
-            "B time (s)": (tb.get(m.b) or {}).get("median_s") if m.b else None,
+            "B time (s)": tb[m.b].time_s if m.b in tb else None,
         })
     return rows
 

@@ -112,6 +112,7 @@ class KernelTiming(TypedDict):
     total_s: float
     per_call_s: float | None
     share: float  # of the step: its part of the middle steps' time (numbers.py), overlaps split
+    own_share: float  # of the step: the time it ran over the same steps, overlaps counted in full
     bytes: float | None  # moved per step (the kernel's bytes x calls)
     flops: float | None
     gbps: float | None
@@ -489,10 +490,12 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
     by_span = sorted(range(n_steps), key=lambda i: (spans[i], busy[i], i))
     typical = [by_span[i] for i in middle(n_steps)] if n_steps else []
     typical_ns = sum(spans[i] for i in typical) * 1e9
+    typical_s = typical_ns * 1e-9
     share_of = {}
     for i in typical:
         for inst, ns in parts[i].items():
             share_of[inst] = share_of.get(inst, 0.0) + ns
+    sp = spread(spans)
     rows: dict[str, KernelTiming] = {}
     for inst, per_step in per_kernel_steps.items():
         k = by_name.get(inst)
@@ -511,6 +514,9 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
             **st,
             "per_call_s": st["total_s"] / total_calls if total_calls else None,
             "share": (share_of.get(inst, 0.0) / typical_ns) if typical_ns else 0.0,
+            # the time it ran in the same steps, on the same scale: differs from its share only
+            # where other kernels ran beside it (or, control flow, by the kernels it runs)
+            "own_share": (sum(per_step[i] for i in typical) / typical_s) if typical_s else 0.0,
             "bytes": (k.bytes * calls) if k else None,
             "flops": (k.flops * calls) if k else None,
             "gbps": None, "flops_per_s": None, "arithmetic_intensity": None,
@@ -539,13 +545,15 @@ def attribute(events: list[TraceEvent], kernels: list[Kernel], iterations: int, 
         rows[inst] = row
 
     ran = set(rows)
-    sp = spread(spans)
+    # busy: over the steps the shares are taken over, as a part of the step shown, so that the
+    # kernels' parts of the step (share x step) add up to it
+    busy_share = sum(busy[i] for i in typical) / typical_s if typical_s else 0.0
     result = {
         "hlo_module": module, "program_id": program, "steps_seen": n_steps,
         "step_median_s": sp.median if sp else None, "step_q1_s": sp.q1 if sp else None,
         "step_q3_s": sp.q3 if sp else None, "step_min_s": sp.lo if sp else None,
         "step_max_s": sp.hi if sp else None, "share_steps": len(typical),
-        "device_busy_s": busy_med, "device_busy_min_s": min(busy) if busy else 0.0,
+        "device_busy_s": busy_share * sp.median if sp else busy_med, "device_busy_min_s": min(busy) if busy else 0.0,
         "attributed_busy_s": statistics.median(attributed) if attributed else 0.0,
         "attributed_fraction": (sum(attributed) / busy_total) if busy_total else 0.0,
         "kernels": dict(sorted(rows.items(), key=lambda kv: -kv[1]["total_s"])),

@@ -83,6 +83,42 @@ def test_kernels_overlapping_on_two_threads_split_the_time_they_share():
     assert a["share"] == pytest.approx(0.5) and b["share"] == pytest.approx(0.5)
 
 
+def test_a_kernel_beside_another_has_its_part_of_the_step_and_its_own_time():
+    # the same trace as above: each kernel's time beside its share is 75 ns (half of 150), and
+    # its own time, 100 ns, is a second number: the other kernel ran beside it for 50 ns
+    from analysis.render.format import human_seconds
+
+    out = attribute([_ev("a", 0, 100), _ev("b", 50, 100, line="tf_XLAPjRtCpuClient/2")],
+                    kernels(FUSED, "cpu"), 1, "cpu")
+    a = numbers.kernel_times(out)["a"]
+    assert a.share == pytest.approx(0.5) and a.time_s == pytest.approx(75e-9) and a.own_s == pytest.approx(100e-9)
+    assert a.own_shown(human_seconds)
+
+
+def test_a_kernels_time_is_its_share_of_the_step_shown_and_the_times_add_up_to_busy():
+    # four steps of a then b, one after the other (never at once): spans 200, 350, 400, 100 ns.
+    # The shares are over the middle two by span (200 and 350: 550 ns): a ran 100 + 300, b
+    # 100 + 50, so a's share is 400/550 and b's 150/550. The step shown is the median span,
+    # (200 + 350) / 2 = 275 ns: a's time is 400/550 of it, 200 ns, b's 75 ns; together 275 ns,
+    # the whole step, busy throughout. a's median time over the steps (100 ns) is not its time
+    # beside its share; nothing ran beside it, so it has no second number.
+    from analysis.render.format import human_seconds
+
+    evs = []
+    for run, (ta, tb) in enumerate([(100, 100), (300, 50), (100, 300), (50, 50)]):
+        base = run * 10_000
+        evs += [_ev("a", base, ta, run=run), _ev("b", base + ta, tb, run=run)]
+    out = attribute(evs, kernels(FUSED, "cpu"), 4, "cpu")
+    assert out["step_median_s"] == pytest.approx(275e-9)
+    kt = numbers.kernel_times(out)
+    assert list(kt) == ["a", "b"]
+    assert kt["a"].time_s == pytest.approx(200e-9) and kt["b"].time_s == pytest.approx(75e-9)
+    assert kt["a"].share == pytest.approx(400 / 550) and kt["b"].share == pytest.approx(150 / 550)
+    assert out["device_busy_s"] == pytest.approx(275e-9) and numbers.busy_fraction(out) == pytest.approx(1.0)
+    assert out["kernels"]["a"]["median_s"] == pytest.approx(100e-9)
+    assert not kt["a"].own_shown(human_seconds) and not kt["b"].own_shown(human_seconds)
+
+
 def test_a_loop_gets_only_the_time_none_of_its_kernels_ran():
     # while [0, 100) runs its body fusion e twice, [10, 40) and [50, 80): e ran 60 ns of the
     # 100 ns step, the loop's own bookkeeping the other 40.
@@ -128,6 +164,11 @@ def test_random_traces_keep_every_part_inside_its_step():
         assert all(r["median_s"] <= step * (1 + 1e-9) for r in rows), trial
         assert out["device_busy_s"] <= step * (1 + 1e-9), trial
         assert out["step_q1_s"] <= step <= out["step_q3_s"], trial
+        # each time is its share of the step; together they are the step's busy part
+        kts = numbers.kernel_times(out).values()
+        assert all(k.time_s == pytest.approx(k.share * step) for k in kts), trial
+        assert sum(k.time_s for k in kts) == pytest.approx(out["device_busy_s"]), trial
+        assert all(k.time_s <= k.own_s * (1 + 1e-9) or k.inclusive for k in kts), trial
 
 
 def test_spread_is_the_median_and_the_quartiles():
@@ -231,6 +272,20 @@ def test_one_bundle_reads_the_same_in_the_cards_the_cli_and_the_report():
     html = html_report(b)
     assert "1.00 ms" in html and "kernels busy 75% of it" in html
     assert "50.0%" in html and "25.0%" in html  # the same shares as the CLI's table
+
+
+def test_the_clis_kernel_table_writes_each_time_as_its_share_of_the_step():
+    # step 1 ms; a's share 50%: 500 µs beside it, and its median own time 0.6 ms (a row from
+    # before own_share was kept) as the second number; b 250 µs and 300 µs
+    from analysis.render.summary import summary_text
+    from tests.shown import agree
+
+    text = summary_text(_measured_bundle())
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip().startswith(("a ", "b "))}
+    assert rows["a"][2:8] == ["500.0", "µs", "1", "50.0%", "600.0", "µs"]
+    assert rows["b"][2:8] == ["250.0", "µs", "1", "25.0%", "300.0", "µs"]
+    for r in rows.values():
+        assert agree(" ".join(r[2:4]), r[5], "1.00 ms")
 
 
 def test_a_layers_time_is_its_kernels_part_of_the_step():

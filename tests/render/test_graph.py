@@ -7,6 +7,7 @@ import xml.dom.minidom
 
 import pytest
 
+from analysis.measures import kernel_times
 from analysis.render.graph import HIGHLIGHT, LAYOUT_MARK, MAX_LABELLED_EDGES
 from analysis.render.graphviz_runner import render_svg
 from analysis.render.module_graphs import layout_is_default, post_graph, pre_graph, scope_of
@@ -166,7 +167,8 @@ def test_measured_kernels_are_shaded_by_their_share_of_the_step(gallery_bundle):
     b = gallery_bundle("mlp")
     names = [k.name for k in b.kernels]
     shares = {n: (0.9 if i == 0 else 0.01) for i, n in enumerate(names)}
-    timings = {n: {"median_s": 1e-4 * shares[n], "share": shares[n]} for n in names}
+    timings = kernel_times({"step_median_s": 1e-3, "kernels": {n: {"median_s": 1e-4 * shares[n], "share": shares[n]}
+                                                                for n in names}})
     g = post_graph(b.module("hlo_after"), b.kernels, timings=timings, collapse_all=True)
     fills = {n: re.search(r'fillcolor="(#[0-9A-Fa-f]{6})"', g._node_dot(g.nodes[f"k:{n}"])).group(1).upper()
              for n in names}

@@ -64,6 +64,63 @@ def test_every_part_of_a_measured_gallery_step_stays_inside_it(name, measured):
     assert card.value == shown
     assert f"step (median)           : {numbers.spread_text(step, human_seconds)}" in summary_text(b)
     assert shown in html_report(b)
+    _times_agree_with_their_shares_in_every_view(b, shown)
+
+
+def _times_agree_with_their_shares_in_every_view(b, step_shown: str) -> None:
+    """docs/numbers.md: the time written beside a kernel's share is that share of the step, to
+    the rounding shown, in the CLI's table, the app's table, the graph's labels, the details and
+    the report's table; and the times add up to the step's busy part."""
+    import re
+
+    from analysis.render.details import node_details
+    from analysis.render.report import html_report
+    from analysis.render.rows import kernel_rows
+    from analysis.render.summary import summary_text
+    from analysis.render.view_model import variant_specs
+    from app.kernels_view import table
+    from tests.shown import agree
+
+    t = b.timings
+    kts = numbers.kernel_times(t)
+    busy = numbers.busy_fraction(t)
+    assert sum(k.share for k in kts.values()) == pytest.approx(busy, abs=1e-9)
+    assert sum(k.time_s for k in kts.values()) == pytest.approx(t["device_busy_s"], rel=1e-9)
+    # the CLI's table: kernel, route, time (2 words), calls, share[*], own (2 words or none), ...
+    text = summary_text(b)
+    lines = text.split("top kernels", 1)[1].splitlines()[2:]
+    cli = [ln.split() for ln in lines if ln.startswith("    ") and not ln.strip().startswith(("...", "time =", "*"))]
+    assert cli, text
+    for r in cli:
+        assert agree(f"{r[2]} {r[3]}", r[5].rstrip("*"), step_shown), r
+    # the app's table, as its cells are written (human_seconds, "50.0%")
+    styler, _ = table(kernel_rows(b), measured=True)
+    df = styler.data
+    for _, row in df[df["time"] >= 0].iterrows():
+        assert agree(human_seconds(row["time"]), f"{row['share']:.1f}%", step_shown), row["kernel"]
+    # the graph's labels: "368.1 µs · 59% of step"
+    drawn = [x for side in variant_specs(b, ["default"]).values() for sp in side.values()
+             for x in [*(n.label for n in sp.nodes.values()), *(n.tooltip or "" for n in sp.nodes.values()),
+                       *(c.label for c in sp.clusters.values())]]
+    labels = [m for x in drawn for m in re.findall(r"(\S+ (?:s|ms|µs|ns)) · (\S+) of step", x)]
+    assert labels or not kts
+    for tm, sh in labels:
+        assert agree(tm, sh, step_shown), (tm, sh)
+    # the details: "measured 368.1 µs (58.9% of the step)"
+    facts = [f for d in node_details(b).values() for f in d.get("facts") or [] if f.startswith("measured ")]
+    assert facts or not kts
+    for f in facts:
+        m = re.match(r"measured (\S+ \S+) \((\S+) of the step\)", f)
+        assert agree(m.group(1), m.group(2), step_shown), f
+    # the report's table: its time and share cells
+    html = html_report(b)
+    table_html = html[html.index("id='kernel-table'"):]
+    table_html = table_html[:table_html.index("</table>")]
+    for row in re.findall(r"<tr id='kernel-.*?</tr>", table_html):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        tm, sh = re.sub(r"<sup.*?</sup>", "", cells[9]), re.sub(r"<div.*?</div>", "", cells[10])
+        if tm != "–":
+            assert agree(tm, sh, step_shown), row
 
 
 def test_the_fusion_verdict_on_transformer_block_agrees_with_its_own_times(measured):
