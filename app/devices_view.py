@@ -25,13 +25,16 @@ def file_devices(source: str) -> int | None:
 def devices_control(source: str) -> int | None:
     """The Devices select box for a job of ``source``; None: the file's own count."""
     own = file_devices(source) or 1
-    options = [None] + list(range(1, MAX_DEVICES + 1))
-    return st.selectbox(
+    # 0 stands for "as the file says": Streamlit sends a selected None to the browser as no
+    # selection at all, so a None option read "Choose an option" once the page reran
+    options = [0] + list(range(1, MAX_DEVICES + 1))
+    chosen = st.selectbox(
         "Devices", options, key="devices",
-        format_func=lambda n: f"as the file says ({own})" if n is None else str(n),
+        format_func=lambda n: f"as the file says ({own})" if n == 0 else str(n),
         help=f"How many devices the program runs on (1 to {MAX_DEVICES}). On the CPU these are XLA's host "
              "devices (--xla_force_host_platform_device_count) in the job's own worker; for the GPU target, "
              "that many GPUs. A model file sets its default with a module-level DEVICES = N.")
+    return chosen or None
 
 
 # ----------------------------------------------------------------------------- the Devices tab

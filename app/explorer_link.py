@@ -78,7 +78,7 @@ def view_link(b: Bundle, state: ExplorerState, present: bool) -> dict:
             "view": "code" if state.code_open else next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
             "node": state.sel.get("name"), "side": state.sel.get("side"), "line": state.sel.get("line"),
             "present": present, **state.flags,
-            "devices": b.options.get("devices") if ss.get("devices") is not None else None}
+            "devices": b.options.get("devices") if ss.get("devices") else None}  # 0: the file's own
     kind = b.source.get("kind")
     if kind == "gallery":
         link["model"] = b.source.get("name")

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.polling import app_idle, wait_until
-from tests.scenarios.test_browser import OUT, _retry, browser, server  # noqa: F401  (fixtures)
+from tests.scenarios.test_browser import OUT, _ace_frame, _retry, browser, server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -27,6 +27,10 @@ def test_the_devices_view_of_the_data_parallel_step_and_its_all_reduce(server, b
     app_idle(page, 60)
     main = page.get_by_test_id("stMain")
     assert "8 devices · mesh data = 8" in main.inner_text()
+    # the sidebar's Devices box still names the file's own count after the page reran (a None
+    # option went to the browser as no selection: "Choose an option")
+    devices = page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").filter(has_text="Devices")
+    assert devices.locator("input").input_value() == "as the file says (8)"
     # the grids (canvas tables) and the collectives' table: the last one lists the all-reduce
     tables = page.get_by_test_id("stDataFrame")
     table = tables.last
@@ -51,3 +55,33 @@ def test_the_devices_view_of_the_data_parallel_step_and_its_all_reduce(server, b
         return f.locator("#view-post").inner_text()
 
     assert "sum over devices 0-7" in _retry(page, post_text)  # the kernel's own label in the graph
+
+
+
+def test_code_that_sets_its_device_count_names_it_in_the_sidebar(server, browser):  # noqa: F811
+    """Typing ``DEVICES = 4`` into the pasted code: the sidebar's Devices box reads the file's own
+    count, 4 (a None option went to the browser as no selection, "Choose an option", once the
+    option's words changed with the code), and Compile runs the program on 4 devices."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server)
+    page.wait_for_function("() => [...document.querySelectorAll('iframe')].some(f => f.src.includes('xla_graph'))",
+                           timeout=240_000)
+    page.get_by_text("Paste code").click()
+    page.wait_for_function("() => [...document.querySelectorAll('iframe')].some(f => f.src.includes('streamlit_ace'))",
+                           timeout=60_000)
+    devices = page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").filter(has_text="Devices")
+    wait_until(lambda: devices.locator("input").input_value() == "as the file says (1)", 60, "the file's one device")
+    editor = _ace_frame(page)
+    editor.wait_for_selector(".ace_content", timeout=60_000)
+    editor.locator(".ace_content").click()
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Enter")
+    page.keyboard.type("DEVICES = 4")
+    page.keyboard.press("Escape")  # close the editor's completion popup
+    page.get_by_text("the editor's text has changed since this compile").first.wait_for(timeout=60_000)
+    app_idle(page)
+    page.get_by_test_id("stSidebar").get_by_role("button", name="Compile", exact=True).click()
+    main = page.get_by_test_id("stMain")
+    wait_until(lambda: "cpu × 4" in main.inner_text(), 240, "the pasted program compiled on its 4 devices")
+    app_idle(page, 60)
+    assert devices.locator("input").input_value() == "as the file says (4)"
