@@ -128,3 +128,103 @@ def test_the_notebooks_output_lights_a_kernels_ops_in_chromium(executed, tmp_pat
         finally:
             browser.close()
     assert errors == [], errors
+
+
+# ----------------------------------------------------------------------------- weight
+
+SMALL_CELLS = [
+    "import jax.numpy as jnp\n"
+    "import xla_explorer as xe\n"
+    "\n"
+    "def two_ops(x):\n"
+    "    return jnp.tanh(jnp.exp(x))\n"
+    "\n"
+    "xe.show(two_ops, jnp.ones((256,)))",
+    "def scale_shift(x, y):\n"
+    "    return jnp.sin(x) * 2.0 + y\n"
+    "\n"
+    "xe.show(scale_shift, jnp.ones((64, 64)), jnp.ones((64, 64)))",
+]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """Two cells, each showing a small function, executed and saved as a user's notebook is."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in SMALL_CELLS]
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": ROOT}}).execute()
+    path = tmp_path_factory.mktemp("nb") / "small.ipynb"
+    nbformat.write(nb, str(path))
+    return nb, path
+
+
+def _page(cell) -> str:
+    """The page inside a cell's output (its iframe's srcdoc, unescaped)."""
+    import html
+
+    import re
+
+    return html.unescape(re.search(r'srcdoc="([^"]*)"', _html(cell)).group(1))
+
+
+def test_two_small_cells_weigh_under_a_megabyte_and_draw_both_graphs_and_the_charts(small):
+    import re
+
+    nb, path = small
+    assert os.path.getsize(path) <= 1_000_000, os.path.getsize(path)
+    ops = (("exp", "tanh"), ("sin", "mul", "add"))  # what each function does: JAX names its ops so
+    for cell, wanted in zip(nb.cells, ops):
+        page = _page(cell)
+        # both graphs laid out in the page: the ops before optimization, the kernels after
+        pre = re.search(r"id='graph-pre'>.*?<svg.*?</svg>", page, re.S)
+        post = re.search(r"id='graph-post'>.*?<svg.*?</svg>", page, re.S)
+        assert pre and post
+        pre_ops = re.findall(r'id="pre-op:([^"]+)"', pre.group(0))
+        for op in wanted:
+            assert any(o.startswith(op) for o in pre_ops), (op, pre_ops)
+        assert re.findall(r'id="post-k:([^"]+)"', post.group(0))
+        # the charts drawn in the page, no chart library in it
+        assert page.count("<svg id='chart-") >= 2 and "plotly" not in page.lower()
+
+
+@pytest.mark.browser
+def test_a_saved_output_draws_its_graphs_and_charts_offline(small, tmp_path):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("chromium is not installed (the README's test command installs it)")
+    from playwright.sync_api import sync_playwright
+
+    nb, _ = small
+    page_file = tmp_path / "output.html"
+    page_file.write_text("<!doctype html><html><body>" + _html(nb.cells[1]) + "</body></html>", encoding="utf-8")
+    requests, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+
+            def route(r):  # the network is off: anything but the file itself is refused
+                if r.request.url.startswith(("file://", "data:", "blob:", "about:")):
+                    r.continue_()
+                else:
+                    requests.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto("file://" + str(page_file))
+            frame = page.frame_locator("iframe.xla-explorer")
+            for side in ("pre", "post"):
+                frame.locator(f"#graph-{side} svg g.node").first.wait_for(timeout=30_000)
+            charts = frame.locator("svg.xe-chart")
+            assert charts.count() >= 2
+            bar = frame.locator("#chart-Top_kernels rect[data-kernel]").first
+            bar.scroll_into_view_if_needed()
+            box = bar.bounding_box()
+            assert box and box["width"] > 1 and box["height"] > 1
+        finally:
+            browser.close()
+    assert requests == [], requests
+    assert errors == [], errors
