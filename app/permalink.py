@@ -40,8 +40,9 @@ import re
 from urllib.parse import urlencode
 
 BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, no GPU needed
-# the tabs under the graphs (Kernels & timings, Text views, Source, Memory), and the graphs' Code pane
-VIEWS = ("kernels", "text", "source", "memory", "code")
+# the tabs under the graphs (Kernels & timings, Text views, Source, Memory, Devices: the keys of
+# app.explorer_link.TABS), and the graphs' Code pane
+VIEWS = ("kernels", "text", "source", "memory", "devices", "code")
 SIDES = ("pre", "post")
 STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare",
               "devices")

@@ -22,6 +22,7 @@ def _clean(state: dict) -> dict:
     {"code": "abcdefgh234", "backend": "cpu", "line": 14, "view": "source"},
     {"model": "mlp", "backend": "cpu", "view": "memory", "node": "ynn_fusion.5", "side": "post"},
     {"model": "mlp", "present": True, "measure": False, "compare": True},
+    {"model": "mlp", "view": "devices"},
     {"model": "mlp", "node": "dot.1", "side": "pre", "view": "text",
      "options": {"xla_disable_hlo_passes": "fusion,dot-library-rewriter", "xla_cpu_enable_fast_math": True,
                  "xla_gpu_autotune_level": 0, "xla_dump_hlo_pass_re": "a;b\\c"}},
@@ -150,3 +151,12 @@ def test_the_public_address_comes_from_the_setting_else_the_request(tmp_path):
     assert link_base("http://localhost:8501/compare?a=1", "https://xe.school.edu", "compare") == "https://xe.school.edu/compare"
     assert link_base("http://host.lan:8501/?model=mlp#x", None) == "http://host.lan:8501/"
     assert link_base(None, None) == ""
+
+
+def test_every_tab_under_the_graphs_can_be_linked():
+    # a tab a link could not name opened as the Kernels tab (view=devices did)
+    from app.explorer_link import TABS
+
+    for view in TABS:
+        back = params_to_state({"view": view})
+        assert back["errors"] == [] and back["view"] == view
