@@ -23,7 +23,7 @@ from analysis.service.job import Job, Sweep
 from app import safe, views
 from app.explorer_state import explorer_state
 from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,
-                              presentation, projector_fonts, show_error, table)
+                              presentation, projector_fonts, show_error, table, wrapped_text)
 from sample_models import gallery
 
 st.set_page_config(page_title="Shape sweep · XLA Explorer", layout="wide")
@@ -155,8 +155,8 @@ st.caption(f"Cached call: the median of {sw.get('repeats', MIN_REPEATS)} calls p
            "middle half of them (first to third quartile).")
 if sw.get("verdict"):
     st.markdown("**What this sweep measured**")
-    for line in conclusions(sw):  # plain text: numbers and words, no data as HTML
-        st.markdown(f"- {safe.text(line, limit=800)}")
+    for line in conclusions(sw):  # Markdown without HTML: each mark backslash-escaped, shown as written
+        st.markdown(f"- {wrapped_text(line[:800])}")
 
 with st.expander("Every call", expanded=False):
     rows = []

@@ -3,9 +3,9 @@ executables with bucketing, padding only the axes that follow the length), and t
 
 from __future__ import annotations
 
-import re
-
+import html
 import os
+import re
 
 import pytest
 
@@ -147,6 +147,14 @@ def test_page_plots_both_runs():
     assert re.fullmatch(r"\d+(\.\d+)?( (s|ms|µs))? → \d+(\.\d+)? (s|ms|µs)", metrics["Total compile time"]), \
         metrics["Total compile time"]
     assert any("exact shapes" in m.value for m in at.markdown)
+    # what the sweep measured, in sentences that read as written once Markdown renders them
+    # (a CommonMark renderer, as the browser's): no character reference left for the eye
+    from markdown_it import MarkdownIt
+
+    sw = at.session_state["sw_bundle"].metrics["shape_sweep"]
+    shown = {html.unescape(re.sub(r"<[^>]+>", "", MarkdownIt().render(m.value))).strip() for m in at.markdown}
+    for line in conclusions(sw):
+        assert line in shown, line
     rows = at.dataframe[0].value
     assert list(rows["run"]).count("bucketed") == 3 and set(rows["padded to"][rows["run"] == "bucketed"]) == {512}
     at.text_input(key="sw_lengths").set_value("ten").run()
