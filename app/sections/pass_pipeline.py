@@ -184,8 +184,9 @@ st.markdown(f"### Pass pipeline: {safe.text(b.title)} <span style='font-size:{0.
             f"{safe.text(device_label(env))} · {len(log)} snapshots</span>",
             unsafe_allow_html=True)
 
+# one count of instructions for the header and the chart: the entry computation's (every
+# computation's grows as fusion moves ops into fused computations, beside kernels that fall)
 ks = [r.get("kernels") for r in log]
-ins = [r.get("instructions") for r in log]
 ent = [r.get("entry_instructions") for r in log]
 drops = [(i, (ks[i - 1] or 0) - (ks[i] or 0)) for i in range(1, len(log)) if ks[i] is not None and ks[i - 1] is not None]
 big = max(drops, key=lambda t: t[1]) if drops else None
@@ -194,8 +195,9 @@ c[0].metric("Passes that changed the module", len(log) - 1)
 c[1].metric("Kernels: first → last", f"{ks[0] if ks[0] is not None else '–'} → {ks[-1] if ks[-1] is not None else '–'}",
             help="Kernel-launching instructions as analysis.program.kernels counts them: before fusion every compute op "
                  "is one; after, every fusion, library call and unfused op.")
-c[2].metric("Instructions: first → last", f"{ins[0] or '–'} → {ins[-1] or '–'}",
-            help="All instructions in all computations (fused computations included).")
+c[2].metric("Instructions in the entry: first → last", f"{ent[0] or '–'} → {ent[-1] or '–'}",
+            help="Instructions of the entry computation (fused computations' own instructions left out), "
+                 "as the chart draws them.")
 if big and big[1] > 0:  # the pass name goes under the number: long names do not fit the big value font
     c[3].metric("Biggest kernel drop", f"−{big[1]} kernels", delta=passes.label(log[big[0]]).split(" / ")[-1],
                 delta_color="off", delta_arrow="off")
@@ -214,9 +216,6 @@ fig.add_trace(go.Scatter(x=list(range(n)), y=ks, name="kernels", mode="lines+mar
 fig.add_trace(go.Scatter(x=list(range(n)), y=ent, name="instructions (entry)", mode="lines+markers",
                          line=dict(color="#7f7f7f", dash="dot"), hovertext=hover,
                          hovertemplate="%{hovertext}<br>%{y} entry instructions<extra></extra>"))
-fig.add_trace(go.Scatter(x=list(range(n)), y=ins, name="instructions (all)", mode="lines", visible="legendonly",
-                         line=dict(color="#bbbbbb"), hovertext=hover,
-                         hovertemplate="%{hovertext}<br>%{y} instructions<extra></extra>"))
 for i in range(1, n):
     r = log[i]
     if passes.is_fusion_pass(r.get("pass", "")) and ks[i] is not None and ks[i - 1] is not None and ks[i] != ks[i - 1]:

@@ -104,6 +104,16 @@ def test_page_steps_through_the_passes():
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Passes that changed the module"] == str(len(log) - 1)
     assert metrics["Kernels: first → last"] == f"{log[0]['kernels']} → {log[-1]['kernels']}"
+    # the header's instructions are the chart's: one count, the entry computation's instructions
+    # (the header read 22 → 26, every computation's, beside a chart line falling 18 → 9)
+    import json
+
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    lines = {t["name"]: t["y"] for t in chart["data"] if t.get("visible", True) is True}
+    counted = [r["entry_instructions"] for r in log]
+    assert lines["instructions (entry)"] == counted and lines["kernels"] == [r["kernels"] for r in log]
+    assert not [name for name in lines if name.startswith("instructions") and name != "instructions (entry)"]
+    assert metrics["Instructions in the entry: first → last"] == f"{counted[0]} → {counted[-1]}"
     # opens on the fusion pass: what it fused, the diff, the graph
     i = _fusion_step(log)
     assert at.slider(key="pp_step").value == i
