@@ -65,15 +65,16 @@ class Sidebar:
         the run compiles (seconds), or it ends without graphs. (Their choice is the next run's.)"""
         if self.waiting:
             self.waiting = False
-            draw(self.state)
+            draw(self.state, heading=False)  # the held sidebar has it
 
 
-def draw(state: ExplorerState) -> SidebarChoice:
-    """The sidebar's widgets, and what they ask."""
+def draw(state: ExplorerState, heading: bool = True) -> SidebarChoice:
+    """The sidebar's widgets (under its heading, unless a held sidebar drew that), and what they ask."""
     ss = st.session_state
     models = gallery()
     with st.sidebar:
-        st.markdown("## XLA Explorer")
+        if heading:
+            st.markdown("## XLA Explorer")
         source_kind = st.radio("Model", SOURCES, key="source_kind", horizontal=False)
         job = None
         if source_kind == "Gallery":
