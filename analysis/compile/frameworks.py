@@ -139,9 +139,37 @@ def layer_scopes(modules: Iterable[tuple[tuple, object]], submodules: Callable |
 
 
 def _nnx_modules(model):
+    """(path, module) of a Flax NNX module and every module under it, each path as the attributes
+    read (``_attribute_path``): an item of an ``nnx.List`` or ``nnx.Dict`` is ``layers[0]``,
+    ``blocks['attn']``, and the container itself is no layer of its own."""
     from flax import nnx
 
-    return [(tuple(p), n) for p, n in nnx.iter_graph(model) if isinstance(n, nnx.Module)]
+    graph = [(tuple(p), n) for p, n in nnx.iter_graph(model)]
+    nodes = dict(graph)
+    return [(_attribute_path(p, nodes), n) for p, n in graph
+            if isinstance(n, nnx.Module) and not _is_container(n)]
+
+
+def _is_container(node) -> bool:
+    """A list or dict of modules (``nnx.List``, ``nnx.Dict``, a plain list or dict held as data):
+    its items are named by their index or key within it."""
+    from flax import nnx
+
+    return isinstance(node, (nnx.List, nnx.Dict, list, tuple, dict))
+
+
+def _attribute_path(path: tuple, nodes: dict) -> tuple:
+    """A graph path as the attributes a user reads: each element after a container joined to the
+    container's name as an index (``("layers", 0)`` -> ``("layers[0]",)``,
+    ``("blocks", "attn", "q")`` -> ``("blocks['attn']", "q")``, ``("grid", 0, 1)`` ->
+    ``("grid[0][1]",)``)."""
+    out: list[str] = []
+    for i, key in enumerate(path):
+        if out and i and _is_container(nodes.get(path[:i])):
+            out[-1] += f"[{key!r}]"
+        else:
+            out.append(str(key))
+    return tuple(out)
 
 
 def _nnx_node_modules(nodes: dict) -> list:
@@ -335,7 +363,7 @@ def _eqx_modules(model, path=()):
                 walk(x, p[:-1] + (f"{p[-1]}[{i}]",) if p else (str(i),))
         elif isinstance(v, dict):
             for k, x in v.items():
-                walk(x, p[:-1] + (f"{p[-1]}[{k}]",) if p else (str(k),))
+                walk(x, p[:-1] + (f"{p[-1]}[{k!r}]",) if p else (str(k),))
 
     if is_dataclass(model):
         for f in fields(model):

@@ -8,8 +8,11 @@ layers themselves, Flax NNX and Equinox modules get their attribute names from
 ``vmap()``, a nested ``jit(_where)``) and without the primitive at its end is the op's layer.
 
 Each layer gets its ops, the kernels they ended in (through the bundle's provenance), and the
-bytes and measured time of the kernels that hold only its ops; a kernel holding ops of several
-layers (a fusion across a layer boundary) is the parent's and is listed as shared by them.
+bytes and measured time of its kernels. Every kernel is in one layer (``_kernel_owners``): the
+deepest that holds all its ops; a fusion across a border is with the layer of its result and
+listed as shared by the others; a kernel XLA added with no op of the program (a copy, a layout
+change) is with the layers it feeds or is fed by, so what lies outside every layer is what
+belongs to none. Sub-layers are in the order the program runs them (``_in_program_order``).
 Pure: reads a Bundle.
 """
 
@@ -112,6 +115,7 @@ class Layer:
     kernels: list[str] = field(default_factory=list)  # kernels holding ops of this layer only (its subtree)
     control: list[str] = field(default_factory=list)  # its control flow (a loop's ``while``): runs kernels, is none
     shared: list[str] = field(default_factory=list)  # kernels that also hold ops of other layers
+    added: list[str] = field(default_factory=list)  # of its kernels, those that do no op of the program (XLA's copies)
     bytes: int = 0  # of its own kernels
     time_s: float | None = None  # its kernels' parts of the step (measures.part_of_step), when measured
     unnamed: set = field(default_factory=set)  # (the root's) ops without an op_name: see layers_of_bundle
@@ -221,16 +225,50 @@ def _layer_tree(pre: Module) -> Layer:
         loop = _body_of(inst) if inst.opcode == "while" else body
         only = [p for p in repeated.get(loop, ()) if p[:-1] == path] if loop is not None else []
         homes.append((only[0] if len(only) == 1 else path, inst))  # a loop's own op: the one layer it repeats
-    # the layers in the order the program computes in them: by their first op that is not a
-    # constant's broadcast (JAX puts those first, wherever they are used)
-    for path, inst in homes:
-        if inst.opcode not in _HOISTED:
-            node_at(path)
     for path, inst in homes:
         node_at(path).ops.append(inst.name)
     for path, trip in marked.items():
         node_at(path).repeats = trip
+    _in_program_order(root, homes)
     return root
+
+
+def _in_program_order(root: Layer, homes: list) -> None:
+    """Each layer's sub-layers in the order the program runs them: by the first op of each that
+    takes in a value made outside it (by another layer, or by the program's own ops), else by its
+    first op that is not a constant's broadcast (JAX puts those first, wherever they are used),
+    else by its first op.
+
+    Not by the first op alone: HLO prints a computation in post order from its root, operands
+    first, so where a layer multiplies its weights before it reads its input (``einsum(w, x)``,
+    a weight cast to the compute type) the last layer's weight op is printed before the first
+    layer's work, and a stack of stages read 3, 2, 1, 0."""
+    made: dict[str, tuple] = {}  # an op -> its layer, as last walked (a computation called from two
+    # layers is walked once for each, its operands just before it)
+    firsts: dict[tuple, list] = {}  # layer -> [first op taking in a value from outside, first not hoisted, first]
+    for i, (path, inst) in enumerate(homes):
+        for d in range(1, len(path) + 1):
+            firsts.setdefault(path[:d], [None, None, i])
+        if inst.opcode in _HOISTED:
+            continue
+        outside = [made[o] for o in inst.operands if o in made]
+        for d in range(1, len(path) + 1):
+            got = firsts[path[:d]]
+            if got[1] is None:
+                got[1] = i
+            if got[0] is None and any(q[:d] != path[:d] for q in outside):
+                got[0] = i
+        made[inst.name] = path
+
+    def place(layer: Layer) -> int:
+        got = firsts.get(layer.path)
+        return next((i for i in got if i is not None), 0) if got else 0
+
+    for layer in root.walk():
+        if len(layer.children) > 1:
+            order = sorted(layer.children.items(), key=lambda kv: place(kv[1]))
+            layer.children.clear()
+            layer.children.update(order)
 
 
 _HOISTED = frozenset({"broadcast", "iota", "constant"})
@@ -307,28 +345,9 @@ def _layers_of_bundle(bundle) -> Layer | None:
     if prov is None:
         return root
     by_kernel = {k.name: k for k in bundle.kernels}
+    post = bundle.module("hlo_after")
     rows = (bundle.timings or {}).get("kernels") or {}
-    # the deepest layer that holds all of a kernel's ops
-    # Ops without an op_name (constants and their broadcasts that JAX hoisted and XLA shares)
-    # say nothing about where a kernel belongs: counted, they put every layer norm of a stack
-    # at the root (its epsilon) rather than in its layer. A kernel of such ops only is the root's.
-    owner: dict[str, tuple[str, ...]] = {}
-    for layer in root.walk():
-        for op in layer.ops:
-            if op in root.unnamed:
-                continue
-            for kn in prov.pre_to_kernels.get(op, []):
-                p = owner.get(kn)
-                owner[kn] = layer.path if p is None else _common(p, layer.path)
-    for op in root.unnamed:
-        for kn in prov.pre_to_kernels.get(op, []):
-            owner.setdefault(kn, ())
-    # every kernel is in the tree: one that holds no op of the program (a copy XLA added for a
-    # loop's state) is the layer of the loop it runs in; one with no op of a layer is the root's
-    callers = _callers(bundle.module("hlo_after"))
-    for k in bundle.kernels:
-        if k.name not in owner:
-            owner[k.name] = _loop_owner(k.computation, callers, owner)
+    owner = _kernel_owners(root, prov, post, bundle.kernels)
     launch = {k.name for k in launching(bundle.kernels)}
     for kn, path in owner.items():
         layer = root.find(path)
@@ -339,6 +358,8 @@ def _layers_of_bundle(bundle) -> Layer | None:
             layer.control.append(kn)
             continue
         layer.kernels.append(kn)
+        if not prov.kernel_to_pre.get(kn):
+            layer.added.append(kn)
         layer.bytes += k.bytes
         part = measures.part_of_step(bundle.timings, rows.get(kn))
         if part is not None:  # the kernels' parts of the step: a layer's time never exceeds it
@@ -349,6 +370,139 @@ def _layers_of_bundle(bundle) -> Layer | None:
         layer.shared = sorted({kn for op in mine for kn in prov.pre_to_kernels.get(op, []) if kn in launch} - inside)
     roll_up(root)
     return root
+
+
+def _kernel_owners(root: Layer, prov, post: Module | None, kernels) -> dict[str, tuple]:
+    """The layer each kernel is in (every kernel is in the tree, once):
+
+    - the deepest layer that holds all of its ops. An op of a computation two layers call (a
+      nested ``jit`` such as ``jnp.tril``, walked once per call site) is in both: where the
+      kernel has ops in one place only, those decide. Ops without an op_name (constants and
+      their broadcasts that JAX hoisted and XLA shares) say nothing about where a kernel belongs:
+      counted, they put every layer norm of a stack at the root (its epsilon);
+    - a kernel with ops of several layers and none of the layer that holds them all (a fusion
+      across a border: the next layer's norm with the last add of the one before copied in, a
+      constant XLA merged from two layers) is with the layer of its result (``result_path``);
+    - a kernel that does no op of the program with a name (a copy or layout change XLA added,
+      a broadcast of a constant) is in the layer of the loop it runs in, else with the layer of
+      the kernels that read its result, else of those that make its operands: "outside every
+      layer" holds only what belongs to no layer."""
+    homes: dict[str, list] = {}
+    for layer in root.walk():
+        for op in layer.ops:
+            if op not in root.unnamed:
+                homes.setdefault(op, []).append(layer.path)
+    places: dict[str, list] = {}  # kernel -> the layers of each of its ops
+    for op, paths in homes.items():
+        for kn in prov.pre_to_kernels.get(op, []):
+            places.setdefault(kn, []).append(tuple(dict.fromkeys(paths)))
+    graph = _KernelGraph(post, kernels)
+    owner: dict[str, tuple] = {}
+    for kn, per_op in places.items():
+        single = [p[0] for p in per_op if len(p) == 1]
+        paths = single or [q for p in per_op for q in p]
+        common = functools.reduce(_common, paths)
+        if common not in paths:
+            r = graph.result_path(kn)
+            below = [p for p in paths if r is not None and r[:len(p)] == p]
+            common = max(below, key=len) if below else common
+        owner[kn] = common
+    callers = _callers(post)
+    rest = [k.name for k in kernels if k.name not in owner]
+    for kn in rest:
+        loop = _loop_owner(graph.computation.get(kn, ""), callers, owner)
+        if loop:
+            owner[kn] = loop
+    rest = [kn for kn in rest if kn not in owner]
+    for _ in range(len(rest)):  # a chain of copies is placed one link a pass
+        placed = False
+        for kn in rest:
+            if kn in owner:
+                continue
+            for near in (graph.users(kn), graph.producers(kn)):
+                got = [owner[n] for n in near if n in owner]
+                common = functools.reduce(_common, got) if got else ()
+                if common:
+                    owner[kn] = common
+                    placed = True
+                    break
+        if not placed:
+            break
+    for kn in rest:
+        owner.setdefault(kn, ())
+    return owner
+
+
+class _KernelGraph:
+    """The kernels of an optimized module as a graph: which kernels read a kernel's result and
+    which make its operands (through the plumbing between them: tuples, get-tuple-element,
+    bitcasts), within its computation; and the layer each kernel's result is named in."""
+
+    def __init__(self, post: Module | None, kernels):
+        self.kernels = {k.name for k in kernels}
+        self.computation = {k.name: k.computation for k in kernels}
+        self.post = post
+        self._users: dict[str, dict[str, list[str]]] = {}
+
+    def _comp(self, kn: str):
+        return self.post.by_name.get(self.computation.get(kn, "")) if self.post is not None else None
+
+    def _walk(self, kn: str, step) -> list[str]:
+        comp = self._comp(kn)
+        if comp is None:
+            return []
+        out, seen, todo = [], {kn}, [kn]
+        while todo:
+            for m in step(comp, todo.pop()):
+                if m in seen:
+                    continue
+                seen.add(m)
+                if m in self.kernels:
+                    out.append(m)
+                else:
+                    inst = comp.by_name.get(m)
+                    if inst is not None and inst.opcode in ("get-tuple-element", "bitcast", "tuple"):
+                        todo.append(m)
+        return out
+
+    def users(self, kn: str) -> list[str]:
+        def step(comp, name):
+            got = self._users.get(comp.name)
+            if got is None:
+                got = self._users[comp.name] = {}
+                for inst in comp.instructions:
+                    for o in inst.operands:
+                        got.setdefault(o, []).append(inst.name)
+            return got.get(name, ())
+        return self._walk(kn, step)
+
+    def producers(self, kn: str) -> list[str]:
+        def step(comp, name):
+            inst = comp.by_name.get(name)
+            return inst.operands if inst is not None else ()
+        return self._walk(kn, step)
+
+    def result_path(self, kn: str) -> tuple | None:
+        comp = self._comp(kn)
+        inst = comp.by_name.get(kn) if comp is not None else None
+        return result_path(self.post, inst) if inst is not None else None
+
+
+def result_path(post: Module, inst) -> tuple | None:
+    """The layer a kernel's result is named in: its root op's (a fusion's; for a multi-output
+    fusion, its first output with an op_name), read from the op_name XLA kept; None where
+    that has none."""
+    results = [inst]
+    if inst.opcode == "fusion" and inst.called_computations:
+        fc = post.by_name.get(inst.called_computations[0])
+        r = fc.root if fc is not None else None
+        if r is not None:
+            results = [fc.by_name.get(o) for o in r.operands] if r.opcode == "tuple" else [r]
+    for r in results:
+        name = r.metadata.op_name if r is not None else ""
+        if name:
+            return layer_path(name)
+    return None
 
 
 def _callers(post: Module | None) -> dict[str, tuple[str, str]]:

@@ -181,18 +181,19 @@ ENTRY %main (x: f32[8], b: f32[8]) -> f32[8] {
 """
 
 
-def test_a_fusion_across_a_layers_border_is_drawn_in_the_layer_its_result_belongs_to():
+def test_a_fusion_across_a_layers_border_is_in_the_layer_its_result_belongs_to():
     from analysis.render.layer_graph import border_kernels
 
     b = bundle_from_hlo(CROSS_POST, name="cross", before_text=CROSS_PRE)
     root = layers_of_bundle(b)
     tops = top_layers(root)
-    enc = next(t for t in tops if t.path == ("enc",))
-    assert "fusion.x" in enc.shared and "fusion.x" not in {k for t in tops for k in t.kernels}
-    assert border_kernels(b, root, tops) == {"fusion.x": ("dec",)}
+    enc, dec = (next(t for t in tops if t.path == (n,)) for n in ("enc", "dec"))
+    # fusion.x does enc's tanh and dec's multiply, its result: it is dec's, and shared by enc
+    assert dec.kernels == ["fusion.x", "n"] and enc.kernels == ["fusion.e"] and enc.shared == ["fusion.x"]
+    assert not root.kernels and border_kernels(b, root, tops) == {}
     maps = layer_maps(b)
     assert maps["kernel_box"]["fusion.x"] == "L:dec" and maps["kernel_box"]["fusion.e"] == "L:enc"
-    assert any("1 of them drawn in this box" in f for f in maps["boxes"]["L:dec"]["facts"])
+    assert any("1 kernel shared with other layers" in f for f in maps["boxes"]["L:enc"]["facts"])
     post = layer_variants(b)["post"]["layers"]
     # a chain of two boxes: no kernel of its own, no back edge, no parameter ellipse
     assert set(post.nodes) == {"L:enc", "L:dec"}
