@@ -42,7 +42,9 @@ import functools
 import inspect
 import re
 import sys
-from dataclasses import dataclass, field, fields, is_dataclass
+import threading
+import types
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Callable, Iterable
 
 from analysis.compile.user_errors import error_from_exception
@@ -214,6 +216,144 @@ def optax_kind(opt_state) -> str:
     return "+".join(dict.fromkeys(names))
 
 
+# optax transformations that only run others: their update is no layer of its own
+_OPTAX_PASS_THROUGH = frozenset({"chain", "named_chain", "with_extra_args_support"})
+_NNX_UPDATE = "\x00nnx.Optimizer.update"  # names itself after its optimizer's state
+
+
+def _optax_update_codes(modules: tuple) -> dict:
+    """The code of each optax transformation's update function, by the transformation that makes
+    it: optax writes each as a function inside its maker (``scale_by_adam.<locals>.update_fn``
+    -> ``scale_by_adam``), and ``apply_updates``; read from the optax modules loaded."""
+    out = {}
+    for name in modules:
+        for v in list(vars(sys.modules[name]).values()):
+            if not isinstance(v, types.FunctionType) or v.__module__ != name:
+                continue
+            if v.__name__ == "apply_updates":
+                out[v.__code__] = "apply_updates"
+            for c in v.__code__.co_consts:
+                if isinstance(c, types.CodeType) and c.co_name in ("update_fn", "update") \
+                        and c.co_qualname == f"{v.__name__}.<locals>.{c.co_name}":
+                    out[c] = v.__name__
+    return out
+
+
+_optax_codes = functools.lru_cache(maxsize=4)(_optax_update_codes)
+_scopes_held = threading.Lock()
+
+
+@contextlib.contextmanager
+def optimizer_scopes():
+    """While tracing: an optimizer's update inside a named scope, so its ops are a layer named
+    after the optimizer, as Keras names its own (``adam``): the outermost optax update (a
+    user's ``tx.update(grads, opt_state, params)``, or ``nnx.Optimizer.update``) is named by
+    its state's transformations (``optax_kind``: ``adam``; ``optimizer`` where no state holds
+    moments), and inside it each transformation of a chain by its maker
+    (``clip_by_global_norm``, ``scale_by_adam``, ``scale``, ``apply_updates``).
+
+    optax's transformations are closures inside tuples that cannot be wrapped in place; Python's
+    ``sys.monitoring`` (3.12+) reports the start and return of just their update functions'
+    code, and the scope is entered and left there. Nothing of the user's code or of optax is
+    changed; without ``sys.monitoring`` (Python 3.11) the update stays unnamed."""
+    mon = getattr(sys, "monitoring", None)
+    codes: dict = {}
+    loaded = tuple(sorted(n for n in list(sys.modules) if n == "optax" or n.startswith("optax.")))
+    if loaded:
+        codes.update(_optax_codes(loaded))
+    nnx = sys.modules.get("flax.nnx")
+    update = getattr(getattr(nnx, "Optimizer", None), "update", None)
+    if isinstance(update, types.FunctionType):
+        codes[update.__code__] = _NNX_UPDATE
+    if mon is None or not codes or not _scopes_held.acquire(blocking=False):
+        yield  # (already held: an outer program's scopes are on)
+        return
+    tool = next((i for i in (4, 3, 5, 2) if mon.get_tool(i) is None), None)
+    if tool is None:
+        _scopes_held.release()
+        yield
+        return
+    import jax
+
+    local = threading.local()
+
+    def stack() -> list:
+        got = getattr(local, "stack", None)
+        if got is None:
+            got = local.stack = []
+        return got
+
+    def started(code, offset):
+        what = codes.get(code)
+        frame = sys._getframe(1)
+        held = stack()
+        if what == _NNX_UPDATE:
+            name = optax_kind(getattr(frame.f_locals.get("self"), "opt_state", None)) or "optimizer"
+        elif not held:  # the outermost update: the optimizer
+            name = what if what == "apply_updates" else optax_kind(frame.f_locals.get("state")) or "optimizer"
+        else:
+            name = None if what in _OPTAX_PASS_THROUGH else what
+        scope = jax.named_scope(name) if name else None
+        if scope is not None:
+            scope.__enter__()
+        held.append((frame, scope))
+
+    def returned(code, offset, value):
+        frame, held = sys._getframe(1), stack()
+        if any(f is frame for f, _ in held):  # (one that raised is left here)
+            while held:
+                f, scope = held.pop()
+                if scope is not None:
+                    scope.__exit__(None, None, None)
+                if f is frame:
+                    break
+
+    events = mon.events.PY_START | mon.events.PY_RETURN
+    try:
+        mon.use_tool_id(tool, "xla-explorer layer scopes")
+        mon.register_callback(tool, mon.events.PY_START, started)
+        mon.register_callback(tool, mon.events.PY_RETURN, returned)
+        for code in codes:
+            mon.set_local_events(tool, code, events)
+        yield
+    finally:
+        for code in codes:
+            mon.set_local_events(tool, code, 0)
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.register_callback(tool, mon.events.PY_RETURN, None)
+        mon.free_tool_id(tool)
+        held = stack()
+        while held:  # an update that raised: its scope is left with it
+            _, scope = held.pop()
+            if scope is not None:
+                scope.__exit__(None, None, None)
+        _scopes_held.release()
+
+
+def _holds_optax_state(inputs) -> bool:
+    """Whether a function's arguments hold an optax optimizer state (a state tuple of optax's)."""
+    todo = list(inputs)
+    while todo:
+        x = todo.pop()
+        if isinstance(x, tuple) and hasattr(x, "_fields") and type(x).__module__.startswith("optax"):
+            return True
+        if isinstance(x, (tuple, list)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+        elif is_dataclass(x) and not isinstance(x, type):  # flax.struct's TrainState
+            todo.extend(getattr(x, f.name, None) for f in fields(x))
+    return False
+
+
+def _with_optimizer_scopes(fn):
+    @functools.wraps(fn)  # the program keeps its name (``jit(train_step)``)
+    def program(*args, **kwargs):
+        with optimizer_scopes():
+            return fn(*args, **kwargs)
+    return program
+
+
 def _optimizers(root) -> dict:
     """Where each ``nnx.Optimizer`` under ``root`` is (its path) -> its ``optax_kind``."""
     from flax import nnx
@@ -383,7 +523,17 @@ def _eqx_inputs(inputs: tuple) -> list:
 
 
 def split_model(model, inputs: tuple, filename: str) -> Split:
-    """``model`` and its example inputs as a function of arrays only."""
+    """``model`` and its example inputs as a function of arrays only; a training step's optimizer
+    update (a Flax NNX or Equinox program's, or a function handed an optax state) traced inside
+    ``optimizer_scopes``."""
+    s = _split_model(model, inputs, filename)
+    if s.library in ("flax.nnx", "equinox") or (s.library is None and
+                                                 (s.fn is not model or _holds_optax_state(s.inputs))):
+        s = replace(s, fn=_with_optimizer_scopes(s.fn))
+    return s
+
+
+def _split_model(model, inputs: tuple, filename: str) -> Split:
     import jax
 
     try:

@@ -234,31 +234,43 @@ def _layer_tree(pre: Module) -> Layer:
 
 
 def _in_program_order(root: Layer, homes: list) -> None:
-    """Each layer's sub-layers in the order the program runs them: by the first op of each that
-    takes in a value made outside it (by another layer, or by the program's own ops), else by its
-    first op that is not a constant's broadcast (JAX puts those first, wherever they are used),
-    else by its first op.
+    """Each layer's sub-layers in the order the program runs them: each at its first op that
+    takes in a value made outside it (by another layer, or by the program's own ops) or makes a
+    value read outside it, else at its first op that is not a constant's broadcast (JAX puts
+    those first, wherever they are used), else at its first op. Of two layers one after the
+    other, the op that hands the value on comes before the op that takes it in.
 
     Not by the first op alone: HLO prints a computation in post order from its root, operands
-    first, so where a layer multiplies its weights before it reads its input (``einsum(w, x)``,
+    first, so where a layer works on its weights before it reads its input (``einsum(w, x)``,
     a weight cast to the compute type) the last layer's weight op is printed before the first
     layer's work, and a stack of stages read 3, 2, 1, 0."""
-    made: dict[str, tuple] = {}  # an op -> its layer, as last walked (a computation called from two
-    # layers is walked once for each, its operands just before it)
-    firsts: dict[tuple, list] = {}  # layer -> [first op taking in a value from outside, first not hoisted, first]
+    made: dict[str, tuple] = {}  # an op -> (its layer, its place), as last walked (a computation
+    # called from two layers is walked once for each, its operands just before it)
+    firsts: dict[tuple, list] = {}  # layer -> [first op across its border, first not hoisted, first]
+
+    def at(path: tuple, i: int) -> None:
+        got = firsts[path]
+        got[0] = i if got[0] is None else min(got[0], i)
+
     for i, (path, inst) in enumerate(homes):
         for d in range(1, len(path) + 1):
             firsts.setdefault(path[:d], [None, None, i])
         if inst.opcode in _HOISTED:
             continue
-        outside = [made[o] for o in inst.operands if o in made]
         for d in range(1, len(path) + 1):
-            got = firsts[path[:d]]
-            if got[1] is None:
-                got[1] = i
-            if got[0] is None and any(q[:d] != path[:d] for q in outside):
-                got[0] = i
-        made[inst.name] = path
+            if firsts[path[:d]][1] is None:
+                firsts[path[:d]][1] = i
+        for o in inst.operands:
+            if o not in made:
+                continue
+            q, j = made[o]
+            for d in range(1, max(len(path), len(q)) + 1):
+                if path[:d] != q[:d]:  # q's value crosses into path here
+                    if d <= len(path):
+                        at(path[:d], i)
+                    if d <= len(q):
+                        at(q[:d], j)
+        made[inst.name] = (path, i)
 
     def place(layer: Layer) -> int:
         got = firsts.get(layer.path)

@@ -19,8 +19,10 @@ Keys of each entry:
   variables as the tool initializes them).
 - "layers": the layer names the program defines, in call order, nested as the program's own
   modules nest (at most 3 levels; leaves are {}). Linen: root class name, then submodule names;
-  NNX / Equinox: attribute names; Keras: the `name=`s given; plain JAX: `jax.named_scope` names.
-  A stacked/scanned layer appears once.
+  NNX / Equinox: attribute names (an item of a list or dict: `layers[0]`, `blocks['attn']`);
+  Keras: the `name=`s given; plain JAX: `jax.named_scope` names. A stacked/scanned layer appears
+  once. An optax update is a layer named after the optimizer (its state's transformation:
+  `adam`), holding each transformation of its chain by the optax function that made it.
 - "outputs": what `model` returns.
 
 All counts were checked against the real arrays (sum of `.size` over the pytree).
@@ -154,6 +156,9 @@ EXPECTED = {
         "layers": {
             "cell": {},
             "linear": {},
+            # optimizer.update(...): optax.adam is chain(scale_by_adam, scale_by_learning_rate), the
+            # constant rate a `scale`; eqx.apply_updates is Equinox's, not optax's
+            "adam": {"scale_by_adam": {}, "scale": {}},
         },
         "outputs": "(loss scalar, updated params (same pytree as argument 0), updated Adam state)",
     },
@@ -295,6 +300,9 @@ EXPECTED = {
             "bn": {},
             "dropout": {},
             "head": {},
+            # optimizer.update(model, grads): optax.adamw is chain(scale_by_adam, add_decayed_weights,
+            # scale_by_learning_rate), then optax.apply_updates, all inside nnx.Optimizer.update
+            "adam": {"scale_by_adam": {}, "add_decayed_weights": {}, "scale": {}, "apply_updates": {}},
         },
         "outputs": "nothing of its own: the new parameters, adam's count and moments, the optimizer's step, "
                    "the BatchNorm statistics, the dropout stream's count and the metrics' totals",
