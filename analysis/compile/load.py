@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from analysis.compile.frameworks import KERAS_BACKEND, split_model
-from analysis.compile.user_errors import call_user, error_from_exception
+from analysis.compile.user_errors import call_user, defined_at, error_from_exception
 from analysis.errors import ExplorerError
 from sample_models import gallery_entry
 
@@ -116,15 +116,18 @@ def run_model_file(source: str, filename: str = "<pasted code>", name: str = "pa
     return ModelFile(model, make_inputs, source, filename, name, (doc if isinstance(doc, str) else "").strip(), mod)
 
 
-def as_inputs(value, filename: str) -> tuple:
-    """What ``example_inputs`` returned, as the argument tuple; only arrays and numbers."""
+def as_inputs(value, filename: str, where: int | None = None) -> tuple:
+    """What ``example_inputs`` returned, as the argument tuple; only arrays and numbers (else an
+    error at ``where``, the line that defines ``example_inputs``)."""
     inputs = value
     if not isinstance(inputs, tuple):
         inputs = tuple(inputs) if isinstance(inputs, list) else (inputs,)
     for leaf in jax.tree_util.tree_leaves(inputs):
         if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")) and \
                 not isinstance(leaf, (int, float, bool, complex, np.number)):
-            raise ExplorerError("inputs", f"example_inputs() must return arrays; got {type(leaf).__name__}", filename)
+            excerpt = linecache.getline(filename, where).strip()[:160] if where else ""
+            raise ExplorerError("inputs", f"example_inputs() must return arrays; got {type(leaf).__name__}", filename,
+                                where, None, excerpt or None)
     return inputs
 
 
@@ -132,7 +135,7 @@ def load_source(source: str, filename: str = "<pasted code>", name: str = "paste
     """Execute a model file's text and call its ``example_inputs()``."""
     f = run_model_file(source, filename, name)
     with as_main(f.module):
-        inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename)
+        inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename, defined_at(source, "example_inputs"))
         s = split_model(f.model, inputs, filename)
     return LoadedModel(s.fn, s.inputs, f.source, f.filename, f.name, f.description, s.library, s.parameters,
                        f.module, s.state)

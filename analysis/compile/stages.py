@@ -35,7 +35,7 @@ from analysis.compile.placement import (check_device_count, mesh_of, placed_inpu
                                        target_inputs)
 from analysis.devices.catalog import check_devices, devices_in_source
 from analysis.compile.load import LoadedModel, as_main, describe_inputs, load_model
-from analysis.compile.user_errors import user_code
+from analysis.compile.user_errors import defined_at, user_code
 from analysis.errors import ExplorerError
 from analysis import tuning
 from analysis.hlo import HloParseError
@@ -146,6 +146,8 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
     else:
         device = select_device(backend)
     fn = loaded.filename
+    # where an error JAX raises about the program, with none of its lines on the stack, points
+    at = defined_at(loaded.source, "model")
     times: dict[str, float] = {}
 
     with user_code("inputs", fn):
@@ -157,13 +159,13 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
 
     say("trace")
     t0 = time.perf_counter()
-    with user_code("trace", fn), as_main(loaded.module):
+    with user_code("trace", fn, at), as_main(loaded.module):
         traced = jax.jit(loaded.model).trace(*args)
     times["trace"] = time.perf_counter() - t0
 
     say("lower")
     t0 = time.perf_counter()
-    with user_code("lower", fn):
+    with user_code("lower", fn, at):
         lowered = traced.lower()
         stablehlo = lowered.as_text()
     times["lower"] = time.perf_counter() - t0
@@ -200,9 +202,9 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
     times["compile"] = time.perf_counter() - t0
     hlo_before = before_optimizations(dump_dir, hlo_after) if dump_dir else None
     if hlo_before is None:  # XLA wrote no dump (or not this module's): convert it here
-        with user_code("lower", fn):
+        with user_code("lower", fn, at):
             hlo_before = lowered.as_text(dialect="hlo", debug_info=True)
-    with user_code("trace", fn):
+    with user_code("trace", fn, at):
         jaxpr = beside.jaxpr if beside.jaxpr is not None else str(traced.jaxpr)
     if on_texts is not None:
         on_texts({"hlo_before": hlo_before, "hlo_after": hlo_after})

@@ -1,11 +1,15 @@
 """What a user's code raised, as one ``ExplorerError`` at the user's own line: the innermost
 frame in the user's file, an exception a host callback raised while XLA ran the program (XLA
 reports it as text), the first meaningful line as the message and the whole text as its detail.
+Where no frame of the user's file is on the stack (JAX refusing what the program hands to ``jit``:
+a Keras Variable written for an older JAX, a value that is no array), the line that defines what
+was being run (``model``, ``example_inputs``).
 Used by everything that runs user code (``load``, ``frameworks``, ``stages``, ``sweep``, the
 worker)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import linecache
 import re
@@ -27,14 +31,37 @@ def _user_frame(tb, filename: str):
     return found.lineno, (found.line or "").strip()[:160]
 
 
-def error_from_exception(phase: str, exc: BaseException, filename: str) -> ExplorerError:
-    """What the user's code raised, as one line at the user's line."""
+def defined_at(source: str, name: str) -> int | None:
+    """The line of the file's last top-level ``def name``, ``class name`` or ``name = ...``
+    (what ``python FILE`` leaves bound to ``name``); None where the text does not bind it there."""
+    if not isinstance(source, str):
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    line = None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            line = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                line = node.lineno
+    return line
+
+
+def error_from_exception(phase: str, exc: BaseException, filename: str, where: int | None = None) -> ExplorerError:
+    """What the user's code raised, as one line at the user's line (``where``, the line of what
+    was being run, when no frame of the user's file is on the stack)."""
     if isinstance(exc, ExplorerError):
         return exc
     if isinstance(exc, SyntaxError) and (exc.filename == filename or phase == "syntax"):
         return ExplorerError("syntax", exc.msg or "invalid syntax", filename, exc.lineno, exc.offset,
                              (exc.text or "").strip()[:160])
     line, excerpt = _user_frame(exc.__traceback__, filename)
+    if line is None and where is not None:
+        line, excerpt = where, _excerpt(filename, where)
     inner = _embedded_traceback(str(exc), filename)
     if inner is not None:  # the user's callback raised while XLA ran the program
         what, at = inner
@@ -52,6 +79,10 @@ def error_from_exception(phase: str, exc: BaseException, filename: str) -> Explo
         phase = "import"
     detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
     return ExplorerError(phase, text, filename, line, None, excerpt, detail)
+
+
+def _excerpt(filename: str, line: int) -> str | None:
+    return linecache.getline(filename, line).strip()[:160] or None
 
 
 # JAX's words when a mesh needs more devices than the process has (jax.make_mesh)
@@ -122,10 +153,11 @@ def call_user(phase: str, fn: Callable, filename: str, *args):
 
 
 @contextlib.contextmanager
-def user_code(phase: str, filename: str):
+def user_code(phase: str, filename: str, where: int | None = None):
     """Inside, anything the user's program raises (while JAX traces, lowers or prints it) becomes
-    one ``ExplorerError`` of ``phase`` at the user's line; an ``ExplorerError`` passes as it is."""
+    one ``ExplorerError`` of ``phase`` at the user's line (``where`` when none of its frames is on
+    the stack); an ``ExplorerError`` passes as it is."""
     try:
         yield
     except Exception as e:  # noqa: BLE001 - the user's program may raise anything: one line, at its line
-        raise error_from_exception(phase, e, filename) from None
+        raise error_from_exception(phase, e, filename, where) from None

@@ -54,7 +54,46 @@ def test_input_errors():
     e = fails("inputs", load_source, src, "user.py")
     assert e.line == 4
     src = "def model(x): return x\ndef example_inputs():\n    return ('not an array',)\n"
-    fails("inputs", load_source, src, "user.py")
+    e = fails("inputs", load_source, src, "user.py")
+    # none of the file's frames raised it: the line that defines example_inputs
+    assert e.line == 2 and "got str" in e.message
+
+
+def test_an_error_jax_raises_with_no_user_frame_is_at_the_line_that_binds_model():
+    """``model`` is a library function bound with ``partial``: JAX's refusal has none of the file's
+    frames on its stack, and the line is the one binding ``model``."""
+    src = ("import functools\nimport jax.numpy as jnp\n\nmodel = functools.partial(jnp.reshape, shape=(7,))\n"
+           "\n\ndef example_inputs():\n    return (jnp.ones((2, 3)),)\n")
+    e = fails("trace", compile_model, load_source(src, "/tmp/bound.py", "bound"), "cpu")
+    assert e.line == 4 and "reshape" in (e.excerpt or "") and "size 6" in e.message
+
+
+def test_a_keras_variable_handed_to_jit_is_at_the_line_that_binds_model():
+    """A program written for a JAX that converted a Keras Variable by itself (``__jax_array__``):
+    JAX 0.12 refuses it while tracing, from inside JAX only; the one line names where ``model`` is."""
+    pytest.importorskip("keras")
+    import jax
+
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 12):
+        pytest.skip("this JAX still converts the Variable itself")
+    src = ("import functools\n\nimport jax.numpy as jnp\nimport keras\n\n"
+           "net = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8)])\n"
+           "model = functools.partial(jnp.matmul, net.trainable_variables[0])\n\n\n"
+           "def example_inputs():\n    return (jnp.ones((8, 2)),)\n")
+    e = fails("trace", compile_model, load_source(src, "/tmp/drift.py", "drift"), "cpu")
+    assert e.line == 7 and "__jax_array__" in e.message
+
+
+def test_the_line_a_name_is_bound_at():
+    from analysis.compile.user_errors import defined_at
+
+    src = ("import jax\n\n\n@jax.jit\ndef model(x):\n    return x\n\n\nclass example_inputs:\n    pass\n\n\n"
+           "model = jax.jit(lambda x: x)\n")
+    assert defined_at(src, "model") == 13  # the last binding is what python FILE leaves
+    assert defined_at(src, "example_inputs") == 9
+    assert defined_at(src.replace("model = jax", "other = jax"), "model") == 4  # a decorated def: its decorator
+    assert defined_at(src, "absent") is None
+    assert defined_at("def model(:\n", "model") is None and defined_at(None, "model") is None
 
 
 def test_trace_error_points_at_the_users_line():
