@@ -33,7 +33,7 @@ from analysis.bundle.core import Bundle
 from analysis.hlo import Module
 from analysis.program.layers import Layer, layer_path, layers_of_bundle
 from analysis.render.format import human_bytes, human_seconds
-from analysis.render.layers import layer_name
+from analysis.render.layers import added_note, layer_name
 from analysis.render.graph import GraphSpec
 from analysis.render.module_graphs import HIDDEN, post_graph, pre_graph
 from analysis.program.layers import layer_tree
@@ -78,7 +78,9 @@ def layer_facts(layer: Layer, placed: int = 0) -> list[str]:
     """One line each: ops, kernels (and those shared with other layers, and how many of those
     are drawn in its box), bytes, time."""
     ks = kernels_of(layer)
-    facts = [f"{len(layer.all_ops())} ops before optimization", f"{len(ks)} kernel{'s' if len(ks) != 1 else ''} of its own"]
+    added = added_note(layer)
+    facts = [f"{len(layer.all_ops())} ops before optimization",
+             f"{len(ks)} kernel{'s' if len(ks) != 1 else ''} of its own" + (f", {added}" if added else "")]
     if layer.shared:
         facts.append(f"{len(layer.shared)} kernel{'s' if len(layer.shared) != 1 else ''} shared with other layers "
                      "(a fusion across the layer's border)" + (f", {placed} of them drawn in this box" if placed else ""))

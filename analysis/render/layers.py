@@ -13,6 +13,21 @@ def layer_name(layer: Layer) -> str:
     return f"{layer.name} ×{layer.repeats}" if layer.repeats else f"{layer.name} (in a loop)"
 
 
+def added_kernels(layer: Layer) -> list[str]:
+    """The kernels of a layer's subtree that do no op of the program: copies and layout changes
+    XLA added (``Layer.added``), why a layer can have more kernels than ops."""
+    return list(dict.fromkeys(k for sub in layer.walk() for k in sub.added))
+
+
+def added_note(layer: Layer) -> str:
+    """What every view says of a layer's ``added_kernels`` (empty where none): the row's "why"
+    when a layer has more kernels than ops."""
+    n = len(added_kernels(layer))
+    if not n:
+        return ""
+    return f"{n} added by XLA, doing no op of the program (copies, layout changes)"
+
+
 def layer_lines(root: Layer, max_depth: int = 6) -> list[str]:
     """The tree as indented text lines (the CLI's view): ops, kernels, bytes, time per layer.
     At every level the lines add up: a layer's ops and kernels are its sub-layers' plus the
@@ -26,7 +41,9 @@ def layer_lines(root: Layer, max_depth: int = 6) -> list[str]:
         loop = f" (a loop: its ops run {layer.repeats} times, counted once)" if layer.repeats else ""
         name = layer_name(layer) if layer.path else "(program)"
         shared = (f" (+{len(layer.shared)} shared with other layers)" if layer.shared and layer.path else "")
-        out.append(f"{'  ' * depth}{name}: {n_ops} ops -> {n_k} kernels{shared}, {human_bytes(layer.bytes)}{time}{loop}")
+        added = f"; {added_note(layer)}" if layer.path and added_note(layer) else ""
+        out.append(f"{'  ' * depth}{name}: {n_ops} ops -> {n_k} kernels{shared}, {human_bytes(layer.bytes)}"
+                   f"{time}{loop}{added}")
         if depth < max_depth and layer.children:
             for c in layer.children.values():
                 visit(c, depth + 1)
@@ -43,14 +60,15 @@ def layer_lines(root: Layer, max_depth: int = 6) -> list[str]:
 
 def layer_dict(root: Layer) -> dict:
     """The tree as plain data (``xla-explorer layers --json``): per layer its name, path, ops,
-    kernels, bytes, time, repeat count, what lies outside its sub-layers, and its sub-layers.
+    kernels (and how many of them XLA added: ``added_kernels``), bytes, time, repeat count, what
+    lies outside its sub-layers, and its sub-layers.
     Walked without recursion (the tree is as deep as the program's scopes)."""
     def node(layer: Layer) -> dict:
         return {"name": layer.name if layer.path else None, "path": "/".join(layer.path),
                 "ops": len(layer.all_ops()), "kernels": len({k for sub in layer.walk() for k in sub.kernels}),
                 "bytes": layer.bytes, "time_s": layer.time_s, "repeats": layer.repeats,
                 "outside_sublayers": {"ops": len(layer.ops), "kernels": len(layer.kernels)},
-                "shared": len(layer.shared), "children": []}
+                "shared": len(layer.shared), "added_kernels": len(added_kernels(layer)), "children": []}
 
     top = node(root)
     todo = [(root, top)]

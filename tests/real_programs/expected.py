@@ -323,4 +323,51 @@ EXPECTED = {
         },
         "outputs": "class logits, float32 (8, 6), and the new batch_stats",
     },
+    "nnx_decoder": {
+        "library": "flax.nnx",
+        "parameters": (
+            48 * 32                   # embed embedding (vocab 48, dim 32)
+            + 12 * 32                 # positions (SEQ 12 x dim 32), a Param of the decoder itself
+            + 2 * (                   # layers[0], layers[1]
+                32                    #   attn_norm scale
+                + 32 * 96             #   attn.qkv kernel (no bias)
+                + 32 * 32             #   attn.out kernel (no bias)
+                + 32                  #   mlp_norm scale
+                + 3 * 32 * 64         #   mlp.gate, mlp.up (32 -> 64), mlp.down (64 -> 32), no bias
+            )
+            + 32                      # final_norm scale
+            + 32 * 48 + 48            # logits kernel + bias
+        ),  # = 24144
+        "param_leaves": 1 + 1 + 2 * 7 + 1 + 2,  # = 19
+        "param_arg": None,
+        "layers": {
+            "embed": {},
+            "layers[0]": {"attn_norm": {}, "attn": {"qkv": {}, "out": {}}, "mlp_norm": {},
+                          "mlp": {"gate": {}, "up": {}, "down": {}}},
+            "layers[1]": {"attn_norm": {}, "attn": {"qkv": {}, "out": {}}, "mlp_norm": {},
+                          "mlp": {"gate": {}, "up": {}, "down": {}}},
+            "final_norm": {},
+            "logits": {},
+        },
+        "outputs": "next-token logits, float32 (2, 12, 48)",
+    },
+    "optax_chain_step": {
+        "library": "flax.linen",
+        "parameters": (
+            16 * 32 + 32              # hidden kernel + bias
+            + 32 * 4 + 4              # out kernel + bias
+        ),  # = 676
+        "param_leaves": 4,
+        "opt_state": 1 + 2 * 676,     # clip_by_global_norm and scale hold nothing; adam: count, mu, nu
+        "opt_state_arg": 1,
+        "param_arg": 0,  # the params dict; `model(params, opt_state, x, y)`
+        "layers": {
+            "MLP": {"hidden": {}, "out": {}},
+            # tx.update(...): the chain is named by its state's transformation (adam); inside it
+            # each transformation by the optax function that made it (adam's constant rate: scale)
+            "adam": {"clip_by_global_norm": {}, "scale_by_adam": {}, "scale": {}},
+            "apply_updates": {},
+        },
+        "outputs": "(loss scalar, updated parameters with argument 0's pytree, the chain's new state)",
+    },
 }
