@@ -125,7 +125,7 @@ class LogFollower:
         (``RecordMatcher``), so that little is left to match once the optimized module is
         there: the matching reads the module before optimization alone, and runs while XLA
         still optimizes (docs/performance.md)."""
-        self.matcher = RecordMatcher(pre)
+        self.matcher = RecordMatcher(pre, known=self.parser.instructions(pre.name))
         self._advance()
 
     def _advance(self) -> None:

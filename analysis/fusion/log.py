@@ -41,6 +41,8 @@ class LogInstr:
     opcode: str = ""
     op_name: str = ""
     frame: int | None = None
+    shape: str = ""  # as printed, layout and all (``f32[8]{0}``)
+    operands: tuple[str, ...] = ()  # the names its operand list gives, in order
 
 
 @dataclass
@@ -130,15 +132,48 @@ def instr_parts(text: str) -> tuple[str, str] | None:
 def opcode_of(rest: str) -> str:
     """``OPCODE``'s op: the first word of lowercase letters, digits and ``-`` that starts with a
     letter, follows a blank or a closing bracket (or nothing) and opens a ``(``; "" where none."""
+    return _opcode_at(rest)[0]
+
+
+def _opcode_at(rest: str) -> tuple[str, int]:
+    """``opcode_of``'s op and where it starts (-1 where there is none)."""
     k = rest.find("(")
     while k >= 0:
         p = k
         while p > 0 and rest[p - 1] in _OPCODE_CHARS:
             p -= 1
         if p < k and rest[p] in _LOWER and (p == 0 or rest[p - 1] in _BEFORE_OPCODE):
-            return rest[p:k]
+            return rest[p:k], p
         k = rest.find("(", k + 1)
-    return ""
+    return "", -1
+
+
+def operands_of(rest: str, opcode: str, at: int) -> tuple[str, ...]:
+    """The operand names in ``opcode(...)`` at ``at`` of an instruction's text: each top-level
+    item's last word, its ``%`` dropped (``add(%a, %b)``, and ``add(f32[8]{0} %a, ...)`` where
+    the operands' shapes are printed). One pass over the text, brackets counted."""
+    if at < 0:
+        return ()
+    out: list[str] = []
+    depth, start = 0, at + len(opcode) + 1
+    for j in range(start, len(rest)):
+        ch = rest[j]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                if ch == ")":
+                    word = rest[start:j].rsplit(" ", 1)[-1].lstrip("%")
+                    if word:
+                        out.append(word)
+                return tuple(out)
+            depth -= 1
+        elif ch == "," and depth == 0:
+            word = rest[start:j].rsplit(" ", 1)[-1].lstrip("%")
+            if word:
+                out.append(word)
+            start = j + 1
+    return ()  # the list never closed: no operands read
 
 
 def op_name_of(rest: str) -> str:
@@ -173,7 +208,10 @@ def parse_instr(text: str) -> LogInstr:
     if parts is None:
         return LogInstr(text.lstrip("%").strip("'"))
     name, rest = parts
-    return LogInstr(name, opcode_of(rest), op_name_of(rest).replace("\\'", "'"), frame_of(rest))
+    opcode, at = _opcode_at(rest)
+    return LogInstr(name, opcode, op_name_of(rest).replace("\\'", "'"), frame_of(rest),
+                    rest[:at].strip() if at > 0 else "",
+                    operands_of(rest, opcode, at) if opcode != "constant" else ())
 
 
 def _split_into(msg: str, st: "_State") -> tuple[LogInstr, LogInstr] | None:
@@ -213,6 +251,8 @@ class _State:
     library: LogInstr | None = None  # the centroid of the YNNPACK fusion being grown
     dot: LogInstr | None = None  # the dot the Triton GEMM rewriter is looking at
     seen: dict[str, LogInstr] = field(default_factory=dict)
+    # every instruction's text the module's lines print, by its name (``LogParser.instructions``)
+    known: dict[str, str] = field(default_factory=dict)
     # A log prints the same instruction many times (a consumer once per operand considered, a
     # producer in each decision about it): each distinct text is parsed once (docs/performance.md)
     parsed: dict[str, LogInstr] = field(default_factory=dict)
@@ -221,7 +261,16 @@ class _State:
         got = self.parsed.get(text)
         if got is None:
             got = self.parsed[text] = parse_instr(text)
+        if got.opcode:
+            self.known[got.name] = text
         return got
+
+    def saw(self, text: str) -> None:
+        """An instruction's text printed with no decision in it (a consumer considered), kept by
+        its name unparsed: the matching reads it only where it needs the graph around an op."""
+        parts = instr_parts(text)
+        if parts is not None:
+            self.known[parts[0]] = text
 
 
 def pass_run(msg: str) -> str | None:
@@ -244,6 +293,7 @@ class LogParser:
 
     def __init__(self) -> None:
         self._per_module: dict[str, list[Decision]] = {}
+        self._known: dict[str, dict[str, str]] = {}
         self._st = _State()
         self.lines = 0  # log lines (XLA's prefix)
         self.fed = 0  # any lines
@@ -266,10 +316,12 @@ class LogParser:
         out = self._per_module.get(st.module)
         if out is None:
             out = self._per_module[st.module] = []
+            st.known = self._known.setdefault(st.module, {})
         if f == "hlo_pass_pipeline.cc":
             mm = _PIPELINE.match(msg) if msg.startswith("Running HLO pass pipeline on module ") else None
             if mm:
                 st.module, st.pipeline, st.pass_name = mm.group(1), mm.group(2), ""
+                st.known = self._known.setdefault(st.module, {})
                 return
             name = pass_run(msg)
             if name is not None:
@@ -288,6 +340,12 @@ class LogParser:
         """The records logged for ``module`` so far: the very list this parser appends to (a
         record's ``fusion`` may still be set by the line after it), or None before any."""
         return self._per_module.get(module)
+
+    def instructions(self, module: str) -> dict[str, str]:
+        """The texts of the instructions the lines about ``module`` printed, by name (the very
+        dict the parser adds to): what the fusion passes saw of the module's graph, with the
+        names it had then."""
+        return self._known.setdefault(module, {})
 
     def result(self, module: str | None = None) -> tuple[list[Decision], dict]:
         counts = {k: len(v) for k, v in self._per_module.items() if v}
@@ -316,6 +374,7 @@ def _cpu_fusion_line(msg: str, st: _State, out: list, ln: int) -> None:
         body = msg[len("Considering fusion of: "):]
         i = body.rfind(" with operand ")
         st.consumer = body[:i] if i >= 0 else body
+        st.saw(st.consumer)
         st.allow = ""
         return
     if msg.startswith(("Fusing: ", "Fusion OK: ", "Fusing small matrix-vector")):
