@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from analysis.bundle.core import Bundle, device_label
-from analysis.render.summary import empty_note, state_note
+from analysis.render.summary import empty_note, program_notes
 from app import safe, views
 from app.explorer_compile import measuring_notice
 from app.explorer_sidebar import Sidebar
@@ -129,9 +129,9 @@ def notices(b: Bundle, state: ExplorerState, source_kind: str) -> None:
     empty = empty_note(b)
     if empty:
         st.warning(wrapped_text(empty), icon=":material/block:")
-    note = state_note(b)
-    if note:
-        show_note(note)
+    for note in program_notes(b):
+        if note != empty:
+            show_note(note)
     if env.get("deviceless"):
         st.info(f"XLA:GPU's real program for an {env.get('device_kind', 'NVIDIA GPU')}, compiled without one"
                 + (f" (recorded {b.created[:10]})" if state.recorded else "")

@@ -10,6 +10,7 @@ same cards with ``st.metric`` (``app.views.summary_strip``).
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from analysis import measures as numbers
@@ -310,15 +311,68 @@ def empty_note(b: Bundle) -> str | None:
             "it updates as arguments (from example_inputs()) so it returns their new state, as nnx.jit does.")
 
 
+# element types narrower than any this project knows a CPU matmul for: XLA's float-normalization
+# passes widen them where the target has no kernel for them
+_NARROW_FLOATS = ("f8", "f6", "f4")
+_MATMUL_CALL = re.compile(r"gemm|matmul|conv", re.IGNORECASE)
+
+
+def _operand_types(i) -> set[str]:
+    return {o.shape.element_type for o in i.operand_instructions() if not o.shape.is_tuple}
+
+
+def widened_note(b: Bundle) -> str | None:
+    """The one line, said by the page, the CLI's summary and the report, where XLA ran the
+    program's fp8 (or narrower) matmuls and convolutions in a wider type: every instruction of
+    the optimized module made from such an op (the same ``op_name``) reads wider operands than
+    the op did, the converts kernels of their own. None where none was widened."""
+    pre, post = b.module("hlo_before"), b.module("hlo_after")
+    if pre is None or post is None:
+        return None
+    narrow: dict[str, tuple[str, set[str]]] = {}  # op_name -> (the op's name, its narrow types)
+    for c in pre.computations:
+        for i in c.instructions:
+            if i.opcode in ("dot", "convolution") and i.metadata.op_name:
+                types = {t for t in _operand_types(i) if t.startswith(_NARROW_FLOATS)}
+                if types:
+                    narrow.setdefault(i.metadata.op_name, (i.name, types))
+    if not narrow:
+        return None
+    ran: dict[str, set[str]] = {}  # op_name -> the operand types its instructions read after optimization
+    for c in post.computations:
+        for i in c.instructions:
+            if i.metadata.op_name in narrow and (i.opcode in ("dot", "convolution") or (
+                    i.opcode == "custom-call" and _MATMUL_CALL.search(i.custom_call_target or ""))):
+                ran.setdefault(i.metadata.op_name, set()).update(_operand_types(i))
+    widened = [(narrow[k][0], narrow[k][1], ts) for k, ts in ran.items()
+               if ts and not any(t.startswith(_NARROW_FLOATS) for t in ts)]
+    if not widened:
+        return None
+    names = [w[0] for w in widened]
+    was = ", ".join(sorted(set().union(*(w[1] for w in widened))))
+    now = ", ".join(sorted(set().union(*(w[2] for w in widened))))
+    platform = str((b.environment or {}).get("gpu_target") or (b.environment or {}).get("platform") or "this target")
+    n = len(widened)
+    return (f"XLA for the {platform.upper()} has no {was} matmul here: it converted the operands of {n} "
+            f"{'op' if n == 1 else 'ops'} ({', '.join(names[:3])}{', …' if n > 3 else ''}) to {now} and ran "
+            f"{'it' if n == 1 else 'them'} in {now}, the converts as kernels of their own; the kernels, bytes and "
+            f"times here are those of the {now} program.")
+
+
+def program_notes(b: Bundle) -> list[str]:
+    """The one-line notes on what the program is, in the order every front end says them: it
+    returns nothing; the state it returns; matmuls run in a wider type than written."""
+    return [n for n in (empty_note(b), state_note(b), widened_note(b)) if n]
+
+
 # ----------------------------------------------------------------------------- text (the CLI)
 
 
 def summary_text(b: Bundle) -> str:
     s = summarize(b)
     lines = [f"{s.title}  ·  {s.device} ({s.backend}{', jax ' + s.jax if s.jax else ''})"]
-    for note in (empty_note(b), state_note(b)):
-        if note:
-            lines.append(f"  note                    : {note}")
+    for note in program_notes(b):
+        lines.append(f"  note                    : {note}")
     if s.ops_before is not None:
         lines.append(f"  ops before optimization : {s.ops_before}")
     if s.kernels_after is not None:
@@ -437,5 +491,5 @@ def summary_html(b: Bundle) -> str:
     traced = trace_source_text(b.timings or {})
     if traced:
         extra += f"<p class='muted small'>Timings from {e(traced)}.</p>"
-    notes = "".join(f"<p class='program-note'>{e(n)}</p>" for n in (empty_note(b), state_note(b)) if n)
+    notes = "".join(f"<p class='program-note'>{e(n)}</p>" for n in program_notes(b))
     return notes + "<div class='cards'>" + cards + "</div>" + extra
