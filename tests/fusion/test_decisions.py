@@ -313,3 +313,137 @@ def test_a_zipped_dump_with_a_fusion_process_dump_carries_its_decisions():
         z.writestr("dump/module_0007.jit_model.sm_9.0_gpu_after_optimizations.txt",
                    _read("transformer_block.h200.after.hlo"))
     assert bundles_from_dump_zip(buf2.getvalue(), "plain.zip")[0].fusion_decisions is None
+
+
+# --- inside a loop: XLA names the ops of a body it cloned afresh ------------------------------
+
+# The program: a while loop whose body adds c to x five times on one line of a Python loop (five
+# ops alike: opcode add, op_name jit(f)/while/body/add, f32[8]), then takes exp; the entry has an
+# add of its own named add.2.
+LOOP_PRE = """\
+HloModule jit_f
+
+body.1 {
+  p.1 = (f32[8], f32[8]) parameter(0)
+  x.2 = f32[8] get-tuple-element(p.1), index=0
+  c.3 = f32[8] get-tuple-element(p.1), index=1
+  add.10 = f32[8] add(x.2, c.3), metadata={op_name="jit(f)/while/body/add"}
+  add.11 = f32[8] add(add.10, c.3), metadata={op_name="jit(f)/while/body/add"}
+  add.12 = f32[8] add(add.11, c.3), metadata={op_name="jit(f)/while/body/add"}
+  add.13 = f32[8] add(add.12, c.3), metadata={op_name="jit(f)/while/body/add"}
+  add.14 = f32[8] add(add.13, c.3), metadata={op_name="jit(f)/while/body/add"}
+  exp.15 = f32[8] exponential(add.14), metadata={op_name="jit(f)/while/body/exp"}
+  ROOT t.16 = (f32[8], f32[8]) tuple(exp.15, c.3)
+}
+
+cond.2 {
+  p.4 = (f32[8], f32[8]) parameter(0)
+  ROOT k.5 = pred[] constant(false)
+}
+
+ENTRY main.3 {
+  a.1 = f32[8] parameter(0)
+  add.2 = f32[8] add(a.1, a.1), metadata={op_name="jit(f)/add"}
+  t.3 = (f32[8], f32[8]) tuple(add.2, a.1)
+  w.4 = (f32[8], f32[8]) while(t.3), condition=cond.2, body=body.1
+  ROOT g.5 = f32[8] get-tuple-element(w.4), index=0
+}
+"""
+
+_P = "I1201 09:14:35.755961   20414 "
+
+
+def _body(name: str, operand: str) -> str:
+    return f'%{name} = f32[8]{{0}} add(%{operand}, %get-tuple-element.7), metadata={{op_name="jit(f)/while/body/add"}}'
+
+
+_EXP = '%exponential.6 = f32[8]{0} exponential(%add.5), metadata={op_name="jit(f)/while/body/exp"}'
+_FUSION = ('%add_exp_fusion = f32[8]{0} fusion(%add.3, %get-tuple-element.7), kind=kLoop, calls=%fused_computation, '
+           'metadata={op_name="jit(f)/while/body/exp"}')
+# XLA's lines about the cloned body: its adds named add.1 ... add.5 in the body's order (add.2
+# is the second add of the body, not the entry's add.2), the consumers visited last op first,
+# and one refusal logged twice as XLA comes back to the fusion
+LOOP_LOG = "\n".join(_P + line for line in [
+    "hlo_pass_pipeline.cc:303] Running HLO pass pipeline on module jit_f: fusion",
+    "hlo_pass_pipeline.cc:181]   HLO pass fusion",
+    f"instruction_fusion.cc:649] Considering fusion of: {_EXP} with operand add.5",
+    "cpu_instruction_fusion.cc:483] Fusing: consumer is elementwise or fusible.",
+    f"instruction_fusion.cc:848] Fusing {_body('add.5', 'add.4')} into {_EXP}",
+    "instruction_fusion.cc:855]        created new fusion: " + _FUSION.replace("add.3", "add.4"),
+    f"instruction_fusion.cc:649] Considering fusion of: {_FUSION.replace('add.3', 'add.4')} with operand add.4",
+    "cpu_instruction_fusion.cc:483] Fusing: consumer is a fusion node.",
+    f"instruction_fusion.cc:848] Fusing {_body('add.4', 'add.3')} into {_FUSION.replace('add.3', 'add.4')}",
+    f"instruction_fusion.cc:649] Considering fusion of: {_FUSION} with operand add.3",
+    f"instruction_fusion.cc:687] not fusing operand {_body('add.3', 'add.2')} because Fusion is not profitable.",
+    f"instruction_fusion.cc:649] Considering fusion of: {_body('add.3', 'add.2')} with operand add.2",
+    f"instruction_fusion.cc:687] not fusing operand {_body('add.2', 'add.1')} because Fusion is not profitable.",
+    f"instruction_fusion.cc:649] Considering fusion of: {_FUSION} with operand add.3",
+    f"instruction_fusion.cc:687] not fusing operand {_body('add.3', 'add.2')} because Fusion is not profitable.",
+]) + "\n"
+
+
+def _loop_decisions(log: str = LOOP_LOG) -> dict:
+    from analysis.hlo import parse_module
+
+    return from_texts(parse_module(LOOP_PRE), None, None, "cpu", log, [])
+
+
+def test_decisions_in_a_loop_body_are_matched_to_the_bodys_ops_though_xla_renamed_them():
+    fd = _loop_decisions()
+    got = [(r["decision"], r["producer"], r["consumer"], r["producer_pre"], r["consumer_pre"])
+           for r in fd["records"]]
+    assert got == [
+        (FUSED, "add.5", "exponential.6", ["add.14"], ["exp.15"]),  # the fifth add, into exp
+        (FUSED, "add.4", "add_exp_fusion", ["add.13"], ["add.14", "exp.15"]),
+        (NOT_FUSED, "add.3", "add_exp_fusion", ["add.12"], ["add.13", "add.14", "exp.15"]),
+        # the body's second add: not the entry's add.2, which has the same name
+        (NOT_FUSED, "add.2", "add.3", ["add.11"], ["add.12"]),
+    ]  # the refusal of add.3 logged twice is one line
+    assert fd["unmatched"] == 0
+    assert all(r["matched"] for r in fd["records"])
+
+
+def test_ops_alike_with_nothing_around_them_matched_go_by_the_order_xla_named_them():
+    # only refusals of consumers outside the log's view: no neighbour says which add each is,
+    # their names' order does (add.1 ... add.5 -> the body's adds in program order)
+    lines = [_P + "hlo_pass_pipeline.cc:303] Running HLO pass pipeline on module jit_f: fusion"]
+    for k in (4, 2):
+        lines.append(_P + f"instruction_fusion.cc:649] Considering fusion of: {_body(f'add.{k + 1}', f'add.{k}')}"
+                          f" with operand add.{k}")
+    for k in (1, 3, 5):
+        lines.append(_P + f"instruction_fusion.cc:649] Considering fusion of: {_body(f'add.{k}', 'x')} with operand x")
+    for k in (4, 2):
+        lines.append(_P + f"instruction_fusion.cc:649] Considering fusion of: {_body(f'add.{k + 1}', f'add.{k}')}"
+                          f" with operand add.{k}")
+        lines.append(_P + f"instruction_fusion.cc:687] not fusing operand {_body(f'add.{k}', f'add.{k - 1}')}"
+                          " because Fusion is not profitable.")
+    fd = _loop_decisions("\n".join(lines) + "\n")
+    assert [(r["producer"], r["producer_pre"], r["consumer"], r["consumer_pre"]) for r in fd["records"]] == [
+        ("add.4", ["add.13"], "add.5", ["add.14"]), ("add.2", ["add.11"], "add.3", ["add.12"])]
+
+
+def test_loop_decisions_matched_as_the_log_is_read_are_those_of_the_whole_log():
+    from analysis.fusion.decisions import RecordMatcher
+    from analysis.fusion.log import LogParser
+    from analysis.hlo import parse_module
+
+    pre = parse_module(LOOP_PRE)
+    parser = LogParser()
+    matcher = RecordMatcher(pre, known=parser.instructions(pre.name))
+    for n, line in enumerate(LOOP_LOG.splitlines(), 1):
+        parser.feed(line, n)
+        records = parser.records_of(pre.name)
+        if records is not None:
+            matcher.feed(records, complete=False)  # told apart with part of the log: matched again
+    assert matcher.provisional
+    incremental = from_texts(pre, None, None, "cpu", None, [], None, parser, matcher)
+    assert incremental == _loop_decisions()
+
+
+def test_parse_instr_reads_the_shape_and_operand_names():
+    i = parse_instr('%r.1 = f32[4]{0} reduce(f32[4,8]{1,0} %p.0, f32[] %c.0), dimensions={1}, to_apply=%add')
+    assert (i.shape, i.operands) == ("f32[4]{0}", ("p.0", "c.0"))
+    t = parse_instr('%t = (f32[2]{0}, s32[]) tuple(%a, %b.7), metadata={op_name="x"}')
+    assert (t.shape, t.operands, t.op_name) == ("(f32[2]{0}, s32[])", ("a", "b.7"), "x")
+    assert parse_instr("%k = f32[] constant(0.25)").operands == ()  # a literal, not an operand
+    assert parse_instr("%o = f32[] add(%a, %b").operands == ()  # a list never closed: none read
