@@ -309,3 +309,110 @@ def test_nnx_state_the_call_changes_is_returned_and_said(source_bundle):
     # a module whose call changes nothing returns just its output, with no note
     plain = source_bundle(NNX_SRC, "flax_nnx")
     assert "state_changes" not in plain.source and plain.module("hlo_before").entry.root.opcode != "tuple"
+
+
+# ----------------------------------------------------------------- list and dict items, optimizers
+
+NNX_CONTAINERS_SRC = '''
+import jax.numpy as jnp
+from flax import nnx
+
+class Net(nnx.Module):
+    def __init__(self, rngs):
+        self.layers = nnx.List([nnx.Linear(4, 4, rngs=rngs) for _ in range(2)])
+        self.blocks = nnx.Dict({"attn": nnx.Linear(4, 4, rngs=rngs)})
+        self.grid = nnx.List([nnx.List([nnx.Linear(4, 4, rngs=rngs), nnx.Linear(4, 4, rngs=rngs)])])
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = jnp.tanh(layer(x))
+        x = self.blocks["attn"](x)
+        return self.grid[0][1](self.grid[0][0](x))
+
+model = Net(nnx.Rngs(0))
+def example_inputs():
+    return (jnp.ones((2, 4)),)
+'''
+
+
+def test_nnx_list_and_dict_items_are_layers_named_as_the_code_reads_them(source_bundle):
+    _need("flax")
+    from analysis.program.layers import layers_of_bundle
+    from analysis.render.layer_graph import layer_maps, layer_variants
+    from analysis.render.layers import layer_lines
+
+    b = source_bundle(NNX_CONTAINERS_SRC, "nnx_containers")
+    root = layers_of_bundle(b)
+    # in the order the call runs them; the containers themselves are no layers
+    assert list(root.children) == ["layers[0]", "layers[1]", "blocks['attn']", "grid[0][0]", "grid[0][1]"]
+    assert all(root.children[n].kernels or root.children[n].shared for n in root.children)
+    assert any(line.startswith("  blocks['attn']: 6 ops") for line in layer_lines(root))
+    maps = layer_maps(b)
+    assert "L:blocks['attn']" in maps["boxes"] and maps["order"][0] == "L:layers[0]"
+    # the DOT text of the layers view quotes the names Graphviz reads
+    dot = layer_variants(b, names=["layers"])["post"]["layers"].to_dot()
+    assert '"L:blocks[\'attn\']" [id="L:blocks[\'attn\']", label="blocks[\'attn\']\\n' in dot
+
+
+OPTAX_STEP_SRC = '''
+import jax, jax.numpy as jnp, optax
+
+tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3))
+
+def loss_fn(params, x):
+    with jax.named_scope("dense"):
+        return jnp.sum(jnp.tanh(x @ params["w"]) ** 2)
+
+def train_step(params, opt_state, x):
+    grads = jax.grad(loss_fn)(params, x)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+model = train_step
+def example_inputs():
+    params = {"w": jnp.ones((4, 3))}
+    return params, tx.init(params), jnp.ones((2, 4))
+'''
+
+NNX_OPTIMIZER_SRC = '''
+import jax.numpy as jnp, optax
+from flax import nnx
+
+net = nnx.Linear(4, 3, rngs=nnx.Rngs(0))
+optimizer = nnx.Optimizer(net, optax.sgd(0.1, momentum=0.9), wrt=nnx.Param)
+
+def train_step(model, optimizer, x):
+    grads = nnx.grad(lambda m: jnp.sum(m(x) ** 2))(model)
+    optimizer.update(model, grads)
+
+model = train_step
+def example_inputs():
+    return net, optimizer, jnp.ones((2, 4))
+'''
+
+
+def test_an_optax_update_is_a_layer_named_after_the_optimizer(source_bundle):
+    _need("optax")
+    import sys
+
+    from analysis.program.layers import layers_of_bundle
+
+    b = source_bundle(OPTAX_STEP_SRC, "optax_step")
+    root = layers_of_bundle(b)
+    # the chain's state holds adam's moments: the update is "adam", each transformation in it by
+    # the optax function that made it (adam's constant learning rate is a `scale`)
+    assert list(root.children) == ["dense", "adam", "apply_updates"]
+    assert list(root.children["adam"].children) == ["clip_by_global_norm", "scale_by_adam", "scale"]
+    assert any(sub.kernels for sub in root.children["adam"].walk())
+    # nothing is left registered with Python's monitoring once the program is traced
+    assert all(sys.monitoring.get_tool(i) is None for i in (2, 3, 4, 5))
+
+
+def test_nnx_optimizer_update_is_a_layer_named_after_its_optimizer(source_bundle):
+    _need("flax")
+    from analysis.program.layers import layers_of_bundle
+
+    root = layers_of_bundle(source_bundle(NNX_OPTIMIZER_SRC, "nnx_optimizer"))
+    # sgd with momentum keeps a trace: "momentum"; the step's parameter update is in it
+    assert list(root.children) == ["momentum"]
+    assert list(root.children["momentum"].children) == ["trace", "scale", "apply_updates"]
