@@ -13,6 +13,7 @@ import numpy as np
 from jax import monitoring
 
 from analysis.compile.backend import select_device
+from analysis.compile.frameworks import split_model
 from analysis.compile.load import LoadedModel, as_inputs, as_main, run_model_file
 from analysis.compile.user_errors import error_from_exception
 from analysis.compile.stages import FULL_OPTIMIZATION, compile_model
@@ -75,11 +76,14 @@ class _CompileEvents:
             self.current[key] = self.current.get(key, 0.0) + float(duration)
 
 
-def _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say) -> tuple[list[dict], list]:
+def _one_pass(model, program, make, lengths, buckets, axes_for, device, filename, events, say) -> tuple[list[dict], list]:
     """First calls at each length (compiling where the shape is new); returns the rows and, per
-    row, the (jitted function, arguments) to time cached calls with."""
+    row, the (jitted function, arguments) to time cached calls with. ``program`` is the model as
+    a function of arrays (``frameworks.split_model`` at the first length); each length's
+    arguments are split alike, so a module object or a training step handed modules runs as the
+    compile ran it."""
     # a fresh function: a fresh jit cache (at XLA's default optimization: stages.FULL_OPTIMIZATION)
-    f = jax.jit(lambda *a: model(*a), compiler_options=FULL_OPTIMIZATION)
+    f = jax.jit(lambda *a: program(*a), compiler_options=FULL_OPTIMIZATION)
     seen: set[int] = set()
     rows, calls = [], []
     for n in lengths:
@@ -87,7 +91,7 @@ def _one_pass(model, make, lengths, buckets, axes_for, device, filename, events,
         args = _inputs(make, n, filename)
         if target != n:
             args = _pad(args, axes_for(n), target)
-        args = jax.device_put(args, device)
+        args = jax.device_put(split_model(model, args, filename).inputs, device)
         events.current = {}
         t0 = time.perf_counter()
         try:
@@ -153,19 +157,23 @@ def run_sweep(job, progress: Callable[[str], None] | None = None):
                 axes_memo[n] = _length_axes(_inputs(make, n, filename), _inputs(make, n + 1, filename), n)
             return axes_memo[n]
 
-        loaded = LoadedModel(model, first, source, filename, job.name, mf.description, module=mf.module)
+        # the model as a function of arrays, as the compile shows it (a Flax, Equinox or Keras object,
+        # a step handed modules: analysis.compile.frameworks)
+        split = split_model(model, first, filename)
+        loaded = LoadedModel(split.fn, split.inputs, source, filename, job.name, mf.description, split.library,
+                             split.parameters, mf.module, split.state)
         bundle = compile_model(loaded, job.backend, job.compiler_options, say,
                                source_kind="gallery" if not job.source else "code").bundle
         say("sweep")
         events = _CompileEvents()
         t0 = time.perf_counter()
-        plain, plain_calls = _one_pass(model, make, lengths, None, axes_for, device, filename, events, say)
-        bucketed, bucketed_calls = _one_pass(model, make, lengths, buckets, axes_for, device, filename, events, say)
+        plain, plain_calls = _one_pass(model, split.fn, make, lengths, None, axes_for, device, filename, events, say)
+        bucketed, bucketed_calls = _one_pass(model, split.fn, make, lengths, buckets, axes_for, device, filename, events, say)
         say("sweep:cached calls")
         _time_cached(plain, plain_calls, bucketed, bucketed_calls, repeats)
         bundle.metrics["shape_sweep"] = {
             "lengths": lengths, "buckets": sorted(buckets), "repeats": repeats,
-            "count_method": "jit cache size" if hasattr(jax.jit(model), "_cache_size") else "distinct shapes",
+            "count_method": "jit cache size" if hasattr(jax.jit(split.fn), "_cache_size") else "distinct shapes",
             "plain": plain, "bucketed": bucketed, "summary": summary(plain, bucketed),
             "verdict": verdict(plain, bucketed),
             "seconds": time.perf_counter() - t0,

@@ -175,3 +175,44 @@ def test_a_link_reruns_the_same_sweep(address_bar):
     assert {m.label: m.value for m in at.metric}["Executables"] == "2 → 1"
     shown = address_bar(at)
     assert shown == {"lengths": "100, 300", "buckets": "512", "backend": "cpu"}
+
+
+NNX_SWEEP = '''
+import jax.numpy as jnp
+from flax import nnx
+
+
+class Scorer(nnx.Module):
+    def __init__(self, rngs):
+        self.embed = nnx.Linear(4, 16, rngs=rngs)
+        self.score = nnx.Linear(16, 1, rngs=rngs)
+
+    def __call__(self, x):
+        return self.score(jnp.tanh(self.embed(x)))
+
+
+model = Scorer(nnx.Rngs(0))
+
+
+def example_inputs(n=8):
+    return (jnp.ones((n, 4)),)
+'''
+
+
+def test_a_sweep_of_a_module_object_runs_it_as_the_compile_does():
+    """A Flax NNX module as ``model``: the sweep compiles it as every other command does (its
+    parameters as the program's inputs, its layers named), where it jitted the object itself and
+    showed another program; every length its own executable."""
+    pytest.importorskip("flax")
+    from analysis.service.job import Job
+    from analysis.service.worker_main import execute
+
+    b = execute(Job(kind="sweep", source=NNX_SWEEP, name="scorer", backend="cpu",
+                    sweep={"lengths": [8, 24], "buckets": [32], "repeats": 2}))
+    sw = b.metrics["shape_sweep"]
+    assert [r["executables"] for r in sw["plain"]] == [1, 2]
+    assert [r["padded_to"] for r in sw["bucketed"]] == [32, 32]
+    assert [r["executables"] for r in sw["bucketed"]] == [1, 1]
+    # embed (kernel, bias) and score (kernel, bias): 4 parameter arrays became the program's inputs
+    assert b.source.get("library") == "flax.nnx" and b.source.get("parameters") == 4
+    assert "embed" in b.stages["hlo_before"] and "score" in b.stages["hlo_before"]
