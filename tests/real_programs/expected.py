@@ -370,4 +370,31 @@ EXPECTED = {
         },
         "outputs": "(loss scalar, updated parameters with argument 0's pytree, the chain's new state)",
     },
+    "bfgs_fit": {
+        "library": "jax",
+        "parameters": 6 + 1,          # w0: FEATURES weights + a bias, the point BFGS starts from
+        "param_leaves": 1,
+        "param_arg": 0,
+        "layers": {},                 # no named scopes: the fit is two nested while_loops
+        "outputs": "(fitted weights float32 (7,), final loss scalar, iterations int32 scalar)",
+    },
+    "ode_adaptive": {
+        "library": "jax",
+        "parameters": 3,              # gravity, stiffness, damping: one scalar each
+        "param_leaves": 3,
+        "param_arg": 0,
+        "layers": {},                 # no named scopes: one while_loop with a lax.cond inside
+        "outputs": "(state at T_END float32 (4,), steps taken int32 scalar, steps rejected int32 scalar)",
+    },
+    "pmap_sgd": {
+        "library": "jax",
+        "parameters": (
+            12 * 24 + 24              # hidden w + b
+            + 24 * 3 + 3              # out w + b
+        ),  # = 387
+        "param_leaves": 4,
+        "param_arg": 0,
+        "layers": {"hidden": {}, "out": {}},
+        "outputs": "(updated parameters, one copy per device: leading axis 4; mean loss float32 (4,))",
+    },
 }
