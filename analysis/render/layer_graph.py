@@ -240,12 +240,9 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
             out["pre"][name] = spec
         if post_mod is not None:
             groups = {k: labels[p] for k, p in kernel_top.items() if p != open_path}
-            if open_path is not None:  # the opened layer's border kernels are drawn open beside its own
-                for k in by_path[open_path].shared:
-                    groups.pop(k, None)
             if alone:
                 layer = by_path[open_path]
-                mine = set(drawn_in(layer)) | set(layer.shared)
+                mine = set(drawn_in(layer)) | {k for k in layer.shared if kernel_top.get(k) == open_path}
                 near = _post_neighbours(post_mod, mine)
                 for k in bundle.kernels:
                     if k.name not in mine and k.name not in near:
@@ -326,7 +323,12 @@ def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
                 passes[src].append(i)
         by_name = {k.name: k for k in bundle.kernels}
         for path, layer in by_path.items():
-            own = [k for k in dict.fromkeys(drawn_in(layer) + list(layer.shared)) if k in index]
+            # with the kernels that cross into it drawn in its box; one it shares that another layer's
+            # box draws (a constant or mask XLA computed once for every layer, a fusion across the
+            # border) is that box where this layer reads it, so layers alike up to what they
+            # share are one graph (one layout), and no layer draws every other's kernels
+            crossing = [k for k in layer.shared if kernel_top.get(k) == path]
+            own = [k for k in dict.fromkeys(drawn_in(layer) + crossing) if k in index]
             take = {index[k] for k in own} | {j for k in own for j in passes.get(k, ())}
             groups = {}
             for i in list(take):

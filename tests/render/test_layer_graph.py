@@ -202,8 +202,11 @@ def test_a_fusion_across_a_layers_border_is_in_the_layer_its_result_belongs_to()
     assert "+2 parameters" in post.nodes["L:enc"].label
     assert "parameter b (also read by dec)" in post.nodes["L:enc"].tooltip
     assert "parameter b (drawn in enc)" in post.nodes["L:dec"].tooltip
-    # opening enc draws the fusion that crosses into it, beside its own kernel
-    opened = layer_variants(b, names=["layers:enc"])["post"]["layers:enc"]
-    drawn = {n.split(":", 1)[1] for n in opened.nodes if n.startswith("k:")} | \
-        {c.split(":", 1)[1] for c in opened.clusters if c.startswith("f:")}
-    assert {"fusion.e", "fusion.x"} <= drawn
+    # opening enc draws its own kernel; the fusion it shares with dec is dec's box, where enc's
+    # value leaves (its exit): a layer's own form, whatever it shares with others
+    for isolate in (False, True):
+        opened = layer_variants(b, names=["layers:enc"], isolate=isolate)["post"]["layers:enc"]
+        drawn = {n.split(":", 1)[1] for n in opened.nodes if n.startswith("k:")} | \
+            {c.split(":", 1)[1] for c in opened.clusters if c.startswith("f:")}
+        assert "fusion.e" in drawn and "fusion.x" not in drawn and "L:dec" in opened.nodes
+        assert ("k:fusion.e", "L:dec") in {(e.src, e.dst) for e in opened.edges}

@@ -335,3 +335,91 @@ def test_each_layers_graph_before_optimization_made_ahead_is_the_one_made_after(
     # a second bundle of the same module gets its own boxes: the graphs made ahead are not changed
     again = layer_graph.own_layer_specs(ahead_b)["pre"]
     assert again["layers:net/blk1"].nodes["L:net/blk0"].label == box.label
+
+
+# ----------------------------------------------------------------------------- layers that share kernels
+
+
+@pytest.fixture(scope="module")
+def shared_stack():
+    """A real compile of a six-layer decoder whose causal mask and rotary table are computed once
+    and read by every layer (``sample_models._stack.shared_stack_source``): XLA's CSE merges what
+    the layers compute alike, so kernels hold ops of several layers."""
+    from analysis.compile.load import load_source
+    from analysis.compile.stages import compile_model
+    from sample_models._stack import shared_stack_source
+
+    return compile_model(load_source(shared_stack_source(6), "shared6.py", "shared6"), "cpu").bundle
+
+
+def test_layers_that_share_kernels_are_one_layout_up_to_what_they_share(shared_stack, monkeypatch):
+    from analysis.program.layers import layers_of_bundle
+
+    monkeypatch.setattr(layer_graph, "OPEN_AS_LAYERS", 100)  # opened as its layers, as a big one is
+    b = shared_stack
+    got = report_layers.layer_graphs(b)
+    box = got["maps"]["kernel_box"]
+    tops = layer_graph.top_layers(layers_of_bundle(b))
+    assert [t.path for t in tops] == [(f"layer{i}",) for i in range(6)]
+    # the program's layers share kernels: a middle layer holds ops of kernels another layer's box draws
+    assert any(box.get(k) not in (None, "L:layer3") for k in tops[3].shared)
+    views = got["sides"]["post"]["views"]
+    for lid, (_, names, _) in views.items():
+        kernels = [i.split(":", 1)[1] for i in names["ids"] if i.startswith(("k:", "f:"))]
+        assert kernels, lid
+        # each layer draws its own kernels (and the program's, in no layer) open, no other layer's
+        assert all(box.get(k) in (lid, None) for k in kernels), (lid, [k for k in kernels if box.get(k) not in (lid, None)])
+    # layers 1..4 are the same layer between two others: one layout on each side (layer0 reads
+    # the input, layer5 makes the output)
+    for side in ("pre", "post"):
+        v = got["sides"][side]["views"]
+        assert len({v[f"L:layer{i}"][0] for i in range(2, 5)}) == 1, side
+        assert len(got["sides"][side]["templates"]) <= 3, side
+
+
+@pytest.mark.browser
+def test_three_layers_of_a_report_whose_layers_share_kernels_open_offline(shared_stack, monkeypatch):
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("chromium is not installed (the README's test command installs it)")
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setattr(layer_graph, "OPEN_AS_LAYERS", 100)
+    b = shared_stack
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, "shared-layers.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(html_report(b))
+    box = report_layers.layer_graphs(b)["maps"]["kernel_box"]
+    requests, errors = [], []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            context = browser.new_context(offline=True, viewport={"width": 1500, "height": 1000})  # the network off
+            page = context.new_page()
+            page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file://", "data:", "blob:"))
+                       else (requests.append(r.request.url), r.abort()))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto("file://" + path)
+            page.wait_for_selector("body[data-layers='ready']", timeout=30_000)
+            assert page.locator("#graph-pre g.node[id^='pre-L:']").count() == 6
+            for i in (0, 3, 5):  # the first layer, one between two others, the last: three layouts
+                lid = f"L:layer{i}"
+                page.select_option("#xe-layer", lid)
+                page.wait_for_selector("#graph-post .layer-view svg", timeout=10_000)
+                assert page.locator("#graph-pre .layer-view g.node[id^='pre-op:']").count() > 10
+                ids = page.locator("#graph-post .layer-view g.node[id^='post-k:'], #graph-post .layer-view "
+                                   "g.cluster[id^='post-f:']").evaluate_all("ns => ns.map(n => n.id)")
+                kernels = {x.split(":", 1)[1] for x in ids}
+                mine = {k for k, where in box.items() if where == lid}
+                assert mine <= kernels, (lid, mine - kernels)  # every kernel of its own box, drawn
+                assert all(box.get(k) in (lid, None) for k in kernels), lid  # and no other layer's
+                # the layer's own names written into its layout: no zeroed placeholder shows
+                texts = page.locator("#graph-post .layer-view text").all_text_contents()
+                assert not any("0000" in t for t in texts), lid
+                if i:  # the layer it reads from, as that layer's box
+                    assert page.locator(f"#graph-pre .layer-view [id='pre-L:layer{i - 1}']").count() == 1
+                page.screenshot(path=os.path.join(OUT, f"shared-layer{i}.png"))
+        finally:
+            browser.close()
+    assert requests == [] and errors == [], (requests, errors)
