@@ -24,6 +24,10 @@ of the same N, measured beside it:
 
     .venv/bin/python benchmarks/scaling.py [--ns 1,12,48,96,192] [--trials 3] [--report 12,96]
                                            [--report-cli 96] [--measure 12] [--browser 1,12,192]
+                                           [--stack plain|shared]
+
+``--stack shared``: the decoder stack whose layers share kernels (a causal mask and rotary table
+computed once; ``benchmarks/big_programs.py`` measures its report and ``xe.show``).
 
 Writes ``benchmarks/out/scaling.json``. Goals (#18): first graph <= 1.5x the bare compile at
 every N; (#37) the report of N=96 <= 1.5x; in the browser at N=192 graphs drawn <= 1.5x, a click highlighted in < 100 ms, a layer
@@ -48,13 +52,18 @@ sys.path.insert(0, ROOT)
 OUT = os.path.join(ROOT, "benchmarks", "out")
 BASE_ENV = dict(os.environ)  # before an in-process compile sets XLA's dump and logging variables
 
-from sample_models._stack import stack_source  # noqa: E402  (ROOT on the path first)
+from sample_models._stack import shared_stack_source, stack_source  # noqa: E402  (ROOT on the path first)
+
+# which stack (``--stack``): ``plain`` (the gallery's block N times, no kernel shared between
+# layers) or ``shared`` (a causal mask and rotary table computed once, read by every layer)
+SOURCE = {"plain": stack_source, "shared": shared_stack_source}
+STACK = os.environ.get("XLA_EXPLORER_BENCH_STACK", "plain")
 
 
 def _load(n: int):
     from analysis.compile.load import load_source
 
-    return load_source(stack_source(n), f"stack{n}.py", f"stack{n}")
+    return load_source(SOURCE[STACK](n), f"stack{n}.py", f"stack{n}")
 
 
 def bare(n: int) -> float:
@@ -227,7 +236,7 @@ def browser(ns: list[int]) -> dict:
         # drift by 2x within minutes), the ratio against their mean
         bare_before = _fresh_bare(n)
         data = tempfile.mkdtemp(prefix="xla-scaling-")
-        code_id = Store(os.path.join(data, "store.sqlite")).put_code(stack_source(n))
+        code_id = Store(os.path.join(data, "store.sqlite")).put_code(SOURCE[STACK](n))
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -343,7 +352,7 @@ def report_cli(ns: list[int], trials: int) -> dict:
         for n in ns:
             path = os.path.join(d, f"stack{n}.py")
             with open(path, "w") as f:
-                f.write(stack_source(n))
+                f.write(SOURCE[STACK](n))
             cli = [os.path.join(os.path.dirname(sys.executable), "xla-explorer"), "report", path,
                    "--html", os.path.join(d, "r.html")]
             bare_s, cli_s = [], []
@@ -371,10 +380,13 @@ def main() -> None:
     ap.add_argument("--browser", default="1,12,192")
     ap.add_argument("--report", default="12,96")  # of --ns: the report timed beside them too
     ap.add_argument("--report-cli", default="96")  # xla-explorer report in a fresh process vs a fresh bare compile
+    ap.add_argument("--stack", default="plain", choices=sorted(SOURCE))
     a = ap.parse_args()
+    global STACK
+    STACK = BASE_ENV["XLA_EXPLORER_BENCH_STACK"] = a.stack  # (the fresh processes' ``_load`` too)
     ints = lambda s: [int(x) for x in s.split(",") if x.strip()]  # noqa: E731
     os.makedirs(OUT, exist_ok=True)
-    res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M")}
+    res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M"), "stack": a.stack}
     print("first graph, in-process (interleaved):", flush=True)
     res["first_graph"] = first_graph(ints(a.ns), a.trials, ints(a.report))
     if a.report_cli:
@@ -392,7 +404,7 @@ def main() -> None:
         if m[lo].get("server_rss_drawn_mb") and m[hi].get("server_rss_drawn_mb"):
             res["memory_ratio"] = round(m[hi]["server_rss_after_mb"] / m[lo]["server_rss_after_mb"], 2)
             res["memory_ratio_settled"] = round(m[hi]["server_rss_settled_mb"] / m[lo]["server_rss_settled_mb"], 2)
-    with open(os.path.join(OUT, "scaling.json"), "w") as f:
+    with open(os.path.join(OUT, "scaling.json" if a.stack == "plain" else f"scaling_{a.stack}.json"), "w") as f:
         json.dump(res, f, indent=1)
     print("\n| N | kernels | bare compile | first graph | ratio | report | ratio |")
     print("|---|---|---|---|---|---|---|")

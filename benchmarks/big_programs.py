@@ -1,0 +1,120 @@
+"""Big programs in the report and the notebook: ``xla-explorer report`` and ``xe.show`` of an
+N-layer transformer stack, each in a fresh process, side by side with a bare compile of the same
+model file in a fresh process, and the sizes of what they write.
+
+Two stacks (``sample_models/_stack.py``), each layer with its own weights, written as a Python
+loop: ``plain`` (the gallery's transformer block N times: the layers share no kernel) and
+``shared`` (a decoder whose causal mask and rotary table are computed once before the loop and
+read by every layer: XLA's common-subexpression pass merges what the layers compute alike, so
+kernels hold ops of several layers, as in a real transformer).
+
+For each stack and N, alternated and their order flipped per trial:
+
+- **bare**: ``python`` running the model file and ``jax.jit(model).lower(*inputs).compile()``,
+  nothing of XLA Explorer imported;
+- **report**: ``xla-explorer report FILE --html OUT`` as a user runs it (the file compiled in the
+  sandboxed worker, as by default);
+- **show**: ``xe.show(model, *example_inputs())`` and its notebook output (``_repr_html_``:
+  the page in an ``<iframe srcdoc>``), in a fresh Python process, as a notebook cell runs it.
+
+    .venv/bin/python benchmarks/big_programs.py [--ns 1,12,96,192] [--stacks plain,shared]
+                                                [--trials 2] [--kinds report,show]
+
+Writes ``benchmarks/out/big_programs.json``. Goals (#52): the report of the 96-layer stack whose
+layers share kernels <= 1.5x its bare compile and <= 20 MiB; a 96-layer program's ``xe.show``
+<= 1.5x. The app's first graph at 96 and 192 layers with shared kernels is
+``benchmarks/scaling.py --stack shared``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+OUT = os.path.join(ROOT, "benchmarks", "out")
+
+from sample_models._stack import shared_stack_source, stack_source  # noqa: E402  (ROOT on the path first)
+
+SOURCES = {"plain": stack_source, "shared": shared_stack_source}
+MiB = 2 ** 20
+
+BARE = ("import runpy, jax\nns = runpy.run_path({path!r}, run_name='__main__')\n"
+        "jax.jit(ns['model']).lower(*ns['example_inputs']()).compile()")
+SHOW = ("import runpy, sys\nsys.path.insert(0, {root!r})\nimport xla_explorer as xe\n"
+        "ns = runpy.run_path({path!r}, run_name='__main__')\n"
+        "out = xe.show(ns['model'], *ns['example_inputs'](), backend='cpu')._repr_html_()\n"
+        "open({out!r}, 'w', encoding='utf-8').write(out)")
+
+
+def _timed(cmd: list[str], cwd: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=cwd, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def run(stacks: list[str], ns: list[int], trials: int, kinds: list[str]) -> dict:
+    out: dict = {}
+    cli = os.path.join(os.path.dirname(sys.executable), "xla-explorer")
+    with tempfile.TemporaryDirectory() as d:
+        for stack in stacks:
+            for n in ns:
+                path = os.path.join(d, f"{stack}{n}.py")
+                with open(path, "w") as f:
+                    f.write(SOURCES[stack](n))
+                report_html, show_html = os.path.join(d, "r.html"), os.path.join(d, "show.html")
+                cmds = {"bare": [sys.executable, "-c", BARE.format(path=path)],
+                        "report": [cli, "report", path, "--html", report_html],
+                        "show": [sys.executable, "-c", SHOW.format(root=ROOT, path=path, out=show_html)]}
+                order = ["bare"] + kinds
+                times: dict[str, list[float]] = {k: [] for k in order}
+                for t in range(trials):
+                    for which in (order if t % 2 == 0 else order[::-1]):
+                        times[which].append(_timed(cmds[which], ROOT))
+                    print(f"  {stack} N={n:<4} trial {t + 1}: "
+                          + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+                bare = statistics.median(times["bare"])
+                row = {"fresh_bare_compile_s": round(bare, 2), "bare_s": [round(x, 2) for x in times["bare"]]}
+                for k in kinds:
+                    m = statistics.median(times[k])
+                    row[k] = {"s": round(m, 2), "ratio": round(m / bare, 2), "all_s": [round(x, 2) for x in times[k]]}
+                if "report" in kinds:
+                    row["report"]["mib"] = round(os.path.getsize(report_html) / MiB, 2)
+                if "show" in kinds:
+                    row["show"]["mib"] = round(os.path.getsize(show_html) / MiB, 2)
+                out.setdefault(stack, {})[n] = row
+                print(f"  {stack} N={n}: {json.dumps(row)}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ns", default="1,12,96,192")
+    ap.add_argument("--stacks", default="plain,shared")
+    ap.add_argument("--trials", type=int, default=2)
+    ap.add_argument("--kinds", default="report,show")
+    a = ap.parse_args()
+    ns = [int(x) for x in a.ns.split(",") if x.strip()]
+    res = {"machine": f"{os.cpu_count()} cores", "when": time.strftime("%Y-%m-%d %H:%M"),
+           "stacks": run(a.stacks.split(","), ns, a.trials, a.kinds.split(","))}
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "big_programs.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print("\n| stack | N | fresh bare compile | report | ratio | MiB | xe.show | ratio | MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for stack, rows in res["stacks"].items():
+        for n, r in rows.items():
+            rep, show = r.get("report") or {}, r.get("show") or {}
+            print(f"| {stack} | {n} | {r['fresh_bare_compile_s']:.2f} s | {rep.get('s', '–')} s | {rep.get('ratio', '–')}x"
+                  f" | {rep.get('mib', '–')} | {show.get('s', '–')} s | {show.get('ratio', '–')}x | {show.get('mib', '–')} |")
+
+
+if __name__ == "__main__":
+    main()
