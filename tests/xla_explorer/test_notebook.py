@@ -228,3 +228,21 @@ def test_a_saved_output_draws_its_graphs_and_charts_offline(small, tmp_path):
             browser.close()
     assert requests == [], requests
     assert errors == [], errors
+
+
+def test_a_big_functions_layer_graphs_are_made_beside_its_compile(monkeypatch):
+    """``xe.show`` of a function makes its page's layer graphs while XLA compiles it (as the
+    command's report does, ``report_layers.LayersAhead``): the page finds them made."""
+    from analysis.compile.load import load_source
+    from analysis.render import layer_graph, report_layers
+    from sample_models._stack import shared_stack_source
+
+    import xla_explorer as xe
+
+    monkeypatch.setattr(layer_graph, "OPEN_AS_LAYERS", 100)  # three layers opened as a big program's
+    report_layers.LAYER_GRAPHS.clear()
+    m = load_source(shared_stack_source(3), "shared3.py", "shared3")
+    shown = xe.show(m.model, *m.inputs, backend="cpu")
+    made = report_layers.LAYER_GRAPHS.get(shown.bundle, lambda: None)  # None: not made beside the compile
+    assert made is not None and made["maps"]["order"] == ["L:layer0", "L:layer1", "L:layer2"]
+    assert "id='xe-layers'" in shown.html()
