@@ -13,7 +13,10 @@ layers are the boxes of the layers view:
   kernels were once drawn as their own nodes between the layers, but a transformer block has
   about four at each border: seconds of Graphviz for the overview alone (docs/performance.md),
   and a tangle on a projector where the view before optimization is a clean chain. Opening a
-  layer draws the kernels that cross into it beside its own. A kernel whose
+  layer draws the kernels that cross into it (those its box draws) beside its own; a kernel it
+  shares that another layer's box draws (XLA's CSE merges a mask or a constant every layer
+  computes alike into one layer's kernels) is that box, where the value enters or leaves, so
+  layers alike up to what they share are one graph. A kernel whose
   result has no layer's name (a broadcast every layer reads) stays its own node.
 
 Both sides name a layer's box ``L:<path>``, so selecting it on one side finds it on the other.
@@ -293,7 +296,7 @@ _PLUMBING = frozenset({"get-tuple-element", "bitcast", "tuple"})  # pass a value
 
 def own_layer_specs(bundle: Bundle) -> dict[str, dict[str, GraphSpec]]:
     """``{"pre": {"layers:<path>": spec, ...}, "post": {...}}``: each layer drawn on its own,
-    its ops before optimization and its kernels after (those that cross into it too, fusions
+    its ops before optimization and its kernels after (those that cross into its box too, fusions
     open), with what they read from outside: a parameter as itself, another layer's value as
     that layer's box. Unlike ``layer_variants(isolate=True)`` each graph is built from the
     layer's own instructions only (the module is walked once for all of them), so the views of
