@@ -12,7 +12,7 @@ import streamlit as st
 
 from analysis.bundle.core import Bundle
 from analysis.render import report
-from app import graph_payload, permalink, queries, runner, safe, views
+from app import graph_payload, lecture_ui, permalink, queries, runner, safe, views
 from app.decisions_view import render as render_decisions
 from app.devices_view import render_devices_view
 from app.explorer_link import TABS, view_link
@@ -130,8 +130,8 @@ def share(b: Bundle, state: ExplorerState, present: bool) -> None:
     st.markdown("#### Share and export")
     link = view_link(b, state, present)
     linkable = bool(link.get("model") or link.get("code"))
-    if linkable:
-        st.query_params.from_dict(permalink.state_to_params(link))
+    if linkable:  # (a lecture on show keeps its own lecture= and slide= beside the view's)
+        st.query_params.from_dict({**permalink.state_to_params(link), **lecture_ui.link_params()})
     share1, share2 = st.columns([3, 2])
     with share1:
         if linkable:
@@ -146,6 +146,7 @@ def share(b: Bundle, state: ExplorerState, present: bool) -> None:
             st.caption("Uploaded HLO and bundles have no link: share the bundle or the HTML report instead.")
     with share2:
         downloads(b, state)
+    lecture_ui.editor(link if linkable else None)
 
 
 def downloads(b: Bundle, state: ExplorerState) -> None:
