@@ -132,6 +132,117 @@ def kernel_times(t: dict | None) -> dict[str, KernelTime]:
     return {k.name: k for k in out}
 
 
+@dataclass(frozen=True)
+class KernelRate:
+    """A measured kernel's throughput and its place under a roof (docs/numbers.md, "throughput"):
+    its bytes and FLOPs per step over its own time (``KernelTime.own_s``: the time it ran), so
+    the rate is the one the kernel achieved while running, on the same steps as its time.
+    ``pct_of_roof`` is of the roof that applies to it: the bandwidth of the smallest calibrated
+    cache its working set (the bytes one call moves) fits in, else memory's, or a compute peak,
+    whichever it is nearest. It is never above 100%: a kernel faster than every roof measured gets
+    no percentage, and ``roof_note`` says why."""
+
+    name: str
+    bytes_per_s: float | None
+    flops_per_s: float | None
+    intensity: float | None  # FLOP per byte
+    working_set: float | None  # bytes one call moves
+    roof: str | None  # which roof bounds it: "memory", "L2 cache (1 MiB)", "fp32"
+    roof_per_s: float | None  # that roof, bytes/s for a memory roof, FLOP/s for a compute one
+    pct_of_roof: float | None
+    roof_note: str = ""
+
+
+def memory_roofs(peaks: dict | None) -> list[tuple[str, float, float]]:
+    """The memory roofs of ``peaks``, smallest first: ``(name, size in bytes, bytes/s)``; the
+    device's memory last (its size infinite). Calibrated caches come from ``memory_levels``."""
+    if not isinstance(peaks, dict):
+        return []
+    out = []
+    for lv in peaks.get("memory_levels") or []:
+        if isinstance(lv, dict) and _num(lv.get("bytes")) and _num(lv.get("bytes_per_s")):
+            out.append((str(lv.get("name") or "cache"), float(lv["bytes"]), float(lv["bytes_per_s"])))
+    out.sort(key=lambda r: r[1])
+    bw = _num(peaks.get("memory_bytes_per_s"))
+    if bw:
+        out.append(("memory", float("inf"), bw))
+    return out
+
+
+def kernel_rates(t: dict | None) -> dict[str, KernelRate]:
+    """Every measured kernel's throughput, by name (control flow left out: its own time holds the
+    kernels it runs). Read from ``kernel_times`` (the one object) and the kernel rows' bytes and
+    FLOPs per step; the roofs from ``timings["peaks"]``."""
+    kts = kernel_times(t)
+    if not kts:
+        return {}
+    rows = t.get("kernels") or {}
+    peaks = t.get("peaks") if isinstance(t.get("peaks"), dict) else None
+    roofs = memory_roofs(peaks)
+    fpeaks = (peaks or {}).get("flops_per_s") if isinstance((peaks or {}).get("flops_per_s"), dict) else {}
+    out = {}
+    for name, kt in kts.items():
+        r = rows.get(name) or {}
+        if kt.inclusive or kt.own_s <= 0:
+            continue
+        nbytes, flops, calls = _num(r.get("bytes")), _num(r.get("flops")), kt.calls or 1.0
+        bps = nbytes / kt.own_s if nbytes else None
+        fps = flops / kt.own_s if flops else None
+        ws = nbytes / calls if nbytes else None
+        cands = []  # (fraction of the roof, roof's name, roof)
+        if bps is not None and roofs:
+            level = next((lv for lv in roofs if ws <= lv[1]), roofs[-1])
+            label = level[0] if level[0] == "memory" else f"{level[0]} ({_size(level[1])})"
+            cands.append((bps / level[2], label, level[2]))
+        fkey = r.get("peak_key") if isinstance(r.get("peak_key"), str) else None
+        fpeak = _num(fpeaks.get(fkey)) if fkey else None
+        if fps is not None and fpeak:
+            cands.append((fps / fpeak, fkey, fpeak))
+        roof = max(cands) if cands else None
+        pct, note = (100.0 * roof[0] if roof else None), ""
+        if roof and roof[0] > 1.0:
+            pct = None
+            if roof[1] in fpeaks:
+                note = (f"ran faster than the {roof[1]} peak ({roof[2] / 1e9:,.4g} GFLOP/s): "
+                        "that peak was measured or listed for another kind of matmul; no roof applies")
+            else:
+                note = (f"ran faster than the {roof[1]} roof ({roof[2] / 2 ** 30:.3g} GiB/s): its "
+                        f"{_size(ws)} working set stayed in a cache faster than any measured, so no "
+                        "measured roof applies")
+        out[name] = KernelRate(name, bps, fps, flops / nbytes if nbytes and flops else None, ws,
+                               roof[1] if roof else None, roof[2] if roof else None, pct, note)
+    return out
+
+
+def roof_note(t: dict | None) -> str | None:
+    """One sentence for the views under the kernels' rates: which roofs apply, and how many
+    kernels ran faster than every roof measured (those show no percentage)."""
+    rates = kernel_rates(t)
+    if not rates:
+        return None
+    above = [r for r in rates.values() if r.roof_note]
+    caches = sorted({r.roof for r in rates.values() if r.roof and r.pct_of_roof is not None
+                     and r.roof != "memory" and "(" in r.roof})
+    parts = []
+    if caches:
+        parts.append("a kernel whose working set fits in a calibrated cache is measured against that "
+                     f"cache's bandwidth ({', '.join(caches)}), not memory's")
+    if above:
+        parts.append(f"{len(above)} kernel(s) ran faster than every roof measured (their data stayed in a "
+                     "smaller, faster cache): no % of roof is shown for them")
+    return ("Roofs: " + "; ".join(parts) + ".") if parts else None
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} GiB"
+
+
 def busy_fraction(t: dict | None) -> float | None:
     """Busy over the step: the part of the step in which some kernel ran (at most 1)."""
     s = step(t)

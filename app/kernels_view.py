@@ -10,7 +10,7 @@ from analysis.render.charts import (  # noqa: F401 - re-exported for callers of 
     route_label, figure_makers, figures, fusion_figure, fusion_table, kernel_rows, measured, roofline_figure, timeline_figure,
     top_kernels_figure, treemap_figure,
 )
-from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.render.format import human_bytes, human_flops, human_seconds, peaks_sentence
 from analysis.render.rows import fused_text
 from analysis.render.summary import trace_source_text
 from app.picks import picked_point, picked_row
@@ -74,15 +74,16 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
                 "calls": r["calls"], "time": None if r["time_us"] is None else r["time_us"] / 1e6,
                 "share": 100 * (r["share"] or 0),
                 "own time": None if r.get("own_us") is None else r["own_us"] / 1e6,
-                "GB/s": r["gbps"], "GFLOP/s": r["gflops"], "% of peak": r["pct_of_peak"],
+                "GiB/s": r["gib_s"], "GFLOP/s": r["gflops"], "% of roof": r["pct_of_roof"],
+                "roof": r["roof"] or "",
             })
         data.append(row)
     order = ["kernel", "route", "library", "what", "ops", "fused instructions", "source"]
     if measured:
-        order += ["calls", "time", "share", "own time", "GB/s", "GFLOP/s", "% of peak"]
+        order += ["calls", "time", "share", "own time", "GiB/s", "GFLOP/s", "% of roof", "roof"]
     order += ["bytes", "FLOPs", "inside"]
     df = pd.DataFrame(data, columns=order)
-    text = ["route", "library", "what", "fused instructions", "source", "inside"]
+    text = ["route", "library", "what", "fused instructions", "source", "inside", "roof"]
     numbers = [c for c in order if c not in text and c != "kernel"]
 
     def has(c):
@@ -97,8 +98,8 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
     formats = {
         "ops": _num(lambda v: f"{v:g}"), "calls": _num(lambda v: f"{v:g}"),
         "time": _num(human_seconds), "share": _num(lambda v: f"{v:.1f}%"), "own time": _num(human_seconds),
-        "GB/s": _num(lambda v: f"{v:.1f}"), "GFLOP/s": _num(lambda v: f"{v:.1f}"),
-        "% of peak": _num(lambda v: f"{v:.0f}%"), "bytes": _num(human_bytes), "FLOPs": _num(human_flops),
+        "GiB/s": _num(lambda v: f"{v:.3g}"), "GFLOP/s": _num(lambda v: f"{v:,.4g}"),
+        "% of roof": _num(lambda v: f"{v:.0f}%"), "bytes": _num(human_bytes), "FLOPs": _num(human_flops),
     }
     styler = df.style.format({c: f for c, f in formats.items() if c in df.columns})
     if selected and selected in set(df["kernel"]):
@@ -118,7 +119,11 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
                                                  help="its part of the step (the middle traced steps)"),
         "own time": st.column_config.NumberColumn(help="the time it ran, kernels beside it counted in full (control "
                                                   "flow: with the kernels it runs); shown where it differs from time"),
-        "% of peak": st.column_config.NumberColumn(help="max of bandwidth and compute use vs the device's peaks"),
+        "GiB/s": st.column_config.NumberColumn(help="bytes it moves per step over its own time (the time it ran)"),
+        "GFLOP/s": st.column_config.NumberColumn(help="FLOPs per step over its own time (the time it ran)"),
+        "% of roof": st.column_config.NumberColumn(help="of the roof named beside it: the cache its working set fits "
+                                                        "in, memory, or a compute peak (docs/numbers.md); never above "
+                                                        "100%: a kernel faster than every roof measured shows none"),
         "calls": st.column_config.NumberColumn(help="executions per step"),
         "bytes": st.column_config.NumberColumn(help="read and written by the kernel (from the optimized HLO)"),
         "FLOPs": st.column_config.NumberColumn(help="floating-point operations (from the optimized HLO)"),
@@ -165,17 +170,12 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
             st.info(t["coverage_note"])
         if t.get("command_buffer_note"):
             st.caption(t["command_buffer_note"])
-        peaks = t.get("peaks") or {}
-        if peaks.get("memory_bytes_per_s"):
-            fl = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in (peaks.get("flops_per_s") or {}).items())
-            st.caption(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
-                       f"{peaks['memory_bytes_per_s'] / 1e9:.0f} GB/s memory, {fl}.")
+        if peaks_sentence(t.get("peaks")):
+            st.caption(plain(peaks_sentence(t.get("peaks"))))
         elif t.get("peaks_note"):
             st.caption(plain(str(t["peaks_note"])[:300]))
-        from analysis.timing.profiles import over_peak_note
-
-        if over_peak_note(t):
-            st.caption(over_peak_note(t))
+        if numbers.roof_note(t):
+            st.caption(numbers.roof_note(t))
     elif measuring:
         st.caption("Measuring: every kernel is being timed; the timings fill in here when that is done. "
                    "Until then, kernels, bytes and FLOPs from the optimized HLO.")

@@ -86,8 +86,10 @@ def device_peaks(environment: dict, device=None, calibrations: Calibrations | No
 
 
 def calibrate_peaks(device=None) -> dict:
-    """About a second of a large elementwise copy and a large f32 matmul: the best achieved
-    bytes/s and FLOP/s stand in for the device's peaks (roofs an XLA kernel can reach)."""
+    """About a second of a large elementwise scale, the same scale over working sets that fit in
+    each of the CPU's caches, and a large f32 matmul: the best achieved bytes/s and FLOP/s stand
+    in for the device's roofs (rates an XLA kernel can reach). Each rate keeps the spread of its
+    runs (``spread``: median and middle half), so the page can say how steady the roof was."""
     device = device or jax.devices()[0]
     n = 32 * 1024 * 1024  # 128 MiB of f32 in, 128 MiB out
     # Donated, so the output reuses the input's memory: a fresh 128 MiB output would be
@@ -100,27 +102,89 @@ def calibrate_peaks(device=None) -> dict:
         state["x"] = scale(state["x"])
         return state["x"]
 
-    bw = _best_rate(step, 2 * 4 * n, budget_s=0.4)
+    bw, bw_runs = _rates(step, 2 * 4 * n, budget_s=0.4)
+    del state
+    levels = [_cache_level(name, size, device) for name, size in cache_sizes()]
     m = 1024
     a = jax.device_put(jnp.ones((m, m), jnp.float32), device)
     mm = jax.jit(lambda u, v: u @ v, compiler_options=FULL_OPTIMIZATION)
-    fl = _best_rate(lambda: mm(a, a), 2 * m ** 3, budget_s=0.5)
-    del state, a
+    fl, fl_runs = _rates(lambda: mm(a, a), 2 * m ** 3, budget_s=0.5)
+    del a
     return {"source": "calibrated", "memory_bytes_per_s": bw, "flops_per_s": {"matmul": fl},
-            "note": f"calibrated: best of an in-place {4 * n >> 20} MiB f32 scale (read + write) and a {m}x{m} f32 matmul"}
+            "memory_levels": [lv for lv in levels if lv is not None],
+            "spread": {"memory": _spread_of(bw_runs), "matmul": _spread_of(fl_runs)},
+            "note": f"calibrated: best of an in-place {4 * n >> 20} MiB f32 scale (read + write), the same in "
+                    f"each cache, and a {m}x{m} f32 matmul"}
 
 
-def _best_rate(fn, work: float, budget_s: float) -> float:
+# Passes over one cache-sized buffer inside one call: the call's dispatch, paid once, is small
+# next to them, as it is for a kernel timed by the profiler.
+CACHE_PASSES = 64
+
+
+def cache_sizes() -> list[tuple[str, int]]:
+    """The CPU's data caches past the first level, ``("L2", bytes)``, from Linux's sysfs (empty
+    where it is not readable). The first level is left out: one pass over it is shorter than a
+    loop trip's own cost, so its "bandwidth" would be the loop's."""
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    out = {}
+    for d in sorted(glob.glob(os.path.join(root, "index*"))):
+        try:
+            with open(os.path.join(d, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(d, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(d, "size")) as f:
+                size = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        mult = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:].upper(), 1)
+        try:
+            nbytes = int(size.rstrip("KMGkmg")) * mult
+        except ValueError:
+            continue
+        if level >= 2 and kind in ("Data", "Unified") and nbytes > 0:
+            out[f"L{level}"] = nbytes
+    return sorted(out.items(), key=lambda kv: kv[1])
+
+
+def _cache_level(name: str, size: int, device) -> dict | None:
+    """The bandwidth of an in-place scale over a buffer half the cache's size (the rest holds
+    what else runs), ``CACHE_PASSES`` passes in one call."""
+    n = max(1024, size // 2 // 4)
+    body = jax.jit(lambda v: jax.lax.fori_loop(0, CACHE_PASSES, lambda i, u: u * 1.0001, v),
+                   donate_argnums=0, compiler_options=FULL_OPTIMIZATION)
+    state = {"x": jax.device_put(jnp.ones((n,), jnp.float32), device)}
+
+    def step():
+        state["x"] = body(state["x"])
+        return state["x"]
+
+    try:
+        bw, runs = _rates(step, 2 * 4 * n * CACHE_PASSES, budget_s=0.2)
+    except Exception:  # noqa: BLE001 - a cache roof is a refinement; memory's stays
+        return None
+    return {"name": f"{name} cache", "bytes": size, "buffer_bytes": 4 * n, "bytes_per_s": bw,
+            "spread": _spread_of(runs)}
+
+
+def _spread_of(rates: list[float]) -> dict:
+    s = spread(rates)
+    return {"median": s.median, "q1": s.q1, "q3": s.q3, "n": s.n} if s else {}
+
+
+def _rates(fn, work: float, budget_s: float) -> tuple[float, list[float]]:
+    """The best rate of ``fn`` doing ``work`` and every run's rate (at least 3, at most 50 runs
+    within ``budget_s``)."""
     jax.block_until_ready(fn())
-    best = math.inf
+    times = []
     t_end = time.perf_counter() + budget_s
-    reps = 0
-    while reps < 3 or (time.perf_counter() < t_end and reps < 50):
+    while len(times) < 3 or (time.perf_counter() < t_end and len(times) < 50):
         t0 = time.perf_counter()
         jax.block_until_ready(fn())
-        best = min(best, time.perf_counter() - t0)
-        reps += 1
-    return work / best if best > 0 else 0.0
+        times.append(time.perf_counter() - t0)
+    rates = [work / x for x in times if x > 0]
+    return (max(rates) if rates else 0.0), rates
 
 
 def default_iterations(step_s: float, target_s: float = 0.8) -> int:

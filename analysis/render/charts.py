@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from analysis import measures
 from analysis.bundle.core import Bundle
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
-from analysis.render.format import human_bytes, human_seconds
+from analysis.render.format import human_bandwidth, human_bytes, human_flop_rate, human_seconds
 from analysis.render.rows import kernel_rows  # noqa: F401 - the table's rows, re-exported
 
 UNKNOWN_COLOR = "#777777"
@@ -187,49 +187,65 @@ def timeline_figure(bundle: Bundle) -> go.Figure:
 
 def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
     """Arithmetic intensity (FLOP/byte) against achieved FLOP/s per kernel, log-log, under the
-    device's roofs: memory (bytes/s × intensity) capped by each compute peak."""
+    device's roofs: memory's and each calibrated cache's bandwidth × intensity, capped by each
+    compute peak. A kernel's rates are over its own time (``measures.kernel_rates``, the numbers
+    the table shows); its hover names the roof it is measured against."""
     t = bundle.timings or {}
-    pts = [r for r in _leaf_rows(bundle) if r.get("flops_per_s") and r.get("arithmetic_intensity")]
+    rates = measures.kernel_rates(t)
+    kts = measures.kernel_times(t)
+    routes = {r.get("name"): r.get("route", "unknown") for r in _leaf_rows(bundle)}
+    pts = [r for r in rates.values() if r.flops_per_s and r.intensity and r.name in routes]
     if not pts:
         return _empty("Roofline", "not measured" if not t else "no kernel with both FLOPs and bytes")
     peaks = t.get("peaks") or {}
-    ai = [r["arithmetic_intensity"] for r in pts]
+    ai = [r.intensity for r in pts]
     lo = 10 ** math.floor(math.log10(min(ai)) - 0.5)
     hi = 10 ** math.ceil(math.log10(max(ai)) + 0.5)
     fig = go.Figure()
-    bw = peaks.get("memory_bytes_per_s")
     fpeaks = peaks.get("flops_per_s") or {}
-    if bw:
-        for name, fp in sorted(fpeaks.items(), key=lambda kv: -kv[1]):
-            ridge = fp / bw
-            xs = [lo, max(lo, min(ridge, hi)), hi]
-            ys = [min(fp, x * bw) for x in xs]
-            fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#444", width=1.5, dash="dot" if name != max(fpeaks, key=fpeaks.get) else "solid"),
-                            name=f"roof: {name} {fp / 1e9:.3g} GFLOP/s", hoverinfo="name")
-        if not fpeaks:
-            fig.add_scatter(x=[lo, hi], y=[lo * bw, hi * bw], mode="lines", line=dict(color="#444"),
-                            name=f"memory {bw / 1e9:.3g} GB/s")
-    tot = max(r["median_s"] for r in pts)
+    top = max(fpeaks.values()) if fpeaks else None
+    for name, size, bw in measures.memory_roofs(peaks):
+        label = "memory" if name == "memory" else f"{name} ({human_bytes(size)})"
+        xs = [lo, max(lo, min(top / bw, hi)), hi] if top else [lo, hi]
+        ys = [min(top, x * bw) if top else x * bw for x in xs]
+        fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#444" if name == "memory" else "#999", width=1.5,
+                                                             dash="solid" if name == "memory" else "dash"),
+                        name=f"roof: {label} {human_bandwidth(bw)}", hoverinfo="name")
+    for name, fp in sorted(fpeaks.items(), key=lambda kv: -kv[1]):
+        fig.add_scatter(x=[lo, hi], y=[fp, fp], mode="lines", line=dict(color="#444", width=1, dash="dot"),
+                        name=f"roof: {name} {human_flop_rate(fp)}", hoverinfo="name")
+    tot = max(kts[r.name].time_s for r in pts) or 1.0
     for route in ROUTES + ("unknown",):
-        rs = [r for r in pts if r["route"] == route]
+        rs = [r for r in pts if routes.get(r.name) == route]
         if not rs:
             continue
-        fig.add_scatter(x=[r["arithmetic_intensity"] for r in rs], y=[r["flops_per_s"] for r in rs], mode="markers",
-                        marker=dict(color=_color(route), size=[8 + 22 * math.sqrt(r["median_s"] / tot) for r in rs],
-                                    line=dict(color=[SELECTED if r["name"] == selected else "white" for r in rs],
-                                              width=[4 if r["name"] == selected else 1 for r in rs])),
-                        name=route_label(route), customdata=[r["name"] for r in rs],
-                        text=[f"{r['name']}<br>{human_seconds(r['median_s'])}, {r.get('gbps') or 0:.1f} GB/s"
-                              + (f", {r['pct_of_peak']:.0f}% of peak" if r.get("pct_of_peak") is not None else "")
-                              for r in rs],
-                        hovertemplate="%{text}<br>%{x:.3g} FLOP/byte, %{y:.3g} FLOP/s<extra></extra>")
+        fig.add_scatter(x=[r.intensity for r in rs], y=[r.flops_per_s for r in rs], mode="markers",
+                        marker=dict(color=_color(route), size=[8 + 22 * math.sqrt(kts[r.name].time_s / tot) for r in rs],
+                                    line=dict(color=[SELECTED if r.name == selected else "white" for r in rs],
+                                              width=[4 if r.name == selected else 1 for r in rs])),
+                        name=route_label(route), customdata=[r.name for r in rs],
+                        text=[_rate_hover(r, kts[r.name]) for r in rs],
+                        hovertemplate="%{text}<br>%{x:.3g} FLOP/byte<extra></extra>")
     src = peaks.get("source")
-    fig.update_layout(title="Roofline" + (f" ({'data-sheet peaks' if src == 'table' else 'calibrated peaks'})" if src else ""),
+    fig.update_layout(title="Roofline" + (f" ({'data-sheet peaks' if src == 'table' else 'calibrated roofs'})" if src else ""),
                       # SI prefixes on the ticks ("100G", not plotly's default "100B", which reads as bytes)
                       xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)", exponentformat="SI"),
-                      yaxis=dict(type="log", title="achieved FLOP/s", exponentformat="SI"), height=480, font=FONT,
-                      margin=dict(l=10, r=10, t=70, b=40), title_y=0.97)
+                      yaxis=dict(type="log", title="achieved FLOP/s (over its own time)", exponentformat="SI"),
+                      height=480, font=FONT, margin=dict(l=10, r=10, t=70, b=40), title_y=0.97)
     return fig
+
+
+def _rate_hover(r: measures.KernelRate, kt: measures.KernelTime) -> str:
+    """A roofline point's hover: the time the table shows, and the rates over its own time."""
+    out = f"{r.name}<br>{human_seconds(kt.time_s)} ({kt.share:.1%} of the step)"
+    if kt.own_shown(human_seconds):
+        out += f", own time {human_seconds(kt.own_s)}"
+    out += f"<br>{human_bandwidth(r.bytes_per_s)}, {human_flop_rate(r.flops_per_s)} over its own time"
+    if r.pct_of_roof is not None:
+        out += f"<br>{r.pct_of_roof:.0f}% of the {r.roof} roof"
+    elif r.roof_note:
+        out += "<br>" + r.roof_note
+    return out
 
 
 def fusion_table(bundle: Bundle) -> list[dict]:

@@ -30,7 +30,7 @@ from analysis.measures import kernel_times
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
 from analysis.render import web_assets
 from analysis.render.decisions import html_section as decisions_html_section
-from analysis.render.format import human_bytes, human_flops, human_seconds
+from analysis.render.format import human_bytes, human_flops, human_seconds, peaks_sentence
 from analysis.render.rows import fused_text, kernel_rows, user_lines
 from analysis.render.summary import route_chips_html, summary_html
 
@@ -194,7 +194,7 @@ def _kernel_table(b: Bundle) -> str:
     measured = bool((b.timings or {}).get("kernels"))
     head = ["#", "kernel", "route", "what", "fused ops", "bytes", "FLOPs", "source"]
     if measured:
-        head += ["calls", "time / step", "share", "GB/s", "% of peak"]
+        head += ["calls", "time / step", "share", "GiB/s", "% of roof"]
     out = ["<table class='kt' id='kernel-table'><thead><tr>" + "".join(f"<th>{h}</th>" for h in head)
            + "</tr></thead><tbody>"]
     for i, r in enumerate(rows, 1):
@@ -224,8 +224,8 @@ def _kernel_table(b: Bundle) -> str:
                 + ("<sup title='control flow: includes the kernels it runs'>*</sup>" if r.get("inclusive") else ""),
                 (f"<div class='bar'><span style='width:{min(share, 1) * 100:.1f}%;background:{color}'></span></div>"
                  f"{share:.1%}") if share is not None else "–",
-                _e(f"{r['gbps']:.1f}" if r.get("gbps") is not None else "–"),
-                _e(f"{r['pct_of_peak']:.0f}%" if r.get("pct_of_peak") is not None else "–"),
+                _e(f"{r['gib_s']:.3g}" if r.get("gib_s") is not None else "–"),
+                _e(f"{r['pct_of_roof']:.0f}% {r['roof']}" if r.get("pct_of_roof") is not None else "–"),
             ]
         num = {0, 5, 6} | ({8, 9, 11, 12} if measured else set())
         out.append(f"<tr id='kernel-{_e(r['kernel'])}' data-kernel='{_e(r['kernel'])}'>"
@@ -236,11 +236,8 @@ def _kernel_table(b: Bundle) -> str:
     notes = []
     if measured:
         notes.append(f"Measured: median over {t.get('iterations')} calls; time is per step (all calls summed).")
-        peaks = t.get("peaks") or {}
-        if peaks.get("memory_bytes_per_s"):
-            fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
-            notes.append(f"Peaks ({peaks.get('note') or peaks.get('source')}): "
-                         f"{human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}.")
+        if peaks_sentence(t.get("peaks")):
+            notes.append(peaks_sentence(t.get("peaks")))
         for key in ("coverage_note", "command_buffer_note"):
             if t.get(key):
                 notes.append(t[key])

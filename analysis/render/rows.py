@@ -61,6 +61,16 @@ def _times(kt: measures.KernelTime | None) -> dict:
             "own_us": kt.own_s * 1e6 if kt.own_shown(human_seconds) else None}
 
 
+def _rates(kr: measures.KernelRate | None) -> dict:
+    """A row's throughput columns from the one object (``measures.KernelRate``): GiB/s and GFLOP/s
+    over the kernel's own time, and its % of the roof that applies to it (never above 100%)."""
+    if kr is None:
+        return {"gib_s": None, "gflops": None, "pct_of_roof": None, "roof": None, "roof_note": ""}
+    return {"gib_s": kr.bytes_per_s / 2 ** 30 if kr.bytes_per_s is not None else None,
+            "gflops": kr.flops_per_s / 1e9 if kr.flops_per_s is not None else None,
+            "pct_of_roof": kr.pct_of_roof, "roof": kr.roof, "roof_note": kr.roof_note}
+
+
 def kernel_rows(bundle: Bundle) -> list[dict]:
     """One row per kernel. Measured columns are None when the bundle carries no timings;
     kernels that did not run have calls 0. Measured rows come slowest first, control flow
@@ -68,6 +78,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
     t = bundle.timings or {}
     timed = t.get("kernels") or {}
     kts = measures.kernel_times(t)
+    rates = measures.kernel_rates(t)
     prov = bundle.provenance
     rows = []
     seen = set()
@@ -81,9 +92,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
             "lines": mine, "other_lines": other,
             "calls": r["calls"] if r else (0 if timed else None),
             **_times(kts.get(k.name) if r else None),
-            "gbps": r.get("gbps") if r else None,
-            "gflops": (r["flops_per_s"] / 1e9) if r and r.get("flops_per_s") else None,
-            "pct_of_peak": r.get("pct_of_peak") if r else None,
+            **_rates(rates.get(k.name) if r else None),
             "bytes": k.bytes, "flops": k.flops,
             "inclusive": bool(r and r.get("inclusive")),
             "context": k.context,
@@ -94,8 +103,7 @@ def kernel_rows(bundle: Bundle) -> list[dict]:
                          "what": r.get("library") or "", "fused_ops": [], "absorbed": 0, "lines": [],
                          "other_lines": [],
                          "calls": r["calls"], **_times(kts.get(name)),
-                         "gbps": r.get("gbps"), "gflops": (r["flops_per_s"] / 1e9) if r.get("flops_per_s") else None,
-                         "pct_of_peak": r.get("pct_of_peak"), "bytes": r.get("bytes"), "flops": r.get("flops"),
+                         **_rates(rates.get(name)), "bytes": r.get("bytes"), "flops": r.get("flops"),
                          "inclusive": bool(r.get("inclusive")), "context": r.get("context", "")})
     if timed:
         rows.sort(key=lambda r: (r["inclusive"], -(r["time_us"] or 0)))

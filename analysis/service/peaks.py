@@ -59,4 +59,15 @@ def checked(p) -> dict | None:
     for k in ("device_kind", "note"):
         if isinstance(p.get(k), str) and len(p[k]) <= MAX_TEXT:
             out[k] = p[k]
+    levels = p.get("memory_levels")
+    if isinstance(levels, list) and len(levels) <= 4:  # the caches' roofs, each checked as memory's is
+        out["memory_levels"] = [{"name": lv["name"], "bytes": lv["bytes"], "bytes_per_s": lv["bytes_per_s"]}
+                                for lv in levels if isinstance(lv, dict) and isinstance(lv.get("name"), str)
+                                and len(lv["name"]) <= 32 and _rate(lv.get("bytes_per_s"), BYTES_PER_S)
+                                and type(lv.get("bytes")) is int and 0 < lv["bytes"] < 2 ** 40]
+    sp = p.get("spread")
+    if isinstance(sp, dict) and len(sp) <= 8:  # how steady each rate was over its runs
+        out["spread"] = {k: {q: v[q] for q in ("median", "q1", "q3", "n") if type(v.get(q)) in (int, float)
+                             and math.isfinite(v[q])}
+                         for k, v in sp.items() if isinstance(k, str) and len(k) <= 32 and isinstance(v, dict)}
     return out

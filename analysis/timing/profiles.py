@@ -61,7 +61,7 @@ from typing import Any, Iterable, NamedTuple, TypedDict
 
 from analysis import linear_re
 from analysis.program.kernels import Kernel, launching
-from analysis.measures import middle, spread
+from analysis.measures import middle, roof_note, spread
 
 TIMELINE_LIMIT = 4000  # events of the one-step timeline kept in the bundle
 LOW_ATTRIBUTION = 0.8
@@ -612,12 +612,6 @@ def trace_bytes(timings: dict | None) -> bytes | None:
 
 
 def over_peak_note(t: dict | None) -> str | None:
-    """Why some kernels show more than 100% of peak, when they do: small kernels whose data
-    stays in cache beat a memory roof measured by streaming far more than the caches hold."""
-    if not t or not t.get("kernels"):
-        return None
-    over = [r["name"] for r in t["kernels"].values() if (r.get("pct_of_peak") or 0) > 100]
-    if not over:
-        return None
-    return (f"{len(over)} kernel(s) show over 100% of peak: their data stayed in cache, which is faster than "
-            "the memory-bandwidth roof (measured streaming arrays much larger than the caches).")
+    """Which roofs the kernels' rates are measured against, and how many ran faster than every
+    roof measured (``measures.roof_note``: no kernel shows more than 100% of a roof)."""
+    return roof_note(t)

@@ -182,18 +182,18 @@ def test_the_roofline_ticks_use_si_prefixes(bundle):
 
 def _row(name, **kw):
     r = {"kernel": name, "route": "library", "library": "", "what": "", "fused_ops": [], "absorbed": 0,
-         "lines": [], "other_lines": [], "calls": 1, "time_us": None, "share": None, "gbps": None,
-         "gflops": None, "pct_of_peak": None, "bytes": 0, "flops": 0, "inclusive": False, "context": ""}
+         "lines": [], "other_lines": [], "calls": 1, "time_us": None, "share": None, "gib_s": None,
+         "gflops": None, "pct_of_roof": None, "roof": None, "roof_note": "", "bytes": 0, "flops": 0, "inclusive": False, "context": ""}
     r.update(kw)
     return r
 
 
 def test_the_kernel_table_reads_in_human_units_with_no_empty_columns():
     rows = [_row("dot.1", what="YNNPACK · dot", fused_ops=["dot", "add", "maximum"], absorbed=3, lines=[12, 14],
-                 time_us=569.85, share=0.6, gbps=3.0, gflops=117.8, pct_of_peak=40.0, bytes=1703936,
+                 time_us=569.85, share=0.6, gib_s=3.0, gflops=117.8, pct_of_roof=40.0, roof="matmul", bytes=1703936,
                  flops=67108864),
              _row("copy.2", route="layout", what="layout · copy", lines=[20], other_lines=["lax.py:99"],
-                  time_us=45.0, share=0.05, gbps=11.6, bytes=524288)]
+                  time_us=45.0, share=0.05, gib_s=11.6, bytes=524288)]
     styled, config = kv.table(rows, measured=True)
     df = styled.data
     # nothing in any row: library, % of peak for copy only... library and "inside" are empty everywhere
@@ -208,6 +208,7 @@ def test_the_kernel_table_reads_in_human_units_with_no_empty_columns():
     cp = dict(zip(head, shown[2].split("|")))
     assert dot["bytes"] == "1.6 MiB" and dot["FLOPs"] == "67.1 MFLOP" and dot["time"] == "569.9 µs"
     assert dot["fused instructions"] == "3: dot, add, maximum" and dot["source"] == "L12, L14" and dot["ops"] == "3"
+    assert dot["GiB/s"] == "3" and dot["% of roof"] == "40%" and dot["roof"] == "matmul" and cp["GiB/s"] == "11.6"
     assert cp["GFLOP/s"] == "–" and cp["FLOPs"] == "–" and cp["source"] == "L20, lax.py:99"
     assert "None" not in "".join(shown) and "nan" not in "".join(shown).lower()
     assert set(config) <= set(df.columns)

@@ -332,3 +332,85 @@ def test_a_schema_4_fusion_comparison_keeps_its_call_times():
     assert got["unfused"]["call_median_s"] == 0.002 and got["default"]["call_median_s"] == 0.001
     assert got["speedup"] == pytest.approx(2.0) and got["time_saved_s"] == pytest.approx(0.001)
     assert "busy_speedup" not in got and got["kernels_saved"] == 5
+
+
+# ----------------------------------------------------------------------------- rates and roofs
+
+MIB = 2 ** 20
+
+
+def _rated_bundle():
+    """A 100 µs step, roofs: memory 10 GB/s, an L2 cache of 1 MiB at 20 GB/s, fp32 1 TFLOP/s.
+    small: 64 KiB a call, 2 calls, ran 10 µs (its median over steps 20 µs): 131,072 B / 10 µs =
+    13.1072 GB/s, above memory's roof (131%) but 65.536% of the L2's, in which its 64 KiB fits.
+    big: 8 MiB, ran 50 µs: 167.77216 GB/s against memory's 10 GB/s would be 1678%: it does not fit
+    in the L2, so memory's roof applies and it ran faster than any roof measured: no %. The rows
+    keep the percentages the bundle once carried (235%, 440%), which no view may show."""
+    b = _measured_bundle()
+    t = b.timings
+    t["step_median_s"] = 100e-6
+    t["peaks"] = {"source": "calibrated", "memory_bytes_per_s": 10e9, "flops_per_s": {"fp32": 1e12},
+                  "memory_levels": [{"name": "L2 cache", "bytes": MIB, "bytes_per_s": 20e9}]}
+    base = dict(t["kernels"]["a"])
+    t["kernels"] = {
+        "a": {**base, "name": "a", "bytes": 2 * 64 * 1024, "calls": 2, "flops": 0, "share": 0.1,
+              "own_share": 0.1, "median_s": 20e-6, "pct_of_peak": 235.0, "gbps": 6.5},
+        "b": {**base, "name": "b", "bytes": 8 * MIB, "calls": 1, "flops": 0, "share": 0.5, "own_share": 0.5,
+              "median_s": 50e-6, "pct_of_peak": 440.0},
+    }
+    return b
+
+
+def test_a_kernels_rate_is_over_its_own_time_against_the_cache_it_fits_in():
+    rates = numbers.kernel_rates(_rated_bundle().timings)
+    a = rates["a"]
+    assert a.bytes_per_s == pytest.approx(131072 / 10e-6)  # own time (0.1 x 100 µs), not its 20 µs median
+    assert a.working_set == 64 * 1024
+    assert a.roof == "L2 cache (1 MiB)" and a.roof_per_s == 20e9
+    assert a.pct_of_roof == pytest.approx(100 * 13.1072e9 / 20e9)
+    assert a.roof_note == ""
+
+
+def test_no_kernel_shows_over_100_percent_of_a_roof():
+    rates = numbers.kernel_rates(_rated_bundle().timings)
+    b = rates["b"]  # 8 MiB does not fit in the L2: memory's roof, which it beat 16.8 times
+    assert b.roof == "memory" and b.pct_of_roof is None
+    assert "faster than the memory roof" in b.roof_note and "8 MiB working set" in b.roof_note
+    assert all(r.pct_of_roof is None or r.pct_of_roof <= 100 for r in rates.values())
+
+
+def test_a_flop_rate_is_weighed_against_its_compute_peak():
+    b = _rated_bundle()
+    t = b.timings
+    # 2e7 FLOPs over 50 µs = 4e11 FLOP/s, 40% of fp32's 1e12; its 1 KiB moved is 2% of the L2's roof
+    t["kernels"]["b"].update(bytes=1024, flops=2e7, peak_key="fp32")
+    r = numbers.kernel_rates(t)["b"]
+    assert r.flops_per_s == pytest.approx(4e11) and r.roof == "fp32" and r.pct_of_roof == pytest.approx(40.0)
+    assert r.intensity == pytest.approx(2e7 / 1024)
+
+
+def test_the_cli_and_the_kernel_rows_show_the_roofs_percent_never_the_old_peak():
+    from analysis.render.rows import kernel_rows
+    from analysis.render.summary import summary_text
+
+    b = _rated_bundle()
+    text = summary_text(b)
+    assert "235%" not in text and "440%" not in text and "GB/s" not in text
+    assert "66%  L2 cache (1 MiB)" in text  # 65.536% of the L2's roof
+    assert "ran faster than every roof measured" in text
+    rows = {r["kernel"]: r for r in kernel_rows(b)}
+    assert rows["a"]["gib_s"] == pytest.approx(131072 / 10e-6 / 2 ** 30)
+    assert rows["a"]["pct_of_roof"] == pytest.approx(65.536) and rows["b"]["pct_of_roof"] is None
+
+
+def test_the_roofs_sentence_says_every_roof_in_one_unit_with_its_spread():
+    from analysis.render.format import peaks_sentence
+
+    p = {"source": "calibrated", "memory_bytes_per_s": 20 * 2 ** 30, "flops_per_s": {"matmul": 1.5e11},
+         "memory_levels": [{"name": "L2 cache", "bytes": MIB, "bytes_per_s": 100 * 2 ** 30}],
+         "spread": {"memory": {"median": 18 * 2 ** 30, "q1": 17 * 2 ** 30, "q3": 19 * 2 ** 30, "n": 30}},
+         "note": "calibrated"}
+    s = peaks_sentence(p)
+    assert "memory 20 GiB/s (its 30 runs' middle half 17–19 GiB/s)" in s
+    assert "L2 cache (1.0 MiB) 100 GiB/s" in s and "matmul 150 GFLOP/s" in s
+    assert "GB/s" not in s and "TFLOP" not in s

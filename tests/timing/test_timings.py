@@ -261,10 +261,31 @@ def test_cli_measure_and_compare(tmp_path, capsys):
     assert base64.b64decode(b.timings["trace_json_gz_b64"])[:2] == b"\x1f\x8b"
 
 
-def test_over_peak_is_explained_only_when_it_happens():
+def test_over_peak_note_is_the_roofs_note_and_never_says_over_100_percent():
     from analysis.timing.profiles import over_peak_note
 
-    under = {"kernels": {"a": {"name": "a", "pct_of_peak": 40.0}, "b": {"name": "b", "pct_of_peak": None}}}
-    assert over_peak_note(under) is None and over_peak_note(None) is None
-    over = {"kernels": {"a": {"name": "a", "pct_of_peak": 180.0}, "b": {"name": "b", "pct_of_peak": 20.0}}}
-    assert over_peak_note(over).startswith("1 kernel(s) show over 100% of peak")
+    assert over_peak_note(None) is None
+    # rows whose bundle once said 180%: with a 1 ms step and a 10 GB/s memory roof, a 4 KiB
+    # kernel that ran 0.5 ms moves 8.2 MB/s; no calibrated cache, so memory's roof, 0.08%
+    t = {"step_median_s": 1e-3, "peaks": {"source": "calibrated", "memory_bytes_per_s": 1e10, "flops_per_s": {}},
+         "kernels": {"a": {"name": "a", "pct_of_peak": 180.0, "share": 0.5, "own_share": 0.5, "calls": 1,
+                           "bytes": 4096, "flops": 0}}}
+    assert over_peak_note(t) is None  # nothing beyond a roof, no cache roof used: nothing to say
+    t["kernels"]["a"]["bytes"] = 4096 * 10 ** 4  # 40.96 MB / 0.5 ms = 81.9 GB/s: faster than memory's roof
+    assert "1 kernel(s) ran faster than every roof measured" in over_peak_note(t)
+    assert "over 100%" not in over_peak_note(t)
+
+
+def test_measured_kernels_never_show_over_100_percent_of_a_roof(mlp):
+    """The gallery's mlp measured here: each kernel's % of its roof at most 100, its rate over its
+    own time (the one object), with the roof named."""
+    from analysis.measures import kernel_rates, kernel_times
+
+    b, _ = mlp
+    rates, kts = kernel_rates(b.timings), kernel_times(b.timings)
+    assert rates
+    for name, r in rates.items():
+        assert r.pct_of_roof is None or 0 <= r.pct_of_roof <= 100, (name, r)
+        assert r.roof and (r.pct_of_roof is not None or r.roof_note)
+        if r.bytes_per_s:
+            assert r.bytes_per_s == pytest.approx(b.timings["kernels"][name]["bytes"] / kts[name].own_s)

@@ -1,0 +1,37 @@
+"""Measuring on this CPU (analysis/compile/measure.py): the calibration of the roofs, measured
+here, and the fusion comparison's alternated calls."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.compile import measure
+
+
+def test_the_calibration_measures_each_cache_and_keeps_the_spread_of_its_runs():
+    p = measure.calibrate_peaks()
+    caches = measure.cache_sizes()
+    assert [lv["name"] for lv in p["memory_levels"]] == [f"{name} cache" for name, _ in caches]
+    for lv, (_, size) in zip(p["memory_levels"], caches):
+        assert lv["bytes"] == size and lv["buffer_bytes"] == size // 2 and lv["bytes_per_s"] > 0
+        s = lv["spread"]
+        assert s["n"] >= 3 and s["q1"] <= s["median"] <= s["q3"] <= lv["bytes_per_s"]
+    for key, best in (("memory", p["memory_bytes_per_s"]), ("matmul", p["flops_per_s"]["matmul"])):
+        s = p["spread"][key]
+        assert s["n"] >= 3 and s["q1"] <= s["median"] <= s["q3"] <= best  # the roof is the best run
+
+
+def test_the_cache_sizes_are_linuxs(tmp_path, monkeypatch):
+    import glob as _glob
+
+    root = tmp_path / "cache"
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "1024K"), (3, "Unified", "32M")]):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    real = _glob.glob
+    monkeypatch.setattr(measure.glob, "glob", lambda pat: real(pat.replace("/sys/devices/system/cpu/cpu0/cache", str(root))))
+    assert measure.cache_sizes() == [("L2", 1024 * 1024), ("L3", 32 * 1024 * 1024)]
