@@ -18,7 +18,7 @@ from analysis.codegen.kernel_code import has_code, totals as code_totals
 from analysis.bundle.core import Bundle, device_label
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES
 from analysis.timing.profiles import over_peak_note
-from analysis.render.format import human_bytes, human_flops, human_seconds, library_calls
+from analysis.render.format import human_bytes, human_flops, human_seconds, library_calls, peaks_sentence
 from analysis.program.kernels import launching
 from analysis.devices.layout import device_layout
 
@@ -33,9 +33,10 @@ class Card:
 
 @dataclass(frozen=True)
 class Traffic:
-    """Memory traffic, one headline (docs/numbers.md): the bytes the kernels read and write (from
-    their shapes) with fusion off against on. From the real fusion-off compile when there is one
-    (``measured_compile``), else estimated: every op of the program its own kernel."""
+    """Memory traffic (docs/numbers.md): the bytes the kernels read and write (from their shapes)
+    against a baseline that every sentence names. The headline's baseline is one per program,
+    whatever else was compiled beside it: every op of the program its own kernel (estimated);
+    only where that cannot be estimated (several devices), the fusion-off compile."""
 
     unfused: int
     fused: int
@@ -49,13 +50,23 @@ class Traffic:
         return "the fusion-off compile" if self.from_compile else "estimated, every op its own kernel"
 
     @property
+    def baseline(self) -> str:
+        """The baseline in the words every "saved"/"added" carries beside it."""
+        return "vs the fusion-off compile" if self.from_compile else "vs every op its own kernel"
+
+    @property
+    def verb(self) -> str:
+        return "added" if self.added else "saved"
+
+    @property
     def added(self) -> bool:  # e.g. a split-K matmul writing partial sums
         return self.saved < 0
 
     def sentence(self) -> str:
+        """``1.6 MiB saved (44%) vs every op its own kernel``: the change and its baseline, together."""
         if self.added:
-            return f"{human_bytes(-self.saved)} more ({-self.fraction:.0%})"
-        return f"{human_bytes(self.saved)} saved ({self.fraction:.0%})"
+            return f"{human_bytes(-self.saved)} added (+{-self.fraction:.0%}) {self.baseline}"
+        return f"{human_bytes(self.saved)} saved ({self.fraction:.0%}) {self.baseline}"
 
 
 @dataclass(frozen=True)
@@ -104,8 +115,8 @@ class Summary:
                     "of the ops ended inside a kernel holding two or more ops")]
         tr = self.traffic
         if tr is not None:
-            out.append(Card(f"Memory traffic {'added' if tr.added else 'saved'}", human_bytes(abs(tr.saved)),
-                            f"{tr.source}: {human_bytes(tr.unfused)} fusion off → {human_bytes(tr.fused)} on "
+            out.append(Card(f"Memory traffic {tr.verb} {tr.baseline}", human_bytes(abs(tr.saved)),
+                            f"{tr.source}: {human_bytes(tr.unfused)} → {human_bytes(tr.fused)} with fusion "
                             f"({abs(tr.fraction):.0%} {'more' if tr.added else 'less'})"
                             + (f". {tr.why_added}" if tr.added and tr.why_added else ""),
                             delta=f"{-tr.fraction:+.0%} bytes" if tr.saved else None))
@@ -132,7 +143,9 @@ class Summary:
         fc = self.fusion
         if fc:
             u, d = fc.get("unfused", {}), fc.get("default", {})
-            note = f"{human_bytes(u.get('bytes'))} → {human_bytes(d.get('bytes'))}"
+            ct = compile_traffic(self.fusion)
+            note = (f"bytes {human_bytes(u.get('bytes'))} → {human_bytes(d.get('bytes'))}"
+                    + (f" ({ct.sentence()})" if ct else ""))
             cu, cd = numbers.call(u), numbers.call(d)
             if fc.get("measured") and cu and cd:
                 v = numbers.verdict(cu, cd)
@@ -162,19 +175,31 @@ def summarize(b: Bundle) -> Summary:
                    devices=b.devices, code=code_totals(b) if has_code(b) else None)
 
 
+def compile_traffic(fc) -> Traffic | None:
+    """The bytes the fusion-off compile's kernels move against the default compile's (a second
+    number beside the headline, named as such), or None without a fusion comparison."""
+    fc = fc if isinstance(fc, dict) else {}
+    u, d = fc.get("unfused") or {}, fc.get("default") or {}
+    if not (isinstance(u.get("bytes"), int) and isinstance(d.get("bytes"), int)):
+        return None
+    saved = u["bytes"] - d["bytes"]
+    return Traffic(u["bytes"], d["bytes"], saved, saved / u["bytes"] if u["bytes"] else 0.0, True)
+
+
 def traffic_of(b: Bundle) -> Traffic | None:
-    """The one memory-traffic headline of a bundle (``Traffic``)."""
+    """The one memory-traffic headline of a bundle (``Traffic``): against every op its own kernel,
+    whether or not a fusion-off compile was made beside it, so a program's headline is the same
+    on every page and with every flag. Only where that estimate cannot be made (several devices:
+    it would weigh whole arrays before against one device's part after) the fusion-off compile's,
+    which says so."""
     m = b.metrics or {}
-    fc = b.fusion_comparison if isinstance(b.fusion_comparison, dict) else None
-    u, d = (fc.get("unfused") or {}, fc.get("default") or {}) if fc else ({}, {})
-    if isinstance(u.get("bytes"), int) and isinstance(d.get("bytes"), int):
-        unfused, fused, real = u["bytes"], d["bytes"], True  # two compiles of one device's program
-    elif b.devices > 1:
-        return None  # the estimate would weigh global shapes (before) against one device's (after)
-    elif "bytes_saved" in m:
+    if b.devices <= 1 and "bytes_saved" in m:
         unfused, fused, real = m.get("unfused_bytes") or 0, m.get("fused_bytes") or 0, False
     else:
-        return None
+        ct = compile_traffic(b.fusion_comparison)
+        if ct is None:
+            return None
+        unfused, fused, real = ct.unfused, ct.fused, True
     saved = unfused - fused
     return Traffic(unfused, fused, saved, saved / unfused if unfused else 0.0, real,
                    why_added(b) if saved < 0 else "")
@@ -381,8 +406,8 @@ def summary_text(b: Bundle) -> str:
     if s.coverage is not None:
         lines.append(f"  fusion coverage         : {s.coverage:.0%} of ops ended inside a multi-op fusion")
     if s.traffic is not None:
-        lines.append(f"  memory traffic          : {human_bytes(s.traffic.unfused)} fusion off -> "
-                     f"{human_bytes(s.traffic.fused)} on, {s.traffic.sentence()} ({s.traffic.source})")
+        lines.append(f"  memory traffic          : {s.traffic.sentence()}: {human_bytes(s.traffic.unfused)} -> "
+                     f"{human_bytes(s.traffic.fused)} with fusion ({s.traffic.source})")
         if s.traffic.added and s.traffic.why_added:
             lines.append(f"  why more bytes          : {s.traffic.why_added}")
     if s.by_route:
@@ -407,27 +432,28 @@ def summary_text(b: Bundle) -> str:
         if t.get("source") == "trace":
             lines.append(f"  timings from            : {trace_source_text(t)}")
         peaks = t.get("peaks") or {}
-        if peaks.get("memory_bytes_per_s"):
-            fl = ", ".join(f"{k} {human_flops(v)}/s" for k, v in (peaks.get("flops_per_s") or {}).items())
-            lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {human_bytes(peaks['memory_bytes_per_s'])}/s memory, {fl}")
+        if peaks_sentence(peaks):
+            lines.append(f"  {'peaks (' + str(peaks.get('source', '?')) + ')':24s}: {peaks_sentence(peaks)}")
         elif t.get("peaks_note"):
             lines.append(f"  peaks                   : none. {str(t['peaks_note'])[:300]}")
         lines.append("  top kernels             :")
-        lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'own':>10s} {'GB/s':>8s} {'% peak':>7s}")
+        lines.append(f"    {'kernel':34s} {'route':10s} {'time':>10s} {'calls':>6s} {'share':>6s}  {'own':>10s} {'GiB/s':>8s} {'% roof':>7s}  roof")
         kts = list(numbers.kernel_times(t).values())
+        rates = numbers.kernel_rates(t)
         for kt in kts[:10]:
             row = t["kernels"].get(kt.name) or {}
-            gbps = row.get("gbps")
-            pct = row.get("pct_of_peak")
+            kr = rates.get(kt.name)
+            gib = kr.bytes_per_s / 2 ** 30 if kr and kr.bytes_per_s is not None else None
+            pct = kr.pct_of_roof if kr else None
             own = human_seconds(kt.own_s) if kt.own_shown(human_seconds) else ""
             lines.append(f"    {kt.name[:34]:34s} {row.get('route', ''):10s} {human_seconds(kt.time_s):>10s}"
                          f" {kt.calls:6.4g} {kt.share:6.1%}{'*' if kt.inclusive else ' '} {own:>10s}"
-                         f" {('%8.1f' % gbps) if gbps is not None else '       -'}"
-                         f" {('%6.0f%%' % pct) if pct is not None else '      -'}")
+                         f" {('%8.3g' % gib) if gib is not None else '       -'}"
+                         f" {('%6.0f%%' % pct) if pct is not None else '      -'}  {(kr.roof or '') if kr else ''}")
         if len(kts) > 10:
             lines.append(f"    ... {len(kts) - 10} more")
         lines.append("    time = share x step (kernels running at once split it); own: the time it ran, "
-                     "kernels beside it counted in full, where that differs")
+                     "kernels beside it counted in full, where that differs; GiB/s = bytes / own time")
         if any(kt.inclusive for kt in kts[:10]):
             lines.append("    * control flow: its time is its own bookkeeping, its own time includes the kernels it runs")
         for note in (t.get("coverage_note"), over_peak_note(t), t.get("command_buffer_note")):

@@ -75,3 +75,50 @@ def test_an_fp8_program_compiled_on_the_cpu_says_it_ran_in_f32(source_bundle):
                       "    return (a, jnp.ones((32, 8), jnp.float8_e5m2))\n", "fp8_dot")
     note = widened_note(b)
     assert note is not None and "f8e4m3fn, f8e5m2" in note and "to f32" in note
+
+
+# ----------------------------------------------------------------------------- the traffic headline
+
+def _fc(unfused_bytes: int, default_bytes: int) -> dict:
+    return {"platform": "cpu", "disabled_passes": ["fusion"], "measured": False, "note": "",
+            "unfused": {"kernels": 4, "bytes": unfused_bytes}, "default": {"kernels": 3, "bytes": default_bytes}}
+
+
+def test_one_program_has_one_traffic_headline_with_its_baseline_on_the_line():
+    """Every op its own kernel (BEFORE's dot alone): 32 + 16 B read, 32 B written = 80 B. The
+    compile's kernels: the converts 32 -> 128 B and 16 -> 64 B, the dot 128 + 64 -> 32 B: 464 B,
+    so 384 B added (+480%) against that estimate. A fusion-off compile beside it moving 1,000 B
+    (536 B saved against it) changes no headline: it is a second number, named."""
+    import dataclasses
+
+    b = bundle_from_hlo(AFTER, before_text=BEFORE)
+    plain = summary_text(b)
+    head = "memory traffic          : 384 B added (+480%) vs every op its own kernel: 80 B -> 464 B with fusion"
+    assert head in plain
+    with_fc = dataclasses.replace(b, fusion_comparison=_fc(1000, 464))
+    text = summary_text(with_fc)
+    assert head in text
+    assert "saved" not in text.split(head)[0]
+    assert "536 B saved (54%) vs the fusion-off compile" in summary_html(with_fc)
+    cards = {c.label: c for c in summarize_cards(with_fc)}
+    assert "Memory traffic added vs every op its own kernel" in cards
+    assert cards["Memory traffic added vs every op its own kernel"].value == "384 B"
+    assert [c.label for c in summarize_cards(b) if c.label.startswith("Memory traffic")] == \
+        ["Memory traffic added vs every op its own kernel"]
+
+
+def test_every_saved_or_added_names_its_baseline():
+    import dataclasses
+    import re
+
+    b = dataclasses.replace(bundle_from_hlo(AFTER, before_text=BEFORE), fusion_comparison=_fc(1000, 464))
+    for text in (summary_text(b), summary_html(b)):
+        for line in text.splitlines():
+            for m in re.finditer(r"\b(saved|added)\b", line):
+                assert "vs every op its own kernel" in line or "vs the fusion-off compile" in line, line
+
+
+def summarize_cards(b):
+    from analysis.render.summary import summarize
+
+    return summarize(b).cards()
