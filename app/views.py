@@ -21,7 +21,7 @@ import streamlit.components.v1 as components
 
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, tile_text
-from analysis.render.details import measured_kernels, time_fact
+from analysis.render.details import HOW_WORDS, how_hint, measured_kernels, time_fact
 from analysis.render.format import human_bytes
 from analysis.render.graph import GraphSpec
 from analysis.render.layout_cache import layout_svg
@@ -52,11 +52,6 @@ def summary_strip(b: Bundle) -> None:
         st.markdown("<div class='xe-routes'>Kernels: " + " · ".join(parts) + "</div>", unsafe_allow_html=True)
 
 
-# How provenance matched an op (analysis.program.provenance), in words; the weaker matches are flagged in lists.
-HOW_WORDS = {"metadata": "its metadata", "op_name": "its op name", "shape": "opcode and shape (the kernel has no metadata)",
-             "user": "the op that uses it", "operand": "the op it reads",
-             "scope": "name scope: computed inside this library call, e.g. a cuBLAS epilogue"}
-HOW_HINTED = {"shape", "user", "operand", "scope"}
 
 
 def legend() -> None:
@@ -301,7 +296,7 @@ def details_panel(b: Bundle, sel: dict) -> None:
                     pi = find_instruction(b, "pre", op)
                     if pi is not None:
                         rows.append(f"`{op}` {pi.opcode} — {pi.metadata.op_name or ''}"
-                                    + (f" _({HOW_WORDS[prov.how[op]]})_" if prov.how.get(op) in HOW_HINTED else ""))
+                                    + (f" _({how_hint(prov.how.get(op))})_" if how_hint(prov.how.get(op)) else ""))
                 st.markdown("\n".join(f"- {r}" for r in rows) or "_none matched_")
             else:
                 from analysis.program.links import op_kernels

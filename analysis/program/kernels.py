@@ -94,16 +94,26 @@ class Kernel:
     source_lines: tuple[tuple[str, int], ...] = ()  # (file, line) of what it contains
     context: str = ""  # "" for the entry; else e.g. "while.3 body" for work inside control flow
     operands: tuple[str, ...] = ()
+    # what a library call does after its main op, in words (("bias", "ReLU")): the ops XLA handed
+    # to it with the matmul or convolution (``library_epilogue``); () for everything else
+    epilogue: tuple[str, ...] = ()
 
     @property
     def is_multi_op_fusion(self) -> bool:
         return sum(1 for o in self.fused_opcodes if o not in ("parameter",)) >= 2
 
+    @property
+    def fuses_ops(self) -> bool:
+        """A kernel that does several ops of the program in one launch: a fusion of two or more
+        instructions, or a library call with an epilogue (cuBLASLt's bias + ReLU, cuDNN's bias
+        + activation, oneDNN's post-ops): what fusion coverage counts (docs/numbers.md)."""
+        return self.is_multi_op_fusion or bool(self.epilogue)
+
     def to_dict(self) -> dict:
         # by hand, not dataclasses.asdict: asdict deep-copies every tuple and was most of
         # Bundle.to_json's time for a few thousand kernels
         d = dict(self.__dict__)
-        for k in ("op_names", "fused_ops", "fused_opcodes", "operands"):
+        for k in ("op_names", "fused_ops", "fused_opcodes", "operands", "epilogue"):
             d[k] = list(d[k])
         d["source_lines"] = [list(x) for x in d["source_lines"]]
         if d["triton_config"] is not None:
@@ -113,7 +123,7 @@ class Kernel:
     @classmethod
     def from_dict(cls, d: dict) -> "Kernel":
         d = dict(d)
-        for k in ("op_names", "fused_ops", "fused_opcodes", "operands"):
+        for k in ("op_names", "fused_ops", "fused_opcodes", "operands", "epilogue"):
             d[k] = tuple(d.get(k, ()))
         d["source_lines"] = tuple((str(f), int(n)) for f, n in d.get("source_lines", ()))
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -328,6 +338,104 @@ def _maybe_int(v):
     return v
 
 
+# What a library call does after its matmul or convolution, from its backend config: cuBLAS(Lt)'s
+# ``gemm_backend_config.epilogue``, cuDNN's ``cudnn_conv_backend_config.activation_mode``,
+# oneDNN's ``fusions.ops`` (its post-ops). Each value in words, in the order the call applies them.
+GEMM_EPILOGUES = {
+    "DEFAULT": (), "BIAS": ("bias",), "RELU": ("ReLU",), "BIAS_RELU": ("bias", "ReLU"),
+    "GELU": ("GELU",), "GELU_AUX": ("GELU",), "BIAS_GELU": ("bias", "GELU"), "BIAS_GELU_AUX": ("bias", "GELU"),
+    "SILU": ("SiLU",), "BIAS_SILU": ("bias", "SiLU"),
+}
+CUDNN_ACTIVATIONS = {
+    "kNone": None, "kRelu": "ReLU", "kRelu6": "ReLU6", "kReluX": "clipped ReLU", "kSigmoid": "sigmoid",
+    "kTanh": "tanh", "kElu": "ELU", "kLeakyRelu": "leaky ReLU", "kGeluExact": "GELU", "kBandPass": "band-pass",
+}
+ONEDNN_POST_OPS = {
+    "BIAS": "bias", "RELU": "ReLU", "TANH": "tanh", "GELU_ERF": "GELU", "GELU_TANH": "GELU (tanh)",
+    "BINARY_ADD": "add", "LINEAR": "scale", "ELU": "ELU", "RELU6": "ReLU6", "SIGMOID": "sigmoid",
+    "SWISH": "SiLU", "SUM": "residual add",
+}
+
+
+def _number(v, default: float) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def library_epilogue(inst: Instruction) -> tuple[str, ...]:
+    """The ops a library custom call applies to its matmul's or convolution's result, in words
+    and in order: a cuBLAS(Lt) gemm's ``alpha`` other than 1 (``scale``), its ``epilogue``
+    (``BIAS_RELU`` -> bias, ReLU) and a ``beta`` other than 0 (it adds its last operand: a
+    residual add); a cuDNN convolution's result scale, bias (``convBiasActivationForward``), side
+    input (residual add) and activation; a oneDNN call's post-ops. () where it applies none."""
+    if inst.opcode != "custom-call":
+        return ()
+    target = inst.custom_call_target or ""
+    bc = inst.backend_config if isinstance(inst.backend_config, dict) else {}
+    out: list[str] = []
+    if target.startswith("__cublas$") and ("gemm" in target or "matmul" in target):
+        g = bc.get("gemm_backend_config")
+        if not isinstance(g, dict):
+            return ()
+        if _number(g.get("alpha_real", 1), 1.0) not in (0.0, 1.0):
+            out.append("scale")
+        out.extend(GEMM_EPILOGUES.get(str(g.get("epilogue", "DEFAULT")), (str(g.get("epilogue")).lower(),)))
+        if _number(g.get("beta", 0), 0.0) != 0.0:
+            out.append("residual add")
+    elif target.startswith("__cudnn$conv"):
+        c = bc.get("cudnn_conv_backend_config")
+        c = c if isinstance(c, dict) else {}
+        if _number(c.get("conv_result_scale", 1), 1.0) != 1.0:
+            out.append("scale")
+        if "BiasActivation" in target:
+            out.append("bias")
+        if _number(c.get("side_input_scale", 0), 0.0) != 0.0:
+            out.append("residual add")
+        act = c.get("activation_mode")
+        if act is not None:
+            word = CUDNN_ACTIVATIONS.get(str(act), str(act))
+            if word:
+                out.append(word)
+    elif target.startswith("__onednn$"):
+        for key, cfg in bc.items():
+            fusions = cfg.get("fusions") if isinstance(cfg, dict) and key.startswith("onednn") else None
+            ops = fusions.get("ops") if isinstance(fusions, dict) else None
+            if isinstance(ops, list):
+                out.extend(ONEDNN_POST_OPS.get(str(o), str(o).lower()) for o in ops)
+    return tuple(out)
+
+
+def fusion_epilogue(fused: list[Instruction]) -> tuple[str, ...]:
+    """A library fusion's epilogue (YNNPACK's, oneDNN's, cuDNN's): the arithmetic it holds
+    besides its matmul or convolution, by opcode in order (``add``, ``maximum``); () for a
+    fusion with no matmul or convolution, or nothing else."""
+    if not any(i.opcode in ("dot", "convolution") for i in fused):
+        return ()
+    rest = (i.opcode for i in fused if i.opcode not in ("dot", "convolution")
+            and i.opcode not in ELEMENTWISE_FREE and i.opcode not in NO_KERNEL)
+    return tuple(dict.fromkeys(rest))
+
+
+LIBRARY_OPS = {"__cublas$lt$matmul$f8": "cuBLASLt fp8 matmul", "__cublas$lt$matmul": "cuBLASLt matmul",
+               "__cublas$gemm": "cuBLAS gemm", "__cudnn$conv": "cuDNN convolution",
+               "__onednn$matmul": "oneDNN matmul", "__onednn$conv": "oneDNN convolution"}
+
+
+def epilogue_text(k: Kernel) -> str:
+    """A library call's epilogue in words: ``cuBLASLt matmul + bias + ReLU epilogue``; "" for a
+    kernel without one."""
+    if not k.epilogue:
+        return ""
+    target = k.custom_call_target or ""
+    what = next((w for prefix, w in LIBRARY_OPS.items() if target.startswith(prefix)), None)
+    if what is None and k.opcode == "fusion":  # a library fusion: what it was made around
+        what = f"{k.library or 'library'} " + ("convolution" if "convolution" in k.fused_opcodes else "matmul")
+    what = what or f"{k.library or target} call"
+    return f"{what} + {' + '.join(k.epilogue)} epilogue"
+
+
 def launches_nothing(inst: Instruction) -> bool:
     """True for instructions that launch no kernel: parameters, tuples, ..., and the second half
     of an async pair (``X-done`` / ``X-update``: the pair is one kernel, counted at its start)."""
@@ -527,6 +635,8 @@ def kernels(module: Module, platform: str | None = None) -> list[Kernel]:
             fused_opcodes=tuple(i.opcode for i in fused if i.opcode != "parameter"),
             source_lines=_source_lines(contained), context=context,
             operands=tuple(inst.operands),
+            epilogue=(() if route != "library" else fusion_epilogue(fused) if inst.opcode == "fusion"
+                      else library_epilogue(inst)),
         ))
         subs = []
         if route == "control":

@@ -50,7 +50,9 @@ def compute_metrics(pre: Module | None, post: Module, kernels: list[Kernel],
         m["bytes_saved"] = ub - fused_bytes
         m["bytes_saved_fraction"] = (ub - fused_bytes) / ub if ub else 0.0
     if provenance is not None and pre is not None:
-        multi = {k.name for k in launch if k.is_multi_op_fusion}
+        # ops that ended in a kernel doing several ops of the program: a multi-op fusion, or a
+        # library call with an epilogue (the bias add and ReLU cuBLASLt does with the matmul)
+        multi = {k.name for k in launch if k.fuses_ops}
         total = len(provenance.pre_to_kernels) + len(provenance.unmapped)
         in_fusion = sum(1 for kns in provenance.pre_to_kernels.values() if any(k in multi for k in kns))
         m["fusion_coverage"] = in_fusion / total if total else 0.0

@@ -135,8 +135,10 @@ def _walk(module: Module) -> list[tuple[Instruction, Key | None]]:
 @dataclass
 class Provenance:
     """``pre_to_kernels``: pre-op name -> kernel names; ``kernel_to_pre``: the reverse;
-    ``how``: pre-op name -> "metadata", "op_name", "shape", "user", "operand" or "scope" (how it was
-    matched; "scope": computed inside a library call of the same name scope, e.g. a cuBLAS epilogue)."""
+    ``how``: pre-op name -> "metadata", "op_name", "shape", "user", "operand", "scope" or "epilogue"
+    (how it was matched; "scope": computed inside a library call of the same name scope;
+    "epilogue": done by a library call after its matmul or convolution, e.g. cuBLASLt's bias +
+    ReLU, found from the call's backend config and the ops between, ``_mark_epilogues``)."""
 
     pre_to_kernels: dict[str, list[str]] = field(default_factory=dict)
     kernel_to_pre: dict[str, list[str]] = field(default_factory=dict)
@@ -299,11 +301,72 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
                     prov.pre_to_kernels[inst.name] = list(found)
                     prov.how[inst.name] = "scope"
                     break
+    _mark_epilogues(prov, post_kernels, ops, users, param_of_call, operands_through_calls)
     prov.unmapped = [i.name for i in ops if i.name not in prov.pre_to_kernels]
     for pre_name, kns in prov.pre_to_kernels.items():
         for kn in kns:
             prov.kernel_to_pre.setdefault(kn, []).append(pre_name)
     return prov
+
+
+# matches by the op's own name or structure: the op the library call was made for
+_OWN = frozenset({"metadata", "op_name", "shape"})
+
+
+def _mark_epilogues(prov: Provenance, post_kernels: list[Kernel], ops: list[Instruction], users: dict,
+                    param_of_call: dict, operands_of) -> None:
+    """Ops a library call computes in its epilogue: the call keeps only its main op's metadata
+    (the ``dot``), so the bias add and the ReLU it absorbed were matched through their neighbours
+    ("operand", "user", "scope"). For a call with an epilogue (``Kernel.epilogue``), the ops
+    matched to it that are reached from its main op through its users (seeing through nested
+    jits' calls), and the ops matched to it that feed those (the bias's broadcast), are its
+    epilogue: ``how`` becomes "epilogue" where the call is the only kernel they ended in."""
+    # (a library fusion keeps its ops' metadata: they are matched as any fusion's are)
+    with_epilogue = {k.name for k in post_kernels if k.epilogue and k.opcode == "custom-call"}
+    if not with_epilogue:
+        return
+    by_name = {i.name: i for i in ops}
+    into_call: dict[str, list[str]] = {}  # a value -> the nested jits' parameters it is passed as
+    for pname, args in param_of_call.items():
+        for a in args:
+            into_call.setdefault(a.name, []).append(pname)
+    params = set(param_of_call)
+
+    def users_of(name: str) -> list[str]:
+        out = list(into_call.get(name, ()))
+        out.extend(u.name for u in users.get(name, ()) if u.opcode != "call")
+        return out
+
+    mapped: dict[str, set[str]] = {}
+    for op, kns in prov.pre_to_kernels.items():
+        for kn in kns:
+            if kn in with_epilogue:
+                mapped.setdefault(kn, set()).add(op)
+    for kn, names in mapped.items():
+        main = {n for n in names if prov.how.get(n) in _OWN}
+        absorbed = names - main
+        found: set[str] = set()
+        todo = list(main)
+        seen = set(todo)
+        while todo:  # forward from the main op: its result's users done by the same call
+            for u in users_of(todo.pop()):
+                if u in seen:
+                    continue
+                seen.add(u)
+                if u in params or u in absorbed:
+                    todo.append(u)
+                    if u in absorbed:
+                        found.add(u)
+        todo = list(found)
+        while todo:  # and what feeds them, done by the same call (the bias's broadcast)
+            inst = by_name.get(todo.pop())
+            for o in (operands_of(inst) if inst is not None else ()):
+                if o.name in absorbed and o.name not in found:
+                    found.add(o.name)
+                    todo.append(o.name)
+        for n in found:
+            if all(k in with_epilogue for k in prov.pre_to_kernels[n]):
+                prov.how[n] = "epilogue"
 
 
 def prepare(pre: Module) -> None:

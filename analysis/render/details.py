@@ -14,7 +14,7 @@ from __future__ import annotations
 from analysis import columns
 from analysis.bundle.core import Bundle
 from analysis.measures import KernelTime, kernel_times
-from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, tile_text
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, epilogue_text, tile_text
 from analysis.program.links import kernel_ops, op_kernels
 from analysis.program.provenance import walk_compute
 from analysis.render.format import human_bytes, human_flops, human_seconds
@@ -27,8 +27,20 @@ FUSED_LIMIT = 60  # fused instructions listed
 HOW_WORDS = {"metadata": "its metadata", "op_name": "its op name",
              "shape": "opcode and shape (the kernel has no metadata)",
              "user": "the op that uses it", "operand": "the op it reads",
-             "scope": "name scope: computed inside this library call, e.g. a cuBLAS epilogue"}
+             "scope": "name scope: computed inside this library call",
+             "epilogue": "the library call's epilogue: it does this op after its matmul or convolution, "
+                         "in the same kernel (docs/numbers.md, fusion coverage)"}
 HOW_HINTED = {"shape", "user", "operand", "scope"}
+EPILOGUE_HINT = "fused: in its epilogue"
+
+
+def how_hint(how: str | None) -> str:
+    """What a list of a kernel's ops says beside one: how a weak match was made (the op that uses
+    it, the op it reads, ...), or that the op is fused into a library call's epilogue; "" for an
+    op matched by its own metadata."""
+    if how == "epilogue":
+        return EPILOGUE_HINT
+    return HOW_WORDS[how] if how in HOW_HINTED else ""
 
 
 def _cut(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -96,6 +108,8 @@ def time_fact(kt: KernelTime) -> str:
 
 def kernel_facts(b: Bundle, k) -> list[str]:
     facts = [f"moves ~{human_bytes(k.bytes)}", f"{human_flops(k.flops)} (from shapes)"]
+    if k.epilogue:  # the ops it absorbed are fused into it: they count in fusion coverage
+        facts.insert(0, epilogue_text(k))
     if k.triton_config:
         facts.append("Triton " + tile_text(k.triton_config, full=True))
     if k.context:
@@ -167,7 +181,7 @@ def _kernel(b: Bundle, k, post, pre_insts: dict, light: bool) -> dict | None:
     rows = []
     for op in ops[:FUSED_LIMIT]:
         pi = pre_insts.get(op)
-        hint = HOW_WORDS[prov.how[op]] if prov and prov.how.get(op) in HOW_HINTED else ""
+        hint = how_hint(prov.how.get(op)) if prov else ""
         rows.append([op, pi.opcode if pi is not None else "", (pi.metadata.op_name if pi is not None else ""), hint])
     fused_text = ""
     if k.opcode == "fusion" and inst.called_computations:

@@ -42,7 +42,7 @@ def _check_consistent(b):
     assert set(prov.pre_to_kernels) | set(prov.unmapped) == ops
     assert not set(prov.pre_to_kernels) & set(prov.unmapped)
     assert set(prov.how) == set(prov.pre_to_kernels)
-    assert set(prov.how.values()) <= {"metadata", "op_name", "shape", "user", "operand"}
+    assert set(prov.how.values()) <= {"metadata", "op_name", "shape", "user", "operand", "epilogue"}
     # kernel_to_pre is exactly the inverse relation of pre_to_kernels.
     forward = {(p, k) for p, ks in prov.pre_to_kernels.items() for k in ks}
     backward = {(p, k) for k, ps in prov.kernel_to_pre.items() for p in ps}
@@ -204,5 +204,6 @@ ENTRY %main (a: f32[8], b: f32[8]) -> f32[8] {
     prov = map_provenance(pre, post, ks)
     assert prov.pre_to_kernels["add"] == ["conv"] and prov.pre_to_kernels["n"] == ["n"]
     # the ReLU's maximum reads the bias add through the call: it is the library call's epilogue
-    assert prov.pre_to_kernels["max"] == ["conv"] and prov.how["max"] == "operand"
+    # (a convBiasActivationForward call adds a bias: it has one)
+    assert prov.pre_to_kernels["max"] == ["conv"] and prov.how["max"] == "epilogue"
     assert prov.unmapped == []
