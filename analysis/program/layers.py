@@ -36,9 +36,10 @@ _JAX_SCOPES = frozenset({"while", "closed_call", "core_call", "remat", "checkpoi
                          "xla_call", "eval_jaxpr"})
 _BRANCH = re.compile(r"^branch_\d+(_fun)?$")
 # A library's name for its own code, inside the module the user named: an einsum's spec
-# (``...qhd,...khd->...hqk``, which ``jnp.einsum`` scopes its ops under) and methods' qualified
-# names (``RngStream.__call__``, Flax NNX's random streams).
-_LIBRARY_SCOPE = re.compile(r"->|\.__\w+__$")
+# (``...qhd,...khd->...hqk``, which ``jnp.einsum`` scopes its ops under; ``ij,jk,lk`` where the
+# output is implicit, as in jax.scipy's BFGS) and methods' qualified names
+# (``RngStream.__call__``, Flax NNX's random streams).
+_LIBRARY_SCOPE = re.compile(r"->|,|\.__\w+__$")
 _EQX_CLASS = re.compile(r"^eqx\.")  # inside a layer the user named, not a layer of its own
 
 

@@ -19,6 +19,12 @@ def test_list_and_dict_items_keep_their_brackets_and_quotes_in_a_layer_path():
     assert layer_path("jit(step)/grid[0][1]/tanh") == ("grid[0][1]",)
 
 
+def test_an_einsums_spec_is_not_a_layer_with_or_without_its_output():
+    # jnp.einsum scopes its ops under its spec; jax.scipy's BFGS writes one with the output implicit
+    assert layer_path("jit(model)/fit/while/body/ij,jk,lk/dot_general") == ("fit",)
+    assert layer_path("jit(model)/attn/...qhd,...khd->...hqk/dot_general") == ("attn",)
+
+
 # HLO escapes a quote in a string: XLA prints op_name="...blocks[\'attn\']..."
 QUOTED = r"""HloModule quoted
 
