@@ -228,6 +228,9 @@ st.markdown("### Compare")
 h1, h2 = st.columns(2)
 h1.markdown("A: " + _describe(A))
 h2.markdown("B: " + _describe(B))
+# the linked graphs come first, as tall as the window (graph_view.js): drawn here once the
+# kernel table below has said what is selected
+graphs_box = st.container()
 
 rows = compare.summary_deltas(A, B)
 
@@ -327,39 +330,40 @@ elif side == "b" and name:
     hl_b, hl_a = {name}, set(rel_ba.get(name, []))
 
 
-if name:
-    other = hl_b if side == "a" else hl_a
-    st.markdown(f"Selected **{'A' if side == 'a' else 'B'}: `{name}`** — its ops are done by "
-                + (", ".join(f"`{x}`" for x in sorted(other)[:12]) + (" …" if len(other) > 12 else "")
-                   if other else "no kernel") + f" on the {'B' if side == 'a' else 'A'} side.")
-    if st.button("Clear selection", key="cmp_clear"):
-        ss.cmp_sel = {}
-        st.rerun()
-else:
-    st.caption("Click a kernel in either graph (or a row of the table): the kernels doing its ops light up on the "
-               "other side.")
-views.legend()
-specs = {}
-for which, b in (("a", A), ("b", B)):
-    mod = b.module("hlo_after")
-    if mod is None:
-        specs[which] = None
-        continue
-    spec = post_graph(mod, b.kernels)  # no selection drawn in: the browser marks it
-    spec.title = f"{which.upper()}: {b.title} — {b.metrics.get('kernels_after', '?')} kernels"
-    specs[which] = spec
-v = views.pair_widget(specs, related={"a": rel_ab, "b": rel_ba},
-                      fused={"a": {k.name: list(k.fused_ops) for k in A.kernels if k.fused_ops},
-                             "b": {k.name: list(k.fused_ops) for k in B.kernels if k.fused_ops}},
-                      selected={"side": side, "name": name} if name else {}, key="cmp_graphs",
-                      missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."}, present=present)
-if isinstance(v, dict) and ss.cmp_clicks.get("pair") != v.get("n"):
-    # the browser already lit it up; the server follows for the text above and the link
-    ss.cmp_clicks["pair"] = v.get("n")
-    got = v.get("sel") or {}
-    known = {"a": {k.name for k in A.kernels}, "b": {k.name for k in B.kernels}}
-    want = {"side": got["side"], "name": got["name"]} \
-        if got.get("side") in known and got.get("name") in known[got["side"]] else {}
-    if want != ss.cmp_sel:
-        ss.cmp_sel = want
-        st.rerun()
+with graphs_box:
+    if name:
+        other = hl_b if side == "a" else hl_a
+        st.markdown(f"Selected **{'A' if side == 'a' else 'B'}: `{name}`** — its ops are done by "
+                    + (", ".join(f"`{x}`" for x in sorted(other)[:12]) + (" …" if len(other) > 12 else "")
+                       if other else "no kernel") + f" on the {'B' if side == 'a' else 'A'} side.")
+        if st.button("Clear selection", key="cmp_clear"):
+            ss.cmp_sel = {}
+            st.rerun()
+    else:
+        st.caption("Click a kernel in either graph (or a row of the table): the kernels doing its ops light up on the "
+                   "other side.")
+    views.legend()
+    specs = {}
+    for which, b in (("a", A), ("b", B)):
+        mod = b.module("hlo_after")
+        if mod is None:
+            specs[which] = None
+            continue
+        spec = post_graph(mod, b.kernels)  # no selection drawn in: the browser marks it
+        spec.title = f"{which.upper()}: {b.title} — {b.metrics.get('kernels_after', '?')} kernels"
+        specs[which] = spec
+    v = views.pair_widget(specs, related={"a": rel_ab, "b": rel_ba},
+                          fused={"a": {k.name: list(k.fused_ops) for k in A.kernels if k.fused_ops},
+                                 "b": {k.name: list(k.fused_ops) for k in B.kernels if k.fused_ops}},
+                          selected={"side": side, "name": name} if name else {}, key="cmp_graphs",
+                          missing={"a": "A has no optimized HLO.", "b": "B has no optimized HLO."}, present=present)
+    if isinstance(v, dict) and ss.cmp_clicks.get("pair") != v.get("n"):
+        # the browser already lit it up; the server follows for the text above and the link
+        ss.cmp_clicks["pair"] = v.get("n")
+        got = v.get("sel") or {}
+        known = {"a": {k.name for k in A.kernels}, "b": {k.name for k in B.kernels}}
+        want = {"side": got["side"], "name": got["name"]} \
+            if got.get("side") in known and got.get("name") in known[got["side"]] else {}
+        if want != ss.cmp_sel:
+            ss.cmp_sel = want
+            st.rerun()

@@ -3,6 +3,7 @@
  *   const pane = XEGraph.pane(view, svg);   // view: the element the SVG fills
  *   pane.open({scale, min, max});           // the opening view (see below)
  *   pane.zoom(f), pane.fitAll(), pane.center(el), pane.show(els), pane.scale(), pane.moved()
+ *   pane.inView(el), pane.whole()           // an element whole in the view; the whole drawing
  *   const mini = XEGraph.minimap(pane);      // an overview in the pane's corner; mini.refresh()
  *
  * Coordinates: the SVG's viewBox is in points (Graphviz user units); ``scale()`` is how many
@@ -131,9 +132,18 @@
       if (minScale) s = Math.max(s, minScale);
       at(s, b[0] + b[2] / 2, b[1] + b[3] / 2);
     }
+    // the element whole in the view (its centre, for one bigger than the view): a node cut at
+    // the pane's edge is not "in view", and is brought into it
     function inView(el) {
-      const c = centreOf(el);
-      return c.x > vb[0] && c.x < vb[0] + vb[2] && c.y > vb[1] && c.y < vb[1] + vb[3];
+      const c = centreOf(el), v = visible();
+      const w = c.w < v[2] ? c.w / 2 : 0, h = c.h < v[3] ? c.h / 2 : 0;
+      return c.x - w >= v[0] && c.x + w <= v[0] + v[2] && c.y - h >= v[1] && c.y + h <= v[1] + v[3];
+    }
+    // the whole drawing in view
+    function whole() {
+      const v = visible();
+      return v[0] <= full[0] + 1 && v[1] <= full[1] + 1 && v[0] + v[2] >= full[0] + full[2] - 1
+        && v[1] + v[3] >= full[1] + full[3] - 1;
     }
     function toSvg(ev) {
       const r = view.getBoundingClientRect(), s = scale(), [W, H] = size();
@@ -162,7 +172,7 @@
     window.addEventListener("pointerup", () => { drag = null; view.classList.remove("drag"); });
 
     return {
-      svg, view, full, open, fitAll, zoom, center, show, scale, fitScale, inView, centreOf, visible,
+      svg, view, full, open, fitAll, zoom, center, show, scale, fitScale, inView, whole, centreOf, visible,
       moved: () => moved,
       viewBox: () => vb.slice(),
       setViewBox: (v) => setVB(v.slice()),

@@ -93,6 +93,7 @@
     if (!svg) { panes[side] = null; return; }
     panes[side] = XEGraph.pane(view, svg);
     panes[side].mini = XEGraph.minimap(panes[side], { enabled: mapShown(svg) });
+    partNote(side);
     svg.querySelectorAll("title").forEach((t) => { if (t.parentNode.classList.contains("graph")) t.remove(); });
     adj[side] = edges(svg);
     attach(side, svg);
@@ -115,10 +116,27 @@
   }
 
   // both sides open at one scale: the smaller of the two fits, never below the legible minimum
-  function openViews() {
+  function openViews(min) {
     const fits = SIDES.filter((s) => panes[s]).map((s) => panes[s].fitScale());
-    const s = Math.min.apply(null, fits.concat([A.max_scale || 1.6]));
-    SIDES.forEach((side) => { if (panes[side]) panes[side].open({ scale: s, min: A.min_scale || 1.0, skip: (n) => /^(p|c):/.test(n.id) }); });
+    const s = Math.min.apply(null, fits.concat([(A && A.max_scale) || 1.6]));
+    min = min || (A && A.min_scale) || 1.0;
+    SIDES.forEach((side) => { if (panes[side]) panes[side].open({ scale: s, min: min, skip: (n) => /^(p|c):/.test(n.id) }); });
+  }
+  // "Fit": each graph whole; in presentation mode never below the legible minimum (every label
+  // 14 px or more): a graph too big for its pane at that size shows its top, and says so (partNote)
+  let singleMin = null;
+  function fitPanes() {
+    if (!document.body.classList.contains("present")) { SIDES.forEach((s) => panes[s] && panes[s].fitAll()); return; }
+    openViews(singleMin || (A && A.min_scale));
+  }
+  // what a pane shows when its graph is not whole: "Part of the graph", and how to see the rest
+  function partNote(side) {
+    const p = panes[side]; if (!p) return;
+    const note = txt("div", "Part of the graph at a readable size: drag to move, − to see more", "part");
+    p.view.appendChild(note);
+    const update = () => note.classList.toggle("on", !p.whole());
+    p.onChange(update);
+    update();
   }
 
   // ---------------------------------------------------------------- why (not) fused
@@ -580,6 +598,9 @@
     foundAt = (foundAt + step + found.length) % found.length;
     const [side, id] = found[foundAt];
     select(side, id, true);
+    // the match in view in its own pane (the other side's follow in select), centred
+    const me = nodeOf(side, id) || (side === "post" ? nodeOf("post", "f:" + id.slice(id.indexOf(":") + 1)) : null);
+    if (me && panes[side] && !panes[side].inView(me)) panes[side].center(me);
     $("hits").textContent = (foundAt + 1) + " of " + found.length;
   }
 
@@ -643,7 +664,7 @@
   $("collapse").onclick = () => setVariant("collapsed", false);
   $("layout").onclick = () => setVariant("default", false);
   $("layersB").onclick = () => setVariant(variant.startsWith("layers") ? "default" : "layers", false);
-  $("fit").onclick = () => SIDES.forEach((s) => panes[s] && panes[s].fitAll());
+  $("fit").onclick = fitPanes;
   $("mapB").onclick = () => {
     const shown = SIDES.some((s) => panes[s] && panes[s].mini && mapShown(panes[s].svg));
     mapOn = !shown;
@@ -708,6 +729,7 @@
       lg.appendChild(legendItem(it));
     });
     const h = args.height || 600;
+    singleMin = args.min_scale || 0.85;
     $("main").style.height = h + "px";
     if (args.svg !== singleSvg) {
       const keep = panes.pre && singleView && singleView[0] === args.view_key ? panes.pre.viewBox() : null;
@@ -716,7 +738,7 @@
       view.innerHTML = args.svg || "<p style='padding:1em;color:#888'>nothing to draw</p>";
       const svg = view.querySelector("svg");
       panes.pre = svg ? XEGraph.pane(view, svg) : null;
-      if (panes.pre) panes.pre.mini = XEGraph.minimap(panes.pre, { enabled: mapShown(svg) });
+      if (panes.pre) { panes.pre.mini = XEGraph.minimap(panes.pre, { enabled: mapShown(svg) }); partNote("pre"); }
       if (svg) {
         svg.querySelectorAll("g.node, g.cluster").forEach((g) => g.addEventListener("click", (ev) => {
           ev.stopPropagation();
@@ -770,12 +792,19 @@
     sentByMe(JSON.stringify(pairSel || {}));
     send("streamlit:setComponentValue", { value: { sel: pairSel || {}, n: clicks }, dataType: "json" });
   }
+  // the two graphs get the window's height (less the page's header and the sticky legend above
+  // them), so scrolled to, they fill the screen
+  function pairHeight(args) {
+    let h = args.height || 620;
+    try { h = Math.max(380, window.parent.innerHeight - 150 - $("bar").offsetHeight); } catch (e) { /* the height asked for */ }
+    return h;
+  }
   function renderPair(args) {
     document.body.classList.add("pair");
     document.body.classList.toggle("present", !!args.present);
     ["details", "source"].forEach((id) => { $(id).style.display = "none"; });
     Array.from($("bar").children).forEach((e) => { if (!["fit", "zin", "zout"].includes(e.id)) e.style.display = "none"; });
-    const h = args.height || 620;
+    const h = pairHeight(args);
     $("main").style.height = h + "px";
     if (args.data_key !== pairKey) {
       pairKey = args.data_key; A = args;
@@ -792,6 +821,7 @@
         panes[side] = svg ? XEGraph.pane(view, svg) : null;
         if (!svg) return;
         panes[side].mini = XEGraph.minimap(panes[side], { enabled: mapShown(svg) });
+        partNote(side);
         svg.querySelectorAll("title").forEach((t) => { if (t.parentNode.classList.contains("graph")) t.remove(); });
         svg.querySelectorAll("g.node, g.cluster").forEach((n) => n.addEventListener("click", (ev) => {
           ev.stopPropagation();
@@ -908,7 +938,13 @@
     });
   });
   setInterval(() => { if (A) XEEditor.hook(); }, 1500);  // editor_hooks.js
-  window.addEventListener("resize", () => { if (A) { fitHeight(); } });
+  window.addEventListener("resize", () => {
+    if (!A) return;
+    if (!document.body.classList.contains("pair")) { fitHeight(); return; }
+    const h = pairHeight(A);
+    $("main").style.height = h + "px";
+    send("streamlit:setFrameHeight", { height: h + $("bar").offsetHeight + 12 });
+  });
   send("streamlit:componentReady", { apiVersion: 1 });
 })();
 

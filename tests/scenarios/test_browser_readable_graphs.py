@@ -1,0 +1,126 @@
+"""Whole or readable, at a projector's 1280x720 in a real browser: in presentation mode a graph
+opens and fits at 14 px or more, and a pane that cannot hold its whole graph at that size says
+so; a node found by the search is brought into view; Compare's two graphs are as tall as the
+window and start on its first screen."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.polling import app_idle, in_page, settled
+from tests.scenarios.test_browser import OUT, _graph_frames, _retry, browser, server  # noqa: F401 - fixtures
+from tests.scenarios.test_browser_graph import _frame
+
+pytestmark = pytest.mark.browser
+
+VIEWPORT = {"width": 1280, "height": 720}
+
+# Per pane: its box, the drawing's box, the smallest graph text drawn inside the pane (its font
+# size times the zoom it is drawn at), and whether the pane's "part of the graph" note shows.
+PANES = """() => {
+  const out = {};
+  for (const s of ['pre', 'post']) {
+    const v = document.getElementById('view-' + s), svg = v && v.querySelector('svg');
+    if (!svg) continue;
+    const p = v.getBoundingClientRect(), g = svg.querySelector('g.graph').getBoundingClientRect();
+    let small = Infinity;
+    svg.querySelectorAll('text').forEach((t) => {
+      const r = t.getBoundingClientRect();
+      if (r.height === 0 || r.right < p.left || r.left > p.right || r.bottom < p.top || r.top > p.bottom) return;
+      const m = t.getScreenCTM();
+      small = Math.min(small, parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b));
+    });
+    const note = v.querySelector('.part');
+    out[s] = {pane: [p.left, p.top, p.right, p.bottom], graph: [g.left, g.top, g.right, g.bottom], small: small,
+              note: !!note && getComputedStyle(note).display !== 'none', noteText: note ? note.textContent : ''};
+  }
+  return out;
+}"""
+
+
+def _whole(side: dict) -> bool:
+    (pl, pt, pr, pb), (gl, gt, gr, gb) = side["pane"], side["graph"]
+    return gl >= pl - 1 and gt >= pt - 1 and gr <= pr + 1 and gb <= pb + 1
+
+
+def _whole_or_says_so(got: dict) -> None:
+    for side in ("pre", "post"):
+        g = got[side]
+        assert g["small"] >= 14 - 0.25, (side, g["small"])  # every label drawn at 14 px or more
+        # the whole graph inside its pane, or a pane that says it shows a part (drag to see the rest)
+        assert _whole(g) or (g["note"] and "Part of the graph" in g["noteText"]), (side, g)
+
+
+def test_mlp_in_presentation_opens_and_fits_at_14_px(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=mlp&present=1")
+    _frame(page)
+    app_idle(page)
+    got = settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="the opening view")
+    _whole_or_says_so(got)
+    page.screenshot(path=os.path.join(OUT, "readable_mlp_present_1280.png"))
+    # "Fit" keeps every label at 14 px or more (it used to shrink mlp's graphs to 3-7 px labels)
+    f = _frame(page)
+    f.locator("#fit").click()
+    got = settled(lambda: f.evaluate(PANES), what="the view after Fit")
+    _whole_or_says_so(got)
+
+
+# a node drawn outside its pane's view now: its id
+OUTSIDE = """() => {
+  for (const s of ['post', 'pre']) {
+    const v = document.getElementById('view-' + s), p = v.getBoundingClientRect();
+    for (const n of v.querySelectorAll('g.node[id^="op:"], g.node[id^="k:"]')) {
+      const r = n.getBoundingClientRect();
+      if (r.bottom < p.top || r.top > p.bottom || r.right < p.left || r.left > p.right) return [s, n.id];
+    }
+  }
+  return null;
+}"""
+
+SELECTED_IN_VIEW = """(id) => {
+  const n = document.querySelector("g.node[id='" + id + "']");
+  if (!n || !n.classList.contains('me')) return false;
+  const p = n.closest('.view').getBoundingClientRect(), r = n.getBoundingClientRect();
+  return r.left >= p.left - 1 && r.right <= p.right + 1 && r.top >= p.top - 1 && r.bottom <= p.bottom + 1;
+}"""
+
+
+def test_a_node_found_by_the_search_is_brought_into_view(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=mlp&present=1")
+    f = _frame(page)
+    app_idle(page)
+    settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="the opening view")
+    f = _frame(page)
+    side_id = f.evaluate(OUTSIDE)
+    assert side_id, "every node of mlp is in view at the opening: nothing to bring into view"
+    _, node_id = side_id
+    f.locator("#q").fill(node_id.split(":", 1)[1])
+    f.locator("#q").press("Enter")
+    in_page(page, lambda: f.evaluate(SELECTED_IN_VIEW, node_id), 20, f"{node_id} selected and whole in its pane")
+
+
+def test_compare_graphs_fill_the_window_near_the_top(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/Compare?present=1")
+    panes = _graph_frames(page, n=2)
+    app_idle(page)
+
+    def boxes():
+        frame = _graph_frames(page, n=2)[0].frame
+        return frame.evaluate("""() => ['pre', 'post'].map((s) => {
+          const r = document.getElementById('view-' + s).getBoundingClientRect();
+          const top = window.frameElement.getBoundingClientRect().top + window.parent.document
+            .querySelector("[data-testid='stMain']").scrollTop;
+          return [r.height, top + r.top];
+        })""")
+
+    got = settled(lambda: _retry(page, boxes), what="Compare's graphs")
+    assert panes
+    for height, top in got:
+        assert height >= 0.6 * VIEWPORT["height"], got  # the graphs get the window's height
+        assert top < VIEWPORT["height"], got  # and begin on the page's first screen
+    page.screenshot(path=os.path.join(OUT, "readable_compare_1280.png"))
