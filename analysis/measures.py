@@ -302,6 +302,28 @@ def change_text(before: float | None, after: float | None, fmt) -> str:
     return f"{fmt(abs(d))} {'less' if d < 0 else 'more'}{pct}"
 
 
+def fusion_verdict(fc: dict | None) -> str:
+    """The fusion on/off verdict of a bundle, from its numbers alone (the two sides' calls, with
+    their spread), the same words in the app, the CLI and the report: "fusion on is faster",
+    "fusion on is slower", "within the spread: no verdict" (where the calls were alternated, with
+    how many, and why they stopped); "" where the comparison was not measured."""
+    if not isinstance(fc, dict) or not fc.get("measured"):
+        return ""
+    a, b = call(fc.get("unfused")), call(fc.get("default"))
+    v = verdict(a, b)
+    if v in ("faster", "slower"):
+        return f"fusion on is {v}"
+    if not v:
+        return ""
+    alt = fc.get("alternation") if isinstance(fc.get("alternation"), dict) else {}
+    n = alt.get("calls") if type(alt.get("calls")) is int else None
+    why = {"time": f"the {_num(alt.get('budget_s')) or 0:g} s allowed ran out",
+           "calls": "the most calls allowed were made"}.get(alt.get("stopped"), "")
+    return ("within the spread: no verdict"
+            + (f" after {n} alternated calls each" if n else "")
+            + (f" ({why})" if why else ""))
+
+
 def fusion_rows(fc: dict | None, seconds, count=str, size=str) -> list[dict]:
     """Fusion off against on, one row per number: ``{what, off, on, change, verdict}``. The
     times carry their spread and a verdict only where the spreads part; the same rows make the
@@ -315,11 +337,12 @@ def fusion_rows(fc: dict | None, seconds, count=str, size=str) -> list[dict]:
              "change": change_text(u.get("bytes"), d.get("bytes"), size), "verdict": ""}]
     if not fc.get("measured"):
         return rows
-    for what, get in (("call, no profiler (median, IQR)", call), ("step, traced (median, IQR)", step)):
+    call_what = "call, no profiler (median, IQR)"
+    for what, get in ((call_what, call), ("step, traced (median, IQR)", step)):
         a, b = get(u), get(d)
         if a is None or b is None:
             continue
-        v = verdict(a, b)
+        v = fusion_verdict(fc) if get is call else verdict(a, b)
         rows.append({"what": what, "off": spread_text(a, seconds), "on": spread_text(b, seconds),
                      "change": change_text(a.median, b.median, seconds),
                      "verdict": {"faster": "fusion on is faster", "slower": "fusion on is slower"}.get(v, v)})

@@ -72,7 +72,7 @@ def tabs(b: Bundle, state: ExplorerState, present: bool) -> None:
                                                 on_change="rerun")
     with tab_k:
         if tab_k.open:
-            kernels_tab(b, state)
+            kernels_tab(b, state, present)
     with tab_t:
         if tab_t.open:
             views.text_views(b, state.sel)
@@ -87,12 +87,12 @@ def tabs(b: Bundle, state: ExplorerState, present: bool) -> None:
             source_tab(b, state)
 
 
-def kernels_tab(b: Bundle, state: ExplorerState) -> None:
+def kernels_tab(b: Bundle, state: ExplorerState, present: bool = False) -> None:
     """Kernels and timings; a kernel picked is selected in the graphs."""
     try:
         picked = render_kernels_view(b, key_prefix="main",
                                      selected=state.sel.get("name") if state.sel.get("side") == "post" else None,
-                                     measuring=state.pending is not None)
+                                     measuring=state.pending is not None, present=present)
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # a damaged bundle's timings
         picked = None
         show_error(f"timings error: this bundle's measurements are malformed ({type(e).__name__}: {e})")

@@ -14,6 +14,7 @@ from analysis.render.format import human_bytes, human_flops, human_seconds, peak
 from analysis.render.rows import fused_text
 from analysis.render.summary import trace_source_text
 from app.picks import picked_point, picked_row
+from app.page_helpers import projector_fonts
 from app.safe import plain  # a trace's file and device names, in captions
 
 # ----------------------------------------------------------------------------- the table
@@ -135,7 +136,7 @@ def table(rows: list[dict], measured: bool, selected: str | None = None, columns
 
 
 def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | None = None,
-                        measuring: bool = False) -> str | None:
+                        measuring: bool = False, present: bool = False) -> str | None:
     """Draw the kernels table, the notes and the charts; return the name of a kernel the user
     has just picked (a new table row or chart point), else None. ``selected`` (a kernel picked
     elsewhere, e.g. in the graph) is marked in the table and the charts."""
@@ -224,6 +225,8 @@ def render_kernels_view(bundle: Bundle, key_prefix: str = "", selected: str | No
         if not tab.open:
             continue
         fig = make()
+        if present:
+            projector_fonts(fig)  # 16 px, the ticks 14: readable on a projector
         with tab:
             if name == "Fusion off" and bundle.fusion_comparison:
                 fc = bundle.fusion_comparison

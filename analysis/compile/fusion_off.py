@@ -4,13 +4,15 @@ side (``bundle.fusion_comparison``, docs/bundle.md; the numbers' meaning: docs/n
 
 from __future__ import annotations
 
+import jax
+
 from analysis.codegen.kernel_code import totals as code_totals
 from analysis.bundle.core import FusionComparison
 from analysis.studies.compare import fusion_side
 from analysis.program.memory import compare_memory
-from analysis.compile.measure import measure
+from analysis.compile.measure import alternate_calls, measure
 from analysis.compile.stages import Compiled, recompile
-from analysis.measures import fusion_savings
+from analysis.measures import fusion_savings, spread
 from analysis.options import FUSION_PASSES
 
 FUSION_NOTES = {
@@ -34,22 +36,34 @@ def compare_fusion(c: Compiled, measure_it: bool = True, iterations: int | None 
     if existing:
         extra["xla_disable_hlo_passes"] = existing + "," + extra["xla_disable_hlo_passes"]
     unfused = recompile(c, extra)
+    alternated = None
     if measure_it:
         if bundle.timings is None:
             measure(c, iterations, calibrations)
         measure(unfused, iterations or bundle.timings.get("iterations"), calibrations)
         unfused.bundle.timings.pop("trace_json_gz_b64", None)  # one trace per bundle is plenty
         unfused.bundle.timings.pop("timeline", None)
+        # the verdict's calls: the two sides in turn, until their spreads part or the time is up
+        alternated = alternate_calls(lambda: jax.block_until_ready(unfused.executable(*unfused.args)),
+                                     lambda: jax.block_until_ready(c.executable(*c.args)))
     ub = unfused.bundle
     # each side's generated code summed (its loads and stores: the lesson's evidence, docs/code.md)
     d = fusion_side(bundle.kernels, bundle.timings if measure_it else None, code_totals(bundle) if bundle.code else None)
     u = fusion_side(ub.kernels, ub.timings if measure_it else None, code_totals(ub) if ub.code else None)
+    if alternated:
+        for side, xs in ((u, alternated["a"]), (d, alternated["b"])):
+            sp = spread(xs)
+            side.update({"call_median_s": sp.median, "call_q1_s": sp.q1, "call_q3_s": sp.q3,
+                         "call_min_s": sp.lo, "call_max_s": sp.hi, "alternated_calls": sp.n})
     bundle.fusion_comparison = FusionComparison(**{
         "platform": platform,
         "disabled_passes": list(passes),
         "compiler_options": dict(ub.options.get("compiler_options") or {}),
         "note": FUSION_NOTES.get(platform, ""),
         "measured": bool(measure_it),
+        # how the calls were made: alternated, and why they stopped (parted, the most calls, time)
+        "alternation": ({"calls": len(alternated["a"]), "stopped": alternated["stopped"],
+                         "budget_s": alternated["budget_s"]} if alternated else None),
         "default": d,
         "unfused": u,
         # the headline compares untraced calls: the profiler's cost per event would favour the side

@@ -187,6 +187,43 @@ def _rates(fn, work: float, budget_s: float) -> tuple[float, list[float]]:
     return (max(rates) if rates else 0.0), rates
 
 
+# The fusion comparison's calls (docs/numbers.md, "Verdicts"): the two sides called in turn until
+# their interquartile ranges part, at least ALTERNATE_MIN calls each, at most ALTERNATE_MAX each
+# or ALTERNATE_BUDGET_S of calls in all, whichever comes first.
+ALTERNATE_MIN = 15
+ALTERNATE_MAX = 400
+ALTERNATE_BUDGET_S = 4.0
+
+
+def alternate_calls(call_a, call_b, budget_s: float = ALTERNATE_BUDGET_S, min_calls: int = ALTERNATE_MIN,
+                    max_calls: int = ALTERNATE_MAX) -> dict:
+    """Wall clock of ``call_a`` and ``call_b`` (each blocks until its result is ready) called in
+    turn, the order swapped every round so a drift in the machine's load falls on both alike.
+    Stops once the two interquartile ranges part (after ``min_calls`` each), or at ``max_calls``
+    each, or when ``budget_s`` has passed. Returns ``{"a": [s...], "b": [s...], "stopped":
+    "parted" | "calls" | "time", "budget_s"}``: the verdict is read from the numbers alone
+    (``measures.fusion_verdict``), the stop only says why there were that many."""
+    call_a()
+    call_b()  # warm: the first call of each pays for what the timed ones must not
+    a, b = [], []
+    t_end = time.perf_counter() + budget_s
+    stopped = "calls"
+    for i in range(max_calls):
+        for which in ((a, call_a), (b, call_b)) if i % 2 == 0 else ((b, call_b), (a, call_a)):
+            t0 = time.perf_counter()
+            which[1]()
+            which[0].append(time.perf_counter() - t0)
+        if len(a) >= min_calls:
+            sa, sb = spread(a), spread(b)
+            if sa.parts_from(sb):
+                stopped = "parted"
+                break
+            if time.perf_counter() >= t_end:
+                stopped = "time"
+                break
+    return {"a": a, "b": b, "stopped": stopped, "budget_s": budget_s}
+
+
 def default_iterations(step_s: float, target_s: float = 0.8) -> int:
     if step_s <= 0:
         return 200

@@ -148,10 +148,9 @@ class Summary:
                     + (f" ({ct.sentence()})" if ct else ""))
             cu, cd = numbers.call(u), numbers.call(d)
             if fc.get("measured") and cu and cd:
-                v = numbers.verdict(cu, cd)
+                v = numbers.fusion_verdict(fc)
                 note += (f", call {human_seconds(cu.median)} → {human_seconds(cd.median)}"
-                         + (f" ({cu.median / cd.median:.2f}× faster)" if v == "faster" else
-                            " (slower)" if v == "slower" else " (within the spread)"))
+                         + (f" ({cu.median / cd.median:.2f}× faster: {v})" if v == "fusion on is faster" else f" ({v})"))
             uc, dc = u.get("code"), d.get("code")
             if uc and dc:  # the code's own evidence: a store per op with fusion off
                 note += f", stores in the generated code {uc['global_stores']} → {dc['global_stores']}"

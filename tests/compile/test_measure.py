@@ -35,3 +35,35 @@ def test_the_cache_sizes_are_linuxs(tmp_path, monkeypatch):
     real = _glob.glob
     monkeypatch.setattr(measure.glob, "glob", lambda pat: real(pat.replace("/sys/devices/system/cpu/cpu0/cache", str(root))))
     assert measure.cache_sizes() == [("L2", 1024 * 1024), ("L3", 32 * 1024 * 1024)]
+
+
+def test_alternated_calls_take_turns_and_swap_the_order_every_round():
+    seen = []
+    out = measure.alternate_calls(lambda: seen.append("a"), lambda: seen.append("b"),
+                                  budget_s=60.0, min_calls=3, max_calls=3)
+    # a warm call of each, then rounds a b | b a | a b (a drift in load falls on both alike)
+    assert seen == ["a", "b", "a", "b", "b", "a", "a", "b"]
+    assert len(out["a"]) == len(out["b"]) == 3 and out["stopped"] in ("parted", "calls")
+
+
+def test_alternated_calls_stop_once_their_spreads_part():
+    """A call doing a million additions against one doing none: the two interquartile ranges
+    part, and the calls stop there, with as many of each and at least the minimum."""
+    from analysis.measures import spread
+
+    def slow():
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        return total
+
+    out = measure.alternate_calls(slow, lambda: None, budget_s=30.0, min_calls=5, max_calls=200)
+    assert out["stopped"] == "parted"
+    assert len(out["a"]) == len(out["b"]) >= 5
+    assert spread(out["a"]).parts_from(spread(out["b"]))
+
+
+def test_alternated_calls_are_bounded_in_time():
+    """Two alike calls whose spreads need not part: the budget (0 s) ends them after the minimum."""
+    out = measure.alternate_calls(lambda: None, lambda: None, budget_s=0.0, min_calls=4, max_calls=1000)
+    assert len(out["a"]) == len(out["b"]) == 4 and out["stopped"] in ("parted", "time")

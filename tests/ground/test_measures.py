@@ -414,3 +414,51 @@ def test_the_roofs_sentence_says_every_roof_in_one_unit_with_its_spread():
     assert "memory 20 GiB/s (its 30 runs' middle half 17–19 GiB/s)" in s
     assert "L2 cache (1.0 MiB) 100 GiB/s" in s and "matmul 150 GFLOP/s" in s
     assert "GB/s" not in s and "TFLOP" not in s
+
+
+# ----------------------------------------------------------------------------- the fusion verdict
+
+def _fc_calls(off: tuple, on: tuple, alternation=None) -> dict:
+    def side(q):
+        return {"kernels": 4, "bytes": 2048, "call_median_s": q[1], "call_q1_s": q[0], "call_q3_s": q[2],
+                "iterations": 40}
+    return {"platform": "cpu", "disabled_passes": ["fusion"], "measured": True, "note": "",
+            "unfused": side(off), "default": side(on), "alternation": alternation}
+
+
+def test_the_fusion_verdict_is_one_function_of_the_bundles_numbers():
+    from analysis.render.charts import fusion_figure, fusion_table
+    from analysis.render.summary import summarize, summary_text
+
+    # off 1.0-1.4 ms, on 1.2-1.6 ms: the middle halves overlap, after 400 alternated calls each
+    fc = _fc_calls((1.0e-3, 1.2e-3, 1.4e-3), (1.2e-3, 1.4e-3, 1.6e-3),
+                   {"calls": 400, "stopped": "time", "budget_s": 4.0})
+    words = "within the spread: no verdict after 400 alternated calls each (the 4 s allowed ran out)"
+    assert numbers.fusion_verdict(fc) == words
+    b = _measured_bundle()
+    b.fusion_comparison = fc
+    card = next(c for c in summarize(b).cards() if c.label == "Fusion off → on")
+    assert words in card.note
+    assert words in summary_text(b)
+    assert [r["verdict"] for r in fusion_table(b) if r[""].startswith("call")] == [words]
+    assert words in fusion_figure(b).layout.title.text
+    # parted: off 2.0-2.2 ms, on 1.0-1.1 ms, everywhere "fusion on is faster"
+    b.fusion_comparison = _fc_calls((2.0e-3, 2.1e-3, 2.2e-3), (1.0e-3, 1.05e-3, 1.1e-3),
+                                    {"calls": 15, "stopped": "parted", "budget_s": 4.0})
+    assert numbers.fusion_verdict(b.fusion_comparison) == "fusion on is faster"
+    assert "fusion on is faster" in fusion_figure(b).layout.title.text
+    assert "(2.00× faster: fusion on is faster)" in next(c for c in summarize(b).cards()
+                                                         if c.label == "Fusion off → on").note
+
+
+def test_the_fusion_charts_values_are_not_under_its_error_bars_and_no_text_is_under_14_px():
+    from analysis.render.charts import fusion_figure
+
+    b = _measured_bundle()
+    b.fusion_comparison = _fc_calls((1.0e-3, 1.2e-3, 1.4e-3), (1.2e-3, 1.4e-3, 1.6e-3))
+    fig = fusion_figure(b)
+    bars = [d for d in fig.data if d.type == "bar"]
+    assert all(d.textposition == "none" for d in bars)  # no value drawn where an error bar ends
+    # each value is in its axis label: 4 -> 4 kernels, 2048 B = 0.00 MiB, calls 1200 and 1400 µs
+    assert [list(d.x) for d in bars][2] == ["off<br><b>1200</b>", "on<br><b>1400</b>"]
+    assert fig.layout.font.size >= 14 and all(a.font.size >= 14 for a in fig.layout.annotations)

@@ -164,6 +164,16 @@ def test_fusion_off_measured(mlp):
     assert fc["measured"] and fc["unfused"]["step_median_s"] > 0 and fc["speedup"] > 0
     assert fc["unfused"]["call_q1_s"] <= fc["unfused"]["call_median_s"] <= fc["unfused"]["call_q3_s"]
     assert fc["unfused"]["top_kernels"]
+    # the calls the verdict reads: the two sides alternated, as many of each, at least the minimum
+    alt = fc["alternation"]
+    assert fc["unfused"]["alternated_calls"] == fc["default"]["alternated_calls"] == alt["calls"]
+    assert measure.ALTERNATE_MIN <= alt["calls"] <= measure.ALTERNATE_MAX
+    assert alt["stopped"] in ("parted", "calls", "time")
+    from analysis.measures import call, fusion_verdict
+
+    parted = call(fc["unfused"]).parts_from(call(fc["default"]))
+    assert (alt["stopped"] == "parted") <= parted  # stopped for parting only where they parted
+    assert fusion_verdict(fc).startswith("fusion on is" if parted else "within the spread: no verdict after")
 
 
 @pytest.mark.parametrize("which", ["mlp", "loop"])
