@@ -67,11 +67,12 @@ def basics(b: Bundle) -> str:
     if devices > 1:  # before: whole arrays; after: one device's part
         return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
                 f"kernels** per device, on {devices} devices; {m.get('fusion_coverage', 0):.0%} of the ops ended "
-                "inside a multi-op fusion.")
+                "in a kernel that does several of them (a fusion, or a library call's epilogue).")
     traffic = (f"the estimated memory traffic rose from {human_bytes(unfused)} to {human_bytes(fused)} — some "
                "kernels here move more than the ops they replace (a matmul split into partial sums, say)"
                if rose else
                f"the estimated memory traffic fell from {human_bytes(unfused)} to {human_bytes(fused)}")
     return (f"This compile turned **{m.get('compute_ops_before', '?')} ops** into **{m.get('kernels_after', '?')} "
-            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended inside a multi-op fusion, and "
+            f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended in a kernel that does "
+            "several of them (a fusion, or a library call's epilogue), and "
             f"{traffic}.")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from analysis.codegen.finish import code_of
 from analysis.codegen import kernel_code as generated
 from analysis.bundle.core import Bundle
-from analysis.program.kernels import Kernel
+from analysis.program.kernels import Kernel, epilogue_text
 from analysis.render.format import human_bytes, library_calls
 from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, pre_ops
 from sample_models.lessons_devices import LESSONS as DEVICE_LESSONS
@@ -152,6 +152,35 @@ def _mlp(b: Bundle) -> Lesson:
               b.metrics.get("kernels_after", 0) < b.metrics.get("compute_ops_before", 0)),
         Check(f"the {len(dots)} matmuls landed in {len(k_dot)} kernel(s): {_names(k_dot)}", len(k_dot) >= 1),
     ] + lib_checks)
+
+
+def _dense_relu(b: Bundle) -> Lesson:
+    """Where the matmul's bias add and ReLU went: into the matmul's own kernel (a Triton GEMM
+    fusion, a library call's epilogue) or a kernel after it, from this compile's provenance."""
+    k_dot = kernels_of(b, pre_ops(b, "dot", scope="dense"))
+    k_add = kernels_of(b, pre_ops(b, "add", scope="dense"))
+    k_max = kernels_of(b, pre_ops(b, "maximum", scope="dense"))
+    by_name = {k.name: k for k in b.kernels}
+    one = k_dot == k_add == k_max and len(k_dot) == 1
+    if one:
+        k = by_name[next(iter(k_dot))]
+        how = (f"the library call's {epilogue_text(k)}" if k.epilogue else
+               "a Triton GEMM fusion that applies them as it writes the matmul's tiles" if k.route == "triton" else
+               f"a {k.library or k.route} kernel that holds all three")
+        where = (f"the matmul, its bias add and its ReLU are **one kernel**, {_names(k_dot)}: {how}, so the "
+                 "matmul's result is never written to memory before the ReLU")
+    else:
+        where = (f"the matmul ended in {_names(k_dot) or 'no kernel'}, the bias add in {_names(k_add) or 'no kernel'} "
+                 f"and the ReLU in {_names(k_max) or 'no kernel'}")
+        epis = [by_name[n] for n in k_dot if n in by_name and by_name[n].epilogue]
+        if epis:
+            where += f" ({'; '.join(epilogue_text(k) for k in epis)})"
+    text = basics(b) + f" Here {where}. " + _libraries(b) + _why_not(b, ("dot",))
+    checks = [Check("the bias add and the ReLU run in one kernel" + (f" ({_names(k_add)})" if k_add else ""),
+                    bool(k_add) and k_add == k_max)]
+    if b.platform == "gpu":  # XLA:GPU hands the matmul its epilogue: one kernel for the layer
+        checks.append(Check(f"the matmul runs in that kernel too ({_names(k_dot)})", one))
+    return Lesson("dense_relu", text, checks)
 
 
 def _transformer_block(b: Bundle) -> Lesson:
@@ -471,7 +500,7 @@ def _keras_mlp(b: Bundle) -> Lesson:
 
 
 LESSONS = {
-    "mlp": _mlp, "transformer_block": _transformer_block, "attention": _attention,
+    "mlp": _mlp, "dense_relu": _dense_relu, "transformer_block": _transformer_block, "attention": _attention,
     "layernorm": lambda b: _reduction_lesson("layernorm", b, "mean and variance"),
     "softmax": lambda b: _reduction_lesson("softmax", b, "max and sum"),
     "softmax_layernorm": lambda b: _reduction_lesson("softmax_layernorm", b, "max, sum, mean, variance"),

@@ -316,3 +316,23 @@ def test_traffic_that_fusion_added_is_called_added_and_explained(recorded):
     assert "XLA split 2 dots" in html
 
 
+
+
+def test_dense_relu_is_one_kernel_by_default_and_one_cublaslt_call_without_triton_gemms(recorded):
+    """The gallery's matmul + bias + ReLU (1024 rows, f32): XLA:GPU for the H200 target, default
+    options, makes it one Triton GEMM kernel holding the dot, the add and the maximum; with Triton
+    GEMMs off, one cuBLASLt call whose BIAS_RELU epilogue does the add and the ReLU."""
+    from sample_models.lessons import kernels_of, pre_ops
+
+    b = recorded["dense_relu"]
+    (k,) = [k for k in b.kernels if k.route != "control"]
+    assert k.route == "triton" and {"dot", "add", "maximum"} <= set(k.fused_opcodes)
+    for opcode in ("dot", "add", "maximum"):
+        assert kernels_of(b, pre_ops(b, opcode, scope="dense")) == {k.name}, opcode
+    assert b.metrics["fusion_coverage"] == 1.0
+    off = analyze(Bundle.load(os.path.join(HERE, "dense_relu.triton-gemm-off.bundle.json")))
+    (lt,) = off.kernels
+    assert lt.custom_call_target == "__cublas$lt$matmul" and lt.epilogue == ("bias", "ReLU")
+    assert off.metrics["fusion_coverage"] == 1.0
+    assert {off.provenance.how[n] for n in pre_ops(off, "maximum", scope="dense")} == {"epilogue"}
+    assert "one kernel" in lesson(b).text and "bias + ReLU epilogue" in lesson(off).text
