@@ -89,6 +89,21 @@ def _level(node: dict) -> dict:
     return node
 
 
+# an optimizer's update is a layer where Python reports its functions' calls (sys.monitoring,
+# 3.12+: analysis.compile.frameworks.optimizer_scopes); on 3.11 (jax 0.10) it is left unnamed
+NAMED_UPDATES = hasattr(sys, "monitoring")
+UPDATES = {"adam", "momentum", "optimizer", "apply_updates"}
+
+
+def _as_this_python(expected):
+    """The layers expected here: without the optimizer's where its update cannot be named."""
+    if NAMED_UPDATES:
+        return expected
+    if isinstance(expected, list):
+        return [n for n in expected if n not in UPDATES]
+    return {k: _as_this_python(v) for k, v in expected.items() if k not in UPDATES}
+
+
 def _check_names(node: dict, expected: dict, where: str) -> None:
     found = _children(node)
     assert set(found) == set(expected), f"{where or 'the program'}: {sorted(found)} != {sorted(expected)}"
@@ -128,7 +143,7 @@ def test_a_real_program_compiles_and_reads_as_its_own_module_tree(name, analyzed
     assert sum(math.prod(i["shape"]) for i in held) == spec["parameters"] + spec.get("state", 0)
     # the layer tree: the program's own names, nested as its modules nest
     root = tree["layers"]
-    expected = spec["layers"]
+    expected = _as_this_python(spec["layers"])
     if len(expected) == 1 and next(iter(expected.values())):  # one root module: the tree holds it
         (top, inner), = expected.items()
         assert [c["name"] for c in root["children"]] == [top]
@@ -157,8 +172,9 @@ def test_a_real_program_compiles_and_reads_as_its_own_module_tree(name, analyzed
         todo.extend(n["children"])
     internal = {"while", "body", "cond", "closed_call", "checkpoint", "rematted_computation", "eval_jaxpr"}
     assert not names & internal and not any("->" in n or "__call__" in n or "(" in n for n in names), names
-    if name in ORDER:
-        assert [c["name"] for c in _level(root)["children"]] == ORDER[name]
+    order = _as_this_python(ORDER.get(name, []))
+    if len(order) > 1:  # (one top layer left: _level looks through it)
+        assert [c["name"] for c in _level(root)["children"]] == order
     if name in OUTSIDE_AT_MOST:
         assert root["outside_sublayers"]["kernels"] <= OUTSIDE_AT_MOST[name] * root["kernels"], root["outside_sublayers"]
 
