@@ -229,8 +229,9 @@ def roofline_figure(bundle: Bundle, selected: str | None = None) -> go.Figure:
     src = peaks.get("source")
     fig.update_layout(title="Roofline" + (f" ({'data-sheet peaks' if src == 'table' else 'calibrated roofs'})" if src else ""),
                       # SI prefixes on the ticks ("100G", not plotly's default "100B", which reads as bytes)
-                      xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)", exponentformat="SI"),
-                      yaxis=dict(type="log", title="achieved FLOP/s (over its own time)", exponentformat="SI"),
+                      # a label a decade (dtick 1): plotly's 2 and 5 between them are drawn at 3/4 size
+                      xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)", exponentformat="SI", dtick=1),
+                      yaxis=dict(type="log", title="achieved FLOP/s (over its own time)", exponentformat="SI", dtick=1),
                       height=480, font=FONT, margin=dict(l=10, r=10, t=70, b=40), title_y=0.97)
     return fig
 

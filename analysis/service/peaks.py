@@ -17,8 +17,9 @@ import math
 from analysis.service.job import Job
 
 # The store's key (with the machine's probe key): "trusted" since calibrations were shared only
-# from jobs without user code; entries under the older key are never read.
-KEY_PREFIX = "peaks:trusted:"
+# from jobs without user code; "caches" since they carry each cache's roof and their spread.
+# Entries under an older key are never read.
+KEY_PREFIX = "peaks:trusted:caches:"
 
 # Physical ranges: from a slow laptop core's memory (0.1 GB/s) to beyond any machine's (100 TB/s);
 # FLOP/s from 0.1 GFLOP/s to 10 EFLOP/s.

@@ -21,20 +21,12 @@ def test_the_calibration_measures_each_cache_and_keeps_the_spread_of_its_runs():
         assert s["n"] >= 3 and s["q1"] <= s["median"] <= s["q3"] <= best  # the roof is the best run
 
 
-def test_the_cache_sizes_are_linuxs(tmp_path, monkeypatch):
-    import glob as _glob
+def test_the_cache_is_the_second_level_getconf_reports():
+    import subprocess
 
-    root = tmp_path / "cache"
-    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"),
-                                             (2, "Unified", "1024K"), (3, "Unified", "32M")]):
-        d = root / f"index{i}"
-        d.mkdir(parents=True)
-        (d / "level").write_text(f"{level}\n")
-        (d / "type").write_text(f"{kind}\n")
-        (d / "size").write_text(f"{size}\n")
-    real = _glob.glob
-    monkeypatch.setattr(measure.glob, "glob", lambda pat: real(pat.replace("/sys/devices/system/cpu/cpu0/cache", str(root))))
-    assert measure.cache_sizes() == [("L2", 1024 * 1024), ("L3", 32 * 1024 * 1024)]
+    out = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True).stdout.strip()
+    expected = [("L2", int(out))] if out.isdigit() and int(out) > 0 else []
+    assert measure.cache_sizes() == expected
 
 
 def test_alternated_calls_take_turns_and_swap_the_order_every_round():
