@@ -5,6 +5,11 @@
                                [--measure [--iters N]] [--compare-fusion]
     xla-explorer report MODEL --html OUT.html [--svg-dir DIR] [--module NAME]
     xla-explorer passes MODEL
+    xla-explorer runtimes [--make VERSION] [--remove VERSION]
+    xla-explorer compare MODEL --jax A --jax B [--out-dir DIR] [--measure]
+
+Every compiling command takes ``--jax VERSION``: the jax release to compile with, in a runtime of
+its own (``analysis.service.runtimes``, docs/runtimes.md).
 
 A ``.py`` model file is someone's code: every command runs it in the sandboxed worker, never in
 this process -- unless ``--trusted`` says it is one's own (then it runs here, and a note says so).
@@ -35,6 +40,7 @@ from analysis.render.memory import memory_text
 from analysis.render.report import graph_exports, html_report
 from analysis.render.report_layers import LayersAhead
 from analysis.render.summary import summary_text
+from analysis.service import runtimes
 from analysis.service.job import Job, upload_job
 from analysis.service.sandbox import sandbox_status
 from analysis.service.worker import run_job
@@ -142,49 +148,69 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead: WorkAhead | 
 def load_any(model: str, backend: str = "auto", options: dict | None = None, progress=None,
              module: str | None = None, say=None, gpu_target: str | None = None, measure: bool = False,
              compare: bool = False, iterations: int | None = None, trusted: bool = False,
-             devices: int | None = None, ahead: WorkAhead | None = None, trace: str | None = None, prefer: str | None = None):
+             devices: int | None = None, ahead: WorkAhead | None = None, trace: str | None = None, prefer: str | None = None,
+             jax: str | None = None):
     """A Bundle from whatever MODEL names: a bundle, an HLO text, a dump or a profiler trace is
     opened by the gate in the sandboxed worker (``open_input``, with ``trace``'s timings); a
     model file is compiled (and measured) in the sandboxed worker; a gallery model here, or in a
     worker started with its devices when it runs on more than one (``devices``, else its
     ``DEVICES``). ``ahead``: what the caller will derive from a compiled bundle, done on a draft
     of it while it compiles (``compile_model``). A compiled model's bundle gets ``trace``'s
-    timings through the gate too."""
+    timings through the gate too. ``jax``: the release to compile with (``runtime_of``), in a
+    worker of that runtime."""
     if devices is not None:
         check_devices(devices, "--devices")
     if os.path.exists(model) and not model.endswith(".py"):
         if devices is not None:
             raise ExplorerError("options", "--devices is for a model that is compiled; this input is only read "
                                            "(its device count is the one it was compiled for)", model)
+        if jax is not None:
+            raise ExplorerError("options", "--jax is for a model that is compiled; this input is only read "
+                                           "(its bundle names the jax it was compiled with)", model)
         same = trace and os.path.abspath(trace) == os.path.abspath(model)  # a trace given as MODEL brought its own
         return open_input(model, module, say, trusted, None if same else trace, prefer)
-    b = _compiled(model, backend, options, progress, gpu_target, measure, compare, iterations, trusted, devices, ahead)
+    b = _compiled(model, backend, options, progress, gpu_target, measure, compare, iterations, trusted, devices, ahead,
+                  jax)
     return open_input(model, None, say, trusted, trace, bundle=b) if trace else b
 
 
 def _compiled(model: str, backend: str, options, progress, gpu_target, measure: bool, compare: bool, iterations,
-              trusted: bool, devices, ahead):
-    """A model file or gallery model, compiled (and measured)."""
+              trusted: bool, devices, ahead, jax: str | None = None):
+    """A model file or gallery model, compiled (and measured); with ``jax``, in a worker of that
+    runtime (never in this process, whose jax is its own)."""
     if not os.path.exists(model) and (model.endswith(".py") or os.sep in model or "." in os.path.basename(model)):
         # Looks like a file name (gallery names have no dots or slashes): say so, rather
         # than "no gallery model named 'x.hlo'".
         raise ExplorerError("load", "no such file", model)
     if model.endswith(".py") or os.sep in model:
+        if jax is not None and trusted:
+            raise ExplorerError("options", "--trusted runs the file in this process, with this process's jax: "
+                                           "leave out --jax or --trusted", model)
         return run_untrusted(_model_job(model, backend=backend, compiler_options=options or {},
                                         gpu_target=gpu_target, measure=measure, compare_fusion=compare,
-                                        iterations=iterations, devices=devices), progress, trusted, ahead)
+                                        iterations=iterations, devices=devices, jax=jax), progress, trusted, ahead)
     from analysis.compile import recipe
     from analysis.compile.stages import analyze_model
 
-    if (devices or devices_in_source(gallery_entry(model).source) or 1) > 1:
-        # this process has one device: the worker is started with the job's
+    if (devices or devices_in_source(gallery_entry(model).source) or 1) > 1 or jax is not None:
+        # this process has one device and its own jax: the worker is started with the job's
         return run_job(Job(kind="gallery", name=model, filename=str(gallery_entry(model).path), backend=backend,
                            compiler_options=options or {}, gpu_target=gpu_target, measure=measure,
-                           compare_fusion=compare, iterations=iterations, devices=devices),
+                           compare_fusion=compare, iterations=iterations, devices=devices, jax=jax),
                        progress=progress, ahead=ahead).bundle
     c = analyze_model(model, backend, options, progress, gpu_target=gpu_target, ahead=ahead)
     recipe.measured(c, measure_it=measure, compare=compare, iterations=iterations, progress=progress)
     return c.bundle
+
+
+def runtime_of(args) -> str | None:
+    """The jax release ``--jax`` names, its runtime made first when it is not here (a line on
+    stderr says so), or None for this process's own jax (``analysis.service.runtimes``)."""
+    version = getattr(args, "jax", None)
+    if version is None:
+        return None
+    r = runtimes.resolve(version, say=_say)
+    return None if r.own else r.jax
 
 
 def _options(args) -> dict | None:
@@ -200,6 +226,96 @@ def _cmd_list(args) -> int:
     for name, e in gallery().items():
         print(f"{name:22s} {e.title}")
     return 0
+
+
+def _cmd_runtimes(args) -> int:
+    """The jax runtimes here and the releases offered; --make and --remove one."""
+    if args.make:
+        r = runtimes.resolve(args.make, say=_say)
+        _say(f"ready: {r.line()}")
+    if args.remove:
+        r = runtimes.remove(args.remove)
+        _say(f"removed the jax {r.jax} runtime ({r.prefix})")
+    have = runtimes.available()
+    for r in have:
+        print(r.line())
+    more = [v for v in runtimes.offered() if v not in {r.jax for r in have}]
+    if more:
+        print("made on first use: jax " + ", ".join(more))
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    """One program through two jax releases: both bundles written, the diff printed
+    (``analysis.studies.compare.versions_diff``); with --measure, each side measured in
+    alternated runs (A B, B A, ...) so both see the same machine."""
+    from analysis.render.versions import versions_text
+    from analysis.studies.compare import versions_diff
+
+    if len(args.jax or []) != 2:
+        raise ExplorerError("options", "compare takes two releases: --jax A --jax B (e.g. --jax 0.10.2 --jax 0.12)")
+    if os.path.exists(args.model) and not args.model.endswith(".py"):
+        raise ExplorerError("options", "compare compiles a model (a gallery name or a .py file); this input is only read",
+                            args.model)
+    if args.rounds < 1:
+        raise ExplorerError("options", f"--rounds must be at least 1, not {args.rounds}")
+    sides = []
+    for v in args.jax:
+        r = runtimes.resolve(v, say=_say)
+        sides.append(None if r.own else r.jax)
+    if args.jax and sides[0] == sides[1] and runtimes.resolve(args.jax[0]).jax == runtimes.resolve(args.jax[1]).jax:
+        raise ExplorerError("options", f"both --jax name jax {runtimes.resolve(args.jax[0]).jax}: name two releases")
+    options = _options(args)
+
+    def one(jax, measure=False):
+        return _compiled(args.model, args.backend, options, None, None, measure, False, args.iters, False, None, None,
+                         jax or _own_jax())
+
+    if not args.measure:
+        bundles = [one(j) for j in sides]
+    else:  # alternated: A B, then B A, ...; each side's step and call are spreads over its rounds
+        runs: list[list] = [[], []]
+        for i in range(args.rounds):
+            for s in ((0, 1) if i % 2 == 0 else (1, 0)):
+                _say(f"measuring jax {args.jax[s]} (round {i + 1} of {args.rounds})")
+                runs[s].append(one(sides[s], measure=True))
+        bundles = [_rounds(rs) for rs in runs]
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.basename(args.model)[:-3] if args.model.endswith(".py") else args.model
+    for b in bundles:
+        path = os.path.join(args.out_dir, f"{stem}-jax-{b.environment.get('jax', '?')}.json")
+        try:
+            with open(path, "w") as f:
+                f.write(b.to_json(indent=1))
+        except OSError as e:
+            raise ExplorerError("write", e.strerror or str(e), path) from None
+        _say(f"wrote {path}")
+    print(versions_text(versions_diff(*bundles)))
+    return 0
+
+
+def _own_jax() -> str:
+    """This process's own jax release, named as a job's: its compile then runs in a worker too,
+    as the other side's does (both sides measured the same way)."""
+    return runtimes.own().jax
+
+
+def _rounds(bundles: list):
+    """The last of one side's measured bundles, its step and call spreads taken over the medians
+    of all its rounds (``analysis.measures.spread``)."""
+    from analysis import measures
+
+    last = bundles[-1]
+    t = dict(last.timings or {})
+    for what, get in (("step", measures.step), ("call", measures.call)):
+        meds = [s.median for s in (get(b.timings) for b in bundles) if s is not None]
+        sp = measures.spread(meds)
+        if sp is not None:
+            t.update({f"{what}_median_s": sp.median, f"{what}_q1_s": sp.q1, f"{what}_q3_s": sp.q3,
+                      f"{what}_min_s": sp.lo, f"{what}_max_s": sp.hi})
+    t["rounds"] = len(bundles)
+    last.timings = t
+    return last
 
 
 def _cmd_analyze(args) -> int:
@@ -223,7 +339,7 @@ def _cmd_analyze(args) -> int:
                       progress=(lambda p: print(f"[{p}]", file=sys.stderr)) if args.verbose else None,
                       module=args.module, say=_say,
                       gpu_target=args.gpu_target, measure=measure, compare=compare, iterations=args.iters,
-                      trusted=args.trusted, devices=args.devices, trace=trace)
+                      trusted=args.trusted, devices=args.devices, trace=trace, jax=runtime_of(args))
     text = bundle.to_json(indent=1)
     if args.out:
         try:
@@ -245,7 +361,7 @@ def _cmd_report(args) -> int:
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
-                      trusted=args.trusted, ahead=LayersAhead())  # the layer graphs made while it compiles
+                      trusted=args.trusted, ahead=LayersAhead(), jax=runtime_of(args))  # the layer graphs made while it compiles
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:
@@ -280,10 +396,15 @@ def _cmd_passes(args) -> int:
     else:
         if not os.path.exists(model) and (model.endswith(".py") or os.sep in model):
             raise ExplorerError("load", "no such file", model)
+        jax = runtime_of(args)
         if model.endswith(".py"):
             b = run_untrusted(_model_job(model, backend=args.backend, compiler_options=options or {},
-                                         dump_passes=True, gpu_target=args.gpu_target, devices=args.devices),
+                                         dump_passes=True, gpu_target=args.gpu_target, devices=args.devices, jax=jax),
                               trusted=args.trusted)
+        elif jax is not None:  # in a worker of that runtime
+            b = run_job(Job(kind="gallery", name=model, filename=str(gallery_entry(model).path), backend=args.backend,
+                            compiler_options=options or {}, dump_passes=True, gpu_target=args.gpu_target,
+                            devices=args.devices, jax=jax)).bundle
         else:
             from analysis.service.worker_main import execute
 
@@ -307,7 +428,7 @@ def _cmd_memory(args) -> int:
     compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
-                      compare=compiles and not args.no_compare, trusted=args.trusted)
+                      compare=compiles and not args.no_compare, trusted=args.trusted, jax=runtime_of(args))
     print(memory_text(bundle, top=max(1, args.top)))
     return 0
 
@@ -316,7 +437,8 @@ def _cmd_why(args) -> int:
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
-                      trusted=args.trusted)  # a .py model file runs in the sandboxed worker (run_untrusted)
+                      trusted=args.trusted,  # a .py model file runs in the sandboxed worker (run_untrusted)
+                      jax=runtime_of(args))
     print(why_text(bundle.fusion_decisions, args.op))
     return 0
 
@@ -326,7 +448,7 @@ def _cmd_layers(args) -> int:
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
-                      measure=args.measure, trusted=args.trusted)
+                      measure=args.measure, trusted=args.trusted, jax=runtime_of(args))
     root = layers_of_bundle(bundle)
     if root is None:
         raise ExplorerError("load", "this input has no pre-optimization HLO: its ops have no layers", args.model)
@@ -344,7 +466,7 @@ def _cmd_layers(args) -> int:
 def _cmd_code(args) -> int:
     """The code XLA generated for each kernel: its LLVM IR, assembly (PTX, ...) and their facts."""
     bundle = load_any(args.model, args.backend, _options(args), module=args.module, devices=args.devices,
-                      say=_say, gpu_target=args.gpu_target, trusted=args.trusted)
+                      say=_say, gpu_target=args.gpu_target, trusted=args.trusted, jax=runtime_of(args))
     if args.json:
         import json
 
@@ -373,11 +495,31 @@ def build_parser() -> argparse.ArgumentParser:
                            help="run the program on N devices (1-8): on the CPU, N host devices of the worker "
                                 "(--xla_force_host_platform_device_count); with --gpu-target, N of that GPU "
                                 "(default: the file's DEVICES = N, else 1)")
+    compiling.add_argument("--jax", metavar="VERSION", default=None,
+                           help="compile with this jax release (0.9-0.12, e.g. 0.10.2; a minor version names its "
+                                "newest), in a runtime of its own, made on first use (docs/runtimes.md)")
     compiling.add_argument("--trusted", action="store_true",
                            help="run a .py model file in this process instead of the sandboxed worker "
                                 "(only for your own code: it runs with your rights; a note says so)")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", parents=[common], help="list the gallery models").set_defaults(fn=_cmd_list)
+    rt = sub.add_parser("runtimes", parents=[common],
+                        help="the jax releases a compile can use here (--jax): present, or made on first use")
+    rt.add_argument("--make", metavar="VERSION", help="make this release's runtime now (pip; minutes)")
+    rt.add_argument("--remove", metavar="VERSION", help="remove a runtime made here")
+    rt.set_defaults(fn=_cmd_runtimes)
+    cm = sub.add_parser("compare", parents=[common],
+                        help="one program through two jax releases: both bundles and the diff (kernels, fusions, "
+                             "passes, code, memory, and with --measure the times)")
+    cm.add_argument("model", help="gallery name or .py model file")
+    cm.add_argument("--jax", action="append", metavar="VERSION", help="a release (twice: --jax A --jax B)")
+    cm.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
+    cm.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
+    cm.add_argument("--out-dir", default=".", metavar="DIR", help="where to write the two bundles (default: here)")
+    cm.add_argument("--measure", action="store_true", help="time both, alternated (A B, B A, ...)")
+    cm.add_argument("--rounds", type=int, default=4, help="measured runs per release (default 4)")
+    cm.add_argument("--iters", type=int, default=None, help="timed iterations per run")
+    cm.set_defaults(fn=_cmd_compare)
     a = sub.add_parser("analyze", parents=[common, compiling],
                        help="compile a model (or read HLO / a bundle) and write its bundle")
     a.add_argument("model", help="gallery name, .py model file, HLO text file, bundle .json, zipped XLA dump, "

@@ -9,6 +9,7 @@ import platform as _platform
 import jax
 import jaxlib
 
+from analysis.compile import xla_release
 from analysis.devices.catalog import platform_of, target_config
 from analysis.errors import ExplorerError
 
@@ -68,7 +69,7 @@ def gpu_target_devices(name: str, n: int = 1) -> list:
 
 def environment(device, gpu_target: str | None = None, devices: int = 1) -> dict:
     env = {
-        "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        "jax": jax.__version__, "jaxlib": jaxlib.__version__, "xla": xla_release.xla_version(),
         "python": _platform.python_version(), "backend": device.platform,
         "platform": platform_of(device.platform),
         "device_kind": getattr(device, "device_kind", device.platform),

@@ -13,6 +13,9 @@ with each release (docs/xla-findings.md, "Releases"):
   ``xla_dump_emitter_re`` names (0.10 dumped them always): ``llvm`` names the LLVM IR (XLA:CPU's
   kernels, XLA:GPU's modules), ``ptx`` XLA:GPU's PTX, ``triton-fusion`` its Triton fusions' Triton
   IR. Both releases take the pattern.
+- XLA's own version (``xla_version``), which a bundle records beside jax's and jaxlib's: jaxlib
+  pins one XLA commit, named by jaxlib's build (its git hash) and by the version of XLA's Python
+  extension API, which every jaxlib of the range exposes as ``jax._src.lib.jaxlib_extension_version``.
 """
 
 from __future__ import annotations
@@ -33,3 +36,24 @@ JAXLIB = _release(jaxlib.__version__)
 # module in the form ``compiled.as_text()`` prints
 DUMP_OPTIONS: dict = {"xla_dump_emitter_re": "triton-fusion|llvm|ptx",
                       **({"xla_dump_compact_gte": False} if JAXLIB >= (0, 11) else {})}
+
+
+def xla_version() -> str:
+    """XLA's version, as the jaxlib that carries it says: the extension API's version and
+    jaxlib's commit (``"extension 467, jaxlib 990e6a0b8413"``); what of it this jaxlib has."""
+    parts = []
+    try:
+        from jax._src.lib import jaxlib_extension_version
+
+        parts.append(f"extension {int(jaxlib_extension_version)}")
+    except (ImportError, AttributeError, TypeError, ValueError):
+        pass
+    try:
+        from jaxlib import version as _v
+
+        commit = str(getattr(_v, "_git_hash", "") or "")[:12]
+        if commit:
+            parts.append(f"jaxlib {commit}")
+    except ImportError:
+        pass
+    return ", ".join(parts) or "unknown"

@@ -135,4 +135,12 @@ def cache_key(job: Job, device_kind: str) -> str:
     d["devices"] = job_devices(job)  # as resolved: asked for, or the file's DEVICES
     if d["devices"] == 1:
         d.pop("devices")  # keys made before device counts existed stay valid
-    return content_key("bundle", SCHEMA_VERSION, d, _version("jax"), _version("jaxlib"), device_kind)
+    versions = (_version("jax"), _version("jaxlib"))
+    if d.get("jax") is None:
+        d.pop("jax", None)  # keys made before runtimes existed stay valid
+    else:  # the runtime's own versions (the version asked for until it is made)
+        from analysis.service.runtimes import find
+
+        r = find(job.jax)
+        versions = (r.jax, r.jaxlib) if r is not None else (job.jax, job.jax)
+    return content_key("bundle", SCHEMA_VERSION, d, *versions, device_kind)

@@ -22,7 +22,8 @@ KINDS = ("gallery", "code", "file", "probe", "sweep", "open")
 PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
           "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
           "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
-          "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache"}
+          "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache",
+          "runtime": "Making the jax runtime (first use: pip installs it)"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class Job:
     devices: int | None = None
     # kind="open": what else the user handed over besides the file (``upload_job``)
     upload: Opened | None = None
+    # The jax release to compile with (``analysis.service.runtimes``: its version, e.g. "0.10.2";
+    # a minor version names its newest release); None: the app's own. Part of the cache key.
+    jax: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -114,6 +118,10 @@ class Job:
             if value is not None and kind != self.kind:
                 raise ExplorerError("options", f"a {self.kind} job has no {name}")
             object.__setattr__(self, name, value)
+        if self.jax is not None:
+            from analysis.service.runtimes import check_version
+
+            object.__setattr__(self, "jax", check_version(self.jax, "a job's jax"))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

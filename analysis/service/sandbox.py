@@ -162,11 +162,17 @@ def _ancestors(path: str) -> list[str]:
     return out[::-1]
 
 
-def _ro_paths() -> list[str]:
-    """Host paths the worker needs, read-only: interpreter, venv, our code."""
-    paths = [os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), sys.prefix,
+def _ro_paths(python: str | None = None) -> list[str]:
+    """Host paths the worker needs, read-only: interpreter, venv, our code. ``python``: a
+    runtime's interpreter (``analysis.service.runtimes``; its venv and base installation are
+    bound instead of this process's)."""
+    if python is None or python == sys.executable:
+        python, prefixes = sys.executable, [sys.base_prefix, sys.prefix]
+    else:  # <venv>/bin/python, a link to <base>/bin/pythonX.Y
+        prefixes = [os.path.dirname(os.path.dirname(os.path.realpath(python))), os.path.dirname(os.path.dirname(python))]
+    paths = [os.path.realpath(prefixes[0]), os.path.realpath(prefixes[1]), prefixes[1],
              os.path.join(REPO_ROOT, "analysis"), os.path.join(REPO_ROOT, "sample_models")]
-    exe_dir = os.path.dirname(os.path.realpath(sys.executable))
+    exe_dir = os.path.dirname(os.path.realpath(python))
     if not any(exe_dir == p or exe_dir.startswith(p + "/") for p in paths):
         paths.append(exe_dir)
     for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):  # e.g. a CUDA driver outside /usr
@@ -182,9 +188,11 @@ def _ro_paths() -> list[str]:
     return sorted(out, key=lambda p: (p.count("/"), p))
 
 
-def bwrap_argv(slot: int, gpu: bool, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
+def bwrap_argv(slot: int, gpu: bool, limits: Limits, seccomp_fd: int | None = None,
+               python: str | None = None) -> list[str]:
     """bwrap's command line for a worker in ``slot`` (its uid, when the app runs as root), up to
-    the worker's own command, which follows it."""
+    the worker's own command, which follows it; ``python``, the runtime's interpreter it runs
+    (None: this process's)."""
     feats = bwrap_features()
     a = [BWRAP, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
          "--die-with-parent", "--new-session", "--hostname", "sandbox"]
@@ -216,7 +224,7 @@ def bwrap_argv(slot: int, gpu: bool, limits: Limits, seccomp_fd: int | None = No
             a += ["--size", str(int(mb) << 20)]
         a += ["--tmpfs", mount]
     made = {"/tmp", "/scratch"}
-    for p in _ro_paths():
+    for p in _ro_paths(python):
         for d in _ancestors(p):
             if d not in made:
                 a += ["--perms", "0755", "--dir", d]

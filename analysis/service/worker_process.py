@@ -32,7 +32,7 @@ import re2
 
 from analysis import tuning
 from analysis.errors import ExplorerError
-from analysis.service import cgroup, seccomp
+from analysis.service import cgroup, runtimes, seccomp
 from analysis.service.job import PHASES, Job, job_devices
 from analysis.service.sandbox import (PASSED_ENV, bwrap_argv, cuda_plugin_installed, gpu_device_nodes,
                                       sandbox_env, sandbox_status, use_seccomp)
@@ -108,8 +108,9 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     use_bwrap, reason = sandbox_status(limits)
     if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
+    runtime = runtimes.resolve(job.get("jax"), say=lambda m: progress and _call(progress, "runtime"))
     kind = WorkerKind.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")),
-                         devices=job_devices(Job.from_dict(job)))
+                         devices=job_devices(Job.from_dict(job)), python=runtime.python)
     w = spare.take(kind) or WorkerProcess(kind)
     res = None
     try:
@@ -133,22 +134,26 @@ class WorkerKind:
     gpu: bool
     cuda: bool
     devices: int = 1  # the host devices it starts with (``worker_xla_flags``)
+    python: str = sys.executable  # the runtime's interpreter (``analysis.service.runtimes``)
 
     @classmethod
-    def of(cls, limits: Limits, use_bwrap: bool, gpu_target: bool = False, devices: int = 1) -> WorkerKind:
+    def of(cls, limits: Limits, use_bwrap: bool, gpu_target: bool = False, devices: int = 1,
+           python: str | None = None) -> WorkerKind:
         """The kind of worker for jobs under ``limits`` on this machine (``gpu_target``: a
-        compile for a GPU target described without the GPU) on ``devices`` devices."""
+        compile for a GPU target described without the GPU) on ``devices`` devices, run by
+        ``python`` (a runtime's; None: this process's)."""
         gpu = bool(gpu_device_nodes())
         # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
         # here, or a compile for a GPU target without one) memory is bounded by the data segment;
         # an address-space limit makes them crash (a segfault in the worker).
-        return cls(limits, use_bwrap, gpu, gpu or gpu_target or cuda_plugin_installed(), devices)
+        return cls(limits, use_bwrap, gpu, gpu or gpu_target or cuda_plugin_installed(), devices,
+                   python or sys.executable)
 
     def key(self) -> tuple:
         lim = self.limits
         # (the wall clock and the output cap are the parent's, from the job's own limits)
         return (lim.cpu_s, lim.memory_mb, lim.nproc, lim.file_mb, lim.tmp_mb, lim.scratch_mb, lim.sandbox,
-                self.use_bwrap, self.gpu, self.cuda, self.devices, sys.executable,
+                self.use_bwrap, self.gpu, self.cuda, self.devices, self.python,
                 tuple(os.environ.get(k, "") for k in PASSED_ENV))
 
 
@@ -175,13 +180,13 @@ class WorkerProcess:
         extra = {LIMITS_ENV: json.dumps(rl), **({SPARE_ENV: "1"} if spare else {})}
         if use_bwrap:
             fd = seccomp.program_fd() if use_seccomp() else None
-            argv = bwrap_argv(slot.n, gpu, limits, fd) + [sys.executable] + worker
+            argv = bwrap_argv(slot.n, gpu, limits, fd, kind.python) + [kind.python] + worker
             env = sandbox_env(token, extra)
             cwd = "/"
         else:
             # A shell between us and the worker, so that os.kill(os.getppid()) hits the shell, not us.
             self.scratch = scratch = tempfile.mkdtemp(prefix="xla-explorer-job-")
-            argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable] + worker
+            argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", kind.python] + worker
             env = dict(os.environ, PYTHONPATH=REPO_ROOT, HOME=scratch, TMPDIR=scratch, PYTHONUNBUFFERED="1",
                        XLA_PYTHON_CLIENT_PREALLOCATE="false", **{JOB_TOKEN_ENV: token}, **extra)
             cwd = scratch

@@ -241,3 +241,102 @@ def fusion_side(kernels: list[Kernel], timings: dict | None, code: dict | None =
         side["top_kernels"] = [{"name": r["name"], "route": r["route"], "median_s": r["median_s"],
                                 "calls": r["calls"]} for r in sorted(rows, key=lambda r: -r["median_s"])[:15]]
     return side
+
+
+# ----------------------------------------------------------------------------- two XLA releases
+
+
+def _signature(k: Kernel) -> tuple:
+    """What makes two matched kernels the same kernel: its kind, library, op names and bytes."""
+    return (k.route, k.fusion_kind, k.library, k.custom_call_target, tuple(sorted(set(k.op_names))), k.bytes)
+
+
+def _groups(a: list[Kernel], b: list[Kernel]) -> list[tuple[str, list[str]]]:
+    """The kernels of ``a`` whose ops lie in two or more kernels of ``b`` (by op name): each with
+    those kernels of ``b``, in ``b``'s order."""
+    index: dict[str, list[str]] = {}
+    for o in launching(b):
+        for n in set(o.op_names):
+            index.setdefault(n, []).append(o.name)
+    order = {o.name: i for i, o in enumerate(launching(b))}
+    out = []
+    for k in launching(a):
+        hit = {m for n in set(k.op_names) for m in index.get(n, ()) if len(index[n]) <= MAX_SHARED}
+        if len(hit) >= 2:
+            out.append((k.name, sorted(hit, key=order.get)))
+    return out
+
+
+MAX_REASONS = 4  # XLA's lines kept per kernel of a fusion that formed or broke
+
+
+def _reasons(fd, names: list[str]) -> list[str]:
+    from analysis.fusion.decisions import op_lines
+
+    out: list[str] = []
+    for n in names:
+        for line in op_lines(fd, n):
+            if line not in out:
+                out.append(line)
+    return out[:MAX_REASONS]
+
+
+def _passes(log) -> Counter:
+    return Counter(e.get("pass") or "?" for e in (log or []) if isinstance(e, dict))
+
+
+def _peak(b) -> int | None:
+    p = (b.memory or {}).get("peak") if isinstance(b.memory, dict) else None
+    return p.get("bytes") if isinstance(p, dict) else None
+
+
+def release_of(b) -> str:
+    """A bundle's jax release in words: ``jax 0.10.2 (jaxlib 0.10.2; XLA extension 467, ...)``."""
+    e = b.environment or {}
+    xla = f"; XLA {e['xla']}" if e.get("xla") else ""
+    return f"jax {e.get('jax', '?')} (jaxlib {e.get('jaxlib', '?')}{xla})"
+
+
+def versions_diff(a, b) -> dict:
+    """One program compiled by two XLA releases (two Bundles), what changed: ``kernels`` (each
+    match, ``status`` same / changed / only in A / only in B), ``formed`` (a kernel of B that does
+    the ops of several kernels of A: a fusion B made, with XLA's reasons from both sides' fusion
+    logs), ``broken`` (the converse), ``passes`` (the passes each pipeline ran that changed the
+    module, counted side by side; ``only_a``/``only_b``: present in one release only), ``rows``
+    (``summary_deltas`` with the memory peak), and ``times`` (step and call: each side's spread
+    and a verdict only where the spreads part, ``analysis.measures.verdict``)."""
+    matches = pair_kernels(a.kernels, b.kernels)
+    ka, kb = {k.name: k for k in a.kernels}, {k.name: k for k in b.kernels}
+    kernels = []
+    for m in matches:
+        x, y = ka.get(m.a), kb.get(m.b)
+        status = "only in A" if y is None else "only in B" if x is None else \
+            "same" if _signature(x) == _signature(y) else "changed"
+        kernels.append({"status": status, "a": m.a, "b": m.b, "how": m.how, "score": m.score,
+                        "a_route": x.route if x else None, "b_route": y.route if y else None,
+                        "a_library": x.library if x else None, "b_library": y.library if y else None,
+                        "a_bytes": x.bytes if x else None, "b_bytes": y.bytes if y else None})
+    counts = Counter(r["status"] for r in kernels)
+    fa, fb = a.fusion_decisions, b.fusion_decisions
+    formed = [{"b": k, "a": parts, "reasons_b": _reasons(fb, [k]), "reasons_a": _reasons(fa, parts)}
+              for k, parts in _groups(b.kernels, a.kernels)]
+    broken = [{"a": k, "b": parts, "reasons_a": _reasons(fa, [k]), "reasons_b": _reasons(fb, parts)}
+              for k, parts in _groups(a.kernels, b.kernels)]
+    pa, pb = _passes(a.pass_log), _passes(b.pass_log)
+    names = list(dict.fromkeys([*pa, *pb]))
+    passes = {"recorded": bool(a.pass_log) and bool(b.pass_log),
+              "counts": [{"pass": n, "a": pa.get(n, 0), "b": pb.get(n, 0)} for n in names],
+              "only_a": [n for n in pa if n not in pb], "only_b": [n for n in pb if n not in pa],
+              "snapshots": (len(a.pass_log or []), len(b.pass_log or []))}
+    rows = summary_deltas(a, b)
+    x, y = _peak(a), _peak(b)
+    rows.append({"metric": "memory peak", "kind": "bytes", "a": x, "b": y,
+                 "delta": y - x if x is not None and y is not None else None,
+                 "ratio": y / x if x and y is not None else None})
+    times = {}
+    for what, get in (("step", numbers.step), ("call", numbers.call)):
+        sa, sb = get(a.timings), get(b.timings)
+        times[what] = {"a": sa, "b": sb, "verdict": numbers.verdict(sa, sb),
+                       "rounds": min((x.timings or {}).get("rounds") or 1 for x in (a, b))}
+    return {"a": release_of(a), "b": release_of(b), "kernels": kernels, "counts": dict(counts),
+            "formed": formed, "broken": broken, "passes": passes, "rows": rows, "times": times}

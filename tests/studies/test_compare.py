@@ -299,3 +299,39 @@ def test_page_compares_one_device_with_eight():
     assert rows["devices"]["A"] == "1" and rows["devices"]["B"] == "8"
     assert rows["collectives"]["A"] == "0" and rows["collectives"]["B"] != "0"
     assert at.session_state["cmp_link"] == {"mode": "devices", "model": "dp_train_step", "a": "1", "b": "8"}
+
+
+def _release(kernels, jax, passes=(), timings=None):
+    return Bundle(kernels=kernels, environment={"jax": jax, "jaxlib": jax, "xla": "extension 1"},
+                  pass_log=[{"index": i, "pipeline": "p", "pass": p} for i, p in enumerate(passes)], timings=timings)
+
+
+def test_versions_diff_of_two_releases():
+    # A: the add and the mul are two kernels, the dot a library call; B fuses add and mul into
+    # one kernel, keeps the dot as it was, splits A's reduce into two, and adds a copy
+    a = _release([K("add.1", ["f/add"]), K("mul.2", ["f/mul"]), K("dot.3", ["f/dot"], "library"),
+                  K("reduce.4", ["f/sum", "f/max"])], "0.10.2", passes=("fusion", "fusion", "cse"),
+                 timings={"step_median_s": 1.0e-3, "step_q1_s": 0.9e-3, "step_q3_s": 1.1e-3, "traced_steps": 5,
+                          "call_median_s": 2.0e-3, "call_q1_s": 1.9e-3, "call_q3_s": 2.1e-3, "iterations": 5})
+    b = _release([K("fusion.7", ["f/add", "f/mul"]), K("dot.3", ["f/dot"], "library"), K("reduce.8", ["f/sum"]),
+                  K("reduce.9", ["f/max"]), K("copy.5", ["f/t"], "layout")], "0.12.0", passes=("fusion", "dce"),
+                 timings={"step_median_s": 0.5e-3, "step_q1_s": 0.45e-3, "step_q3_s": 0.55e-3, "traced_steps": 5,
+                          "call_median_s": 2.02e-3, "call_q1_s": 1.95e-3, "call_q3_s": 2.1e-3, "iterations": 5})
+    d = compare.versions_diff(a, b)
+    status = {(r["a"], r["b"]): r["status"] for r in d["kernels"]}
+    assert status[("dot.3", "dot.3")] == "same"
+    assert status[(None, "copy.5")] == "only in B"
+    assert d["counts"]["same"] == 1 and d["counts"]["only in B"] >= 1
+    assert [(f["b"], f["a"]) for f in d["formed"]] == [("fusion.7", ["add.1", "mul.2"])]
+    assert [(f["a"], f["b"]) for f in d["broken"]] == [("reduce.4", ["reduce.8", "reduce.9"])]
+    assert d["passes"]["only_a"] == ["cse"] and d["passes"]["only_b"] == ["dce"]
+    assert {"pass": "fusion", "a": 2, "b": 1} in d["passes"]["counts"]
+    # the step's spreads part (0.9-1.1 ms against 0.45-0.55 ms); the call's overlap: no verdict
+    assert d["times"]["step"]["verdict"] == "faster"
+    assert d["times"]["call"]["verdict"] == "within the spread"
+    assert d["a"].startswith("jax 0.10.2") and "extension 1" in d["b"]
+    from analysis.render.versions import versions_text
+
+    text = versions_text(d)
+    assert "fusion.7 does the ops of A add.1, mul.2" in text and "passes only in B: dce" in text
+    assert "step time" in text and "-> B is faster" in text
