@@ -20,6 +20,8 @@ from analysis.errors import ExplorerError
 from analysis.render.module_graphs import post_graph
 from analysis.options import format_options
 from analysis.render.format import human_bytes, human_seconds
+from analysis.service import runtimes
+from app.safe import plain
 from app import runner, views
 from app.kernels_view import numbers_shown
 from app import permalink
@@ -68,7 +70,8 @@ def _describe(b: Bundle) -> str:
     env = b.environment
     opts = (b.options or {}).get("compiler_options") or {}
     o = format_options(opts).replace("\n", ", ") if opts else "default options"
-    return f"**{b.title}** · {device_label(env)} · {o}"
+    jax = f" · jax {plain(str(env['jax'])[:40])}" if env.get("jax") else ""
+    return f"**{b.title}** · {device_label(env)}{jax} · {o}"
 
 
 def _load_upload(up) -> Bundle | None:
@@ -82,7 +85,9 @@ def _load_upload(up) -> Bundle | None:
 
 # A link names the mode and that mode's choices: ?mode=backends&model=mlp&a=cpu&b=h200
 MODES = {"options": "One model, two option sets", "backends": "One model, two backends",
-         "devices": "One model, two device counts", "models": "Two models"}
+         "devices": "One model, two device counts", "versions": "One model, two XLA (jax) versions",
+         "models": "Two models"}
+VERSIONS = runtimes.offered()  # the jax releases a job may name here (analysis.service.runtimes)
 BACKEND_CHOICES = ["auto", "cpu", "gpu", runner.APP_GPU_TARGET]
 
 
@@ -103,6 +108,9 @@ def _link_spec() -> dict:
         counts = {str(n): n for n in range(1, 9)}
         spec.update(model=("cmp_model_dv", NAMES, None), a=("cmp_devices_a", counts, None),
                     b=("cmp_devices_b", counts, None))
+    elif mode == "versions":
+        spec.update(model=("cmp_model_jx", NAMES, None), a=("cmp_jax_a", VERSIONS, None),
+                    b=("cmp_jax_b", VERSIONS, None))
     elif mode == "models":
         spec.update(a=("cmp_model_a", NAMES, None), b=("cmp_model_b", NAMES, None),
                     backend=("cmp_backend2", BACKEND_CHOICES, None))
@@ -125,7 +133,8 @@ with st.sidebar:
     st.markdown("## Compare")
     link_warning("compare")
     mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends",
-                                        "One model, two device counts", "Two models",
+                                        "One model, two device counts", "One model, two XLA (jax) versions",
+                                        "Two models",
                                         "Your code, two option sets", "Two bundles (upload)"], key="cmp_mode",
                     help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
                          "same ops")
@@ -177,6 +186,18 @@ with st.sidebar:
                                                         "built from jax.device_count(), as dp_train_step's is")
             jobs = (gallery_job(model, backend="cpu", devices=da), gallery_job(model, backend="cpu", devices=db))
             link = {"mode": "devices", "model": model, "a": str(da), "b": str(db)}
+        elif mode == "One model, two XLA (jax) versions":
+            model = st.selectbox("Gallery model", NAMES, index=default_index("cmp_model_jx", NAMES, _last_model()),
+                                 key="cmp_model_jx")
+            ss.cmp_last_model = model
+            help_jax = ("A release not on this machine yet is installed on first use (pip, minutes); "
+                        "docs/runtimes.md")
+            ja = st.selectbox("XLA (jax) version A", VERSIONS, key="cmp_jax_a", help=help_jax,
+                              index=default_index("cmp_jax_a", VERSIONS, VERSIONS[-1]))
+            jb = st.selectbox("XLA (jax) version B", VERSIONS, key="cmp_jax_b", help=help_jax,
+                              index=default_index("cmp_jax_b", VERSIONS, VERSIONS[0]))
+            jobs = (gallery_job(model, backend="cpu", jax=ja), gallery_job(model, backend="cpu", jax=jb))
+            link = {"mode": "versions", "model": model, "a": ja, "b": jb}
         elif mode == "Two models":
             ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, _last_model()),
                               key="cmp_model_a")
@@ -286,6 +307,32 @@ else:
         st.markdown(f"**{what}** (median, interquartile range): A {measures.spread_text(sa, human_seconds)} · "
                     f"B {measures.spread_text(sb, human_seconds)} · "
                     f"{measures.change_text(sa.median, sb.median, human_seconds)} · **{said}**")
+
+# ----------------------------------------------------------------------------- two releases
+
+if (A.environment or {}).get("jax") != (B.environment or {}).get("jax"):
+    diff = compare.versions_diff(A, B)
+    st.markdown(f"#### What changed from {plain(diff['a'])} to {plain(diff['b'])}")
+    c = diff["counts"]
+    st.markdown("Kernels matched by provenance: " + ", ".join(
+        f"**{c.get(k, 0)}** {k}" for k in ("same", "changed", "only in A", "only in B")))
+    changed = [r for r in diff["kernels"] if r["status"] != "same"]
+    if changed:
+        show_table(pd.DataFrame([{"": r["status"], "A kernel": r["a"] or "–",
+                                  "A": (r["a_library"] or r["a_route"] or "–"),
+                                  "B kernel": r["b"] or "–", "B": (r["b_library"] or r["b_route"] or "–")}
+                                 for r in changed]), present, hide_index=True, width="stretch", key="cmp_versions")
+    for key, title, one, many in (("formed", "Fusion formed in B", "b", "a"), ("broken", "Fusion broken in B", "a", "b")):
+        for f in diff[key]:
+            st.markdown(f"**{title}:** {one.upper()} {plain(f[one])} does the ops of {many.upper()} "
+                        + ", ".join(plain(x) for x in f[many]))
+            for s_ in (one, many):
+                for line in f[f"reasons_{s_}"]:
+                    st.text(f"{s_.upper()}: {line}")
+    p_ = diff["passes"]
+    if p_["recorded"] and (p_["only_a"] or p_["only_b"]):
+        st.markdown("Passes in one release only — A: " + plain(", ".join(p_["only_a"]) or "none") + " · B: "
+                    + plain(", ".join(p_["only_b"]) or "none"))
 
 # ----------------------------------------------------------------------------- kernels matched
 

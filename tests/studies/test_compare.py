@@ -335,3 +335,27 @@ def test_versions_diff_of_two_releases():
     text = versions_text(d)
     assert "fusion.7 does the ops of A add.1, mul.2" in text and "passes only in B: dce" in text
     assert "step time" in text and "-> B is faster" in text
+
+
+def test_page_compares_one_model_through_two_jax_releases():
+    """The versions mode, opened from a link naming it: each side compiled by its own release
+    (the runtimes ``scripts/dev.sh`` makes), the header naming each jax, the diff between them."""
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.service import runtimes
+
+    have = [r.jax for r in runtimes.available()]
+    if len(have) < 2:
+        pytest.skip("one jax runtime here (scripts/dev.sh test makes .venv/jax-0.10)")
+    old, new = have[-1], have[0]
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.query_params.update({"mode": "versions", "model": "mlp", "a": old, "b": new})
+    at.run()
+    assert not at.exception, at.exception
+    a, b = at.session_state["cmp_pair"]
+    assert (a.environment["jax"], b.environment["jax"]) == (old, new)
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"jax {old}" in text.replace("\\", "") and f"jax {new}" in text.replace("\\", "")
+    assert "What changed from jax" in text.replace("\\", "") and "Kernels matched by provenance:" in text
+    # the address bar names the comparison shown
+    assert at.query_params["mode"] == ["versions"] or at.query_params["mode"] == "versions"
