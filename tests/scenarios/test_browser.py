@@ -314,6 +314,29 @@ def test_compare_link_puts_the_cpu_next_to_the_h200(server, browser):
     page.screenshot(path=os.path.join(OUT, "compare_cpu_h200.png"))
 
 
+def test_compare_link_puts_two_jax_releases_side_by_side(server, browser):
+    """One model through the oldest and the newest jax release here (the runtimes scripts/dev.sh
+    makes): both graphs, each side's jax named, and what changed between them."""
+    from analysis.service import runtimes
+
+    have = [r.jax for r in runtimes.available()]
+    if len(have) < 2:
+        pytest.skip("one jax runtime here (scripts/dev.sh test makes .venv/jax-0.10)")
+    old, new = have[-1], have[0]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(server + f"/Compare?mode=versions&model=mlp&a={old}&b={new}")
+    page.wait_for_function("() => document.body.innerText.includes('What changed from jax')", timeout=180_000)
+    assert len(_graph_frames(page)) == 2
+    body = page.locator("[data-testid='stMain']").first.inner_text()
+    assert f"What changed from jax {old}" in body and f"to jax {new}" in body
+    assert "Kernels matched by provenance:" in body
+    a_svg = _retry(page, lambda: _graph(page, "A:").locator("svg").inner_html())
+    b_svg = _retry(page, lambda: _graph(page, "B:").locator("svg").inner_html())
+    assert "fusion" in a_svg and "fusion" in b_svg
+    assert page.url.endswith(f"/Compare?mode=versions&model=mlp&a={old}&b={new}")
+    page.screenshot(path=os.path.join(OUT, "compare_jax_versions.png"))
+
+
 def test_an_error_is_shown_once_whole_and_as_text(server, browser):
     """What the user's code raised, in one place, exactly as written: Markdown would make
     ``__dict__`` a bold "dict" and ``*x*`` italics; every line of it, not its first only."""
