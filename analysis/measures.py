@@ -105,6 +105,7 @@ class KernelTime:
     own_s: float  # the time it ran, overlaps counted in full, on the step's scale (control flow: with what it runs)
     inclusive: bool  # control flow: its own time includes the kernels it runs, its share does not
     calls: float
+    step_s: float = 0.0  # the step (median) the share is of
 
     def own_shown(self, fmt) -> bool:
         """Whether its own time is a second number: it differs from its time as ``fmt`` writes them."""
@@ -127,7 +128,7 @@ def kernel_times(t: dict | None) -> dict[str, KernelTime]:
         own = _num(r.get("own_share"))
         own_s = own * s.median if own is not None else (_num(r.get("median_s")) or 0.0)
         out.append(KernelTime(str(name), share, share * s.median, own_s, r.get("inclusive") is True,
-                              _num(r.get("calls")) or 0.0))
+                              _num(r.get("calls")) or 0.0, s.median))
     out.sort(key=lambda k: (-k.time_s, k.name))
     return {k.name: k for k in out}
 

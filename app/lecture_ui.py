@@ -70,6 +70,15 @@ def link_params() -> dict[str, str]:
     return {"lecture": ss.lecture_ref, "slide": str(ss.get("lecture_at", 0) + 1)}
 
 
+def address(params: dict | None) -> dict[str, str]:
+    """What a page writes in the address bar: its own link (``params``; none: the page has no
+    link), ``present=1`` while presenting, and the lecture on show, so a reload keeps all three."""
+    out = dict(params or {})
+    if out and st.session_state.get("presenting"):
+        out["present"] = "1"
+    return {**out, **link_params()}
+
+
 def bar(pages: dict) -> None:
     """The lecture bar, above the page: Back, step k of n with the step's caption, Next (← and →
     press them), and End."""

@@ -98,8 +98,9 @@ def measured_kernels(b: Bundle) -> dict[str, KernelTime]:
 
 def time_fact(kt: KernelTime) -> str:
     """A measured kernel's time in words (``analysis.measures.KernelTime``): its part of the step
-    with its share, and its own time where that differs as written."""
-    text = f"measured {human_seconds(kt.time_s)} ({kt.share:.1%} of the step)"
+    with its share and the step it is a share of (so the three agree on the screen that shows
+    them), and its own time where that differs as written."""
+    text = f"measured {human_seconds(kt.time_s)} ({kt.share:.1%} of the {human_seconds(kt.step_s)} step)"
     if kt.own_shown(human_seconds):
         text += (f"; {human_seconds(kt.own_s)} with the kernels it runs" if kt.inclusive else
                  f"; ran {human_seconds(kt.own_s)} in all, other kernels running beside it")

@@ -126,11 +126,13 @@ class Summary:
                             "see it on one device)"))
         else:
             out.append(Card("Memory traffic saved", "–", "no optimized module"))
-        out.append(Card("Library calls", str(self.by_route.get("library", 0)),
-                        ", ".join(f"{k} {v}" for k, v in self.libraries.items()) or "none"))
+        # the measured step fourth, among the first five a page shows (the kernels' times beside
+        # it are its shares); the library calls are on the routes' line too
+        library = Card("Library calls", str(self.by_route.get("library", 0)),
+                       ", ".join(f"{k} {v}" for k, v in self.libraries.items()) or "none")
         ct = self.phase_seconds.get("compile")
-        out.append(Card("Compile time", human_seconds(ct) if ct is not None else "–",
-                        ", ".join(f"{k} {human_seconds(v)}" for k, v in self.phase_seconds.items())))
+        compile_card = Card("Compile time", human_seconds(ct) if ct is not None else "–",
+                            ", ".join(f"{k} {human_seconds(v)}" for k, v in self.phase_seconds.items()))
         t = self.timings or {}
         sp = numbers.step(t)
         if t.get("kernels") and sp is not None:
@@ -140,6 +142,7 @@ class Summary:
                             + (f" of {str(t.get('trace_device'))[:80]}" if t.get("source") == "trace" else "")
                             + (f"; kernels busy {bf:.0%} of it" if bf is not None else "")
                             + (f"; a call without the profiler {human_seconds(cl.median)}" if cl else "")))
+        out += [compile_card, library]
         fc = self.fusion
         if fc:
             u, d = fc.get("unfused", {}), fc.get("default", {})

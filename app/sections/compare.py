@@ -22,7 +22,7 @@ from analysis.options import format_options
 from analysis.render.format import human_bytes, human_seconds
 from analysis.service import runtimes
 from app.safe import plain
-from app import runner, views
+from app import lecture_ui, runner, views
 from app.kernels_view import numbers_shown
 from app import permalink
 from app.uploads import open_files
@@ -235,7 +235,7 @@ with st.sidebar:
                 ss.cmp_pair, ss.cmp_sel, ss.cmp_link = (a, b), {}, link
 
 # the address bar names what is shown (a link to it reopens the same comparison)
-st.query_params.from_dict(ss.get("cmp_link") or {})
+st.query_params.from_dict(lecture_ui.address(ss.get("cmp_link")))
 pair = ss.get("cmp_pair")
 if not pair:
     st.title("Compare")

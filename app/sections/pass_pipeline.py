@@ -23,7 +23,7 @@ from analysis.render.module_graphs import post_graph, pre_graph
 from analysis.hlo import parse_module
 from analysis.program.kernels import kernels as find_kernels
 from app.uploads import open_files
-from app import views
+from app import lecture_ui, views
 from app import runner
 from app import safe
 from app.explorer_state import explorer_state
@@ -250,9 +250,9 @@ i = min(ss.pp_step, n - 1)
 # the main page has no link of its own here)
 pp_for = ss.get("pp_for")
 if isinstance(pp_for, tuple) and pp_for and pp_for[0] != "current":
-    st.query_params.from_dict({"model": pp_for[0], "backend": pp_for[1], "step": str(i)})
+    st.query_params.from_dict(lecture_ui.address({"model": pp_for[0], "backend": pp_for[1], "step": str(i)}))
 else:
-    st.query_params.clear()
+    st.query_params.from_dict(lecture_ui.address(None))
 e = log[i]
 prev = log[i - 1] if i > 0 else None
 

@@ -20,7 +20,7 @@ from analysis.errors import ExplorerError
 from analysis.render.format import human_seconds
 from analysis.studies.sweep import DEFAULT_BUCKETS, MIN_REPEATS, conclusions, parse_lengths
 from analysis.service.job import Job, Sweep
-from app import safe, views
+from app import lecture_ui, safe, views
 from app.explorer_state import explorer_state
 from app.page_helpers import (backend_choice, compile_with_status, link_to_widgets, link_warning,
                               presentation, projector_fonts, show_error, table, wrapped_text)
@@ -74,7 +74,7 @@ with st.sidebar:
                 # pasted code has no link here (the main page links pasted code)
                 ss.sw_link = None if code is not None else {"lengths": lengths_text, "buckets": buckets_text,
                                                             "backend": backend}
-    st.query_params.from_dict(ss.get("sw_link") or {})
+    st.query_params.from_dict(lecture_ui.address(ss.get("sw_link")))
     st.caption("The sweep runs as a measurement job (alone), so the call times are not disturbed by other compiles.")
 
 b = ss.get("sw_bundle")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 
 VIEWPORT = {"width": 1280, "height": 720}
 SHOTS = {1, 3, 7, 10}  # steps whose screen is kept (test-output/browser/lecture-step-K.png)
-LABELS = """() => [...document.querySelectorAll('#view-post g.node')]
+LABELS = """() => [...document.querySelectorAll('#view-post g.node, #view-post g.cluster')]
   .map((g) => [...g.querySelectorAll('text')].map((t) => t.textContent).join(' '))"""
 SELECTED = "() => document.getElementById('details') && document.getElementById('details').dataset.name"
 # presentation mode shows the summary's cards in the graphs' details panel while nothing is selected
@@ -57,7 +57,7 @@ def _measured_numbers_agree(page) -> list:
     except AssertionError:
         return ["no step (median) on screen"]
     f = drawn_frame(page)
-    labels = [m for x in f.evaluate(LABELS) for m in re.findall(r"(\d\S* (?:s|ms|µs|ns)) · (\S+%) of step", x)]
+    labels = [m for x in f.evaluate(LABELS) for m in re.findall(r"(\d\S* (?:s|ms|µs|ns))(?: ·)? (\S+%) of step", x)]
     assert labels, "no timed kernels on a measured step's graph"
     return [(tm, sh, step) for tm, sh in labels if not agree(tm, sh, step)]
 
