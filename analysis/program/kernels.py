@@ -424,14 +424,16 @@ LIBRARY_OPS = {"__cublas$lt$matmul$f8": "cuBLASLt fp8 matmul", "__cublas$lt$matm
 
 
 def epilogue_text(k: Kernel) -> str:
-    """A library call's epilogue in words: ``cuBLASLt matmul + bias + ReLU epilogue``; "" for a
-    kernel without one."""
+    """A library call's epilogue in words: ``cuBLASLt matmul + bias + ReLU epilogue``; for a
+    library's fusion (YNNPACK, oneDNN), which holds whatever XLA handed it rather than a fixed
+    epilogue, what it fused: ``YNNPACK matmul fused with add + maximum``; "" for neither."""
     if not k.epilogue:
         return ""
     target = k.custom_call_target or ""
     what = next((w for prefix, w in LIBRARY_OPS.items() if target.startswith(prefix)), None)
     if what is None and k.opcode == "fusion":  # a library fusion: what it was made around
         what = f"{k.library or 'library'} " + ("convolution" if "convolution" in k.fused_opcodes else "matmul")
+        return f"{what} fused with {' + '.join(k.epilogue)}"
     what = what or f"{k.library or target} call"
     return f"{what} + {' + '.join(k.epilogue)} epilogue"
 

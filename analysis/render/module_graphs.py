@@ -90,8 +90,8 @@ def kernel_label(k: Kernel, timing=None, n_ops: int | None = None, collective=No
     if k.route == "library":
         what = k.library or "library"
         body = f"{what} · {k.custom_call_target or k.fusion_kind or k.opcode}"
-        if k.epilogue:  # the ops the call absorbed: cuBLASLt's bias + ReLU, cuDNN's bias + activation
-            body += f"\n+ {' + '.join(k.epilogue)} epilogue"
+        if k.epilogue and k.opcode != "fusion":  # the ops a call absorbed: cuBLASLt's bias + ReLU, cuDNN's
+            body += f"\n+ {' + '.join(k.epilogue)} epilogue"  # (a library's fusion draws its ops inside it)
     elif k.route == "triton":
         tiles = tile_text(k.triton_config)
         body = "Triton" + (f" · {tiles}" if tiles else "") + (f" · {k.fusion_kind}" if k.fusion_kind else "")

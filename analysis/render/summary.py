@@ -406,7 +406,7 @@ def summary_text(b: Bundle) -> str:
         lines.append(f"  kernels after           : {s.kernels_after}"
                      + (f" (+{s.control_ops} control-flow ops)" if s.control_ops else ""))
     if s.coverage is not None:
-        lines.append(f"  fusion coverage         : {s.coverage:.0%} of ops ended inside a multi-op fusion")
+        lines.append(f"  fusion coverage         : {s.coverage:.0%} of ops ended inside a kernel that fuses ops (a fusion of two or more, or a library call's epilogue)")
     if s.traffic is not None:
         lines.append(f"  memory traffic          : {s.traffic.sentence()}: {human_bytes(s.traffic.unfused)} -> "
                      f"{human_bytes(s.traffic.fused)} with fusion ({s.traffic.source})")

@@ -190,7 +190,7 @@ ENTRY %main (x: f32[64,16], w: f32[16,32], b: f32[32]) -> f32[64,32] {
     (k,) = kernels(post, "cpu")
     assert (k.route, k.library) == ("library", "YNNPACK")
     assert k.epilogue == ("add", "maximum") and k.fuses_ops
-    assert epilogue_text(k) == "YNNPACK matmul + add + maximum epilogue"
+    assert epilogue_text(k) == "YNNPACK matmul fused with add + maximum"
     pre = parse_module(PRE)
     prov = map_provenance(pre, post, [k])
     assert compute_metrics(pre, post, [k], prov)["fusion_coverage"] == 1.0
