@@ -18,6 +18,7 @@ import streamlit as st
 
 from analysis.errors import ExplorerError
 from analysis.options import format_options, parse_options
+from analysis.service import runtimes
 from analysis.service.job import Job
 from app import runner
 from app.devices_view import devices_control
@@ -147,6 +148,7 @@ def compile_settings(job: Job, source_kind: str, models: dict) -> SidebarChoice:
                       "off); install the `cuda` extra to compile anything."))
     else:
         st.caption("Present here: CPU" + (" and GPU" if gpu else " only"))
+    jax = jax_control()
     devices = devices_control(models[job.name].source if job.kind == "gallery" else job.source)
     pre = presets_for(backend)
     preset = st.selectbox("Compiler options", list(pre), key="preset")
@@ -170,4 +172,25 @@ def compile_settings(job: Job, source_kind: str, models: dict) -> SidebarChoice:
     except ExplorerError as e:
         return SidebarChoice(source_kind, pressed, job, e.one_line())
     return SidebarChoice(source_kind, pressed, replace(job, backend=backend, compiler_options=opts, measure=measure,
-                                                       compare_fusion=compare, devices=devices))
+                                                       compare_fusion=compare, devices=devices, jax=jax))
+
+
+def jax_versions() -> list[str]:
+    """The jax releases present on this machine (``analysis.service.runtimes.available``), newest
+    first: the app's own and the runtimes found beside it or made here. None is made from here."""
+    return [r.jax for r in runtimes.available()]
+
+
+def jax_control() -> str | None:
+    """The "XLA (jax) version" select: the runtime Compile's job runs in (None: the app's own,
+    the default)."""
+    ss = st.session_state
+    versions, own = jax_versions(), runtimes.own().jax
+    if ss.get("jax") not in versions:
+        ss["jax"] = own  # the default, or a version no longer here
+    chosen = st.selectbox("XLA (jax) version", versions, key="jax",
+                          format_func=lambda v: f"jax {v}" + (" (this app's)" if v == own else ""),
+                          help="The jax release, and its XLA, that compiles the program: the runtimes on this "
+                               "machine. `xla-explorer runtimes` lists them; `xla-explorer runtimes --make VERSION` "
+                               "adds one (docs/runtimes.md).")
+    return None if chosen == own else chosen
