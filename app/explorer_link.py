@@ -11,6 +11,7 @@ import streamlit as st
 from analysis.bundle.core import Bundle
 from analysis.errors import ExplorerError
 from analysis.options import format_options
+from analysis.service import runtimes
 from analysis.service.job import Job
 from analysis.service.store import default_store
 from app import permalink
@@ -58,8 +59,12 @@ def open_link(state: ExplorerState) -> None:
         ss.compare = asked["compare"]
     if asked.get("devices") is not None:
         ss.devices = asked["devices"]
+    jax = link_jax(asked.get("jax"), state)
+    if asked.get("jax"):
+        ss.jax = jax or runtimes.own().jax  # the sidebar's select (app.explorer_sidebar)
     if state.link_job is not None:
-        state.link_job = replace(state.link_job, devices=asked.get("devices"), backend=asked.get("backend") or "auto",
+        state.link_job = replace(state.link_job, jax=jax, devices=asked.get("devices"),
+                                 backend=asked.get("backend") or "auto",
                                  compiler_options=dict(asked.get("options") or {}),
                                  measure=asked.get("measure") is not False, compare_fusion=bool(asked.get("compare")))
     state.link_sel = permalink.selection(asked)
@@ -67,9 +72,31 @@ def open_link(state: ExplorerState) -> None:
     state.code_open = asked.get("view") == "code"  # view=code: the graphs' Code pane, on the node's kernel
 
 
+def link_jax(version: str | None, state: ExplorerState) -> str | None:
+    """The runtime a link's ``jax`` names, when this machine has it and it is not the app's own
+    (``Job.jax``); a release not here is one of the link's notes, and the app's own jax is used."""
+    if not version:
+        return None
+    have, own = [r.jax for r in runtimes.available()], runtimes.own().jax
+    if version not in have:
+        state.link_errors.append(f"link: jax {version} is not on this server (it has {', '.join(have)}); "
+                                 f"compiled with jax {own}")
+        return None
+    return None if version == own else version
+
+
+def compiled_jax(b: Bundle, state: ExplorerState) -> str | None:
+    """The jax release this page compiled ``b`` with, for its link: None when it is the app's own,
+    or the bundle is an upload or a recorded compile (their jax is not a choice made here)."""
+    jax = b.environment.get("jax")
+    if state.recorded or b.source.get("kind") not in ("gallery", "code") or jax == runtimes.own().jax:
+        return None
+    return jax
+
+
 def view_link(b: Bundle, state: ExplorerState, present: bool) -> dict:
     """The link state (``app.permalink``) of what the page shows: the compile (a gallery model,
-    or pasted code by its id in the store: stored now, once per code), its options, the tab or
+    or pasted code by its id in the store: stored now, once per code), its options and jax, the tab or
     the Code pane, the selection, presentation. Pasted code the store refuses gets a caption
     saying why, and no link."""
     ss = st.session_state
@@ -78,7 +105,8 @@ def view_link(b: Bundle, state: ExplorerState, present: bool) -> dict:
             "view": "code" if state.code_open else next((k for k, v in TABS.items() if v == ss.get("view_tab")), None),
             "node": state.sel.get("name"), "side": state.sel.get("side"), "line": state.sel.get("line"),
             "present": present, **state.flags,
-            "devices": b.options.get("devices") if ss.get("devices") else None}  # 0: the file's own
+            "devices": b.options.get("devices") if ss.get("devices") else None,  # 0: the file's own
+            "jax": compiled_jax(b, state)}
     kind = b.source.get("kind")
     if kind == "gallery":
         link["model"] = b.source.get("name")

@@ -22,8 +22,10 @@ The state is a plain dict (keys absent or None when unset):
 | ``measure`` | kernel timings measured (the default; False only when off) | ``measure=0`` |
 | ``compare`` | compiled again with fusion disabled, side by side (True when on) | ``compare=1`` |
 | ``devices`` | the devices the program runs on (1..8), when chosen rather than the file's own | ``devices=8`` |
+| ``jax`` | the jax release compiled with (``analysis.service.runtimes``), when not the app's own | ``jax=0.10.2`` |
 
-``model`` and ``code`` exclude each other. ``params_to_state`` also accepts the values as
+``model`` and ``code`` exclude each other. ``jax`` is checked here as a version's form only
+(digits and dots); whether this server has that release is the app's to say (``app.explorer_link``). ``params_to_state`` also accepts the values as
 lists (what ``st.query_params.to_dict()`` or ``urllib.parse.parse_qs`` give) and ignores
 parameters it does not know. ``state["errors"]`` is a list of one-line messages (empty when
 the link was fine); a bad value is dropped and the rest of the link still applies.
@@ -45,7 +47,7 @@ BACKENDS = ("auto", "cpu", "gpu", "h200")  # h200: XLA:GPU for an H200 target, n
 VIEWS = ("kernels", "text", "source", "memory", "devices", "code")
 SIDES = ("pre", "post")
 STATE_KEYS = ("model", "code", "backend", "options", "view", "node", "side", "line", "present", "measure", "compare",
-              "devices")
+              "devices", "jax")
 FLAGS = ("present", "measure", "compare")  # on/off settings: present=1, measure=0, compare=1
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -54,6 +56,7 @@ _CODE_ID = re.compile(r"[a-z2-7]{8,52}")  # base32 prefix of a SHA-256 (Store.pu
 _GALLERY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _NODE = re.compile(r"[A-Za-z0-9_.\-$:]{1,200}")  # HLO instruction names
 _OPTION_KEY = re.compile(r"xla_[a-z0-9_]{1,100}")
+_JAX_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}")  # 0.10.2, 0.12.0.1
 
 
 def _gallery_names() -> set[str]:
@@ -133,6 +136,8 @@ def state_to_params(state: dict) -> dict[str, str]:
         p["compare"] = "1"
     if isinstance(state.get("devices"), int):
         p["devices"] = str(state["devices"])
+    if state.get("jax"):
+        p["jax"] = str(state["jax"])
     return p
 
 
@@ -238,6 +243,12 @@ def params_to_state(params, gallery_names=None) -> dict:
             state["devices"] = int(devices)
         else:
             errors.append(f"link: devices must be a number from 1 to 8, not {devices[:20]!r}")
+    jax = get("jax")
+    if jax:
+        if _JAX_VERSION.fullmatch(jax):
+            state["jax"] = jax
+        else:
+            errors.append(f"link: jax must be a release like 0.10.2, not {jax[:20]!r}")
     for key in FLAGS:
         value = get(key)
         if not value:

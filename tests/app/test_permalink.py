@@ -23,6 +23,8 @@ def _clean(state: dict) -> dict:
     {"model": "mlp", "backend": "cpu", "view": "memory", "node": "ynn_fusion.5", "side": "post"},
     {"model": "mlp", "present": True, "measure": False, "compare": True},
     {"model": "mlp", "view": "devices"},
+    {"model": "mlp", "jax": "0.10.2"},
+    {"code": "abcdefgh234", "jax": "0.12.0.1", "backend": "cpu"},
     {"model": "mlp", "node": "dot.1", "side": "pre", "view": "text",
      "options": {"xla_disable_hlo_passes": "fusion,dot-library-rewriter", "xla_cpu_enable_fast_math": True,
                  "xla_gpu_autotune_level": 0, "xla_dump_hlo_pass_re": "a;b\\c"}},
@@ -36,6 +38,13 @@ def test_round_trip(state):
     # and through a real URL (what a browser sends back)
     qs = parse_qs(urlparse("http://x/" + query_string(state)).query)
     assert _clean(params_to_state(qs, NAMES)) == state
+
+
+def test_a_bad_jax_version_is_dropped_the_rest_applies():
+    s = params_to_state({"model": "mlp", "jax": "0.10.2/../..", "backend": "cpu"}, NAMES)
+    assert s["jax"] is None and (s["model"], s["backend"]) == ("mlp", "cpu")
+    assert s["errors"] == ["link: jax must be a release like 0.10.2, not '0.10.2/../..'"]
+    assert "jax" not in state_to_params({"model": "mlp", "jax": None})
 
 
 def test_gallery_names_default_to_the_gallery():
@@ -62,6 +71,14 @@ def test_gallery_names_default_to_the_gallery():
     ({"devices": "9"}, "devices must be a number from 1 to 8"),
     ({"devices": "-1"}, "devices must be a number from 1 to 8"),
     ({"devices": "eight"}, "devices must be a number from 1 to 8"),
+    ({"jax": "latest"}, "jax must be a release like 0.10.2"),
+    ({"jax": "0.10.2; rm -rf /"}, "jax must be a release like 0.10.2"),
+    ({"jax": "10"}, "jax must be a release like 0.10.2"),  # a release has at least one dot
+    ({"jax": "0.10."}, "jax must be a release like 0.10.2"),
+    ({"jax": "0.1.2.3.4"}, "jax must be a release like 0.10.2"),  # at most four parts
+    ({"jax": "0.12345.1"}, "jax must be a release like 0.10.2"),  # at most four digits a part
+    ({"jax": "\u0660.\u0661\u0660"}, "jax must be a release like 0.10.2"),  # Arabic-Indic digits: not 0-9
+    ({"jax": "<b>0.10.2</b>"}, "jax must be a release like 0.10.2"),
 ])
 def test_bad_params_are_error_values(params, expect):
     state = params_to_state(params, NAMES)
