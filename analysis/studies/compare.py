@@ -318,10 +318,16 @@ def versions_diff(a, b) -> dict:
                         "a_bytes": x.bytes if x else None, "b_bytes": y.bytes if y else None})
     counts = Counter(r["status"] for r in kernels)
     fa, fb = a.fusion_decisions, b.fusion_decisions
+    # a fusion formed or broke only among the kernels that changed: a kernel the same on both
+    # sides is neither (op names repeat across kernels: a broadcast XLA copies into several)
+    same_a = {r["a"] for r in kernels if r["status"] == "same"}
+    same_b = {r["b"] for r in kernels if r["status"] == "same"}
+    ra = [k for k in a.kernels if k.name not in same_a]
+    rb = [k for k in b.kernels if k.name not in same_b]
     formed = [{"b": k, "a": parts, "reasons_b": _reasons(fb, [k]), "reasons_a": _reasons(fa, parts)}
-              for k, parts in _groups(b.kernels, a.kernels)]
+              for k, parts in _groups(rb, ra)]
     broken = [{"a": k, "b": parts, "reasons_a": _reasons(fa, [k]), "reasons_b": _reasons(fb, parts)}
-              for k, parts in _groups(a.kernels, b.kernels)]
+              for k, parts in _groups(ra, rb)]
     pa, pb = _passes(a.pass_log), _passes(b.pass_log)
     names = list(dict.fromkeys([*pa, *pb]))
     passes = {"recorded": bool(a.pass_log) and bool(b.pass_log),

@@ -337,6 +337,15 @@ def test_versions_diff_of_two_releases():
     assert "step time" in text and "-> B is faster" in text
 
 
+def test_two_releases_with_the_same_kernels_formed_and_broke_no_fusion():
+    # a broadcast XLA copied into both fusions: its op name is in two kernels on each side, and
+    # every kernel is the same in both releases, so nothing formed or broke
+    ks = lambda: [K("fusion.1", ["f/bcast", "f/add"]), K("fusion.2", ["f/bcast", "f/mul"])]  # noqa: E731
+    d = compare.versions_diff(_release(ks(), "0.10.2"), _release(ks(), "0.12.0"))
+    assert d["counts"] == {"same": 2}
+    assert d["formed"] == [] and d["broken"] == []
+
+
 def test_page_compares_one_model_through_two_jax_releases():
     """The versions mode, opened from a link naming it: each side compiled by its own release
     (the runtimes ``scripts/dev.sh`` makes), the header naming each jax, the diff between them."""
