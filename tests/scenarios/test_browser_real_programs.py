@@ -26,8 +26,9 @@ BOXES = "(s) => [...document.querySelectorAll('#view-' + s + ' g.node')].filter(
                       "ResNet/conv_init", "ResNet/head"], None),
     # Flax NNX: nnx.scan over three stacked blocks is the one layer "blocks", repeated 3 times
     ("nnx_scan_mlp", ["blocks", "embed", "head"], ("blocks", "blocks ×3")),
-    # Equinox: a training step given the module; the GRU cell runs once per step of lax.scan
-    ("equinox_gru", ["cell", "linear"], ("cell", "cell ×16")),
+    # Equinox: a training step given the module; the GRU cell runs once per step of lax.scan, and
+    # optax's update is the layer named after the optimizer (adam)
+    ("equinox_gru", ["adam", "cell", "linear"], ("cell", "cell ×16")),
 ])
 def test_a_real_program_opens_as_its_own_layers(server, browser, name, layers, label):  # noqa: F811
     from analysis.service.store import default_store
