@@ -75,9 +75,12 @@ fi
 # The floor of the supported range, jax 0.10, in a venv of its own under .venv/ on Python 3.11 (the
 # newest Python it runs on): the whole test command also runs the suite's part without a browser
 # or Ray there, so what XLA 0.10 prints stays read as it is (XLA_EXPLORER_OLDEST_JAX=0 skips it).
-oldest_jax_leg() {
+# It is made before the suite runs: it is also the second XLA release the main run's tests compile
+# in (analysis/service/runtimes.py finds .venv/jax-*: docs/runtimes.md).
+OLDEST=
+oldest_jax_venv() {
   local py v=.venv/jax-0.10
-  if [ "$want" = 3.11 ]; then return 0; fi  # .venv itself has jax 0.10: the suite just ran on it
+  if [ "$want" = 3.11 ]; then return 0; fi  # .venv itself has jax 0.10: the suite runs on it
   if ! py=$(find_python 3.11); then
     echo "== no Python 3.11 here: the suite's jax 0.10 part is left out"
     return 0
@@ -90,8 +93,12 @@ oldest_jax_leg() {
     $v/bin/python -m pip install -q --disable-pip-version-check -e ".[test,frameworks]" "jax>=0.10,<0.11" 2> >(quiet)
     touch "$leg_stamp"
   fi
-  echo "== the suite without its browser and Ray tests, on jax $($v/bin/python -c 'import jax; print(jax.__version__)') (Python 3.11)"
-  $v/bin/python -m pytest -m "not browser and not ray"
+  OLDEST=$v
+}
+oldest_jax_leg() {
+  [ -n "$OLDEST" ] || return 0
+  echo "== the suite without its browser and Ray tests, on jax $($OLDEST/bin/python -c 'import jax; print(jax.__version__)') (Python 3.11)"
+  $OLDEST/bin/python -m pytest -m "not browser and not ray"
 }
 
 case "$mode" in
@@ -101,8 +108,9 @@ case "$mode" in
     if [ $# -gt 0 ] || [ "${XLA_EXPLORER_OLDEST_JAX:-1}" = 0 ]; then
       exec .venv/bin/python -m pytest "$@"
     fi
-    echo "== the whole suite on jax $(.venv/bin/python -c 'import jax; print(jax.__version__)') (Python $want)"
     status=0
+    oldest_jax_venv || status=$?
+    echo "== the whole suite on jax $(.venv/bin/python -c 'import jax; print(jax.__version__)') (Python $want)"
     .venv/bin/python -m pytest || status=$?
     oldest_jax_leg || status=$?
     exit $status ;;
