@@ -13,6 +13,7 @@ import pytest
 
 from analysis.service import cache_keys as keys
 from analysis.service import job_queue as jobs
+from analysis.service import peaks as peaks_store
 from analysis.service import sandbox
 from analysis.bundle.core import bundle_from_hlo
 from analysis.errors import ExplorerError
@@ -348,16 +349,18 @@ def test_cpu_calibration_is_made_once_per_machine(tmp_path):
     q = JobQueue(Limits(timeout_s=120, workers=1), store)
     own = compile_job(Job(source=SRC, name="p0", measure=True, iterations=3), session="t", queue=q).bundle
     assert own.timings["peaks"]["source"] == "calibrated"
-    assert store.get_meta("peaks:trusted:" + keys.probe_meta_key()) is None
+    assert store.get_meta(peaks_store.KEY_PREFIX + keys.probe_meta_key()) is None
     first = compile_job(Job(kind="gallery", name="mlp", backend="cpu", measure=True, iterations=3),
                         session="t", queue=q).bundle
     peaks = first.timings["peaks"]
     assert peaks["source"] == "calibrated" and peaks["machine"]
-    assert store.get_meta("peaks:trusted:" + keys.probe_meta_key()) == peaks
+    shared = peaks_store.checked(peaks)  # what may be shared of it: the fields a calibration has
+    assert shared is not None and shared["memory_levels"]
+    assert store.get_meta(peaks_store.KEY_PREFIX + keys.probe_meta_key()) == shared
     job = Job(source=SRC, name="p2", measure=True, iterations=4)
     second = compile_job(job, session="t", queue=q).bundle
     assert job.peaks is None  # the caller's job is not changed; the worker got a copy with the peaks
-    assert second.timings["peaks"] == peaks
+    assert second.timings["peaks"] == shared
     # the hand-over does not change what the cache key sees
     assert keys.cache_key(job, "cpu") == keys.cache_key(Job(source=SRC, name="p2", measure=True, iterations=4), "cpu")
     q.shutdown()
