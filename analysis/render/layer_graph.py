@@ -34,7 +34,7 @@ import dataclasses
 
 from analysis.bundle.core import Bundle
 from analysis.hlo import Module
-from analysis.program.layers import Layer, layer_path, layers_of_bundle
+from analysis.program.layers import Layer, layer_path, layers_of_bundle, result_path
 from analysis.render.format import human_bytes, human_seconds
 from analysis.render.layers import added_note, layer_name
 from analysis.render.graph import GraphSpec
@@ -140,19 +140,9 @@ def border_kernels(bundle: Bundle, root: Layer, tops: list[Layer]) -> dict[str, 
         inst = comp.by_name.get(k.name) if comp is not None else None
         if inst is None:
             continue
-        results = [inst]
-        if inst.opcode == "fusion" and inst.called_computations:
-            fc = comps.get(inst.called_computations[0])
-            r = fc.root if fc is not None else None
-            if r is not None:
-                results = [fc.by_name.get(o) for o in r.operands] if r.opcode == "tuple" else [r]
-        for r in results:
-            name = r.metadata.op_name if r is not None else ""
-            if name:
-                p = layer_path(name)[:level]
-                if p in by_path:
-                    out[k.name] = p
-                break
+        p = result_path(post, inst)
+        if p is not None and p[:level] in by_path:
+            out[k.name] = p[:level]
     return out
 
 
