@@ -2,11 +2,14 @@
 # Set up everything XLA Explorer needs, then start the app or run the tests.
 #   bash scripts/dev.sh app    install, then serve the app on http://localhost:8501
 #   bash scripts/dev.sh test   install (with test tools), then run the whole test suite
+#   bash scripts/dev.sh app --torch   the app with PyTorch models too (the [torch] extra, ~3 GB)
 # System packages come from apt-get when missing; Python packages go into .venv/ at the repo root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-app}
 shift || true
+torch_extra=""
+if [ "${1:-}" = --torch ]; then torch_extra=",torch"; shift; fi
 
 need=()
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
@@ -59,15 +62,16 @@ if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv (Python $want: $PY)"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-$mode
+stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-$mode${torch_extra:+-torch}
 # pip's notes about this machine's package-index settings are not ours to show
 quiet() { grep -v -e "is ignored: it is neither a file nor a directory" -e "Running pip as the 'root' user" \
                -e "^\[notice\]" >&2 || true; }
 if [ ! -f "$stamp" ]; then
   echo "== installing Python packages into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2> >(quiet)
-  extra="[frameworks]"  # Flax, Equinox, optax, Keras: models written with them compile too
-  [ "$mode" = test ] && extra="[test,frameworks,ray]"  # the tests run the Ray engine on a local cluster
+  extra="[frameworks$torch_extra]"  # Flax, Equinox, optax, Keras (and with --torch PyTorch) models compile too
+  # the tests run the Ray engine on a local cluster, and PyTorch models through torchax and Inductor
+  [ "$mode" = test ] && extra="[test,frameworks,ray,torch]"
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$extra" 2> >(quiet)
   touch "$stamp"
 fi
@@ -90,7 +94,7 @@ oldest_jax_venv() {
   if [ ! -f "$leg_stamp" ]; then
     echo "== installing jax 0.10 and the test tools into $v (Python 3.11)"
     $v/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2> >(quiet)
-    $v/bin/python -m pip install -q --disable-pip-version-check -e ".[test,frameworks]" "jax>=0.10,<0.11" 2> >(quiet)
+    $v/bin/python -m pip install -q --disable-pip-version-check -e ".[test,frameworks,torch]" "jax>=0.10,<0.11" 2> >(quiet)
     touch "$leg_stamp"
   fi
   OLDEST=$v

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import re
 import sys
 import threading
@@ -71,7 +72,7 @@ class StateChanges:
 class Split:
     fn: Callable
     inputs: tuple
-    library: str | None  # "flax.nnx", "flax.linen", "equinox", "keras" or None (a plain callable)
+    library: str | None  # "flax.nnx", "flax.linen", "equinox", "keras", "torch" or None (a plain callable)
     parameters: int = 0  # how many parameter (and state) arrays became inputs
     state: StateChanges | None = None  # the state the call changes (filled as it is traced)
 
@@ -522,6 +523,121 @@ def _eqx_inputs(inputs: tuple) -> list:
     return out
 
 
+def _is_torch_module(model) -> bool:
+    return _is_instance(model, "torch.nn", "Module")
+
+
+def _holds_torch(inputs) -> bool:
+    """Whether a torch tensor is among the inputs (top level, or in a tuple, list or dict)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    stack = list(inputs)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, torch.Tensor):
+            return True
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return False
+
+
+def _torch_paths(model) -> list:
+    """(path, module) of a PyTorch module and every module under it, by ``named_modules()``'s
+    names; an item of a container that is never called itself (``nn.ModuleList``,
+    ``nn.ModuleDict``) is joined to the container's name (``layers.0``), so the scopes read as the
+    module's own dotted names with ``/`` where calls nest (``encoder/layers.0/self_attn``). A
+    ``nn.Sequential`` is called, so it is a layer and its items ``0``, ``1`` within it."""
+    import torch
+
+    containers = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList, torch.nn.ParameterDict)
+    mods = dict(model.named_modules(remove_duplicate=True))
+    out = []
+    for name, m in mods.items():
+        if isinstance(m, containers):
+            continue
+        if not name:
+            out.append(((), m))
+            continue
+        parts = name.split(".")
+        path: list[str] = []
+        for i, key in enumerate(parts):
+            parent = mods.get(".".join(parts[:i])) if i else None
+            if path and isinstance(parent, containers):
+                path[-1] += "." + key
+            else:
+                path.append(key)
+        out.append((tuple(path), m))
+    return out
+
+
+@contextlib.contextmanager
+def _torch_op_scopes():
+    """While tracing: torchax scopes each op it lowers under the op's name, ``aten::gelu`` for an
+    op PyTorch dispatched, but only ``linear`` for a torch function it lowers whole
+    (``F.linear``), a name a submodule could have. Such a function is named ``torch::linear`` for
+    the duration, so every op's scope reads as PyTorch names ops (``namespace::name``) and the
+    layer tree tells ops from modules (``analysis.program.layers``). torchax's naming function is
+    put back whatever happens; a torchax without it is left alone."""
+    from torchax import tensor
+
+    orig = getattr(tensor, "_name_of_func", None)
+    if orig is None:
+        yield
+        return
+
+    def name(func):
+        n = orig(func)
+        return n if "::" in n else f"torch::{n}"
+
+    tensor._name_of_func = name
+    try:
+        yield
+    finally:
+        tensor._name_of_func = orig
+
+
+def _torch_split(model, inputs: tuple, filename: str) -> Split:
+    """A PyTorch ``nn.Module`` (or a function of torch tensors) as a JAX function through torchax:
+    the module's parameters and buffers (``torchax.extract_jax``, deduplicated: a tied weight is
+    one input) the program's first argument, the example inputs' tensors as arrays; each
+    submodule's call inside ``jax.named_scope`` of its name (``_torch_paths``). torch is imported
+    only here, for a model that is torch's."""
+    import torch
+    import torchax
+    from jax.extend import source_info_util
+
+    # An op's source line is the user's: JAX skips torch's and torchax's frames as it skips its own
+    # (else every op would point into torchax's lowering of it), and this file's call wrapper
+    # (``layer_scopes``), which sits between a module's caller and its forward
+    for path in (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(torchax.__file__) + os.sep, __file__):
+        source_info_util.register_exclusion(path)
+    env = torchax.default_env()
+    args = env.t2j_copy(inputs)
+    if isinstance(model, torch.nn.Module):
+        states, jax_fn = torchax.extract_jax(model, env)
+        paths = _torch_paths(model)
+
+        def torch_program(states, *args):
+            with layer_scopes(paths), _torch_op_scopes():
+                return jax_fn(states, args)
+
+        torch_program.__name__ = torch_program.__qualname__ = type(model).__name__
+        import jax
+
+        return Split(torch_program, (states, *args), "torch", len(jax.tree_util.tree_leaves(states)))
+
+    @functools.wraps(model)  # a function of torch tensors (a training step): the user's name kept
+    def torch_function(*args):
+        with env, _torch_op_scopes():
+            out = model(*env.j2t_iso(args))
+        return env.t2j_iso(out)
+
+    return Split(torch_function, args, "torch")
+
+
 def split_model(model, inputs: tuple, filename: str) -> Split:
     """``model`` and its example inputs as a function of arrays only; a training step's optimizer
     update (a Flax NNX or Equinox program's, or a function handed an optax state) traced inside
@@ -537,6 +653,8 @@ def _split_model(model, inputs: tuple, filename: str) -> Split:
     import jax
 
     try:
+        if _is_torch_module(model) or _holds_torch(inputs):
+            return _torch_split(model, inputs, filename)
         if _is_instance(model, "flax.nnx", "Module"):
             from flax import nnx
 

@@ -77,8 +77,15 @@ def error_from_exception(phase: str, exc: BaseException, filename: str, where: i
     text = (f"{type(exc).__name__}: {first}" if first else type(exc).__name__) + _device_hint(first) + hint
     if isinstance(exc, ModuleNotFoundError):
         phase = "import"
+        if (exc.name or "").split(".")[0] in ("torch", "torchax"):  # PyTorch is an extra: say how to add it
+            text += f" ({TORCH_MISSING})"
     detail = f"{type(exc).__name__}: {whole}"[:MAX_DETAIL] if len(msg) > 1 else None
     return ExplorerError(phase, text, filename, line, None, excerpt, detail)
+
+
+# PyTorch models compile through torchax, installed with the [torch] extra (docs/pytorch.md)
+TORCH_MISSING = ("PyTorch models need the torch extra: start the app with `bash scripts/dev.sh app --torch`, "
+                 "or pip install -e '.[torch]'")
 
 
 def _excerpt(filename: str, line: int) -> str | None:

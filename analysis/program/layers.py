@@ -2,7 +2,7 @@
 
 Every op of the pre-optimization module carries the name scopes it was traced under in its
 ``op_name`` (``jit(model)/Net/conv1/conv_general_dilated``; Flax Linen and Keras name their
-layers themselves, Flax NNX and Equinox modules get their attribute names from
+layers themselves, Flax NNX, Equinox and PyTorch modules get their attribute names from
 ``analysis.compile.frameworks``, plain JAX code from ``jax.named_scope``). The path without the
 ``jit(...)`` root, without transformation wrappers (``jvp(...)``, ``transpose(...)``,
 ``vmap()``, a nested ``jit(_where)``) and without the primitive at its end is the op's layer.
@@ -89,6 +89,8 @@ def _clean(op_name: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
             in_body = loops
             loops += 1
             continue
+        if "::" in p:  # a PyTorch op (``aten::gelu``, named by torchax as it dispatched it): the op
+            break  # whose HLO ops these are, not a layer, and nothing inside it is a layer
         if not _is_layer_name(p, parts[i - 1] if i else None, parts[i + 1] if i + 1 < len(parts) else None):
             continue
         if path and (path[-1] == p or _EQX_CLASS.match(p)):  # a module that scopes its call under its

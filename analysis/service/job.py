@@ -150,6 +150,15 @@ def job_devices(job: Job) -> int:
     return devices_in_source(job_source(job), job.filename) or 1
 
 
+def names_torch(job: Job) -> bool:
+    """Whether a job's code names PyTorch (one substring search of its text, never parsed or
+    run): its worker may load torch, and a CUDA build of torch maps CUDA's libraries
+    (``WorkerKind.of``)."""
+    if job.kind in ("probe", "open"):
+        return False
+    return "torch" in (job_source(job) or "")
+
+
 def is_measure(job: Job) -> bool:
     """A job that runs the program to time it (it needs the machine to itself)."""
     return bool(job.measure or job.compare_fusion)

@@ -33,9 +33,9 @@ import re2
 from analysis import tuning
 from analysis.errors import ExplorerError
 from analysis.service import cgroup, runtimes, seccomp
-from analysis.service.job import PHASES, Job, job_devices
+from analysis.service.job import PHASES, Job, job_devices, names_torch
 from analysis.service.sandbox import (PASSED_ENV, bwrap_argv, cuda_plugin_installed, gpu_device_nodes,
-                                      sandbox_env, sandbox_status, use_seccomp)
+                                      sandbox_env, sandbox_status, torch_cuda_installed, use_seccomp)
 from analysis.service.settings import REPO_ROOT, Limits
 from analysis.service.slots import JOB_TOKEN_ENV, give_slot, kill_job_processes, processes_with_token, take_slot, \
     tasks_of_uid
@@ -109,8 +109,9 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
     runtime = runtimes.resolve(job.get("jax"), say=lambda m: progress and _call(progress, "runtime"))
+    as_job = Job.from_dict(job)
     kind = WorkerKind.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")),
-                         devices=job_devices(Job.from_dict(job)), python=runtime.python)
+                         devices=job_devices(as_job), python=runtime.python, torch=names_torch(as_job))
     w = spare.take(kind) or WorkerProcess(kind)
     res = None
     try:
@@ -138,16 +139,18 @@ class WorkerKind:
 
     @classmethod
     def of(cls, limits: Limits, use_bwrap: bool, gpu_target: bool = False, devices: int = 1,
-           python: str | None = None) -> WorkerKind:
+           python: str | None = None, torch: bool = False) -> WorkerKind:
         """The kind of worker for jobs under ``limits`` on this machine (``gpu_target``: a
         compile for a GPU target described without the GPU) on ``devices`` devices, run by
-        ``python`` (a runtime's; None: this process's)."""
+        ``python`` (a runtime's; None: this process's); ``torch``: the job's code names PyTorch."""
         gpu = bool(gpu_device_nodes())
+        python = python or sys.executable
         # CUDA reserves far more address space than it uses, so wherever its libraries load (a GPU
-        # here, or a compile for a GPU target without one) memory is bounded by the data segment;
-        # an address-space limit makes them crash (a segfault in the worker).
-        return cls(limits, use_bwrap, gpu, gpu or gpu_target or cuda_plugin_installed(), devices,
-                   python or sys.executable)
+        # here, a compile for a GPU target without one, a PyTorch job where torch is a CUDA build)
+        # memory is bounded by the data segment; an address-space limit makes them crash (a
+        # segfault, or std::bad_alloc as torch loads). The job-wide limit bounds memory either way.
+        cuda = gpu or gpu_target or cuda_plugin_installed() or (torch and torch_cuda_installed(python))
+        return cls(limits, use_bwrap, gpu, cuda, devices, python)
 
     def key(self) -> tuple:
         lim = self.limits
