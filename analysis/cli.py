@@ -45,6 +45,7 @@ from analysis.service.job import Job, upload_job
 from analysis.service.sandbox import sandbox_status
 from analysis.service.worker import run_job
 from analysis.studies.passes import counts, summarize
+from analysis.studies.compare import ROUNDS
 from sample_models import gallery, gallery_entry
 
 
@@ -250,7 +251,7 @@ def _cmd_compare(args) -> int:
     (``analysis.studies.compare.versions_diff``); with --measure, each side measured in
     alternated runs (A B, B A, ...) so both see the same machine."""
     from analysis.render.versions import versions_text
-    from analysis.studies.compare import versions_diff
+    from analysis.studies.compare import measured_alternately, versions_diff
 
     if len(args.jax or []) != 2:
         raise ExplorerError("options", "compare takes two releases: --jax A --jax B (e.g. --jax 0.10.2 --jax 0.12)")
@@ -274,12 +275,11 @@ def _cmd_compare(args) -> int:
     if not args.measure:
         bundles = [one(j) for j in sides]
     else:  # alternated: A B, then B A, ...; each side's step and call are spreads over its rounds
-        runs: list[list] = [[], []]
-        for i in range(args.rounds):
-            for s in ((0, 1) if i % 2 == 0 else (1, 0)):
-                _say(f"measuring jax {args.jax[s]} (round {i + 1} of {args.rounds})")
-                runs[s].append(one(sides[s], measure=True))
-        bundles = [_rounds(rs) for rs in runs]
+        def measured(s: int, run: int):
+            _say(f"measuring jax {args.jax[s]} (round {run} of {args.rounds})")
+            return one(sides[s], measure=True)
+
+        bundles = list(measured_alternately(measured, args.rounds))
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.basename(args.model)[:-3] if args.model.endswith(".py") else args.model
     for b in bundles:
@@ -298,24 +298,6 @@ def _own_jax() -> str:
     """This process's own jax release, named as a job's: its compile then runs in a worker too,
     as the other side's does (both sides measured the same way)."""
     return runtimes.own().jax
-
-
-def _rounds(bundles: list):
-    """The last of one side's measured bundles, its step and call spreads taken over the medians
-    of all its rounds (``analysis.measures.spread``)."""
-    from analysis import measures
-
-    last = bundles[-1]
-    t = dict(last.timings or {})
-    for what, get in (("step", measures.step), ("call", measures.call)):
-        meds = [s.median for s in (get(b.timings) for b in bundles) if s is not None]
-        sp = measures.spread(meds)
-        if sp is not None:
-            t.update({f"{what}_median_s": sp.median, f"{what}_q1_s": sp.q1, f"{what}_q3_s": sp.q3,
-                      f"{what}_min_s": sp.lo, f"{what}_max_s": sp.hi})
-    t["rounds"] = len(bundles)
-    last.timings = t
-    return last
 
 
 def _cmd_analyze(args) -> int:
@@ -517,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--option", action="append", metavar="KEY=VALUE", help="XLA compiler option (repeatable)")
     cm.add_argument("--out-dir", default=".", metavar="DIR", help="where to write the two bundles (default: here)")
     cm.add_argument("--measure", action="store_true", help="time both, alternated (A B, B A, ...)")
-    cm.add_argument("--rounds", type=int, default=4, help="measured runs per release (default 4)")
+    cm.add_argument("--rounds", type=int, default=ROUNDS, help=f"measured runs per release, alternated (default {ROUNDS})")
     cm.add_argument("--iters", type=int, default=None, help="timed iterations per run")
     cm.set_defaults(fn=_cmd_compare)
     a = sub.add_parser("analyze", parents=[common, compiling],

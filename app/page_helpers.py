@@ -125,8 +125,9 @@ def phase_text(p: str) -> str:
     return text
 
 
-def compile_with_status(job: Job, label: str = "Compiling…"):
-    """Run ``job`` through the worker; returns the Bundle, or None after showing the error."""
+def compile_with_status(job: Job, label: str = "Compiling…", use_cache: bool = True):
+    """Run ``job`` through the worker; returns the Bundle, or None after showing the error
+    (``use_cache=False``: run anew, ``runner.compile_bundle``)."""
     holder = st.empty()
     failed = None
     with holder.status(label, expanded=False) as status:
@@ -134,7 +135,7 @@ def compile_with_status(job: Job, label: str = "Compiling…"):
             status.update(label=phase_text(p) + "…")
 
         try:
-            b = runner.compile_bundle(job, session=session_id(), progress=progress).bundle
+            b = runner.compile_bundle(job, session=session_id(), progress=progress, use_cache=use_cache).bundle
         except ExplorerError as e:
             failed = e
             status.update(label="Failed", state="error", expanded=False)

@@ -30,8 +30,9 @@ def app_job(job: Job) -> Job:
 
 
 def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], None] | None = None,
-                   early: bool = False, ahead: WorkAhead | None = None) -> Outcome:
-    """The bundle for ``job``. With ``early``, a big program's measuring job (``preview_kernels``
+                   early: bool = False, ahead: WorkAhead | None = None, use_cache: bool = True) -> Outcome:
+    """The bundle for ``job`` (``use_cache=False``: run anew, as each of measured runs compared
+    side by side must be, and not stored). With ``early``, a big program's measuring job (``preview_kernels``
     in the limits: 200 kernels) comes back once it is compiled, its measured bundle in
     ``Outcome.pending``. ``ahead``: the page's work on a draft of the bundle, made while the
     worker compiles (the explorer lays its graphs out: ``graph_payload.PayloadAhead``)."""
@@ -40,7 +41,7 @@ def compile_bundle(job: Job, session: str = "app", progress: Callable[[str], Non
         from analysis.service.settings import Limits
 
         job = replace(job, preview_kernels=Limits.from_env().preview_kernels)
-    return compile_job(job, session=session, progress=progress, early=early, ahead=ahead)
+    return compile_job(job, session=session, progress=progress, early=early, ahead=ahead, use_cache=use_cache)
 
 
 def start_spare_worker() -> bool:

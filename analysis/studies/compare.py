@@ -346,3 +346,45 @@ def versions_diff(a, b) -> dict:
                        "rounds": min((x.timings or {}).get("rounds") or 1 for x in (a, b))}
     return {"a": release_of(a), "b": release_of(b), "kernels": kernels, "counts": dict(counts),
             "formed": formed, "broken": broken, "passes": passes, "rows": rows, "times": times}
+
+
+# ----------------------------------------------------------------------------- measured side by side
+
+ROUNDS = 4  # measured runs per side when two compiles are measured against each other (CLI and page)
+
+
+def measured_alternately(measure_one, rounds: int = ROUNDS) -> tuple | None:
+    """Two sides measured so that both see the same machine: ``rounds`` runs each, alternated
+    (A B, then B A, A B, ...), so a machine getting slower or faster during the runs is felt by
+    both. ``measure_one(side, run)`` (side 0 for A, 1 for B; run from 1 to ``rounds``) compiles
+    and measures one side once and returns its bundle, or None when it failed (then nothing more
+    is run and None is returned). Returns the two bundles, each the last of its side's runs with
+    its step and call taken over all of them (``combined_rounds``). The one way the CLI's ``compare --measure`` and the Compare page's
+    *Measure both* time two compiles."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, not {rounds}")
+    runs: list[list] = [[], []]
+    for i in range(rounds):
+        for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+            b = measure_one(side, i + 1)
+            if b is None:
+                return None
+            runs[side].append(b)
+    return combined_rounds(runs[0]), combined_rounds(runs[1])
+
+
+def combined_rounds(bundles: list):
+    """The last of one side's measured bundles, its step and call spreads taken over the
+    medians of all its runs (``analysis.measures.spread``: the median, quartiles, least and
+    most of the runs' medians), and ``rounds``, how many runs they are."""
+    last = bundles[-1]
+    t = dict(last.timings or {})
+    for what, get in (("step", numbers.step), ("call", numbers.call)):
+        meds = [s.median for s in (get(b.timings) for b in bundles) if s is not None]
+        sp = numbers.spread(meds)
+        if sp is not None and len(meds) > 1:
+            t.update({f"{what}_median_s": sp.median, f"{what}_q1_s": sp.q1, f"{what}_q3_s": sp.q3,
+                      f"{what}_min_s": sp.lo, f"{what}_max_s": sp.hi})
+    t["rounds"] = len(bundles)
+    last.timings = t
+    return last

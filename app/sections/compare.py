@@ -74,6 +74,12 @@ def _describe(b: Bundle) -> str:
     return f"**{b.title}** · {device_label(env)}{jax} · {o}"
 
 
+def _num_rounds(b: Bundle) -> int:
+    """How many alternated runs a measured side's times are taken over (1: one run's own)."""
+    r = (b.timings or {}).get("rounds")
+    return r if isinstance(r, int) and not isinstance(r, bool) and r > 0 else 1
+
+
 def _load_upload(up) -> Bundle | None:
     b, _job, error = open_files(up)  # in the sandbox, as the Explorer's uploads
     if error:
@@ -220,19 +226,28 @@ with st.sidebar:
     if jobs is not None:
         can_measure = not any(j.gpu_target for j in jobs)
         measure_both = st.toggle("Measure both", key="cmp_measure", disabled=not can_measure,
-                                 help="Run both compiles and time every kernel, the same way on each side: the "
-                                      "steps and calls side by side, with a verdict only where their spreads part"
+                                 help=f"Run both compiles and time every kernel, the same way on each side: "
+                                      f"{compare.ROUNDS} runs each, alternated (A B, B A, …), so both see the same "
+                                      "machine; the steps and calls side by side, with a verdict only where their "
+                                      "spreads part"
                                  if can_measure else "A compile for the GPU target without its GPU cannot run")
-        if measure_both and can_measure:
+        measured = measure_both and can_measure
+        if measured:
             jobs = tuple(replace(j, measure=True) for j in jobs)
             if link:  # pasted code has no link (the code is not stored)
                 link["measure"] = "1"
         run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")
         if run_it or ss.get("cmp_pair") is None:
-            a = compile_with_status(jobs[0], "Compiling A…")
-            b = compile_with_status(jobs[1], "Compiling B…") if a is not None else None
-            if a is not None and b is not None:
-                ss.cmp_pair, ss.cmp_sel, ss.cmp_link = (a, b), {}, link
+            if measured:  # the CLI's compare --measure: alternated runs, each run anew (never the cache's)
+                got = compare.measured_alternately(
+                    lambda s_, run: compile_with_status(
+                        jobs[s_], f"Measuring {'AB'[s_]}, run {run} of {compare.ROUNDS}…", use_cache=False))
+            else:
+                a = compile_with_status(jobs[0], "Compiling A…")
+                b = compile_with_status(jobs[1], "Compiling B…") if a is not None else None
+                got = (a, b) if a is not None and b is not None else None
+            if got is not None:
+                ss.cmp_pair, ss.cmp_sel, ss.cmp_link = got, {}, link
 
 # the address bar names what is shown (a link to it reopens the same comparison)
 st.query_params.from_dict(lecture_ui.address(ss.get("cmp_link")))
@@ -298,13 +313,15 @@ if A.timings is None or B.timings is None:
                "bundles uploaded).")
 else:
     from analysis import measures
+    rounds = min(_num_rounds(A), _num_rounds(B))
+    over = f" of {rounds} alternated runs' medians" if rounds > 1 else ""
     for what, get in (("Call, no profiler", measures.call), ("Step, traced", measures.step)):
         sa, sb = get(A.timings), get(B.timings)
         if sa is None or sb is None:
             continue
         v = measures.verdict(sa, sb)
         said = {"faster": "B is faster", "slower": "B is slower"}.get(v, "no verdict: the spreads overlap")
-        st.markdown(f"**{what}** (median, interquartile range): A {measures.spread_text(sa, human_seconds)} · "
+        st.markdown(f"**{what}** (median, interquartile range{over}): A {measures.spread_text(sa, human_seconds)} · "
                     f"B {measures.spread_text(sb, human_seconds)} · "
                     f"{measures.change_text(sa.median, sb.median, human_seconds)} · **{said}**")
 

@@ -109,6 +109,24 @@ def test_compare_writes_both_bundles_and_prints_the_diff(tmp_path, capsys):
         assert b.environment["jax"] == r.jax and b.environment["jaxlib"] == r.jaxlib
 
 
+@needs_two
+def test_compare_measure_alternates_the_releases_and_gives_each_its_spread(tmp_path, capsys):
+    other = OTHERS[0]
+    assert cli_main(["compare", "mlp", "--jax", other.jax, "--jax", OWN.jax, "--measure", "--rounds", "2",
+                     "--iters", "3", "--out-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    said = [ln.split("measuring ", 1)[1] for ln in err.splitlines() if "measuring jax" in ln]
+    assert said == [f"jax {other.jax} (round 1 of 2)", f"jax {OWN.jax} (round 1 of 2)",
+                    f"jax {OWN.jax} (round 2 of 2)", f"jax {other.jax} (round 2 of 2)"]
+    from analysis.bundle.core import Bundle
+
+    b = Bundle.load(tmp_path / f"mlp-jax-{OWN.jax}.json")
+    assert b.timings["rounds"] == 2 and b.timings["step_min_s"] <= b.timings["step_median_s"] <= b.timings["step_max_s"]
+    step = next(ln for ln in out.splitlines() if ln.startswith("step time: A "))
+    assert step.endswith("(spread over 2 alternated runs each)")
+    assert any(f"-> B is {v}" in step for v in ("faster", "slower", "within the spread"))
+
+
 def test_cli_errors_name_the_flag(tmp_path, capsys):
     assert cli_main(["compare", "mlp", "--jax", OWN.jax]) == 2
     assert "two releases" in capsys.readouterr().err

@@ -132,10 +132,12 @@ def test_measure_both_shows_the_two_steps_side_by_side_with_a_verdict_the_number
     at.run()
     assert not at.exception, at.exception
     a, b = at.session_state["cmp_pair"]
-    assert a.timings and b.timings  # both sides measured, the same way
+    assert a.timings and b.timings  # both sides measured, the same way: alternated runs, as the CLI's
+    assert a.timings["rounds"] == b.timings["rounds"] == compare.ROUNDS
     lines = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**Call") or
              m.value.startswith("**Step")}
     assert set(lines) == {"Call, no profiler", "Step, traced"}
+    assert all(f"of {compare.ROUNDS} alternated runs' medians" in v for v in lines.values())
     for what, get in (("Call, no profiler", measures.call), ("Step, traced", measures.step)):
         sa, sb = get(a.timings), get(b.timings)
         line = lines[what]
@@ -368,3 +370,47 @@ def test_page_compares_one_model_through_two_jax_releases():
     assert "What changed from jax" in text.replace("\\", "") and "Kernels matched by provenance:" in text
     # the address bar names the comparison shown
     assert at.query_params["mode"] == ["versions"] or at.query_params["mode"] == "versions"
+
+
+def _measured(step_s, call_s):
+    return Bundle(timings={"step_median_s": step_s, "step_q1_s": step_s, "step_q3_s": step_s, "traced_steps": 5,
+                           "call_median_s": call_s, "call_q1_s": call_s, "call_q3_s": call_s, "iterations": 5})
+
+
+def test_two_sides_are_measured_alternately_and_their_times_spread_over_the_runs():
+    # A's runs take 1, 2, 3, 4 ms a step; B's 10, 20, 30, 40 ms: each side's spread is over its
+    # own runs' medians, whichever order they ran in
+    steps = {0: [1e-3, 2e-3, 3e-3, 4e-3], 1: [10e-3, 20e-3, 30e-3, 40e-3]}
+    order = []
+
+    def one(side, run):
+        order.append(("AB"[side], run))
+        return _measured(steps[side][run - 1], 2 * steps[side][run - 1])
+
+    a, b = compare.measured_alternately(one, rounds=4)
+    assert order == [("A", 1), ("B", 1), ("B", 2), ("A", 2), ("A", 3), ("B", 3), ("B", 4), ("A", 4)]
+    from analysis import measures
+
+    sa, sb = measures.step(a.timings), measures.step(b.timings)
+    assert (sa.median, sa.lo, sa.hi) == (2.5e-3, 1e-3, 4e-3) and (sa.q1, sa.q3) == pytest.approx((1.75e-3, 3.25e-3))
+    assert (sb.median, sb.lo, sb.hi) == (25e-3, 10e-3, 40e-3)
+    assert measures.call(a.timings).median == 5e-3
+    assert a.timings["rounds"] == b.timings["rounds"] == 4
+    # the spreads part (A's quartiles end at 3.25 ms, B's begin at 17.5 ms): a verdict
+    assert compare.versions_diff(a, b)["times"]["step"]["verdict"] == "slower"
+
+
+def test_overlapping_runs_give_no_verdict_and_a_failed_run_stops_the_rest():
+    steps = {0: [1e-3, 3e-3, 2e-3], 1: [2e-3, 1e-3, 3e-3]}
+    a, b = compare.measured_alternately(lambda s, r: _measured(steps[s][r - 1], 1e-3), rounds=3)
+    assert compare.versions_diff(a, b)["times"]["step"]["verdict"] == "within the spread"
+    ran = []
+
+    def fails_on_b2(side, run):
+        ran.append((side, run))
+        return None if (side, run) == (1, 2) else _measured(1e-3, 1e-3)
+
+    assert compare.measured_alternately(fails_on_b2, rounds=3) is None
+    assert ran == [(0, 1), (1, 1), (1, 2)]  # nothing after the run that failed
+    with pytest.raises(ValueError):
+        compare.measured_alternately(fails_on_b2, rounds=0)
