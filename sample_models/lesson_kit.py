@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analysis.bundle.core import Bundle
+from analysis.program.layers import layers_of_bundle
 from analysis.program.provenance import walk_compute
 from analysis.render.format import human_bytes
 
@@ -76,3 +77,24 @@ def basics(b: Bundle) -> str:
             f"kernels**; {m.get('fusion_coverage', 0):.0%} of the ops ended in a kernel that does "
             "several of them (a fusion, or a library call's epilogue), and "
             f"{traffic}.")
+
+
+def layer_counts(b: Bundle, *path: str) -> tuple[int, int]:
+    """(ops directly in the layer, kernels they ended in), from the layer tree."""
+    root = layers_of_bundle(b)
+    layer = root.find(tuple(path)) if root is not None else None
+    if layer is None:
+        return 0, 0
+    return len(layer.ops), len(kernels_of(b, layer.ops))
+
+
+def program_parameters(b: Bundle) -> int:
+    pre = b.module("hlo_before")
+    return sum(1 for i in pre.entry.instructions if i.opcode == "parameter") if pre is not None else 0
+
+
+def params_check(b: Bundle, n_inputs: int) -> Check:
+    n = b.source.get("parameters", 0)
+    return Check(f"the {n} parameter arrays are inputs of the program, not constants "
+                 f"({program_parameters(b)} parameters = {n} weights + {n_inputs} input)",
+                 n > 0 and program_parameters(b) == n + n_inputs)

@@ -15,10 +15,11 @@ from analysis.codegen import kernel_code as generated
 from analysis.bundle.core import Bundle
 from analysis.program.kernels import Kernel, epilogue_text
 from analysis.render.format import human_bytes, library_calls
-from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, pre_ops
+from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, layer_counts as _layer_counts, \
+    params_check as _params_check, pre_ops
 from sample_models.lessons_devices import LESSONS as DEVICE_LESSONS
+from sample_models.lessons_torch import LESSONS as TORCH_LESSONS
 from analysis.program.memory import biggest_temporaries
-from analysis.program.layers import layers_of_bundle
 
 
 def _kernels(b: Bundle, route: str | None = None) -> list[Kernel]:
@@ -414,27 +415,6 @@ def _train_step(b: Bundle) -> Lesson:
     ])
 
 
-def _layer_counts(b: Bundle, *path: str) -> tuple[int, int]:
-    """(ops directly in the layer, kernels they ended in), from the layer tree."""
-    root = layers_of_bundle(b)
-    layer = root.find(tuple(path)) if root is not None else None
-    if layer is None:
-        return 0, 0
-    return len(layer.ops), len(kernels_of(b, layer.ops))
-
-
-def _program_parameters(b: Bundle) -> int:
-    pre = b.module("hlo_before")
-    return sum(1 for i in pre.entry.instructions if i.opcode == "parameter") if pre is not None else 0
-
-
-def _params_check(b: Bundle, n_inputs: int) -> Check:
-    n = b.source.get("parameters", 0)
-    return Check(f"the {n} parameter arrays are inputs of the program, not constants "
-                 f"({_program_parameters(b)} parameters = {n} weights + {n_inputs} input)",
-                 n > 0 and _program_parameters(b) == n + n_inputs)
-
-
 def _decoder_nnx(b: Bundle) -> Lesson:
     norm_ops, norm_k = _layer_counts(b, "attn_norm")
     attn_ops, attn_k = _layer_counts(b, "attn")
@@ -509,6 +489,7 @@ LESSONS = {
     "decoder_nnx": _decoder_nnx, "cnn_linen": _cnn_linen, "train_equinox": _train_equinox, "keras_mlp": _keras_mlp,
 }
 LESSONS.update(DEVICE_LESSONS)  # the sharded models' (sample_models/lessons_devices.py)
+LESSONS.update(TORCH_LESSONS)  # the PyTorch models' (sample_models/lessons_torch.py)
 
 
 def lesson(b: Bundle) -> Lesson | None:

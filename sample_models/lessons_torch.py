@@ -1,0 +1,97 @@
+"""Lessons of the gallery's PyTorch models (compiled by XLA through torchax), from the numbers of
+the compile at hand, as ``sample_models.lessons`` writes the others: every claim is checked on
+the compile and said not to hold where it does not. What makes them PyTorch's: the module's
+parameters as the program's inputs, its submodules' names as the layers, the PyTorch op each HLO
+op came from (``aten::gelu`` in its name) and the user's own ``forward`` as every kernel's source.
+Pure Python: reads a Bundle, never imports JAX or torch.
+"""
+
+from __future__ import annotations
+
+from analysis.bundle.core import Bundle
+from analysis.program.layers import layers_of_bundle
+from sample_models.lesson_kit import Check, Lesson, basics, kernels_of, layer_counts, params_check, pre_ops
+
+
+def _names(ks) -> str:
+    ks = sorted(ks)
+    return ", ".join(f"`{k}`" for k in ks[:4]) + (f" and {len(ks) - 4} more" if len(ks) > 4 else "")
+
+
+def _sources_in_file(b: Bundle) -> tuple[int, int]:
+    """(kernels with a source line, those whose every line is in the model's own file)."""
+    file = b.source.get("file") or ""
+    with_lines = [k for k in b.kernels if k.source_lines]
+    own = [k for k in with_lines if all(f == file or f.endswith("/" + file) for f, _ in k.source_lines)]
+    return len(with_lines), len(own)
+
+
+def _source_check(b: Bundle) -> Check:
+    n, own = _sources_in_file(b)
+    return Check(f"every kernel's source line is in the model's `forward`, not in torch or torchax ({own} of {n})",
+                 n > 0 and own == n)
+
+
+def _library_dots(b: Bundle, ops) -> tuple[set[str], set[str]]:
+    """(kernels the dots ended in, those that are library calls)."""
+    ks = kernels_of(b, ops)
+    by_name = {k.name: k for k in b.kernels}
+    return ks, {n for n in ks if by_name[n].route == "library"}
+
+
+def _torch_mlp(b: Bundle) -> Lesson:
+    dots = pre_ops(b, "dot")
+    k_dot, lib = _library_dots(b, dots)
+    bias = pre_ops(b, "add", scope="hidden")
+    act_ops, act_k = layer_counts(b, "act")
+    k_act = kernels_of(b, pre_ops(b, scope="act"))
+    shared = kernels_of(b, bias) & k_act
+    transposes = [k.name for k in b.kernels if k.opcode == "transpose" or "transpose" in k.fused_opcodes]
+    text = (basics(b) + f" The module's {b.source.get('parameters', 0)} parameter arrays (`named_parameters()`, "
+            f"through `torchax.extract_jax`) are the program's inputs. `nn.Linear` computes `x @ W.T + b`: its "
+            f"{len(dots)} matmuls ended in {_names(k_dot)}"
+            + (f" ({len(lib)} library call(s))" if lib else "")
+            + (", reading the weight as it is stored: no transpose kernel" if not transposes else
+               f"; the transpose ran in {_names(transposes)}")
+            + f". The exact GELU (`nn.GELU()`, an erf: {act_ops} ops) ran in {act_k} kernel(s)"
+            + (", together with the hidden layer's bias add" if shared else "") + ".")
+    return Lesson("torch_mlp", text, [
+        params_check(b, 1),
+        Check(f"the {len(dots)} matmuls are library calls ({len(lib)} of {len(k_dot)} kernels)",
+              len(dots) == 2 and len(lib) == len(k_dot) > 0),
+        Check(f"the GELU's {act_ops} ops run in one kernel with the bias add before it"
+              + (f" ({_names(shared)})" if shared else ""), act_k == 1 < act_ops and bool(shared)),
+        Check("no transpose kernel for `W.T`" + (f" (found {_names(transposes)})" if transposes else ""),
+              not transposes),
+        _source_check(b),
+    ])
+
+
+def _torch_block(b: Bundle) -> Lesson:
+    root = layers_of_bundle(b)
+    blocks = list(root.children) if root is not None else []
+    want = {("layers.0", "attn"), ("layers.0", "mlp", "0"), ("layers.1", "ln2")}
+    found = {p for p in want if root is not None and root.find(p) is not None}
+    soft = pre_ops(b, scope="attn", op_name_has="aten::softmax")
+    k_soft = kernels_of(b, soft)
+    ln_ops, ln_k = layer_counts(b, "layers.0", "ln1")
+    proj = pre_ops(b, "dot", scope="attn")
+    k_proj, lib = _library_dots(b, proj)
+    text = (basics(b) + f" The layer tree is the module's own: {', '.join(f'`{n}`' for n in blocks[:4])}, each with "
+            "`ln1`, `attn`, `ln2` and `mlp` (an `nn.ModuleList` item is named as `named_modules()` names it). "
+            f"The softmax of the {len(blocks)} blocks' attention ({len(soft)} ops, `aten::softmax` in their names) ran "
+            f"in {len(k_soft)} kernel(s); the first layer norm's {ln_ops} ops in {ln_k} (kernels it shares with the "
+            f"residual adds around it among them); the attention's {len(proj)} matmuls (projections and the batched "
+            f"products) in {len(k_proj)} kernel(s), {len(lib)} of them library calls.")
+    return Lesson("torch_block", text, [
+        Check(f"the layers are named as `named_modules()` names them ({len(found)} of {len(want)} looked for)",
+              found == want),
+        Check(f"the softmax is fused: {len(soft)} ops in {len(k_soft)} kernel(s)", 0 < len(k_soft) < len(soft)),
+        Check(f"the layer norm is fused: {ln_ops} ops in {ln_k} kernel(s)", 0 < ln_k < ln_ops),
+        Check(f"the attention's matmuls are library calls ({len(lib)} of {len(k_proj)})",
+              len(lib) == len(k_proj) > 0),
+        _source_check(b),
+    ])
+
+
+LESSONS = {"torch_mlp": _torch_mlp, "torch_block": _torch_block}
