@@ -63,7 +63,8 @@ GROUND = {"analysis", "analysis.errors", "analysis.linear_re", "analysis.columns
 # analysis/'s layers from the ground up: each imports only itself and the ones before it.
 CORE = ["ground", "hlo", "codegen", "program", "timing", "devices", "options", "fusion", "bundle", "inputs",
         "studies", "pipeline"]
-LESSONS = ("sample_models.lessons", "sample_models.lessons_devices", "sample_models.lesson_kit")
+LESSONS = ("sample_models.lessons", "sample_models.lessons_devices", "sample_models.lesson_kit",
+           "sample_models.lessons_versions")
 
 
 def _layer(name: str) -> str:

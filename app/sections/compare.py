@@ -10,6 +10,7 @@ click a kernel on one side and the kernels doing its ops light up on the other.
 from __future__ import annotations
 
 from dataclasses import replace
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -31,6 +32,7 @@ from app.page_helpers import (
     link_warning, presentation, presets_for, show_error, table as show_table,
 )
 from sample_models import DEFAULT_MODEL, gallery
+from sample_models.lessons_versions import SHOWN_BY, versions_lesson
 
 st.set_page_config(page_title="Compare · XLA Explorer", layout="wide")
 st.markdown(views.CSS, unsafe_allow_html=True)
@@ -204,6 +206,9 @@ with st.sidebar:
                               index=default_index("cmp_jax_b", VERSIONS, VERSIONS[0]))
             jobs = (gallery_job(model, backend="cpu", jax=ja), gallery_job(model, backend="cpu", jax=jb))
             link = {"mode": "versions", "model": model, "a": ja, "b": jb}
+            st.caption("Lessons on what changed between two releases: " + ", ".join(
+                f"[{m}, jax {x} against {y}](?{urlencode({'mode': 'versions', 'model': m, 'a': x, 'b': y})})"
+                for m, (x, y) in SHOWN_BY.items()) + " (the lesson is shown below the comparison)")
         elif mode == "Two models":
             ma = st.selectbox("Model A", NAMES, index=default_index("cmp_model_a", NAMES, _last_model()),
                               key="cmp_model_a")
@@ -350,6 +355,14 @@ if (A.environment or {}).get("jax") != (B.environment or {}).get("jax"):
     if p_["recorded"] and (p_["only_a"] or p_["only_b"]):
         st.markdown("Passes in one release only — A: " + plain(", ".join(p_["only_a"]) or "none") + " · B: "
                     + plain(", ".join(p_["only_b"]) or "none"))
+    # the gallery's lesson on what changed between the releases for this model (its text quotes
+    # names from the two compiles: shown for the page's own compiles, never for uploads)
+    les = versions_lesson(A, B) if (ss.get("cmp_link") or {}).get("mode") == "versions" else None
+    if les is not None:
+        with st.expander(f"Lesson: {les.title}", expanded=True):
+            st.markdown(les.text)
+            st.markdown("**Checked on these two compiles:**\n\n" + "\n".join(
+                f"- {'✔' if c.holds else '✘ not on these compiles:'} {c.claim}" for c in les.checks))
 
 # ----------------------------------------------------------------------------- kernels matched
 

@@ -414,3 +414,29 @@ def test_overlapping_runs_give_no_verdict_and_a_failed_run_stops_the_rest():
     assert ran == [(0, 1), (1, 1), (1, 2)]  # nothing after the run that failed
     with pytest.raises(ValueError):
         compare.measured_alternately(fails_on_b2, rounds=0)
+
+
+def test_page_shows_the_lesson_on_what_changed_between_two_releases():
+    """attention in versions mode, jax 0.10 against 0.12 (the link the sidebar gives): the
+    gallery's lesson on the two releases under the comparison, its claims checked on them."""
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.service import runtimes
+    from sample_models.lessons_versions import SHOWN_BY
+
+    have = {r.jax for r in runtimes.available()}
+    old, new = SHOWN_BY["attention"]
+    if not {old, new} <= have:
+        pytest.skip(f"the lesson compares jax {old} with {new}; this machine has jax {', '.join(sorted(have))} "
+                    "(scripts/dev.sh test makes .venv/jax-0.10)")
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.query_params.update({"mode": "versions", "model": "attention", "a": old, "b": new})
+    at.run()
+    assert not at.exception, at.exception
+    lesson = [e for e in at.expander if e.label.startswith("Lesson: attention")]
+    assert len(lesson) == 1
+    text = "\n".join(m.value for m in lesson[0].markdown)
+    assert f"jax {old}'s XLA (A) widens it to f32" in text and f"jax {new}'s XLA (B) keeps it in bf16" in text
+    assert "✔ one release computes the P·V matmul in f32" in text and "✘" not in text
+    # the sidebar links the lesson to its two releases
+    assert any(f"a={old}&b={new}" in c.value for c in at.sidebar.caption)
