@@ -629,9 +629,14 @@ def _torch_split(model, inputs: tuple, filename: str) -> Split:
 
         return Split(torch_program, (states, *args), "torch", len(jax.tree_util.tree_leaves(states)))
 
-    @functools.wraps(model)  # a function of torch tensors (a training step): the user's name kept
+    # a function of torch tensors (a training step calling ``torch.func.functional_call(net, ...)``):
+    # the modules the file binds at its top level are its layers, each under the name it is bound to
+    held = [((name, *path), m) for name, v in (getattr(model, "__globals__", None) or {}).items()
+            if isinstance(v, torch.nn.Module) and v is not model for path, m in _torch_paths(v)]
+
+    @functools.wraps(model)  # the user's name kept
     def torch_function(*args):
-        with env, _torch_op_scopes():
+        with env, layer_scopes(held), _torch_op_scopes():
             out = model(*env.j2t_iso(args))
         return env.t2j_iso(out)
 

@@ -44,6 +44,9 @@ CAPTURED = json.load(open(os.path.join(FIXTURES, "layers", "op_names.json")))
     ("jit(f)/transpose(jvp(jit(f)))/dense1/dot_general", ("dense1",)),  # a backward pass: wrappers dropped
     ("jit(f)/vmap()/jit(_where)/select_n", ()),
     ("add", ()),  # an op of a nested computation, named relative to its call
+    # PyTorch through torchax: the modules' names, then the op torch dispatched (no layer, nor below it)
+    ("jit(Net)/blocks.0/torch::linear/...a,ba->...b/dot_general", ("blocks.0",)),
+    ("jit(Encoder)/layers.1/attn/aten::_safe_softmax/aten::softmax.int/exp", ("layers.1", "attn")),
 ])
 def test_layer_path_of_an_op_name(op_name, path):
     assert layer_path(op_name) == path
