@@ -26,11 +26,11 @@ def versions_text(d: dict) -> str:
     spreads and verdicts, the kernels that changed, the fusions formed or broken with XLA's
     reasons, and the passes."""
     out = [f"A: {d['a']}", f"B: {d['b']}", ""]
-    out.append(f"{'':44s} {'A':>14s} {'B':>14s}")
-    for r in d["rows"]:
-        if r["a"] is None and r["b"] is None:
-            continue
-        out.append(f"{r['metric'][:44]:44s} {_value(r['kind'], r['a']):>14s} {_value(r['kind'], r['b']):>14s}")
+    rows = [r for r in d["rows"] if r["a"] is not None or r["b"] is not None]
+    w = max([len(r["metric"]) for r in rows] + [10])
+    out.append(f"{'':{w}s} {'A':>14s} {'B':>14s}")
+    for r in rows:
+        out.append(f"{r['metric']:{w}s} {_value(r['kind'], r['a']):>14s} {_value(r['kind'], r['b']):>14s}")
     for what, t in d["times"].items():
         if t["a"] is None and t["b"] is None:
             continue
@@ -43,8 +43,8 @@ def versions_text(d: dict) -> str:
         f"{c.get(s, 0)} {s}" for s in ("same", "changed", "only in A", "only in B"))]
     shown = [r for r in d["kernels"] if r["status"] != "same"]
     for r in shown[:MAX_KERNEL_LINES]:
-        a, b = (f"{r[s]} ({r[s + '_library'] or r[s + '_route']}, {human_bytes(r[s + '_bytes'])})" if r[s] else "–"
-                for s in ("a", "b"))
+        a, b = (f"{r[s]} ({', '.join(x for x in (r.get(s + '_shape'), r[s + '_library'] or r[s + '_route']) if x)}, "
+                f"{human_bytes(r[s + '_bytes'])})" if r[s] else "–" for s in ("a", "b"))
         out.append(f"  {r['status']:10s} {a}  ->  {b}")
     if len(shown) > MAX_KERNEL_LINES:
         out.append(f"  … and {len(shown) - MAX_KERNEL_LINES} more")

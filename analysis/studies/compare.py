@@ -247,23 +247,42 @@ def fusion_side(kernels: list[Kernel], timings: dict | None, code: dict | None =
 
 
 def _signature(k: Kernel) -> tuple:
-    """What makes two matched kernels the same kernel: its kind, library, op names and bytes."""
-    return (k.route, k.fusion_kind, k.library, k.custom_call_target, tuple(sorted(set(k.op_names))), k.bytes)
+    """What makes two matched kernels the same kernel: its kind, library, op names, the ops it
+    computes, its result (a dtype changed is a kernel changed) and bytes."""
+    return (k.route, k.fusion_kind, k.library, k.custom_call_target, tuple(sorted(set(k.op_names))),
+            tuple(sorted(k.fused_opcodes)), _result(k), k.bytes)
+
+
+# ops that move or relabel data: XLA adds and drops them around a fusion as layouts change
+_LAYOUT_OPS = frozenset({"parameter", "constant", "bitcast", "copy", "transpose", "reshape", "broadcast", "tuple",
+                         "get-tuple-element"})
+
+
+def _work(k: Kernel) -> Counter | None:
+    """The ops a kernel computes, by opcode and count (None where the bundle did not say)."""
+    return Counter(o for o in k.fused_opcodes if o not in _LAYOUT_OPS) if k.fused_opcodes else None
 
 
 def _groups(a: list[Kernel], b: list[Kernel]) -> list[tuple[str, list[str]]]:
     """The kernels of ``a`` whose ops lie in two or more kernels of ``b`` (by op name): each with
-    those kernels of ``b``, in ``b``'s order."""
+    those kernels of ``b``, in ``b``'s order; only where the kernel of ``a`` computes all that
+    they compute together (an op name is shared by every op one line of the program made, three
+    converts say, so kernels can share names without one holding the others' work)."""
     index: dict[str, list[str]] = {}
     for o in launching(b):
         for n in set(o.op_names):
             index.setdefault(n, []).append(o.name)
     order = {o.name: i for i, o in enumerate(launching(b))}
+    work = {o.name: _work(o) for o in launching(b)}
     out = []
     for k in launching(a):
         hit = {m for n in set(k.op_names) for m in index.get(n, ()) if len(index[n]) <= MAX_SHARED}
-        if len(hit) >= 2:
-            out.append((k.name, sorted(hit, key=order.get)))
+        if len(hit) < 2:
+            continue
+        mine, parts = _work(k), [work[m] for m in hit]
+        if mine is not None and all(p is not None for p in parts) and sum(parts, Counter()) - mine:
+            continue  # together they compute more than this kernel does: not its parts
+        out.append((k.name, sorted(hit, key=order.get)))
     return out
 
 
@@ -279,6 +298,11 @@ def _reasons(fd, names: list[str]) -> list[str]:
             if line not in out:
                 out.append(line)
     return out[:MAX_REASONS]
+
+
+def _result(k: Kernel | None) -> str | None:
+    """A kernel's result as ``bf16[4,64,256]`` (its layout left out): a dtype a release changed shows."""
+    return k.shape.split("{")[0] if k is not None and k.shape else None
 
 
 def _passes(log) -> Counter:
@@ -315,7 +339,8 @@ def versions_diff(a, b) -> dict:
         kernels.append({"status": status, "a": m.a, "b": m.b, "how": m.how, "score": m.score,
                         "a_route": x.route if x else None, "b_route": y.route if y else None,
                         "a_library": x.library if x else None, "b_library": y.library if y else None,
-                        "a_bytes": x.bytes if x else None, "b_bytes": y.bytes if y else None})
+                        "a_bytes": x.bytes if x else None, "b_bytes": y.bytes if y else None,
+                        "a_shape": _result(x), "b_shape": _result(y)})
     counts = Counter(r["status"] for r in kernels)
     fa, fb = a.fusion_decisions, b.fusion_decisions
     # a fusion formed or broke only among the kernels that changed: a kernel the same on both

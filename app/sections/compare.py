@@ -341,8 +341,9 @@ if (A.environment or {}).get("jax") != (B.environment or {}).get("jax"):
     changed = [r for r in diff["kernels"] if r["status"] != "same"]
     if changed:
         show_table(pd.DataFrame([{"": r["status"], "A kernel": r["a"] or "–",
-                                  "A": (r["a_library"] or r["a_route"] or "–"),
-                                  "B kernel": r["b"] or "–", "B": (r["b_library"] or r["b_route"] or "–")}
+                                  "A": (r["a_library"] or r["a_route"] or "–"), "A result": r["a_shape"] or "–",
+                                  "B kernel": r["b"] or "–", "B": (r["b_library"] or r["b_route"] or "–"),
+                                  "B result": r["b_shape"] or "–"}
                                  for r in changed]), present, hide_index=True, width="stretch", key="cmp_versions")
     for key, title, one, many in (("formed", "Fusion formed in B", "b", "a"), ("broken", "Fusion broken in B", "a", "b")):
         for f in diff[key]:

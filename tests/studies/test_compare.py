@@ -339,6 +339,29 @@ def test_versions_diff_of_two_releases():
     assert "step time" in text and "-> B is faster" in text
 
 
+def test_kernels_sharing_a_line_of_the_program_are_not_a_fusion_formed():
+    # one line made three converts (their op name is one): A converts q in one kernel and k, v
+    # in another; B does the same work in other groupings, with a dtype changed. No kernel of
+    # either side computes what two of the other's do together: nothing formed or broke
+    from dataclasses import replace
+
+    cvt = "f/convert_element_type"
+
+    def k(name, ops, opcodes, shape="f32[4,64]{1,0}"):
+        return replace(K(name, ops), fused_opcodes=opcodes, shape=shape)
+
+    a = _release([k("t.1", [cvt], ("convert", "transpose")), k("c.2", [cvt, "f/reshape"], ("convert", "bitcast")),
+                  k("dot.3", ["f/dot"], ("dot",))], "0.10.2")
+    b = _release([k("t.1", [cvt, "f/reshape"], ("convert", "reshape", "copy")),
+                  k("c.2", [cvt], ("convert", "bitcast"), "bf16[4,64]{1,0}"), k("dot.3", ["f/dot"], ("dot",))], "0.12.0")
+    d = compare.versions_diff(a, b)
+    assert d["formed"] == [] and d["broken"] == []
+    assert {r["b"]: r["b_shape"] for r in d["kernels"]}["c.2"] == "bf16[4,64]"
+    # where one kernel does compute what two did, it is a fusion formed
+    fused = _release([k("f.9", [cvt, "f/reshape"], ("convert", "convert", "transpose", "bitcast"))], "0.12.0")
+    assert [f["b"] for f in compare.versions_diff(a, fused)["formed"]] == ["f.9"]
+
+
 def test_two_releases_with_the_same_kernels_formed_and_broke_no_fusion():
     # a broadcast XLA copied into both fusions: its op name is in two kernels on each side, and
     # every kernel is the same in both releases, so nothing formed or broke
