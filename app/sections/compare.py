@@ -311,8 +311,9 @@ with sr:
         st.metric("Kernels A → B", f"{kk['a']} → {kk['b']}", delta=None if same else (_change(kk) or None),
                   delta_color="inverse")
     if by["ratio"]:
-        st.metric("Bytes moved A → B", f"{by['ratio']:.2f}×", delta=f"{human_bytes(by['a'])} → {human_bytes(by['b'])}",
-                  delta_color="off")
+        # the sizes as a caption, not a delta: Streamlit draws any text delta with a rising arrow
+        st.metric("Bytes moved A → B", f"{by['ratio']:.2f}×")
+        st.caption(f"{human_bytes(by['a'])} → {human_bytes(by['b'])}")
 if A.timings is None or B.timings is None:
     st.caption("Step times appear when both sides are measured (*Measure both* in the sidebar, or two measured "
                "bundles uploaded).")
@@ -334,15 +335,17 @@ else:
 
 if (A.environment or {}).get("jax") != (B.environment or {}).get("jax"):
     diff = compare.versions_diff(A, B)
-    st.markdown(f"#### What changed from {plain(diff['a'])} to {plain(diff['b'])}")
+    ja, jb = ((x.environment or {}).get("jax", "?") for x in (A, B))
+    st.markdown(f"#### What changed from jax {plain(str(ja)[:40])} to jax {plain(str(jb)[:40])}")
+    st.caption(f"A: {plain(diff['a'])} · B: {plain(diff['b'])}")
     c = diff["counts"]
     st.markdown("Kernels matched by provenance: " + ", ".join(
         f"**{c.get(k, 0)}** {k}" for k in ("same", "changed", "only in A", "only in B")))
     changed = [r for r in diff["kernels"] if r["status"] != "same"]
     if changed:
         show_table(pd.DataFrame([{"": r["status"], "A kernel": r["a"] or "–",
-                                  "A": (r["a_library"] or r["a_route"] or "–"), "A result": r["a_shape"] or "–",
-                                  "B kernel": r["b"] or "–", "B": (r["b_library"] or r["b_route"] or "–"),
+                                  "A route": (r["a_library"] or r["a_route"] or "–"), "A result": r["a_shape"] or "–",
+                                  "B kernel": r["b"] or "–", "B route": (r["b_library"] or r["b_route"] or "–"),
                                   "B result": r["b_shape"] or "–"}
                                  for r in changed]), present, hide_index=True, width="stretch", key="cmp_versions")
     for key, title, one, many in (("formed", "Fusion formed in B", "b", "a"), ("broken", "Fusion broken in B", "a", "b")):

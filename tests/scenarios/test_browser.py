@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -324,16 +325,27 @@ def test_compare_link_puts_two_jax_releases_side_by_side(server, browser):
         pytest.skip("one jax runtime here (scripts/dev.sh test makes .venv/jax-0.10)")
     old, new = have[-1], have[0]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(server + f"/Compare?mode=versions&model=mlp&a={old}&b={new}")
-    page.wait_for_function("() => document.body.innerText.includes('What changed from jax')", timeout=180_000)
+    # measured: each release timed in alternated runs (analysis.studies.compare.measured_alternately)
+    page.goto(server + f"/Compare?mode=versions&model=mlp&a={old}&b={new}&measure=1")
+    page.wait_for_function("() => document.body.innerText.includes('What changed from jax')", timeout=400_000)
     assert len(_graph_frames(page)) == 2
     body = page.locator("[data-testid='stMain']").first.inner_text()
-    assert f"What changed from jax {old}" in body and f"to jax {new}" in body
+    assert f"What changed from jax {old} to jax {new}" in body
     assert "Kernels matched by provenance:" in body
+    # each side's step and call: its median and interquartile range over the alternated runs,
+    # then a verdict only where the ranges part
+    from analysis.studies.compare import ROUNDS
+
+    t = r"\d[\d.]* (?:ns|µs|ms|s)"
+    for what in ("Call, no profiler", "Step, traced"):
+        line = next(ln for ln in body.splitlines() if ln.startswith(what))
+        assert f"interquartile range of {ROUNDS} alternated runs' medians" in line
+        assert re.search(rf"A {t} \(\d[\d.]*(?: \w+)?–{t}\) · B {t} \(\d[\d.]*(?: \w+)?–{t}\)", line), line
+        assert re.search(r"B is faster|B is slower|no verdict: the spreads overlap", line), line
     a_svg = _retry(page, lambda: _graph(page, "A:").locator("svg").inner_html())
     b_svg = _retry(page, lambda: _graph(page, "B:").locator("svg").inner_html())
     assert "fusion" in a_svg and "fusion" in b_svg
-    assert page.url.endswith(f"/Compare?mode=versions&model=mlp&a={old}&b={new}")
+    assert page.url.endswith(f"/Compare?mode=versions&model=mlp&a={old}&b={new}&measure=1")
     page.screenshot(path=os.path.join(OUT, "compare_jax_versions.png"))
 
 
