@@ -253,6 +253,8 @@ def _cmd_compare(args) -> int:
     from analysis.render.versions import versions_text
     from analysis.studies.compare import measured_alternately, versions_diff
 
+    if getattr(args, "inductor", False):
+        return _compare_inductor(args)
     if len(args.jax or []) != 2:
         raise ExplorerError("options", "compare takes two releases: --jax A --jax B (e.g. --jax 0.10.2 --jax 0.12)")
     if os.path.exists(args.model) and not args.model.endswith(".py"):
@@ -291,6 +293,40 @@ def _cmd_compare(args) -> int:
             raise ExplorerError("write", e.strerror or str(e), path) from None
         _say(f"wrote {path}")
     print(versions_text(versions_diff(*bundles)))
+    return 0
+
+
+def _compare_inductor(args) -> int:
+    """A PyTorch model through XLA and through Inductor in one sandboxed job (``Job.inductor``):
+    its bundle written, the two compilers' kernels printed layer by layer
+    (``analysis.studies.inductor``); with --measure, each kernel timed and the two whole calls
+    alternated."""
+    from analysis.render.inductor_text import inductor_text
+    from analysis.studies.inductor import beside_inductor
+
+    if args.jax:
+        raise ExplorerError("options", "--inductor compares XLA with Inductor in this runtime: leave out --jax")
+    if os.path.exists(args.model) and not args.model.endswith(".py"):
+        raise ExplorerError("options", "compare compiles a model (a gallery name or a .py file); this input is only read",
+                            args.model)
+    kw = dict(backend="cpu", compiler_options=_options(args) or {}, measure=args.measure, iterations=args.iters,
+              inductor=True)
+    if args.model.endswith(".py") or os.sep in args.model:
+        if not os.path.exists(args.model):
+            raise ExplorerError("load", "no such file", args.model)
+        b = run_untrusted(_model_job(args.model, **kw))
+    else:
+        b = run_job(Job(kind="gallery", name=args.model, filename=str(gallery_entry(args.model).path), **kw)).bundle
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.basename(args.model)[:-3] if args.model.endswith(".py") else args.model
+    path = os.path.join(args.out_dir, f"{stem}-inductor.json")
+    try:
+        with open(path, "w") as f:
+            f.write(b.to_json(indent=1))
+    except OSError as e:
+        raise ExplorerError("write", e.strerror or str(e), path) from None
+    _say(f"wrote {path}")
+    print(inductor_text(beside_inductor(b)))
     return 0
 
 
@@ -501,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     cm.add_argument("--measure", action="store_true", help="time both, alternated (A B, B A, ...)")
     cm.add_argument("--rounds", type=int, default=ROUNDS, help=f"measured runs per release, alternated (default {ROUNDS})")
     cm.add_argument("--iters", type=int, default=None, help="timed iterations per run")
+    cm.add_argument("--inductor", action="store_true",
+                    help="a PyTorch model through XLA and through torch.compile's Inductor (CPU) in one job: "
+                         "their kernels layer by layer (docs/pytorch.md)")
     cm.set_defaults(fn=_cmd_compare)
     a = sub.add_parser("analyze", parents=[common, compiling],
                        help="compile a model (or read HLO / a bundle) and write its bundle")

@@ -19,7 +19,7 @@ FIELD_TYPES = {
     "cost_analysis": (dict, _NONE), "memory_analysis": (dict, _NONE), "phase_seconds": (dict,),
     "kernels": (list,), "provenance": (dict, _NONE), "metrics": (dict,), "timings": (dict, _NONE),
     "fusion_comparison": (dict, _NONE), "pass_log": (list, _NONE), "fusion_decisions": (dict, _NONE),
-    "memory": (dict, _NONE), "code": (dict, _NONE), "created": (str,),
+    "memory": (dict, _NONE), "code": (dict, _NONE), "inductor": (dict, _NONE), "created": (str,),
 }
 
 
@@ -316,3 +316,128 @@ def check_fusion_comparison(kw: dict) -> None:
         raise _bad("fusion_comparison", "has a memory or compiler_options that is not an object")
     fc["measured"] = fc.get("measured") is True
     fc.update(fusion_savings(fc))
+
+
+# ``inductor`` (PyTorch's compiler beside XLA: analysis.compile.inductor) as the study and the
+# views read it; its bounds are the worker's too
+INDUCTOR_MAX_KERNELS = 4000
+INDUCTOR_MAX_CODE_CHARS = 60_000
+INDUCTOR_MAX_CODE_TOTAL = 3_000_000
+INDUCTOR_KINDS = ("cpp", "extern", "fallback")
+_ALTERNATION_STOPS = ("parted", "calls", "time")
+_CALL_KEYS = ("call_median_s", "call_q1_s", "call_q3_s", "call_min_s", "call_max_s")
+_TIME_KEYS = ("median_s", "q1_s", "q3_s", "min_s", "max_s")
+
+
+def _texts(v, where: str, most: int, chars: int) -> list:
+    if not isinstance(v, list) or len(v) > most or not all(isinstance(x, str) and len(x) <= chars for x in v):
+        raise _bad(where, f"must be a list of at most {most} texts of at most {chars} characters")
+    return list(v)
+
+
+def _pairs(v, where: str) -> list:
+    if not isinstance(v, list) or len(v) > 500 or not all(
+            isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and len(x) <= 500 for x in p) for p in v):
+        raise _bad(where, "must be a list of at most 500 [module, op] pairs of texts")
+    return [list(p) for p in v]
+
+
+def _short(v, where: str, chars: int, optional: bool = False):
+    if (v is None and optional) or (isinstance(v, str) and len(v) <= chars):
+        return v
+    raise _bad(where, f"must be text of at most {chars} characters")
+
+
+def _seconds(d: dict, keys: tuple, where: str) -> dict:
+    out = {}
+    for k in keys:
+        v = d.get(k)
+        if v is None:
+            continue
+        if not isinstance(v, _NUM) or isinstance(v, bool) or not v >= 0 or v == float("inf"):
+            raise _bad(f"{where}.{k}", "must be seconds (a number, not negative)")
+        out[k] = v
+    return out
+
+
+def _count(v, where: str, optional: bool = True):
+    if (v is None and optional) or (type(v) is int and 0 <= v < 2 ** 31):
+        return v
+    raise _bad(where, "must be a whole number, not negative")
+
+
+def check_inductor(kw: dict) -> None:
+    """``inductor`` rebuilt from what the views read, each value of its type and within its
+    bounds (``INDUCTOR_MAX_*``): at most that many call sites, each a name, a kind (one of
+    ``INDUCTOR_KINDS``), its ATen ops and module paths as lists of short texts, times in
+    seconds; the C++ sources by kernel name, each and all of them bounded; the two programs'
+    alternated calls as numbers. Anything else in it is dropped; anything of the wrong type or
+    past a bound is one ``load`` error naming where."""
+    ind = kw.get("inductor")
+    if ind is None:
+        return
+    if not isinstance(ind, dict):
+        raise _bad("inductor", "must be an object")
+    rows = ind.get("kernels", [])
+    if not isinstance(rows, list) or len(rows) > INDUCTOR_MAX_KERNELS:
+        raise _bad("inductor.kernels", f"must be a list of at most {INDUCTOR_MAX_KERNELS} call sites")
+    kernels = []
+    for n, r in enumerate(rows):
+        where = f"inductor.kernels[{n}]"
+        if not isinstance(r, dict) or r.get("kind") not in INDUCTOR_KINDS:
+            raise _bad(where, f"needs a kind ({', '.join(INDUCTOR_KINDS)})")
+        row = {"name": _short(r.get("name"), f"{where}.name", 300), "kind": r["kind"],
+               "handle": _count(r.get("handle"), f"{where}.handle"), "graph": _count(r.get("graph", 0), f"{where}.graph"),
+               "library": _short(r.get("library"), f"{where}.library", 100, optional=True),
+               "aten": _texts(r.get("aten", []), f"{where}.aten", 500, 200),
+               "modules": _texts(r.get("modules", []), f"{where}.modules", 500, 500),
+               "module": _short(r.get("module"), f"{where}.module", 500, optional=True),
+               "source_nodes": _texts(r.get("source_nodes", []), f"{where}.source_nodes", 200, 200),
+               "parts": _pairs(r.get("parts", []), f"{where}.parts"),
+               "calls": _count(r.get("calls"), f"{where}.calls"),
+               **_seconds(r, _TIME_KEYS, where)}
+        kernels.append(row)
+    code = ind.get("code") or {}
+    if not isinstance(code, dict) or len(code) > INDUCTOR_MAX_KERNELS:
+        raise _bad("inductor.code", f"must be an object of at most {INDUCTOR_MAX_KERNELS} kernels' sources")
+    total = 0
+    for k, v in code.items():
+        if not isinstance(k, str) or len(k) > 300 or not isinstance(v, str) or len(v) > INDUCTOR_MAX_CODE_CHARS:
+            raise _bad("inductor.code", f"must map kernel names to sources of at most {INDUCTOR_MAX_CODE_CHARS:,} characters")
+        total += len(v)
+    if total > INDUCTOR_MAX_CODE_TOTAL:
+        raise _bad("inductor.code", f"holds {total:,} characters of source (at most {INDUCTOR_MAX_CODE_TOTAL:,})")
+    sides = {}
+    for side in ("xla", "compiled"):
+        s = ind.get(side)
+        if s is not None and not isinstance(s, dict):
+            raise _bad(f"inductor.{side}", "must be an object of call times")
+        sides[side] = None if s is None else {**_seconds(s, _CALL_KEYS, f"inductor.{side}"),
+                                              "alternated_calls": _count(s.get("alternated_calls"),
+                                                                         f"inductor.{side}.alternated_calls")}
+    alt = ind.get("alternation")
+    if alt is not None:
+        if not isinstance(alt, dict) or alt.get("stopped") not in _ALTERNATION_STOPS:
+            raise _bad("inductor.alternation", f"needs calls and why they stopped ({', '.join(_ALTERNATION_STOPS)})")
+        alt = {"calls": _count(alt.get("calls"), "inductor.alternation.calls"), "stopped": alt["stopped"],
+               **{k: v for k, v in _seconds(alt, ("budget_s",), "inductor.alternation").items()}}
+    graph_calls = ind.get("graph_calls")
+    if graph_calls is not None:
+        if not isinstance(graph_calls, dict) or len(graph_calls) > INDUCTOR_MAX_KERNELS:
+            raise _bad("inductor.graph_calls", "must be an object of each graph's call times")
+        graph_calls = {str(g)[:20]: {**_seconds(t if isinstance(t, dict) else {}, _TIME_KEYS, f"inductor.graph_calls[{str(g)[:20]!r}]"),
+                                     "calls": _count((t or {}).get("calls") if isinstance(t, dict) else None,
+                                                     "inductor.graph_calls.calls")}
+                       for g, t in graph_calls.items()}
+    kw["inductor"] = {
+        "torch": _short(ind.get("torch"), "inductor.torch", 100, optional=True),
+        "device": _short(ind.get("device"), "inductor.device", 40, optional=True),
+        "mode": _short(ind.get("mode"), "inductor.mode", 40, optional=True),
+        "graphs": _count(ind.get("graphs"), "inductor.graphs"),
+        **_seconds(ind, ("compile_s",), "inductor"),
+        "kernels": kernels, "code": dict(code), "truncated": ind.get("truncated") is True,
+        "measured": ind.get("measured") is True and sides["xla"] is not None and sides["compiled"] is not None,
+        "xla": sides["xla"], "compiled": sides["compiled"], "alternation": alt,
+        "profiled_calls": _count(ind.get("profiled_calls"), "inductor.profiled_calls"),
+        "graph_calls": graph_calls,
+    }

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, TypedDict
 
 from analysis import columns
 from analysis import tuning
-from analysis.bundle.checks import MAX_DEPTH, check_decisions, check_depth, check_field_types, check_fusion_comparison, check_memory, check_parts
+from analysis.bundle.checks import (MAX_DEPTH, check_decisions, check_depth, check_field_types, check_fusion_comparison,
+                                    check_inductor, check_memory, check_parts)
 from analysis.codegen.kernel_code import check_code, code_json
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.fusion.codec import derive_decision_kernels, fusion_decisions_json, read_records
@@ -113,6 +114,7 @@ class Bundle:
     fusion_decisions: dict | None = None
     memory: dict | None = None
     code: dict | None = None  # the generated code (analysis.codegen.kernel_code reads it; never read the dict directly)
+    inductor: dict | None = None  # PyTorch's Inductor beside XLA (analysis.compile.inductor; checks.check_inductor)
     created: str = ""
     schema_version: int = SCHEMA_VERSION
     # derived from the texts: never serialized, not part of equality
@@ -242,6 +244,7 @@ class Bundle:
         check_decisions(kw.get("fusion_decisions"))
         check_memory(kw)
         check_fusion_comparison(kw)
+        check_inductor(kw)
         kw["code"] = check_code(kw.get("code"))
         derive_decision_kernels(kw.get("fusion_decisions"), kw.get("provenance"))
         stages = kw.get("stages", {})

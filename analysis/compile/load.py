@@ -52,6 +52,9 @@ class LoadedModel:
     parameters: int = 0  # parameter arrays that the split turned into inputs
     module: types.ModuleType | None = None  # the file's ``__main__`` module (see ``as_main``)
     state: object = None  # frameworks.StateChanges of a Flax NNX model, filled in as it is traced
+    # A PyTorch model's object and example inputs as the file gave them, before the split: what
+    # Inductor compiles beside XLA (analysis.compile.inductor); None for every other library
+    original: tuple | None = None
 
 
 def new_main_module(source: str, filename: str) -> tuple[types.CodeType, types.ModuleType]:
@@ -138,7 +141,7 @@ def load_source(source: str, filename: str = "<pasted code>", name: str = "paste
         inputs = as_inputs(call_user("inputs", f.make_inputs, filename), filename, defined_at(source, "example_inputs"))
         s = split_model(f.model, inputs, filename)
     return LoadedModel(s.fn, s.inputs, f.source, f.filename, f.name, f.description, s.library, s.parameters,
-                       f.module, s.state)
+                       f.module, s.state, (f.model, inputs) if s.library == "torch" else None)
 
 
 def load_gallery(name: str) -> LoadedModel:

@@ -38,4 +38,16 @@ def measured(c: stages.Compiled, *, measure_it: bool, compare: bool, iterations:
     return c
 
 
-__all__ = ["LoadedModel", "compile", "measured"]
+def beside_inductor(c: stages.Compiled, *, measure_it: bool, progress: Callable[[str], None] | None = None
+                    ) -> stages.Compiled:
+    """``c``'s PyTorch model also compiled by torch.compile (Inductor) in this process, its
+    kernels read and (``measure_it``) timed beside XLA's program (``bundle.inductor``), saying
+    ``"inductor"`` to ``progress`` as it begins. Imported here only when asked for: torch is
+    only a PyTorch model's."""
+    from analysis.compile import inductor
+
+    (progress or (lambda p: None))("inductor")
+    return inductor.beside_inductor(c, measure_it=measure_it)
+
+
+__all__ = ["LoadedModel", "beside_inductor", "compile", "measured"]

@@ -131,6 +131,8 @@ def cache_key(job: Job, device_kind: str) -> str:
     d.pop("preview_kernels", None)  # when the bundle is first shown, not what it is
     if d.get("gpu_target") is None:
         d.pop("gpu_target", None)  # keys made before GPU targets existed stay valid
+    if not d.get("inductor"):
+        d.pop("inductor", None)  # keys made before the Inductor study existed stay valid
     d["source"] = job_source(job)
     d["devices"] = job_devices(job)  # as resolved: asked for, or the file's DEVICES
     if d["devices"] == 1:

@@ -23,7 +23,8 @@ PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "L
           "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
           "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
           "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache",
-          "runtime": "Making the jax runtime (first use: pip installs it)"}
+          "runtime": "Making the jax runtime (first use: pip installs it)",
+          "inductor": "Compiling with PyTorch Inductor"}
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ class Job:
     # The jax release to compile with (``analysis.service.runtimes``: its version, e.g. "0.10.2";
     # a minor version names its newest release); None: the app's own. Part of the cache key.
     jax: str | None = None
+    # A PyTorch model also compiled with torch.compile (Inductor, CPU) in the same worker, beside
+    # XLA's compile: ``bundle.inductor`` (analysis.compile.inductor); timed with ``measure``.
+    inductor: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:

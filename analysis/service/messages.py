@@ -27,7 +27,7 @@ from analysis import tuning
 
 # What measuring adds to a compiled bundle: all that a worker which sent its preview sends
 # after it (``Measured``, completed by the parent's copy of the preview).
-MEASURED_FIELDS = ("timings", "fusion_comparison")
+MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor")
 
 
 @dataclass(frozen=True)

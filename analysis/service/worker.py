@@ -241,7 +241,7 @@ def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
         raise ExplorerError("protocol", f"the worker sent a bad measurement: {e.message}", job.filename) from None
     b = replace(preview, source=dict(preview.source), options=dict(preview.options),
                 environment=dict(preview.environment), metrics=dict(preview.metrics),
-                timings=part.timings, fusion_comparison=part.fusion_comparison)
+                timings=part.timings, fusion_comparison=part.fusion_comparison, inductor=part.inductor)
     b.share_from(preview)  # the layer tree is made again (it holds the times), the rest is not
     return b
 

@@ -105,6 +105,8 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
             measure.CALIBRATIONS.remember(c.bundle.environment, job.peaks)
         recipe.measured(c, measure_it=job.measure, compare=job.compare_fusion, iterations=job.iterations,
                         progress=progress)
+    if job.inductor:
+        recipe.beside_inductor(c, measure_it=job.measure, progress=progress)
     return c.bundle
 
 
