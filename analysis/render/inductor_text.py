@@ -14,7 +14,7 @@ MAX_OPS_SHOWN = 6
 
 def _ops(k: SideKernel) -> str:
     ops = list(k.ops[:MAX_OPS_SHOWN]) + ([f"+{len(k.ops) - MAX_OPS_SHOWN} more"] if len(k.ops) > MAX_OPS_SHOWN else [])
-    text = ", ".join(ops) if ops else "(no op of the program: a copy or layout change)"
+    text = ", ".join(ops) if ops else "(no torch op in its ops' names)"
     if k.also:
         text += f"  [also {', '.join(k.also[:4])}{' ...' if len(k.also) > 4 else ''}]"
     return text
@@ -47,7 +47,7 @@ def inductor_text(r: BesideInductor, width: int = 40) -> str:
                 out.append(f"  {side:9s}(no kernel holds an op of this layer)")
             for i, k in enumerate(ks):
                 label = side if i == 0 else ""
-                name = k.name if len(k.name) <= width else k.name[:width - 3] + "..."
+                name = k.name if len(k.name) <= width else k.name[:width // 2] + "..." + k.name[-(width - width // 2 - 3):]
                 out.append(f"  {label:9s}{name:{width}s} {k.what:24s} {_ops(k)}"
                            + (f"  {_time(k)}" if _time(k) else ""))
     return "\n".join(out)

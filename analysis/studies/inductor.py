@@ -75,6 +75,19 @@ def _op_of(op_name: str) -> str | None:
     return None
 
 
+# Ops that only view or move their operand (a reshape, a transpose): a kernel that holds one of a
+# layer and real work of another is that other layer's, not listed under this one as well
+VIEW_OPS = frozenset({"aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose",
+                      "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::expand",
+                      "aten::clone", "aten::slice", "aten::alias", "aten::contiguous"})
+
+
+def _working(per: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A kernel's layers without those it only views or moves data of, unless that is all it does."""
+    real = {layer: ops for layer, ops in per.items() if not ops or any(op not in VIEW_OPS for op in ops)}
+    return real or per
+
+
 def _layer_name(path) -> str:
     return "/".join(path) if path else ROOT
 
@@ -147,6 +160,7 @@ def _xla_side(bundle) -> tuple[dict, int, list[str]]:
                 got.append(op)
         if not ops and k.name in home:
             ops[home[k.name]] = []
+        ops = _working(ops)
         row = rows.get(k.name) if isinstance(rows, dict) else None
         t = _xla_time(row)
         mine = home.get(k.name) or (next(iter(ops)) if ops else None)
@@ -168,6 +182,7 @@ def _inductor_side(ind: dict) -> tuple[dict, list[str]]:
                 got.append(op)
         for mod in k.get("modules") or []:
             per.setdefault(_layer_name(tuple(p for p in mod.split("/") if p)), [])
+        per = _working(per)
         mod = k.get("module")
         mine = _layer_name(tuple(p for p in mod.split("/") if p)) if isinstance(mod, str) else None
         if not per:
