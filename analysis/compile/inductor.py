@@ -73,7 +73,7 @@ def library_of(op: str) -> str:
     return "ATen"
 
 
-def _module_path(model, fqn: str) -> str:
+def module_path(model, fqn: str) -> str:
     """A module's name as Dynamo records it (``L['self'].layers[0].mlp._modules['1']``) as the
     XLA side's layer path (``layers.0/mlp/1``: ``analysis.compile.frameworks`` names a
     ``ModuleList``/``ModuleDict`` item joined to its container, every other module a layer of
@@ -134,7 +134,7 @@ class _Capture:
             inner = list(stack.values())[-1] if stack else None
             fqn = inner[0] if isinstance(inner, tuple) and inner and isinstance(inner[0], str) else None
             nodes[n.name] = (i, _aten_name(aten) if aten is not None else None,
-                             _module_path(self.model, fqn) if fqn is not None else "")
+                             module_path(self.model, fqn) if fqn is not None else "")
         self.graphs.append(nodes)
 
     def uuid(self):  # a custom pass's identity for Inductor's caches (none are used here)

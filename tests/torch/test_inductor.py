@@ -176,10 +176,10 @@ def test_module_paths_name_layers_as_the_xla_side_does():
             self.heads = nn.ModuleDict({"a": nn.Linear(2, 2)})
 
     net = Net()
-    assert inductor._module_path(net, "L['self'].layers[1].mlp[1]") == "layers.1/mlp/1"
-    assert inductor._module_path(net, "L['self'].layers[0].mlp._modules['0']") == "layers.0/mlp/0"
-    assert inductor._module_path(net, "L['self'].heads['a']") == "heads.a"
-    assert inductor._module_path(net, "L['self']") == ""
+    assert inductor.module_path(net, "L['self'].layers[1].mlp[1]") == "layers.1/mlp/1"
+    assert inductor.module_path(net, "L['self'].layers[0].mlp._modules['0']") == "layers.0/mlp/0"
+    assert inductor.module_path(net, "L['self'].heads['a']") == "heads.a"
+    assert inductor.module_path(net, "L['self']") == ""
 
 
 def _section(**change):
