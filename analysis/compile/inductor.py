@@ -208,6 +208,17 @@ def _cache_dir(path: str):
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
+def _why(e: BaseException) -> str:
+    """Dynamo's explanation of a failure (its ``Explanation:`` line), shortened, after a dash;
+    "" when it gives none."""
+    for line in str(e).splitlines():
+        line = line.strip()
+        if line.startswith("Explanation:"):
+            why = " ".join(line[len("Explanation:"):].split())
+            return " - " + (why if len(why) <= 300 else why[:297] + "...")
+    return ""
+
+
 def _read_output_code(text: str) -> tuple[dict, list[tuple[str, int, str]]]:
     """The wrapper's C++ kernels (name -> source) and its call sites in order: (handle name,
     handle number, the called name) from each ``# [Provenance debug handles] NAME:N`` comment."""
@@ -409,8 +420,8 @@ def _beside_inductor(c: Compiled, model, inputs, run, measure_it: bool) -> Compi
             raise
         except Exception as e:  # noqa: BLE001 - Dynamo or Inductor failed on the user's model: one line
             err = error_from_exception("inductor", e, loaded.filename)
-            raise ExplorerError("inductor", f"Inductor could not compile the model: {err.message}", err.file,
-                                err.line, err.column, err.excerpt) from None
+            raise ExplorerError("inductor", f"Inductor could not compile the model: {err.message}{_why(e)}",
+                                err.file, err.line, err.column, err.excerpt) from None
         compile_s = time.perf_counter() - t0
         folders = sorted(glob.glob(os.path.join(d, "torchinductor", "*")),
                          key=lambda f: (os.path.getmtime(f), f))

@@ -150,6 +150,7 @@ def test_a_model_inductor_cannot_compile_is_one_line_at_the_users_code():
     err = e.value
     assert err.phase == "inductor" and err.file == "no_fake.py"
     assert err.message.startswith("Inductor could not compile the model:") and "fake" in err.message
+    assert "xe_test" in err.message  # Dynamo's explanation names the op the file defines
     assert "\n" not in err.one_line() and "Traceback" not in err.one_line()
 
 
