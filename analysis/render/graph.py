@@ -33,6 +33,15 @@ EDGE_FONT = 12  # shapes on edges
 MARK_FONT = 18  # the ✕ / ? at the head of an edge across a kernel boundary: bigger than a label
 REFUSED_MARK = "#c0392b"  # an edge XLA refused to fuse across
 TITLE_WIDTH = 34  # cluster titles wrap at this many characters (the full text is the tooltip)
+# Presentation mode (a projector) draws a graph denser, so that a small program's graphs fit
+# their pane with every label at 14 px or more (``GraphSpec.to_dot(present=True)``): every
+# text at one size, no edge labels (a value's shape is in the edge's tooltip and the details),
+# one line per op or parameter (its shape moves to the tooltip), tighter spacing, and a deep
+# graph folded into columns or rows (``fold``) to take the pane's shape. The viewer opens it at
+# no less than 14/12 px per point, as every graph in presentation mode.
+PRESENT_FONT = EDGE_FONT
+PRESENT_MARK_FONT = 15
+PRESENT_TITLE_WIDTH = 26
 
 
 @dataclass
@@ -86,23 +95,31 @@ class GraphSpec:
 
     # -- renderers --------------------------------------------------------------------------
 
-    def to_dot(self, rankdir: str = "TB", edge_labels: bool | None = None) -> str:
+    def to_dot(self, rankdir: str = "TB", edge_labels: bool | None = None, present: bool = False,
+               fold: int = 1) -> str:
         """DOT text. Edge labels (shape and layout) are drawn when the graph is small enough for
         them to stay readable and cheap to lay out (each label is a node for Graphviz); always
-        in the edge's tooltip."""
+        in the edge's tooltip. ``present``: drawn for presentation mode (``PRESENT_FONT``: one
+        text size, no edge labels, short labels, tight spacing); ``fold``: the graph's ranks cut
+        into that many bands laid side by side (columns when ``rankdir`` is TB, rows when LR),
+        so a deep graph takes a wide pane's shape; the edges between bands do not rank their
+        nodes (``fold_bands``)."""
         if edge_labels is None:
-            edge_labels = len(self.edges) <= MAX_LABELLED_EDGES
+            edge_labels = len(self.edges) <= MAX_LABELLED_EDGES and not present
+        band = fold_bands(self, fold) if fold > 1 else {}
         self.__dict__["_top"] = self.max_share
         # A big graph bounds Graphviz's two costly searches (network simplex for the ranks and x
         # positions, crossing reduction): much less time on a big program's layers view
         # (docs/performance.md); small graphs keep the full search.
         bounded = ", nslimit=2, nslimit1=2, mclimit=0.3" if len(self.nodes) > BOUNDED_LAYOUT else ""
+        font, sep, pad, margin, height = (PRESENT_FONT, "nodesep=0.1, ranksep=0.15", 0.06, "0.05,0.01", 0.2) \
+            if present else (FONT, "nodesep=0.25, ranksep=0.35", 0.2, "0.08,0.04", 0.3)
         out = [
             "digraph G {",
-            f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize={FONT}, nodesep=0.25, ranksep=0.35,'
-            f' bgcolor="white", pad=0.2, compound=true{bounded}];',
-            f'  node [fontname="DejaVu Sans", fontsize={FONT}, shape=box, style="rounded,filled", fillcolor="#FFFFFF",'
-            ' color="#555555", margin="0.08,0.04", height=0.3];',
+            f'  graph [rankdir={rankdir}, fontname="DejaVu Sans", fontsize={font}, {sep},'
+            f' bgcolor="white", pad={pad}, compound=true{bounded}];',
+            f'  node [fontname="DejaVu Sans", fontsize={font}, shape=box, style="rounded,filled", fillcolor="#FFFFFF",'
+            f' color="#555555", margin="{margin}", height={height}];',
             f'  edge [fontname="DejaVu Sans Mono", fontsize={EDGE_FONT}, color="#777777", arrowsize=0.6,'
             ' fontcolor="#555555"];',
         ]
@@ -119,19 +136,20 @@ class GraphSpec:
             pen = "3" if (c.selected or c.highlighted) else "1.5"
             border = HIGHLIGHT if (c.selected or c.highlighted) else color
             out.append(f'{indent}subgraph "cluster_{_esc(cid)}" {{')
-            out.append(f'{indent}  id="{_esc(cid)}"; label="{_esc(wrap_title(c.label))}"; labeljust=l;'
-                       f' fontsize={FONT}; tooltip="{_esc(c.tooltip or c.label)}";'
+            title = wrap_title(c.label, PRESENT_TITLE_WIDTH if present else TITLE_WIDTH)
+            out.append(f'{indent}  id="{_esc(cid)}"; label="{_esc(title)}"; labeljust=l;'
+                       f' fontsize={font}; tooltip="{_esc(c.tooltip or c.label)}";'
                        f' style="rounded,filled"; fillcolor="{_tint(color)}"; color="{border}"; penwidth={pen};')
             for sub in children.get(cid, []):
                 emit_cluster(sub, indent + "  ")
             for n in members.get(cid, []):
-                out.append(indent + "  " + self._node_dot(n))
+                out.append(indent + "  " + self._node_dot(n, present))
             out.append(indent + "}")
 
         for cid in children.get(None, []):
             emit_cluster(cid, "  ")
         for n in members.get(None, []):
-            out.append("  " + self._node_dot(n))
+            out.append("  " + self._node_dot(n, present))
         drawn: set[tuple[str, str]] = set()
         for e in self.edges:
             if (e.src, e.dst) in drawn:  # one arrow per pair of nodes (collapsed groups repeat them)
@@ -144,6 +162,8 @@ class GraphSpec:
                 attrs.append(f'{"label" if edge_labels and not grouped else "tooltip"}="{_esc(e.label)}"')
             if e.lhead:
                 attrs.append(f'lhead="cluster_{_esc(e.lhead)}"')
+            if band and band.get(e.src, 0) != band.get(e.dst, 0):
+                attrs.append("constraint=false")
             if e.layout_mark:
                 attrs.append(f'color="{LAYOUT_MARK}", style=dashed, penwidth=1.6, fontcolor="{LAYOUT_MARK}"')
             if e.note:  # crosses a kernel boundary: XLA's reason in the tooltip, a marker at the head
@@ -151,15 +171,32 @@ class GraphSpec:
                 refused = "not fused" in e.note
                 # the mark is as big as a node's label (a class reads it from the back row) and the
                 # frame opens XLA's reason, explained, when it is clicked (analysis/render/assets/graph_view.js)
-                attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontsize={MARK_FONT}, labeldistance=1.6, '
+                attrs.append(f'headlabel="{"✕" if refused else "?"}", labelfontsize={PRESENT_MARK_FONT if present else MARK_FONT},'
+                             f' labeldistance={1.3 if present else 1.6}, '
                              f'labelfontname="DejaVu Sans Bold", labelfontcolor="{REFUSED_MARK if refused else "#888888"}"'
                              + (f', color="{REFUSED_MARK}", penwidth=1.4' if refused and not e.layout_mark else ""))
             out.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}"' + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+        if band:
+            # the bands in reading order: a row of invisible anchors, one per band, each above
+            # the nodes its band starts with (an anchor's order in a rank is kept)
+            fed = {e.dst for e in self.edges if band.get(e.src) == band.get(e.dst) and e.src != e.dst}
+            bands = sorted(set(band.values()))
+            out.append("  { rank=same; " + " ".join(f'"band:{i}" [shape=point, width=0, height=0, style=invis, label=""];'
+                                                      for i in bands) + " }")
+            for a, b in zip(bands, bands[1:]):
+                out.append(f'  "band:{a}" -> "band:{b}" [style=invis];')
+            for nid, i in band.items():
+                if nid not in fed:
+                    out.append(f'  "band:{i}" -> "{_esc(nid)}" [style=invis];')
         out.append("}")
         return "\n".join(out)
 
-    def _node_dot(self, n: Node) -> str:
+    def _node_dot(self, n: Node, present: bool = False) -> str:
         a = {"id": n.id, "label": n.label, "tooltip": n.tooltip or n.label}
+        if present:
+            short = present_label(n)
+            if short != n.label:  # what the label leaves out (an op's shape) stays in the tooltip
+                a.update(label=short, tooltip=(n.tooltip or n.label) + "\n" + n.label.replace("\n", " · "))
         if n.kind == "kernel":
             color = ROUTE_COLORS.get(n.route or "", "#DDDDDD")
             a["fillcolor"] = color
@@ -187,9 +224,10 @@ class GraphSpec:
             a.update(shape="plain", style="", fontcolor="#777777")
         elif n.kind == "plumbing":
             a.update(shape="box", style="rounded,dashed", fontcolor="#666666", color="#AAAAAA",
-                     fontsize=str(SMALL_FONT))
+                     fontsize=str(PRESENT_FONT if present else SMALL_FONT))
         elif n.kind == "fused":
-            a.update(fillcolor="#FFFFFF", fontsize=str(SMALL_FONT), height="0.25")
+            a.update(fillcolor="#FFFFFF", fontsize=str(PRESENT_FONT if present else SMALL_FONT),
+                     height="0.2" if present else "0.25")
         elif n.kind == "scope":
             a.update(shape="folder", fillcolor="#F3F0E6")
         elif n.kind == "layer":  # a model layer collapsed to one box (analysis.render.layer_graph)
@@ -236,6 +274,72 @@ class GraphSpec:
                       [e for e in self.edges if e.src in ids and e.dst in ids],
                       {k: v for k, v in self.clusters.items() if k in used})
         return g
+
+
+def present_label(n: Node) -> str:
+    """A node's label in presentation mode: an op, a parameter or a fusion's output by its first
+    line (its opcode, its name), without the shape under it; the rest as they are."""
+    if n.kind in ("op", "param") or (n.kind == "kernel" and n.cluster):
+        return n.label.split("\n", 1)[0]
+    return n.label
+
+
+def fold_bands(spec: GraphSpec, fold: int) -> dict[str, int]:
+    """Each node's band when ``spec`` is cut into ``fold`` bands of about as many ranks each. A
+    cut never goes through a cluster (a fusion, a name scope): each outermost cluster is one
+    unit as tall as the longest path inside it (and its title), a node outside clusters a unit
+    one rank tall; a unit starts below the units that feed it, and the cuts are made where no
+    unit spans, nearest an even share of the whole height."""
+    def outermost(cid: str | None) -> str | None:
+        while cid is not None and cid in spec.clusters and spec.clusters[cid].parent:
+            cid = spec.clusters[cid].parent
+        return cid
+
+    unit = {n.id: outermost(n.cluster) or n.id for n in spec.nodes.values()}
+    inside = {u: [n for n, v in unit.items() if v == u] for u in set(unit.values())}
+    between: dict[str, set[str]] = {}
+    within: dict[str, list[str]] = {}
+    for e in spec.edges:
+        if e.src not in unit or e.dst not in unit or e.src == e.dst:
+            continue
+        if unit[e.src] == unit[e.dst]:
+            within.setdefault(e.src, []).append(e.dst)
+        else:
+            between.setdefault(unit[e.src], set()).add(unit[e.dst])
+    height = {u: _longest_path(members, within) + (1 if u in spec.clusters else 0) for u, members in inside.items()}
+    start = _longest_path(list(inside), between, height, starts=True)
+    total = max((start[u] + height[u] for u in inside), default=1)
+    allowed = [c for c in range(1, total) if not any(start[u] < c < start[u] + height[u] for u in inside)]
+    cuts: list[int] = []
+    for i in range(1, max(fold, 1)):
+        free = [c for c in allowed if not cuts or c > cuts[-1]]
+        if free:
+            cuts.append(min(free, key=lambda c: abs(c - i * total / fold)))
+    return {n: sum(1 for c in cuts if start[u] >= c) for n, u in unit.items()}
+
+
+def _longest_path(nodes: list[str], succ: dict, height: dict | None = None, starts: bool = False):
+    """Over the DAG ``succ`` restricted to ``nodes`` (each ``height`` tall, 1 without): each
+    node's start (the tallest path above it) with ``starts``, else the tallest path's height."""
+    keep = set(nodes)
+    indeg = {n: 0 for n in nodes}
+    for n in nodes:
+        for m in succ.get(n, ()):
+            if m in keep:
+                indeg[m] += 1
+    start = {n: 0 for n in nodes}
+    todo = [n for n in nodes if indeg[n] == 0]
+    while todo:  # Kahn's order: a node is placed once every edge into it is
+        n = todo.pop()
+        for m in succ.get(n, ()):
+            if m in keep:
+                start[m] = max(start[m], start[n] + (height or {}).get(n, 1))
+                indeg[m] -= 1
+                if indeg[m] == 0:
+                    todo.append(m)
+    if starts:
+        return start
+    return max((start[n] + (height or {}).get(n, 1) for n in nodes), default=0)
 
 
 def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
