@@ -54,8 +54,14 @@ def graphs(b: Bundle, present: bool, show_source: bool) -> None:
     # (no st.spinner: the panes say "Laying out …" themselves, and a spinner inserted before
     # the graphs made the page's focus handling walk its whole DOM, seconds of a layer's opening:
     # docs/performance.md)
-    if isinstance(asked, dict) and isinstance(asked.get("want"), str) and asked["want"] in state.payload.get("lazy", ()):
-        graph_payload.add_variant(b, state.payload, asked["want"])
+    want = asked.get("want") if isinstance(asked, dict) else None
+    if isinstance(want, str) and want in state.payload.get("lazy", ()):
+        graph_payload.add_variant(b, state.payload, want)
+    if present:
+        # presentation mode's drawing of the view open (the one the frame asks for, else the one
+        # it opens with), laid out for a projector's pane before the graphs are sent
+        view = want[len("present:"):] if isinstance(want, str) and want.startswith("present:") else None
+        graph_payload.add_present(b, state.payload, view or state.payload.get("open_variant", "default"))
     code_was = state.code_open
     state.code_open = views.code_pane_open(b, state.payload, asked, code_was)  # and its code, when first opened
     picked = views.explorer_graphs(b, state.payload, state.sel, key="graphs", present=present, show_source=show_source,

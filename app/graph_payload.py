@@ -234,6 +234,42 @@ def add_variant(b: Bundle, payload: dict, name: str) -> bool:
     return True
 
 
+def add_present(b: Bundle, payload: dict, name) -> bool:
+    """Presentation mode's drawing of view ``name`` (``analysis.render.present_graph``: dense,
+    laid out for the pane a projector gives one graph) added to ``payload`` in place, as each
+    side's ``present[name]`` (an index into its SVGs), under a new revision; made once per view
+    and compile. A side whose graph is too big for it keeps its usual drawing. False when there
+    is nothing to add (``name`` is no view laid out, or it is done)."""
+    from analysis.render.present_graph import present_dot
+
+    done = payload.setdefault("present_done", [])
+    graphs = payload.get("graphs") or {}
+    if not isinstance(name, str) or name in done or not any(name in (g or {}).get("variants", {}) for g in graphs.values()):
+        return False
+    done.append(name)
+    with tuning.building():
+        specs = variant_specs(b, [name], isolate=graph_views(b).layer_alone)
+    added = False
+    for side, variants in specs.items():
+        g = graphs.get(side)
+        if g is None or name not in variants:
+            continue
+        try:
+            dot = present_dot(variants[name])
+        except RuntimeError:
+            continue  # the pane keeps the usual drawing
+        if dot is None:
+            continue
+        svg = svg_or_error(dot)
+        if svg not in g["svgs"]:
+            g["svgs"].append(svg)
+        g.setdefault("present", {})[name] = g["svgs"].index(svg)
+        added = True
+    if added:
+        payload["rev"] = payload.get("rev", 0) + 1  # the frame's copy is out of date: its new SVGs go
+    return added
+
+
 def add_code(b: Bundle, payload: dict) -> bool:
     """The Code pane's data (``app.code_payload.code_view``: every kernel's code, its lines linked
     to HLO instructions, its facts; a big compile's kernel names only, each kernel's code then

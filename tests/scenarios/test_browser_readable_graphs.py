@@ -53,18 +53,45 @@ def _whole_or_says_so(got: dict) -> None:
         assert _whole(g) or (g["note"] and "Part of the graph" in g["noteText"]), (side, g)
 
 
-def test_mlp_in_presentation_opens_and_fits_at_14_px(server, browser):  # noqa: F811
+def _shown(got: dict) -> dict:
+    """The panes drawn now (presentation mode hides the graph not shown: a pane of no size)."""
+    return {s: g for s, g in got.items() if g["pane"][2] > g["pane"][0]}
+
+
+# Small gallery programs (under ~40 nodes a graph): in presentation mode each graph, shown alone
+# the width of both panes, is whole with every label at 14 px or more (a layout made for the
+# pane: dense, folded into columns), Before and After alike, and after Fit too.
+@pytest.mark.parametrize("model", ["mlp", "layernorm"])
+def test_small_program_in_presentation_is_whole_at_14_px(server, browser, model):  # noqa: F811
     page = browser.new_page(viewport=VIEWPORT)
-    page.goto(server + "/?model=mlp&present=1")
+    page.goto(server + f"/?model={model}&present=1")
     _frame(page)
     app_idle(page)
-    got = settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="the opening view")
-    _whole_or_says_so(got)
-    page.screenshot(path=os.path.join(OUT, "readable_mlp_present_1280.png"))
-    # "Fit" keeps every label at 14 px or more (it used to shrink mlp's graphs to 3-7 px labels)
+    for button, side in (("#soloPre", "pre"), ("#soloPost", "post")):
+        f = _frame(page)
+        f.locator(button).click()
+        got = settled(lambda: _shown(_retry(page, lambda: _frame(page).evaluate(PANES))), what=f"the {side} graph")
+        assert list(got) == [side], got  # one graph at a time
+        g = got[side]
+        # alone, it takes both panes' width: more than half the 1280 px window
+        assert g["pane"][2] - g["pane"][0] > VIEWPORT["width"] / 2, g
+        assert _whole(g), (side, g)  # the whole drawing inside its pane
+        assert g["small"] >= 14 - 0.25, (side, g["small"])  # every label at 14 px or more
+        assert not g["note"], g  # and the pane does not say it shows a part
+        page.screenshot(path=os.path.join(OUT, f"readable_{model}_{side}_present_1280.png"))
+        f.locator("#fit").click()
+        got = settled(lambda: _shown(f.evaluate(PANES)), what="the view after Fit")
+        assert _whole(got[side]) and got[side]["small"] >= 14 - 0.25, got
+
+
+def test_a_big_program_in_presentation_is_readable_or_says_so(server, browser):  # noqa: F811
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=attention&present=1")
+    _frame(page)
+    app_idle(page)
     f = _frame(page)
-    f.locator("#fit").click()
-    got = settled(lambda: f.evaluate(PANES), what="the view after Fit")
+    f.locator("#soloBoth").click()
+    got = settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="the opening view")
     _whole_or_says_so(got)
 
 
@@ -90,13 +117,15 @@ SELECTED_IN_VIEW = """(id) => {
 
 def test_a_node_found_by_the_search_is_brought_into_view(server, browser):  # noqa: F811
     page = browser.new_page(viewport=VIEWPORT)
-    page.goto(server + "/?model=mlp&present=1")
+    page.goto(server + "/?model=attention&present=1")
     f = _frame(page)
     app_idle(page)
     settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="the opening view")
     f = _frame(page)
+    f.locator("#soloBoth").click()
+    settled(lambda: _retry(page, lambda: _frame(page).evaluate(PANES)), what="both graphs")
     side_id = f.evaluate(OUTSIDE)
-    assert side_id, "every node of mlp is in view at the opening: nothing to bring into view"
+    assert side_id, "every node of attention is in view at the opening: nothing to bring into view"
     _, node_id = side_id
     f.locator("#q").fill(node_id.split(":", 1)[1])
     f.locator("#q").press("Enter")

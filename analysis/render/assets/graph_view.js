@@ -76,7 +76,8 @@
 
   function draw(side, keepView) {
     const g = A.graphs[side], view = $("view-" + side);
-    const svgText = g ? g.svgs[g.variants[variant] !== undefined ? g.variants[variant] : g.variants["default"]] : null;
+    const svgText = g ? g.svgs[svgIndex(g)] : null;
+    drawnAt[side] = g ? svgIndex(g) : null;
     $("title-" + side).textContent = g ? ((g.titles || {})[variant] || g.title) : (side === "pre" ? "before optimization" : "after optimization");
     $("title-" + side).title = $("title-" + side).textContent;
     const lg = $("legend-" + side); lg.innerHTML = "";
@@ -104,6 +105,45 @@
     (window.requestIdleCallback || ((f) => setTimeout(f, 200)))(() => nodeOf(side, ""));
   }
 
+  // the SVG a side draws: in presentation mode the view's drawing for a projector (dense, laid out
+  // for one graph's pane: app.graph_payload.add_present) once it is here, else the view's own
+  function svgIndex(g) {
+    if (presenting() && g.present && g.present[variant] !== undefined) return g.present[variant];
+    return g.variants[variant] !== undefined ? g.variants[variant] : g.variants["default"];
+  }
+  const drawnAt = {};  // the SVG each side draws now
+  function presenting() { return document.body.classList.contains("present"); }
+
+  // ---------------------------------------------------------------- one graph at a time (presentation)
+  // A projector shows one graph at a time, the width of both panes: Before or After (a
+  // selection shows its own side; the other side's linked nodes are lit when it is shown), or
+  // Both side by side as outside presentation mode.
+  let solo = "pre";
+  function applySolo() {
+    const on = presenting();
+    document.body.classList.toggle("solo-pre", on && solo === "pre");
+    document.body.classList.toggle("solo-post", on && solo === "post");
+    $("soloS").style.display = on ? "" : "none";
+    [["soloPre", "pre"], ["soloPost", "post"], ["soloBoth", "both"]].forEach(([b, v]) => $(b).classList.toggle("on", solo === v));
+  }
+  function shown(side) { return !presenting() || solo === "both" || solo === side; }
+  function setSolo(side) {
+    if (solo === side) return;
+    solo = side; applySolo();
+    const s = sel; sel = null;
+    redraw(false);
+    if (s) { if (s.side === "line") selectLine(s.line, false); else select(s.side, s.id, false); }
+  }
+  // in presentation mode, a view without its projector's drawing yet is asked of the server once
+  const presentAsked = new Set();
+  function askPresent() {
+    if (!presenting() || !A || !A.graphs) return;
+    const have = SIDES.some((s) => A.graphs[s] && A.graphs[s].present && A.graphs[s].present[variant] !== undefined);
+    if (have || presentAsked.has(variant) || !laidOut(variant)) return;
+    presentAsked.add(variant); clicks += 1;
+    tellServer({ want: "present:" + variant, n: clicks });
+  }
+
   function edges(svg) {
     const out = {};
     svg.querySelectorAll("g.edge").forEach((e) => {
@@ -117,7 +157,7 @@
 
   // both sides open at one scale: the smaller of the two fits, never below the legible minimum
   function openViews(min) {
-    const fits = SIDES.filter((s) => panes[s]).map((s) => panes[s].fitScale());
+    const fits = SIDES.filter((s) => panes[s] && shown(s)).map((s) => panes[s].fitScale());
     const s = Math.min.apply(null, fits.concat([(A && A.max_scale) || 1.6]));
     min = min || (A && A.min_scale) || 1.0;
     SIDES.forEach((side) => { if (panes[side]) panes[side].open({ scale: s, min: min, skip: (n) => /^(p|c):/.test(n.id) }); });
@@ -310,6 +350,7 @@
   }
 
   function select(side, id, fromClick) {
+    if (id && presenting() && solo !== "both" && (side === "pre" || side === "post") && side !== solo) { solo = side; applySolo(); sel = null; redraw(false); }
     const r = id ? resolve(side, id) : null;
     clearMarks();
     sel = r;
@@ -653,6 +694,7 @@
     $("timeC").classList.toggle("on", colour === "time");
     $("memC").classList.toggle("on", colour === "memory");
     if (!keepView) openViews();
+    askPresent();
     if (sel) { const s = sel; if (s.side === "line") selectLine(s.line, false); else select(s.side, s.id, false); }
     search($("q").value);
   }
@@ -665,6 +707,9 @@
   $("layout").onclick = () => setVariant("default", false);
   $("layersB").onclick = () => setVariant(variant.startsWith("layers") ? "default" : "layers", false);
   $("fit").onclick = fitPanes;
+  $("soloPre").onclick = () => setSolo("pre");
+  $("soloPost").onclick = () => setSolo("post");
+  $("soloBoth").onclick = () => setSolo("both");
   $("mapB").onclick = () => {
     const shown = SIDES.some((s) => panes[s] && panes[s].mini && mapShown(panes[s].svg));
     mapOn = !shown;
@@ -877,6 +922,7 @@
       A = XEPayload.unpack(args); dataKey = key; whyIx = null; variant = A.open_variant || "default"; sel = null; lectureAt = -1; lastServerSel = null; ownSent = null; pending = null;
       $("layersB").style.display = A.layers ? "" : "none";
       document.body.classList.toggle("present", !!A.present);
+      applySolo();
       $("timeC").style.display = A.timed ? "" : "none";
       $("memC").style.display = A.memfill && Object.keys(A.memfill).length ? "" : "none";
       if (A.show_source && !$("source").classList.contains("shown")) { $("source").classList.add("shown"); $("srcB").classList.add("on"); }
@@ -887,6 +933,10 @@
       showDetails(null);
     } else {
       A.height = args.height;
+      if (!!args.present !== presenting()) {  // the Presentation toggle, on the data held
+        A.present = !!args.present; document.body.classList.toggle("present", A.present); applySolo();
+        if (!args.graphs) { fitHeight(); redraw(false); }
+      }
       // views laid out since (asked for by setVariant): shown once they are here
       if (args.graphs) {
         const merged = XEPayload.mergeGraphs(A.graphs, args.graphs);
@@ -910,6 +960,7 @@
         if (sel && sel.id && add[sel.id]) showDetails(sel);
       }
       if (pending && laidOut(pending.name)) { const p = pending; setVariant(p.name, p.keepView, p.then); }
+      else if (args.graphs && SIDES.some((s) => A.graphs[s] && drawnAt[s] !== svgIndex(A.graphs[s]))) redraw(false);  // a projector's drawing came
     }
     // a selection the server asks for (a link, a table row): applied when it changes
     const want = JSON.stringify(args.selected || {});
