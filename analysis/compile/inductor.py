@@ -208,6 +208,11 @@ def _cache_dir(path: str):
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
 
 
+def code_key(graph: int, name: str) -> str:
+    """The key of a C++ kernel's source in the section's ``code``: ``0/cpp_fused_gelu_0``."""
+    return f"{graph}/{name}"
+
+
 def _why(e: BaseException) -> str:
     """Dynamo's explanation of a failure (its ``Explanation:`` line), shortened, after a dash;
     "" when it gives none."""
@@ -345,21 +350,28 @@ def _profile(compiled, inputs, sites: list[dict], run) -> dict:
             return ev_name == e
         return ev_name.startswith("graph_") and ev_name.endswith("_" + s["name"])
 
-    for ev in p.events():
-        if not ev.name.startswith("## Call CompiledFxGraph"):
-            continue
-        children = list(ev.cpu_children)
-        best, best_pairs = None, []
+    calls = sorted((ev for ev in p.events() if ev.name.startswith("## Call CompiledFxGraph")),
+                   key=lambda ev: ev.time_range.start)
+    last = -1
+    for ev in calls:
+        children = sorted(ev.cpu_children, key=lambda c: c.time_range.start)
+        scored = []
         for g, idxs in by_graph.items():  # the graph these events are of: the one they match most
             pairs, j = [], 0
             for c in children:
                 if j < len(idxs) and matches(sites[idxs[j]], c.name):
                     pairs.append((idxs[j], c.time_range.elapsed_us() * 1e-6))
                     j += 1
-            if len(pairs) > len(best_pairs):
-                best, best_pairs = g, pairs
-        if best is None:
+            scored.append((len(pairs), g, pairs))
+        most = max((n for n, _, _ in scored), default=0)
+        if most == 0:
             continue
+        # graphs that generated the same code make the same events: of those, the one after the
+        # graph called last (a module's graphs run in the order Dynamo split it)
+        tied = sorted(g for n, g, _ in scored if n == most)
+        best = next((g for g in tied if g > last), tied[0])
+        best_pairs = next(pairs for n, g, pairs in scored if g == best)
+        last = best
         graph_times.setdefault(best, []).append(ev.time_range.elapsed_us() * 1e-6)
         for i, t in best_pairs:
             times.setdefault(i, []).append(t)
@@ -431,7 +443,8 @@ def _beside_inductor(c: Compiled, model, inputs, run, measure_it: bool) -> Compi
             for k in ks:
                 k["graph"] = g
             sites.extend(ks)
-            code.update(src)
+            # by graph and name: each graph numbers its kernels from 0 (two graphs may both have cpp_fused_relu_0)
+            code.update({code_key(g, name): text for name, text in src.items()})
     truncated = len(sites) > MAX_KERNELS
     sites = sites[:MAX_KERNELS]
     section = {"torch": torch.__version__, "device": "cpu", "mode": "default", "graphs": len(folders),

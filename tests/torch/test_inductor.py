@@ -98,7 +98,7 @@ def test_inductor_keeps_each_linear_in_a_library_call_and_the_gelu_a_kernel_of_i
     assert gelu["kind"] == "cpp" and gelu["aten"] == ["aten::gelu"] and gelu["modules"] == ["act"]
     assert "gelu" in gelu["name"]
     # nn.GELU() is the exact GELU: its C++ kernel computes erf
-    assert "erf" in mlp.inductor["code"][gelu["name"]]
+    assert "erf" in mlp.inductor["code"][inductor.code_key(0, gelu["name"])]
     assert [k["module"] for k in ks] == ["up", "act", "down", "norm"]  # in the order the module runs them
 
 
@@ -135,6 +135,47 @@ def test_measured_each_call_site_and_both_whole_calls_alternated(mlp):
         assert r.verdict.startswith("Inductor's module is")
     else:
         assert r.verdict.startswith("within the spread")
+
+
+# a graph break between the two Linears: Dynamo hands Inductor two graphs
+BROKEN = '''import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(16, 16)
+        self.second = nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = torch.relu(self.first(x))
+        torch._dynamo.graph_break()
+        return torch.relu(self.second(x))
+
+
+torch.manual_seed(0)
+model = Net().eval()
+
+
+def example_inputs():
+    return (torch.randn(4, 16),)
+'''
+
+
+def test_a_graph_break_gives_two_graphs_each_kernel_in_its_own():
+    c = recipe.compile(load_source(BROKEN, "broken.py", "broken"), "cpu")
+    recipe.beside_inductor(c, measure_it=True)
+    ind = c.bundle.inductor
+    assert ind["graphs"] == 2
+    ks = ind["kernels"]
+    assert [(k["graph"], k["module"], k["aten"]) for k in ks] == [
+        (0, "first", ["aten::addmm"]), (0, "", ["aten::relu"]), (1, "second", ["aten::addmm"]), (1, "", ["aten::relu"])]
+    relu = [k for k in ks if k["kind"] == "cpp"]
+    # each graph's relu kernel has a source of its own, and each call site its times
+    assert {inductor.code_key(k["graph"], k["name"]) for k in relu} <= set(ind["code"]) and len(ind["code"]) == 2
+    assert all(k["calls"] == inductor.PROFILED_CALLS for k in ks)
+    assert set(ind["graph_calls"]) == {"0", "1"}
 
 
 def test_the_section_survives_the_bundles_json(mlp):
