@@ -376,23 +376,25 @@ def _make_axis(la, letter: str, traces, barmode: str) -> Axis:
             zero = True
             other = _values(t, "y" if letter == "x" else "x")
             base = _each(t.base, len(own), 0.0)
+            on_stack = barmode == "stack" and t.base is None  # (read once, not per bar)
+            err = t.error_y if letter == "y" else None
+            up, down = ((_each(err.array, len(own), 0), _each(err.arrayminus, len(own), 0))
+                        if err is not None and err.array is not None else (None, None))
             for i, v in enumerate(own):
                 if v is None:
                     continue
                 start = (base[i] or 0.0)
-                if barmode == "stack" and t.base is None:
+                if on_stack:
                     k = other[i] if i < len(other) else i
                     start = stacked.get(k, 0.0)
                     stacked[k] = start + v
                 vals += [start, start + v]
-                err = t.error_y if letter == "y" else None
-                if err is not None and err.array is not None:
-                    up, down = _each(err.array, len(own), 0), _each(err.arrayminus, len(own), 0)
+                if up is not None:
                     vals += [start + v + (up[i] or 0), start + v - (down[i] or 0)]
         elif t.type == "scatter" and t.stackgroup and letter == "y":
-            xs = _values(t, "x")
+            xs, group = _values(t, "x"), t.stackgroup  # (a figure's attribute is read once: docs/performance.md)
             for i, v in enumerate(own):
-                k = (t.stackgroup, xs[i] if i < len(xs) else i)
+                k = (group, xs[i] if i < len(xs) else i)
                 stacked[k] = stacked.get(k, 0.0) + (v or 0.0)
                 vals.append(stacked[k])
             zero = True
@@ -467,13 +469,19 @@ def _bars(t, xa: Axis, ya: Axis, barmode: str, index: int, count: int, stacks: d
     band = pos_ax.band() if pos_ax.kind == "category" else 20.0
     thick = band * 0.8 / (count if barmode == "group" else 1)
     out = [f"<g class='bars'{'' if opacity == 1 else f' opacity={opacity:g}'}>"]
+    # the figure's attributes read once, not per bar (each read is plotly's validation: docs/performance.md)
+    on_stack, template, name, where = barmode == "stack" and t.base is None, t.hovertemplate, t.name or "", \
+        t.textposition or "auto"
+    if err is not None:
+        ups, downs = _each(err.array, n, 0), _each(err.arrayminus, n, 0)
+        cap, col, thickness = (err.width or 4) / 2, _e(err.color or INK), err.thickness or 1
     for i in range(n):
         v, at = lengths[i], places[i] if i < len(places) else i
         c = pos_ax.px(at)
         if v is None or c is None:
             continue
         start = base[i] if base[i] is not None else 0.0
-        if barmode == "stack" and t.base is None:
+        if on_stack:
             start = stacks.get((id(len_ax), at), 0.0)
             stacks[(id(len_ax), at)] = start + v
         if barmode == "group":
@@ -489,19 +497,17 @@ def _bars(t, xa: Axis, ya: Axis, barmode: str, index: int, count: int, stacks: d
         kernel = f" data-kernel='{_e(custom[i])}'" if custom[i] else ""
         stroke = f" stroke='{_e(lc[i])}' stroke-width='{lw[i]:g}'" if lw[i] and lc[i] else ""
         out.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{w:.1f}' height='{hh:.1f}' fill='{_e(colors[i])}'{stroke}"
-                   f"{kernel}>{_title(hover(t.hovertemplate, point, t.name or ''))}</rect>")
+                   f"{kernel}>{_title(hover(template, point, name))}</rect>")
         if err is not None:
-            up, down = _each(err.array, n, 0)[i] or 0, _each(err.arrayminus, n, 0)[i] or 0
+            up, down = ups[i] or 0, downs[i] or 0
             top, bot = len_ax.px(start + v + up), len_ax.px(start + v - down)
-            cap = (err.width or 4) / 2
             if top is not None and bot is not None:
-                col = _e(err.color or INK)
                 out.append(f"<path d='M{c:.1f} {top:.1f}V{bot:.1f}M{c - cap:.1f} {top:.1f}H{c + cap:.1f}"
-                           f"M{c - cap:.1f} {bot:.1f}H{c + cap:.1f}' stroke='{col}' stroke-width='{err.thickness or 1:g}'/>")
+                           f"M{c - cap:.1f} {bot:.1f}H{c + cap:.1f}' stroke='{col}' stroke-width='{thickness:g}'/>")
         text = texts[i]
         if text:
-            out.append(_bar_text(str(text), t.textposition or "auto", h, x, y, w, hh, font - 1,
-                                 len_ax.px(start + v + (_each(err.array, n, 0)[i] or 0)) if err is not None else None))
+            out.append(_bar_text(str(text), where, h, x, y, w, hh, font - 1,
+                                 len_ax.px(start + v + (ups[i] or 0)) if err is not None else None))
     out.append("</g>")
     return "".join(out)
 
@@ -534,18 +540,21 @@ def _scatter(t, xa: Axis, ya: Axis, stacks: dict) -> str:
     mode = t.mode or "lines+markers"
     color = _color_of(t)
     out = ["<g class='scatter'>"]
-    if t.stackgroup:
-        lows = [stacks.get((t.stackgroup, xs[i]), 0.0) for i in range(n)]
+    # a figure's attributes are read once, not per point: each read is plotly's validation, and
+    # per point they were most of a 96-layer report's charts (docs/performance.md)
+    group, name, template = t.stackgroup, t.name or "", t.hovertemplate
+    if group:
+        lows = [stacks.get((group, xs[i]), 0.0) for i in range(n)]
         highs = [lows[i] + (ys[i] or 0.0) for i in range(n)]
         for i in range(n):
-            stacks[(t.stackgroup, xs[i])] = highs[i]
+            stacks[(group, xs[i])] = highs[i]
         top = [(xa.px(xs[i]), ya.px(highs[i])) for i in range(n)]
         bot = [(xa.px(xs[i]), ya.px(lows[i])) for i in range(n)][::-1]
         pts = [p for p in top + bot if None not in p]
         if pts:
             d = "M" + "L".join(f"{px:.1f} {py:.1f}" for px, py in pts) + "Z"
             out.append(f"<path d='{d}' fill='{_e(color)}' fill-opacity='0.55' stroke='{_e(color)}' stroke-width='0.5'>"
-                       f"{_title(t.name or '')}</path>")
+                       f"{_title(name)}</path>")
         out.append("</g>")
         return "".join(out)
     pts = [(xa.px(xs[i]), ya.px(ys[i])) for i in range(n)]
@@ -570,7 +579,7 @@ def _scatter(t, xa: Axis, ya: Axis, stacks: dict) -> str:
             kernel = f" data-kernel='{_e(custom[i])}'" if custom[i] else ""
             out.append(f"<circle cx='{px:.1f}' cy='{py:.1f}' r='{(sizes[i] or 6) / 2:.1f}' fill='{_e(fills[i])}' "
                        f"fill-opacity='0.85' stroke='{_e(lc[i])}' stroke-width='{lw[i] or 0:g}'{kernel}>"
-                       f"{_title(hover(t.hovertemplate, point, t.name or ''))}</circle>")
+                       f"{_title(hover(template, point, name))}</circle>")
     out.append("</g>")
     return "".join(out)
 
