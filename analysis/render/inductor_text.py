@@ -27,11 +27,15 @@ def _time(k: SideKernel) -> str:
     return t if k.home else f"({t}, counted in its own layer)"
 
 
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def inductor_text(r: BesideInductor, width: int = 40) -> str:
     out = [f"XLA beside Inductor (torch {r.torch or '?'}, CPU, default mode; {r.graphs} graph"
            f"{'s' if r.graphs != 1 else ''} compiled by Inductor)",
-           f"  XLA: {r.xla_kernels} kernels; Inductor: {r.inductor_kernels} calls "
-           f"({r.inductor_cpp} C++ kernels, {r.inductor_library} ATen ops run as library calls or as they are)"]
+           f"  XLA: {_n(r.xla_kernels, 'kernel')}; Inductor: {_n(r.inductor_kernels, 'call')} "
+           f"({_n(r.inductor_cpp, 'C++ kernel')}, {_n(r.inductor_library, 'ATen op')} run as library calls or as they are)"]
     if r.xla_call is not None and r.inductor_call is not None:
         out.append(f"  whole call, alternated ({r.xla_call.n} calls each): XLA {spread_text(r.xla_call, human_seconds)}, "
                    f"Inductor {spread_text(r.inductor_call, human_seconds)}: {r.verdict}")
