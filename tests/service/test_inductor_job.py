@@ -8,6 +8,8 @@ import importlib.metadata
 import json
 from dataclasses import asdict
 
+import pytest
+
 from analysis.bundle.core import SCHEMA_VERSION
 from analysis.service import cache_keys as keys
 from analysis.service.job import PHASES, Job, job_source
@@ -34,3 +36,22 @@ def test_the_field_travels_and_its_phase_and_answer_are_named():
     assert Job.from_dict(json.loads(job.to_json())).inductor is True
     assert "Inductor" in PHASES["inductor"]
     assert "inductor" in MEASURED_FIELDS  # a measured preview's answer carries it
+
+
+def test_a_measured_previews_answer_brings_the_section_checked():
+    from analysis.bundle.core import bundle_from_hlo
+    from analysis.errors import ExplorerError
+    from analysis.service.worker import measured_bundle
+    from tests.program.test_kernels import CPU_HLO
+
+    preview = bundle_from_hlo(CPU_HLO)
+    section = {"torch": "2.13.0", "graphs": 1, "measured": False, "code": {},
+               "kernels": [{"name": "cpp_fused_gelu_0", "kind": "cpp", "aten": ["aten::gelu"], "modules": ["act"],
+                            "module": "act", "parts": [["act", "aten::gelu"]], "extra": "dropped"}]}
+    job = Job(source="x", name="p", inductor=True, measure=True)
+    b = measured_bundle({"timings": None, "fusion_comparison": None, "inductor": section}, job, preview)
+    assert b.inductor["kernels"][0]["aten"] == ["aten::gelu"] and "extra" not in b.inductor["kernels"][0]
+    bad = dict(section, kernels=[{"name": "k", "kind": "shell"}])
+    with pytest.raises(ExplorerError) as e:
+        measured_bundle({"timings": None, "inductor": bad}, job, preview)
+    assert e.value.phase == "protocol" and "inductor.kernels[0]" in e.value.message
