@@ -153,7 +153,8 @@ def _inductor_config(debug_dir: str, capture: _Capture):
     """Inductor set to write its trace into ``debug_dir``, mark each call site with its
     provenance, make its C++ kernels profiler events, compile in this process (no pool of
     compile workers under the job's process limit) and use no cache (a cached graph writes no
-    trace) and no precompiled header; the custom pass reads the graph after Inductor's passes. All put back after."""
+    trace) and no precompiled header; the custom pass reads the graph after Inductor's passes.
+    All put back after."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as config
 
