@@ -225,111 +225,123 @@ OPEN = """(id) => new Promise((done) => {
 })"""
 
 
-def browser(ns: list[int]) -> dict:
+def browser(ns: list[int], trials: int = 1, port: int = 0) -> dict:
+    """Each N ``trials`` times, each trial a new server with an empty store (so the program is
+    compiled again) between two fresh bare compiles; the rows and the drawn ratios' median and
+    range. ``port``: the server's (0: a free one)."""
+    out = {}
+    for n in ns:
+        rows = [_browser_once(n, port) for _ in range(trials)]
+        ratios = [r["drawn_ratio"] for r in rows if r.get("drawn_ratio")]
+        out[n] = {"trials": rows, **({"drawn_ratio_median": round(statistics.median(ratios), 2),
+                                      "drawn_ratio_range": [min(ratios), max(ratios)]} if ratios else {})}
+    return out
+
+
+def _browser_once(n: int, port: int = 0) -> dict:
     from playwright.sync_api import sync_playwright
 
     from analysis.service.store import Store
 
-    out = {}
-    for n in ns:
-        # the bare compile beside it: once before and once after (this machine's compile times
-        # drift by 2x within minutes), the ratio against their mean
-        bare_before = _fresh_bare(n)
-        data = tempfile.mkdtemp(prefix="xla-scaling-")
-        code_id = Store(os.path.join(data, "store.sqlite")).put_code(SOURCE[STACK](n))
+    # the bare compile beside it: once before and once after (this machine's compile times
+    # drift by 2x within minutes), the ratio against their mean
+    load_before = os.getloadavg()[0]
+    bare_before = _fresh_bare(n)
+    data = tempfile.mkdtemp(prefix="xla-scaling-")
+    code_id = Store(os.path.join(data, "store.sqlite")).put_code(SOURCE[STACK](n))
+    if not port:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"),
-                                   "--server.headless", "true", "--server.port", str(port),
-                                   "--browser.gatherUsageStats", "false"], cwd=ROOT,
-                                  env={**BASE_ENV, "XLA_EXPLORER_DATA": data},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        row: dict = {}
-        for _ in range(600):  # the server listening
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        try:
-            with sync_playwright() as p:
-                b = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                      args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-                page = b.new_page(viewport={"width": 1600, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}/?model=softmax", timeout=120_000)  # the server warm
-                page.wait_for_selector(GRAPH_FRAME, timeout=240_000)
-                # an idle server, as a user finds it: the first page's job done and its spare
-                # worker started (analysis.service.worker_process.keep_spare: 0.5 s after a job, then its
-                # imports)
-                time.sleep(5)
-                row["server_rss_idle_mb"] = round(_rss_mb(server.pid))
-                t0 = time.perf_counter()
-                page.goto(f"http://127.0.0.1:{port}/?code={code_id}&backend=cpu", timeout=120_000)
-                frame = None
-                while frame is None and time.perf_counter() - t0 < 900:
-                    for f in page.frames:
-                        if "xla_graph" in (f.url or "") and not f.is_detached():
-                            try:
-                                if (n < 2 or f.evaluate(BOXES, "pre") >= 2) and \
-                                        f.locator("#view-post svg[data-ready='1']").count():
-                                    frame = f
-                            except Exception:  # noqa: BLE001 - a frame swapped by a rerun
-                                pass
-                    page.wait_for_timeout(100)
-                if frame is None:
-                    row["graphs_drawn_s"] = None
-                    out[n] = row
-                    continue
-                row["graphs_drawn_s"] = round(time.perf_counter() - t0, 2)
-                # a big program's graphs come before its timings (a notice says they follow)
-                notice = page.get_by_text("kernel timings follow")
-                row["drawn_while_measuring"] = notice.count() > 0
-                page.screenshot(path=os.path.join(OUT, f"scaling_{n}_drawn.png"))
-                while notice.count() and time.perf_counter() - t0 < 900:
-                    page.wait_for_timeout(200)
-                row["timings_shown_s"] = round(time.perf_counter() - t0, 2)
-                # the measured bundle's rerun (its payload sent and unpacked in the frame) done
-                # before anything is timed, as it is once a user has the timings
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", os.path.join(ROOT, "app", "main.py"),
+                               "--server.headless", "true", "--server.port", str(port),
+                               "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                              env={**BASE_ENV, "XLA_EXPLORER_DATA": data},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    row: dict = {}
+    for _ in range(600):  # the server listening
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                  args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            page = b.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/?model=softmax", timeout=120_000)  # the server warm
+            page.wait_for_selector(GRAPH_FRAME, timeout=240_000)
+            # an idle server, as a user finds it: the first page's job done and its spare
+            # worker started (analysis.service.worker_process.keep_spare: 0.5 s after a job, then its
+            # imports)
+            time.sleep(5)
+            row["server_rss_idle_mb"] = round(_rss_mb(server.pid))
+            t0 = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}/?code={code_id}&backend=cpu", timeout=120_000)
+            frame = None
+            while frame is None and time.perf_counter() - t0 < 900:
+                for f in page.frames:
+                    if "xla_graph" in (f.url or "") and not f.is_detached():
+                        try:
+                            if (n < 2 or f.evaluate(BOXES, "pre") >= 2) and \
+                                    f.locator("#view-post svg[data-ready='1']").count():
+                                frame = f
+                        except Exception:  # noqa: BLE001 - a frame swapped by a rerun
+                            pass
+                page.wait_for_timeout(100)
+            if frame is None:
+                row["graphs_drawn_s"] = None
+                return row
+            row["graphs_drawn_s"] = round(time.perf_counter() - t0, 2)
+            # a big program's graphs come before its timings (a notice says they follow)
+            notice = page.get_by_text("kernel timings follow")
+            row["drawn_while_measuring"] = notice.count() > 0
+            page.screenshot(path=os.path.join(OUT, f"scaling_{n}_drawn.png"))
+            while notice.count() and time.perf_counter() - t0 < 900:
+                page.wait_for_timeout(200)
+            row["timings_shown_s"] = round(time.perf_counter() - t0, 2)
+            # the measured bundle's rerun (its payload sent and unpacked in the frame) done
+            # before anything is timed, as it is once a user has the timings
+            page.wait_for_timeout(500)
+            while page.locator("[data-testid='stStatusWidget']").count() and time.perf_counter() - t0 < 900:
+                page.wait_for_timeout(100)
+            frame = next(f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached())
+            frame.wait_for_selector("#view-post svg[data-ready='1']", timeout=120_000)
+            time.sleep(1)
+            row["server_rss_drawn_mb"] = round(_rss_mb(server.pid))
+            layer = f"L:layer{n // 2}" if n >= 2 else None
+            if layer:
+                clicks = [frame.evaluate(CLICK, layer) for _ in range(5)]
+                row["click_to_paint_ms"] = round(statistics.median(c[0] for c in clicks), 1)
+                row["click_lit_nodes"] = clicks[-1][1]
+                # the clicks' reruns (the panels below follow the selection) finish first
+                t1 = time.perf_counter()
                 page.wait_for_timeout(500)
-                while page.locator("[data-testid='stStatusWidget']").count() and time.perf_counter() - t0 < 900:
+                while page.locator("[data-testid='stStatusWidget']").count() and time.perf_counter() - t1 < 120:
                     page.wait_for_timeout(100)
+                row["rerun_after_click_s"] = round(time.perf_counter() - t1, 2)
                 frame = next(f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached())
-                frame.wait_for_selector("#view-post svg[data-ready='1']", timeout=120_000)
-                time.sleep(1)
-                row["server_rss_drawn_mb"] = round(_rss_mb(server.pid))
-                layer = f"L:layer{n // 2}" if n >= 2 else None
-                if layer:
-                    clicks = [frame.evaluate(CLICK, layer) for _ in range(5)]
-                    row["click_to_paint_ms"] = round(statistics.median(c[0] for c in clicks), 1)
-                    row["click_lit_nodes"] = clicks[-1][1]
-                    # the clicks' reruns (the panels below follow the selection) finish first
-                    t1 = time.perf_counter()
-                    page.wait_for_timeout(500)
-                    while page.locator("[data-testid='stStatusWidget']").count() and time.perf_counter() - t1 < 120:
-                        page.wait_for_timeout(100)
-                    row["rerun_after_click_s"] = round(time.perf_counter() - t1, 2)
-                    frame = next(f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached())
-                    ms = frame.evaluate(OPEN, f"L:layer{n // 2 + 1}")
-                    row["open_layer_ms"] = round(ms) if ms >= 0 else None
-                    page.screenshot(path=os.path.join(OUT, f"scaling_{n}_open.png"))
-                row["server_rss_after_mb"] = round(_rss_mb(server.pid))
-                # and once the memory janitor's round (every 15 s) has handed free heap back:
-                # the reading right after a view depends on how long ago the last round was
-                time.sleep(16)
-                row["server_rss_settled_mb"] = round(_rss_mb(server.pid))
-                b.close()
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-        bare_after = _fresh_bare(n)
-        row["fresh_bare_compile_before_after_s"] = [round(bare_before, 2), round(bare_after, 2)]
-        row["fresh_bare_compile_s"] = round((bare_before + bare_after) / 2, 2)
-        if row.get("graphs_drawn_s"):
-            row["drawn_ratio"] = round(row["graphs_drawn_s"] / row["fresh_bare_compile_s"], 2)
-        out[n] = row
-        print(f"  browser N={n}: {row}", flush=True)
-    return out
+                ms = frame.evaluate(OPEN, f"L:layer{n // 2 + 1}")
+                row["open_layer_ms"] = round(ms) if ms >= 0 else None
+                page.screenshot(path=os.path.join(OUT, f"scaling_{n}_open.png"))
+            row["server_rss_after_mb"] = round(_rss_mb(server.pid))
+            # and once the memory janitor's round (every 15 s) has handed free heap back:
+            # the reading right after a view depends on how long ago the last round was
+            time.sleep(16)
+            row["server_rss_settled_mb"] = round(_rss_mb(server.pid))
+            b.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    bare_after = _fresh_bare(n)
+    row["fresh_bare_compile_before_after_s"] = [round(bare_before, 2), round(bare_after, 2)]
+    row["fresh_bare_compile_s"] = round((bare_before + bare_after) / 2, 2)
+    if row.get("graphs_drawn_s"):
+        row["drawn_ratio"] = round(row["graphs_drawn_s"] / row["fresh_bare_compile_s"], 2)
+    row["load_average_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    print(f"  browser N={n}: {row}", flush=True)
+    return row
 
 
 def _fresh_bare_file(path: str) -> float:
@@ -380,6 +392,8 @@ def main() -> None:
     ap.add_argument("--browser", default="1,12,192")
     ap.add_argument("--report", default="12,96")  # of --ns: the report timed beside them too
     ap.add_argument("--report-cli", default="96")  # xla-explorer report in a fresh process vs a fresh bare compile
+    ap.add_argument("--browser-trials", type=int, default=1)  # each a new server and store
+    ap.add_argument("--port", type=int, default=0)  # the browser runs' server (0: a free port)
     ap.add_argument("--stack", default="plain", choices=sorted(SOURCE))
     a = ap.parse_args()
     global STACK
@@ -397,8 +411,8 @@ def main() -> None:
         res["measure"] = measured(ints(a.measure))
     if a.browser:
         print("browser:", flush=True)
-        res["browser"] = browser(ints(a.browser))
-        m = res["browser"]
+        res["browser"] = browser(ints(a.browser), a.browser_trials, a.port)
+        m = {n: r["trials"][-1] for n, r in res["browser"].items()}
         # the goal's baseline is N=12 (a small program's page), when it was measured
         lo, hi = (12 if 12 in m else min(m)), max(m)
         if m[lo].get("server_rss_drawn_mb") and m[hi].get("server_rss_drawn_mb"):
