@@ -290,8 +290,10 @@ def _browser_once(n: int, port: int = 0) -> dict:
                         except Exception:  # noqa: BLE001 - a frame swapped by a rerun
                             pass
                 page.wait_for_timeout(100)
-            if frame is None:
+            if frame is None:  # what the page showed instead, kept
                 row["graphs_drawn_s"] = None
+                page.screenshot(path=os.path.join(OUT, f"scaling_{n}_not_drawn.png"))
+                print(f"  browser N={n}: no graphs drawn in 900 s (scaling_{n}_not_drawn.png)", flush=True)
                 return row
             row["graphs_drawn_s"] = round(time.perf_counter() - t0, 2)
             # a big program's graphs come before its timings (a notice says they follow)
