@@ -64,7 +64,7 @@ GROUND = {"analysis", "analysis.errors", "analysis.linear_re", "analysis.columns
 CORE = ["ground", "hlo", "codegen", "program", "timing", "devices", "options", "fusion", "bundle", "inputs",
         "studies", "pipeline"]
 LESSONS = ("sample_models.lessons", "sample_models.lessons_devices", "sample_models.lesson_kit",
-           "sample_models.lessons_versions")
+           "sample_models.lessons_versions", "sample_models.lessons_torch")
 
 
 def _layer(name: str) -> str:
