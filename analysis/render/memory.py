@@ -136,6 +136,7 @@ def peak_figure(mem: dict, n: int = 15, selected: str | None = None, font_size: 
         customdata=[r.get("kernel") or "" for r in rows],
         # beside the bar, at the chart's size ("auto" shrank a label to fit inside its bar)
         text=[human_bytes(r["size"]) for r in rows], textposition="outside", cliponaxis=False,
+        constraintext="none",  # a label at the chart's size even where its bar is thinner than the text
         textfont=dict(size=font_size - 1),
         hovertemplate="%{y}<br>%{text}<br>kernel: %{customdata}<extra></extra>"))
     fig.update_layout(title="Buffers live at the peak", font=dict(size=font_size),
