@@ -61,6 +61,7 @@ def _attention(a: Bundle, b: Bundle) -> Lesson | None:
     _, seq, _, head_dim = inputs[0]["shape"]
     d = versions_diff(a, b)
     sides = {"A": a, "B": b}
+    naive = {s: [k for k in x.kernels if any("/naive/" in n for n in k.op_names)] for s, x in sides.items()}
     jax = {s: (x.environment or {}).get("jax", "?") for s, x in sides.items()}
     pv = {s: _pv(x, seq, head_dim) for s, x in sides.items()}
     traced = {s: _traced_pv(x) for s, x in sides.items()}
@@ -87,12 +88,12 @@ def _attention(a: Bundle, b: Bundle) -> Lesson | None:
             + "".join(f"- {said(s)}.\n" for s in sides) + "\n"
             f"All the kernels move {human_bytes(moved['a'])} in A and {human_bytes(moved['b'])} in B; the memory "
             f"peak is {human_bytes(peak['a'])} in A and {human_bytes(peak['b'])} in B. The naive half, f32 "
-            "throughout, has nothing to widen.\n\nA bf16 array is half the bytes of the same array in f32: an XLA "
+            "throughout, has nothing to widen" + ("" if len(naive["A"]) == len(naive["B"]) else
+                                               f" (its ops make {len(naive['A'])} kernels in A, {len(naive['B'])} "
+                                               "in B: the releases group them differently)") + ".\n\nA bf16 array is half the bytes of the same array in f32: an XLA "
             "that widens a bf16 matmul reads and writes twice the bytes for it, and which of the two a release "
             "does can change from one release to the next with no change in your code. Look for it in the "
             "kernels that changed: the same names, other dtypes.")
-    naive = [r for r in d["kernels"] if any("/naive/" in n for n in
-                                            (a.kernel(r["a"]).op_names if r["a"] and a.kernel(r["a"]) else ()))]
     checks = [
         Check(f"jax traced the same P·V matmul for both releases ({traced['A'] or '?'})", same_program),
         Check("one release computes the P·V matmul in f32, the other keeps it in bf16"
@@ -107,8 +108,11 @@ def _attention(a: Bundle, b: Bundle) -> Lesson | None:
             Check(f"the memory peak is lower where bf16 is kept ({human_bytes(peak[k])} against "
                   f"{human_bytes(peak[w])})", None not in (peak[k], peak[w]) and peak[k] < peak[w]),
         ]
-    checks.append(Check(f"the naive half's kernels are the same in both releases ({len(naive)} kernels)",
-                        bool(naive) and all(r["status"] == "same" for r in naive)))
+    # not "the same kernels": jax 0.12.1's XLA:CPU regrouped the naive half into bigger YNNPACK calls
+    # (7 kernels in 0.12.0, fewer in 0.12.1), f32 all the same
+    checks.append(Check(f"the naive half's kernels write f32 only in both releases ({len(naive['A'])} kernels "
+                        f"in A, {len(naive['B'])} in B): nothing to widen",
+                        all(naive.values()) and all("bf16" not in k.shape for ks in naive.values() for k in ks)))
     return Lesson("attention: one matmul, two releases", text, checks)
 
 
