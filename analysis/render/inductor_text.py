@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from analysis.measures import spread_text
 from analysis.render.format import human_seconds
-from analysis.studies.inductor import BesideInductor, SideKernel
+from analysis.studies.inductor import BesideInductor, SideKernel, differences
 
 MAX_OPS_SHOWN = 6
 
@@ -54,4 +54,8 @@ def inductor_text(r: BesideInductor, width: int = 40) -> str:
                 name = k.name if len(k.name) <= width else k.name[:width // 2] + "..." + k.name[-(width - width // 2 - 3):]
                 out.append(f"  {label:9s}{name:{width}s} {k.what:24s} {_ops(k)}"
                            + (f"  {_time(k)}" if _time(k) else ""))
+    diff = differences(r)
+    if diff:
+        out += ["", "Where the two compilers group the ops differently:"]
+        out += [f"  - {d.replace('`', '')}" for d in diff]
     return "\n".join(out)

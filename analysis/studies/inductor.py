@@ -240,3 +240,37 @@ def call_verdict(ind: dict | None) -> str:
     alt = ind.get("alternation") if isinstance(ind.get("alternation"), dict) else {}
     n = alt.get("calls")
     return "within the spread: no verdict" + (f" after {n} alternated calls each" if type(n) is int else "")
+
+
+def differences(r: BesideInductor) -> list[str]:
+    """Where the two compilers grouped the ops differently, in sentences read off the rows: a
+    kernel that holds ops of several layers (it fused across a layer's border) beside the other
+    compiler's kernels for those layers, and each layer whose ops the two ran in a different
+    number of kernels. The same sentences for the app, the CLI and the report."""
+    out: list[str] = []
+    sides = (("XLA", "Inductor", lambda row: row.xla, lambda row: row.inductor),
+             ("Inductor", "XLA", lambda row: row.inductor, lambda row: row.xla))
+    for me, other, mine, theirs in sides:
+        for row in r.rows:
+            for k in mine(row):
+                if not (k.home and k.also):
+                    continue
+                layers = [row.layer, *k.also]
+                held = []
+                for layer in layers:
+                    same = next((x for rr in r.rows if rr.layer == layer for x in mine(rr) if x.name == k.name), None)
+                    ops = ", ".join(f"`{op}`" for op in (same.ops if same else ())[:3])
+                    held.append(f"{ops} of `{layer}`" if ops else f"ops of `{layer}`")
+                spans = [x for rr in r.rows if rr.layer in layers for x in theirs(rr)
+                         if x.also and set(layers) <= {rr.layer, *x.also}]
+                out.append(f"{me}'s `{k.name}` ({k.what}) holds {' and '.join(held)}: it fused across the "
+                           "layers' border"
+                           + (f"; so does {other}'s `{spans[0].name}`." if spans else
+                              f"; {other} keeps them in separate kernels."))
+    for row in r.rows:
+        nx, ni = len(row.xla), len(row.inductor)
+        if nx and ni and nx != ni:
+            names = lambda ks: ", ".join(f"`{k.name}`" for k in ks[:4]) + (" …" if len(ks) > 4 else "")  # noqa: E731
+            out.append(f"`{row.layer}`: its ops run in {nx} XLA kernels ({names(row.xla)}) and in {ni} "
+                       f"Inductor kernel{'' if ni == 1 else 's'} ({names(row.inductor)}).")
+    return out

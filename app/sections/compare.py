@@ -23,7 +23,7 @@ from analysis.options import format_options
 from analysis.render.format import human_bytes, human_seconds
 from analysis.service import runtimes
 from app.safe import plain
-from app import lecture_ui, runner, views
+from app import inductor_view, lecture_ui, runner, views
 from app.kernels_view import numbers_shown
 from app import permalink
 from app.uploads import open_files
@@ -94,7 +94,9 @@ def _load_upload(up) -> Bundle | None:
 # A link names the mode and that mode's choices: ?mode=backends&model=mlp&a=cpu&b=h200
 MODES = {"options": "One model, two option sets", "backends": "One model, two backends",
          "devices": "One model, two device counts", "versions": "One model, two XLA (jax) versions",
-         "models": "Two models"}
+         "models": "Two models", "inductor": "A PyTorch model: XLA beside Inductor"}
+# the gallery's PyTorch models (their source imports torch): the ones Inductor can compile too
+TORCH_NAMES = [n for n in NAMES if "import torch" in GALLERY[n].source]
 VERSIONS = runtimes.offered()  # the jax releases a job may name here (analysis.service.runtimes)
 BACKEND_CHOICES = ["auto", "cpu", "gpu", runner.APP_GPU_TARGET]
 
@@ -122,6 +124,8 @@ def _link_spec() -> dict:
     elif mode == "models":
         spec.update(a=("cmp_model_a", NAMES, None), b=("cmp_model_b", NAMES, None),
                     backend=("cmp_backend2", BACKEND_CHOICES, None))
+    elif mode == "inductor":
+        spec.update(model=("cmp_model_ind", TORCH_NAMES, None))
     return spec
 
 
@@ -142,7 +146,7 @@ with st.sidebar:
     link_warning("compare")
     mode = st.radio("What to compare", ["One model, two option sets", "One model, two backends",
                                         "One model, two device counts", "One model, two XLA (jax) versions",
-                                        "Two models",
+                                        "Two models", "A PyTorch model: XLA beside Inductor",
                                         "Your code, two option sets", "Two bundles (upload)"], key="cmp_mode",
                     help="Two backends: e.g. the CPU next to an H200 — which kernels each compiler makes of the "
                          "same ops")
@@ -218,6 +222,15 @@ with st.sidebar:
             backend = backend_choice("cmp_backend2", with_target=True)
             jobs = (gallery_job(ma, backend=backend), gallery_job(mb, backend=backend))
             link = {"mode": "models", "a": ma, "b": mb, "backend": backend}
+        elif mode == "A PyTorch model: XLA beside Inductor":
+            last = _last_model()
+            model = st.selectbox("PyTorch model", TORCH_NAMES, key="cmp_model_ind",
+                                 index=default_index("cmp_model_ind", TORCH_NAMES,
+                                                     last if last in TORCH_NAMES else TORCH_NAMES[0]))
+            st.caption("One job compiles the module with XLA (through torchax) and with PyTorch Inductor, on the CPU "
+                       "(docs/pytorch.md).")
+            jobs = (gallery_job(model, backend="cpu", inductor=True),)
+            link = {"mode": "inductor", "model": model}
         else:
             ua = st.file_uploader("Bundle A (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_a")
             ub = st.file_uploader("Bundle B (.json) or HLO text", type=["json", "txt", "hlo"], key="cmp_up_b")
@@ -242,7 +255,12 @@ with st.sidebar:
             if link:  # pasted code has no link (the code is not stored)
                 link["measure"] = "1"
         run_it = st.button("Compare", type="primary", key="cmp_go", width="stretch")
-        if run_it or ss.get("cmp_pair") is None:
+        if len(jobs) == 1:  # XLA beside Inductor: one job compiles (and with Measure both, times) both
+            if run_it or ss.get("cmp_inductor") is None or (ss.get("cmp_link") or {}) != link:
+                got = compile_with_status(jobs[0], "Compiling with XLA and Inductor…", use_cache=not measured)
+                if got is not None:
+                    ss.cmp_inductor, ss.cmp_link = got, link
+        elif run_it or ss.get("cmp_pair") is None:
             if measured:  # the CLI's compare --measure: alternated runs, each run anew (never the cache's)
                 got = compare.measured_alternately(
                     lambda s_, run: compile_with_status(
@@ -256,6 +274,13 @@ with st.sidebar:
 
 # the address bar names what is shown (a link to it reopens the same comparison)
 st.query_params.from_dict(lecture_ui.address(ss.get("cmp_link")))
+if mode == "A PyTorch model: XLA beside Inductor":
+    if ss.get("cmp_inductor") is not None and (ss.get("cmp_link") or {}).get("mode") == "inductor":
+        inductor_view.show(ss.cmp_inductor, present)
+    else:
+        st.title("Compare")
+        st.info("Choose a PyTorch model in the sidebar and press Compare.")
+    st.stop()
 pair = ss.get("cmp_pair")
 if not pair:
     st.title("Compare")

@@ -75,3 +75,42 @@ def test_a_pasted_torch_block_draws_both_graphs_and_its_modules_as_layers(server
         raise AssertionError(f.evaluate(BOXES, "pre")) from None
     assert f.evaluate(BOXES, "pre") == want
     page.screenshot(path=os.path.join(OUT, "torch_block_layers.png"))
+
+
+def test_compare_shows_xla_beside_inductor_layer_by_layer_and_measured(server, browser):  # noqa: F811
+    """The gallery's torch_mlp on the Compare page, "XLA beside Inductor", measured (one job: both
+    compilers, each kernel timed, the two whole calls alternated), in presentation mode (its tables
+    are the page's text): every layer the module names has its kernels from both compilers, the
+    GELU's layer holds aten::gelu on both sides, the whole calls carry their spreads and a verdict
+    line, and the address keeps the comparison."""
+    import re
+
+    from sample_models import gallery
+
+    src = gallery()["torch_mlp"].path.read_text()
+    layers = re.findall(r"self\.(\w+) = nn\.", src)  # the module's own names: hidden, act, out
+    assert len(layers) == 3
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{server}/Compare?mode=inductor&model=torch_mlp&measure=1&present=1")
+    page.get_by_text("Where the two compilers group the ops differently").wait_for(timeout=300_000)
+    assert page.get_by_test_id("stException").count() == 0
+    table = page.locator("[data-testid='stTable'] table").last
+    table.locator("tbody tr").first.wait_for(timeout=60_000)
+    rows = table.locator("tbody tr").evaluate_all(
+        "trs => trs.map(tr => [...tr.querySelectorAll('th, td')].map(c => c.innerText.trim()))")
+    head = table.locator("thead th").evaluate_all("ths => ths.map(t => t.innerText.trim())")
+    assert head[-7:] == ["Layer", "Compiler", "Kernel", "Runs as", "Torch ops of this layer", "Also holds ops of",
+                         "Time per call"], head
+    rows = [r[-7:] for r in rows]
+    seen = {(r[0], r[1]) for r in rows}
+    for layer in layers:
+        assert (layer, "XLA") in seen and (layer, "Inductor") in seen, (layer, sorted(seen))
+    gelu = [r for r in rows if r[0] == "act"]
+    assert {r[1] for r in gelu if "aten::gelu" in r[4]} == {"XLA", "Inductor"}
+    # measured: every kernel row of its own layer has a time; the whole calls their spreads
+    assert all(r[6] for r in rows if not r[2].startswith("(none")), rows
+    body = page.locator("body").inner_text()
+    assert re.search(r"medians and interquartile ranges of \d+ alternated calls each", body)
+    assert "Verdict:" in body
+    assert "mode=inductor" in page.url and "model=torch_mlp" in page.url
+    page.screenshot(path=os.path.join(OUT, "compare_inductor_present.png"))

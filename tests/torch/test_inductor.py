@@ -18,7 +18,7 @@ from analysis.bundle.core import Bundle  # noqa: E402
 from analysis.compile import inductor, recipe  # noqa: E402
 from analysis.compile.load import load_source  # noqa: E402
 from analysis.errors import ExplorerError  # noqa: E402
-from analysis.studies.inductor import ROOT, beside_inductor, call_verdict  # noqa: E402
+from analysis.studies.inductor import ROOT, beside_inductor, call_verdict, differences  # noqa: E402
 
 # up -> act -> down, then the residual add in the model's own forward and norm after it
 MLP = '''import torch
@@ -121,6 +121,27 @@ def test_xla_fuses_the_bias_add_into_the_gelu_where_inductor_does_not(mlp):
     assert len(up.inductor) == 1 and "BLAS" in up.inductor[0].what
     assert {row.layer for row in r.rows} == {"up", "act", "down", "norm", ROOT}
     assert r.inductor_kernels == 4 and r.inductor_cpp == 2 and r.inductor_library == 2
+
+
+def test_the_differences_name_the_kernel_that_crossed_a_border_and_the_layers_split_unalike(mlp):
+    said = differences(beside_inductor(mlp))
+    act = next(row for row in beside_inductor(mlp).rows if row.layer == "act")
+    (x,) = act.xla
+    # XLA's GELU kernel holds up's bias add: it fused across the border of up and act; Inductor did not
+    crossed = [d for d in said if d.startswith(f"XLA's `{x.name}`")]
+    assert len(crossed) == 1 and "`aten::gelu` of `act`" in crossed[0] and "of `up`" in crossed[0]
+    assert crossed[0].endswith("Inductor keeps them in separate kernels.")
+    # Inductor fused the model's own residual add into norm's kernel, XLA too (one kernel holds both)
+    ind = [d for d in said if d.startswith("Inductor's ")]
+    assert all("`norm`" in d for d in ind)
+    # a layer is said to split unalike only where the two counts differ, with both counts
+    r = beside_inductor(mlp)
+    for row in r.rows:
+        line = next((d for d in said if d.startswith(f"`{row.layer}`: ")), None)
+        differ = bool(row.xla) and bool(row.inductor) and len(row.xla) != len(row.inductor)
+        assert (line is not None) == differ, row.layer
+        if line:
+            assert f"in {len(row.xla)} XLA kernels" in line and f"in {len(row.inductor)} Inductor kernel" in line
 
 
 def test_measured_each_call_site_and_both_whole_calls_alternated(mlp):
