@@ -15,6 +15,7 @@ from analysis.render.format import human_seconds
 from analysis.studies.inductor import ROOT, BesideInductor, beside_inductor, differences
 from app.page_helpers import table as show_table
 from app.safe import plain
+from sample_models.lessons_torch import inductor_lesson
 
 
 def _rows(r: BesideInductor) -> list[dict]:
@@ -67,6 +68,13 @@ def show(b, present: bool) -> None:
     else:
         st.markdown("Layer by layer, both compilers ran the ops in the same number of kernels, and neither fused "
                     "across a layer's border.")
+    les = inductor_lesson(b)
+    if les is not None:
+        with st.expander(f"Lesson: {les.title}", expanded=True):
+            st.markdown(les.text)
+            st.markdown("**Checked on this compile:**\n\n" + "\n".join(
+                f"- {'✔' if c.holds else '✘ not on this compile:'} {plain(c.claim.replace('`', ''))}"
+                for c in les.checks))
     st.markdown("#### Layer by layer")
     st.caption("A kernel is listed under every layer it holds ops of; its time counts in one layer, its own. No "
                "verdict per layer: XLA's kernel times are the profiler's medians, without a spread.")

@@ -105,3 +105,54 @@ def _torch_block(b: Bundle) -> Lesson:
 
 
 LESSONS = {"torch_mlp": _torch_mlp, "torch_block": _torch_block}
+
+
+# ----------------------------------------------------------------------------- beside Inductor
+
+def _row(r, layer: str):
+    return next((row for row in r.rows if row.layer == layer), None)
+
+
+def _inductor_mlp(b: Bundle, r) -> Lesson | None:
+    hidden, act, out = (_row(r, n) for n in ("hidden", "act", "out"))
+    if None in (hidden, act, out):
+        return None
+    x_gelu = [k for k in act.xla if "aten::gelu" in k.ops]
+    i_gelu = [k for k in act.inductor if "aten::gelu" in k.ops]
+    x_lib = [k for k in out.xla if "library" in k.what]
+    text = ("Both compilers run this MLP's two matmuls in a library (XLA: YNNPACK, Inductor: ATen's CPU BLAS) "
+            "and generate the GELU, but they draw the kernels' borders differently. Inductor turns each "
+            "`nn.Linear` into one `addmm`: the bias is added inside the library call. XLA hands YNNPACK the matmul "
+            "alone and adds the bias in a fusion of its own making, and for the hidden layer that fusion is the "
+            "GELU's: the bias add and the erf-GELU after it are one kernel, so the pre-activation never goes to "
+            "memory. Inductor's GELU is a C++ kernel that reads the `addmm`'s result. Same ops, same model: "
+            "which ops share a kernel is the compiler's choice, and it depends on what its library calls can "
+            "absorb.")
+    return Lesson("torch_mlp: where XLA and Inductor fuse differently", text, [
+        Check("Inductor runs each Linear, bias included, as one library call (`hidden`: "
+              f"{', '.join(k.name for k in hidden.inductor) or 'none'}; `out`: "
+              f"{', '.join(k.name for k in out.inductor) or 'none'})",
+              all(len(row.inductor) == 1 and "addmm" in row.inductor[0].name for row in (hidden, out))),
+        Check(f"XLA runs `out` as a library matmul and a fusion for its bias ({len(out.xla)} kernels, "
+              f"{len(x_lib)} a library call)", len(out.xla) == 2 and len(x_lib) == 1),
+        Check("XLA's GELU kernel holds `hidden`'s bias add too (it fuses across the layers' border)"
+              + (f": {x_gelu[0].name}" if x_gelu else ""),
+              len(x_gelu) == 1 and "hidden" in x_gelu[0].also),
+        Check("Inductor's GELU kernel holds the GELU alone" + (f": {i_gelu[0].name}" if i_gelu else ""),
+              len(i_gelu) == 1 and not i_gelu[0].also),
+    ])
+
+
+INDUCTOR_LESSONS = {"torch_mlp": _inductor_mlp}
+
+
+def inductor_lesson(b: Bundle) -> Lesson | None:
+    """The gallery's lesson on where XLA and Inductor fuse one of its PyTorch models differently,
+    checked on a bundle that holds both compiles (``Job.inductor``); None for any other."""
+    from analysis.studies.inductor import beside_inductor
+
+    name = (b.source or {}).get("name")
+    if (b.source or {}).get("kind") != "gallery" or name not in INDUCTOR_LESSONS:
+        return None
+    r = beside_inductor(b)
+    return INDUCTOR_LESSONS[name](b, r) if r is not None else None

@@ -112,5 +112,8 @@ def test_compare_shows_xla_beside_inductor_layer_by_layer_and_measured(server, b
     body = page.locator("body").inner_text()
     assert re.search(r"medians and interquartile ranges of \d+ alternated calls each", body)
     assert "Verdict:" in body
+    # the gallery's lesson on where the two compilers fuse differently, every claim holding here
+    assert "Lesson: torch_mlp: where XLA and Inductor fuse differently" in body
+    assert body.count("✔ ") == 4 and "✘" not in body
     assert "mode=inductor" in page.url and "model=torch_mlp" in page.url
     page.screenshot(path=os.path.join(OUT, "compare_inductor_present.png"))

@@ -296,3 +296,22 @@ def test_a_section_that_is_not_an_object_is_refused(mlp):
     with pytest.raises(ExplorerError) as e:
         _load(mlp, ["kernels"])
     assert "'inductor' must be an object or null" in e.value.message
+
+
+def test_the_gallery_lesson_on_torch_mlp_holds_beside_inductor_and_only_there(mlp):
+    """The gallery's torch_mlp through both compilers in one sandboxed job: the lesson on where they
+    fuse differently holds claim by claim; a pasted model (the MLP above) has no gallery lesson."""
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
+    from sample_models import gallery
+    from sample_models.lessons_torch import inductor_lesson
+
+    b = run_job(Job(kind="gallery", name="torch_mlp", filename=str(gallery()["torch_mlp"].path), backend="cpu",
+                    inductor=True)).bundle
+    les = inductor_lesson(b)
+    assert les is not None and len(les.checks) == 4
+    assert [c.claim for c in les.checks if not c.holds] == []
+    assert inductor_lesson(mlp) is None
+    # a bundle without Inductor's compile has none either
+    b.inductor = None
+    assert inductor_lesson(b) is None
