@@ -68,7 +68,7 @@ def show(b, present: bool) -> None:
     else:
         st.markdown("Layer by layer, both compilers ran the ops in the same number of kernels, and neither fused "
                     "across a layer's border.")
-    les = inductor_lesson(b)
+    les = inductor_lesson(b, r)
     if les is not None:
         with st.expander(f"Lesson: {les.title}", expanded=True):
             st.markdown(les.text)

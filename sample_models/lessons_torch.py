@@ -146,13 +146,14 @@ def _inductor_mlp(b: Bundle, r) -> Lesson | None:
 INDUCTOR_LESSONS = {"torch_mlp": _inductor_mlp}
 
 
-def inductor_lesson(b: Bundle) -> Lesson | None:
+def inductor_lesson(b: Bundle, r=None) -> Lesson | None:
     """The gallery's lesson on where XLA and Inductor fuse one of its PyTorch models differently,
-    checked on a bundle that holds both compiles (``Job.inductor``); None for any other."""
+    checked on a bundle that holds both compiles (``Job.inductor``); None for any other. ``r``: the
+    bundle's ``beside_inductor`` where the caller has it already."""
     from analysis.studies.inductor import beside_inductor
 
     name = (b.source or {}).get("name")
     if (b.source or {}).get("kind") != "gallery" or name not in INDUCTOR_LESSONS:
         return None
-    r = beside_inductor(b)
+    r = r if r is not None else beside_inductor(b)
     return INDUCTOR_LESSONS[name](b, r) if r is not None else None
