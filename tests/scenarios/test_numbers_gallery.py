@@ -55,6 +55,10 @@ def test_every_part_of_a_measured_gallery_step_stays_inside_it(name, measured):
     assert all(r["median_s"] <= step.median * (1 + 1e-9) for r in rows), name
     assert sum(r["share"] for r in rows) <= 1 + 1e-9, name
     assert t["device_busy_s"] <= step.median * (1 + 1e-9)
+    # no kernel above 100% of a roof: one faster than every roof measured shows no percentage
+    rates = numbers.kernel_rates(t)
+    assert all(r.pct_of_roof is None or r.pct_of_roof <= 100 for r in rates.values()), name
+    assert all(r.roof_note for r in rates.values() if r.roof and r.pct_of_roof is None), name
     tree = layers_of_bundle(b)
     if tree is not None and tree.time_s is not None:
         assert tree.time_s <= step.median * (1 + 1e-9)
@@ -141,7 +145,7 @@ def test_the_fusion_verdict_on_transformer_block_agrees_with_its_own_times(measu
         elif off.q3 < on.q1:
             assert row["verdict"] == "fusion on is slower" and "more" in row["change"]
         else:
-            assert row["verdict"] == "within the spread"
+            assert row["verdict"].startswith("within the spread")  # and, when the calls ran out, says so
     # the fusion passes only: the library calls are the same on both sides
     assert fc["disabled_passes"] == ["fusion"]
     assert fc["unfused"]["kernels_by_route"].get("library") == fc["default"]["kernels_by_route"].get("library")
