@@ -262,18 +262,16 @@ def map_provenance(pre: Module, post: Module, post_kernels: list[Kernel]) -> Pro
             candidates = []
             for relation, neighbours in (("user", users.get(inst.name, [])),
                                          ("operand", operands_through_calls(inst))):
-                found: list[str] = []
-                for nb in neighbours:
-                    for kn in prov.pre_to_kernels.get(nb.name, []):
-                        if kn not in found:
-                            found.append(kn)
+                # the neighbours' kernels in order, each once (a dict: an op read by every layer
+                # has hundreds of them, and a list's membership test made this quadratic)
+                found = list(dict.fromkeys(kn for nb in neighbours for kn in prov.pre_to_kernels.get(nb.name, ())))
                 if found:
                     candidates.append((relation, found))
             if candidates:
                 # an op whose producer is a library call rides in that call's epilogue (cuDNN's
                 # bias + activation, cuBLAS's BIAS_RELU): the operand wins; else the user does
                 relation, found = next(((r, f) for r, f in candidates if r == "operand"
-                                        and any(k in library_calls for k in f)), candidates[0])
+                                        and not library_calls.isdisjoint(f)), candidates[0])
                 prov.pre_to_kernels[inst.name] = found
                 prov.how[inst.name] = relation
                 changed = True
