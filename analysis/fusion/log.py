@@ -81,6 +81,9 @@ _BLANK_SET = frozenset(" \t\n\r\f")  # RE2's \s
 _FILE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
+_WHERE: dict[str, str] = {}  # ``file.cc:line`` -> its file, "" where it is not one (log_line)
+
+
 def log_line(line: str) -> tuple[str, int] | None:
     """(the file that logged it, where its message starts) of an XLA log line, as ``LOG_PREFIX``
     matches it. Every line of a log comes here: the usual prefix (``I1205 12:30:09.643435    6209
@@ -91,10 +94,16 @@ def log_line(line: str) -> tuple[str, int] | None:
     close = line.find("] ", 6)
     time, _, rest = line[6:close].partition(" ")
     thread, _, where = rest.lstrip(" ").partition(" ")
-    file, _, number = where.partition(":")
-    if close > 0 and time and thread and number and _TIME_CHARS.issuperset(time) and _DIGITS.issuperset(thread) \
-            and _DIGITS.issuperset(number) and _FILE_CHARS.issuperset(file) \
-            and (file.endswith(".cc") and len(file) > 3 or file.endswith(".h") and len(file) > 2):
+    # a log names few places (``file.cc:line``): each is checked once
+    file = _WHERE.get(where)
+    if file is None:
+        file, _, number = where.partition(":")
+        if not (number and _DIGITS.issuperset(number) and _FILE_CHARS.issuperset(file)
+                and (file.endswith(".cc") and len(file) > 3 or file.endswith(".h") and len(file) > 2)):
+            file = ""
+        if len(_WHERE) < 4096:  # a made-up log with a place per line does not grow it without bound
+            _WHERE[where] = file
+    if close > 0 and file and time and thread and _TIME_CHARS.issuperset(time) and _DIGITS.issuperset(thread):
         return file, close + 2
     m = LOG_PREFIX.match(line)
     return (m.group(1), m.end()) if m else None
@@ -116,6 +125,7 @@ _NOT_FUSING = linear_re.compile(r"Not fusing (.*) to the (output|input) due to t
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 _OPCODE_CHARS = _LOWER | _DIGITS | frozenset("-")
 _BEFORE_OPCODE = frozenset(" \t\n\r\f)}]")
+_BRACKETS = frozenset("()[]{}")
 
 
 def instr_parts(text: str) -> tuple[str, str] | None:
@@ -154,8 +164,14 @@ def operands_of(rest: str, opcode: str, at: int) -> tuple[str, ...]:
     the operands' shapes are printed). One pass over the text, brackets counted."""
     if at < 0:
         return ()
+    start = at + len(opcode) + 1
+    # most operand lists hold names only (``(%a, %b)``): split at the commas, as the walk below
+    # reads them (the walk is for printed shapes, whose brackets it counts)
+    close = rest.find(")", start)
+    if close >= 0 and _BRACKETS.isdisjoint(rest[start:close]):
+        return tuple(w for w in (item.rsplit(" ", 1)[-1].lstrip("%") for item in rest[start:close].split(",")) if w)
     out: list[str] = []
-    depth, start = 0, at + len(opcode) + 1
+    depth = 0
     for j in range(start, len(rest)):
         ch = rest[j]
         if ch in "([{":

@@ -313,3 +313,18 @@ def test_a_hostile_disassembly_line_is_read():
 
     facts = asm_facts("  0:\tmov " + "[" * 100_000 + "\n  4:\tvmovups ymm0, ymmword ptr [rdi]\n")
     assert (facts["instructions"], facts["global_loads"], facts["vector_width"]) == (2, 1, 256)
+
+
+def test_an_instructions_operands_are_read_with_or_without_printed_shapes():
+    from analysis.fusion.log import operands_of, parse_instr
+
+    # names only (the quick split at commas) and printed shapes (the walk that counts brackets)
+    assert parse_instr("%add.3 = f32[8]{0} add(%a.1, %b.2), metadata={op_name=\"x\"}").operands == ("a.1", "b.2")
+    assert parse_instr("%add.3 = f32[8]{0} add(f32[8]{0} %a.1, f32[8]{0} %b.2)").operands == ("a.1", "b.2")
+    assert parse_instr("%t = (f32[], s32[]) tuple(%x, %y.5)").operands == ("x", "y.5")
+    assert parse_instr("%c = f32[] constant(1)").operands == ()
+    assert parse_instr("%r = f32[] rng()").operands == ()
+    rest = "f32[8]{0} add(%a, %b"  # the list never closes: nothing read
+    assert operands_of(rest, "add", rest.find("add(")) == ()
+    rest = "f32[8]{0} add(%a, %b]"  # a stray closing bracket ends the list with what came before it
+    assert operands_of(rest, "add", rest.find("add(")) == ("a",)
