@@ -47,27 +47,36 @@ from sample_models._stack import shared_stack_source, stack_source  # noqa: E402
 SOURCES = {"plain": stack_source, "shared": shared_stack_source}
 MiB = 2 ** 20
 
+# each writes the moment it is done (``time.monotonic``: the system's clock, the parent's too)
+# before the interpreter tears down: a notebook's cell ends there, its kernel lives on
+DONE = "\nimport time; open({mark!r}, 'w').write(repr(time.monotonic()))"
 BARE = ("import runpy, jax\nns = runpy.run_path({path!r}, run_name='__main__')\n"
-        "jax.jit(ns['model']).lower(*ns['example_inputs']()).compile()")
+        "jax.jit(ns['model']).lower(*ns['example_inputs']()).compile()" + DONE)
 SHOW = ("import runpy, sys\nsys.path.insert(0, {root!r})\nimport xla_explorer as xe\n"
         "ns = runpy.run_path({path!r}, run_name='__main__')\n"
         "out = xe.show(ns['model'], *ns['example_inputs'](), backend='cpu')._repr_html_()\n"
-        "open({out!r}, 'w', encoding='utf-8').write(out)")
+        "open({out!r}, 'w', encoding='utf-8').write(out)" + DONE)
 
 
-def _timed(cmd: list[str], cwd: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds): the CPU time of the process and every process it waited
+def _timed(cmd: list[str], cwd: str, mark: str | None = None) -> tuple[float, float, float | None]:
+    """(wall seconds, CPU seconds, seconds until done): ``mark``, where the command writes the
+    moment it was done (``DONE``), gives the last (None without one). The CPU time of the process and every process it waited
     for (the report's sandboxed worker, Graphviz), user and system. On a loaded 2-core machine
     the wall clock mostly says how much of the machine the others left; the CPU seconds say
     what the run asked of it (a thread beside XLA adds to them whether or not a core was idle).
     Not the report's sandboxed worker: it is reaped inside its own PID namespace, so its CPU
     time never reaches this process (the report's row leaves its CPU ratio out)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
     subprocess.run(cmd, check=True, cwd=cwd, capture_output=True)
-    wall = time.perf_counter() - t0
+    wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    done = None
+    if mark is not None:
+        with open(mark) as f:
+            done = float(f.read()) - t0
+        os.remove(mark)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), done
 
 
 def run(stacks: list[str], ns: list[int], trials: int, kinds: list[str]) -> dict:
@@ -80,18 +89,23 @@ def run(stacks: list[str], ns: list[int], trials: int, kinds: list[str]) -> dict
                 with open(path, "w") as f:
                     f.write(SOURCES[stack](n))
                 report_html, show_html = os.path.join(d, "r.html"), os.path.join(d, "show.html")
-                cmds = {"bare": [sys.executable, "-c", BARE.format(path=path)],
+                mark = os.path.join(d, "done")
+                cmds = {"bare": [sys.executable, "-c", BARE.format(path=path, mark=mark)],
                         "report": [cli, "report", path, "--html", report_html],
-                        "show": [sys.executable, "-c", SHOW.format(root=ROOT, path=path, out=show_html)]}
+                        "show": [sys.executable, "-c", SHOW.format(root=ROOT, path=path, out=show_html, mark=mark)]}
+                marks = {"bare": mark, "show": mark}
                 order = ["bare"] + kinds
                 times: dict[str, list[float]] = {k: [] for k in order}
                 cpu: dict[str, list[float]] = {k: [] for k in order}
+                done: dict[str, list[float]] = {k: [] for k in marks}
                 loads = [os.getloadavg()[0]]
                 for t in range(trials):
                     for which in (order if t % 2 == 0 else order[::-1]):
-                        wall, used = _timed(cmds[which], ROOT)
+                        wall, used, until = _timed(cmds[which], ROOT, marks.get(which))
                         times[which].append(wall)
                         cpu[which].append(used)
+                        if until is not None:
+                            done[which].append(until)
                         loads.append(os.getloadavg()[0])
                     print(f"  {stack} N={n:<4} trial {t + 1}: "
                           + ", ".join(f"{k} {v[-1]:.2f} s (CPU {cpu[k][-1]:.2f} s)" for k, v in times.items()),
@@ -105,6 +119,10 @@ def run(stacks: list[str], ns: list[int], trials: int, kinds: list[str]) -> dict
                               "ratios": [round(x / y, 2) for x, y in zip(times[k], times["bare"])]}
                     if k != "report":  # (its worker's CPU is not counted: ``_timed``)
                         row[k].update(cpu_s=round(c, 2), cpu_ratio=round(c / bare_cpu, 2))
+                    if k in done:  # until its output was written, against the bare compile until compiled
+                        row[k].update(done_s=round(statistics.median(done[k]), 2),
+                                      done_ratios=[round(x / y, 2) for x, y in zip(done[k], done["bare"])])
+                row["bare_done_s"] = round(statistics.median(done["bare"]), 2)
                 if "report" in kinds:
                     row["report"]["mib"] = round(os.path.getsize(report_html) / MiB, 2)
                 if "show" in kinds:
@@ -128,8 +146,8 @@ def main() -> None:
     with open(os.path.join(OUT, "big_programs.json"), "w") as f:
         json.dump(res, f, indent=1)
     print("\n| stack | N | load | fresh bare compile (CPU) | report | ratio (per trial) | CPU ratio | MiB "
-          "| xe.show | ratio (per trial) | CPU ratio | MiB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| xe.show | ratio (per trial) | CPU ratio | MiB | until written (per trial) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for stack, rows in res["stacks"].items():
         for n, r in rows.items():
             cells = []
@@ -137,8 +155,11 @@ def main() -> None:
                 x = r.get(k) or {}
                 cells.append(f"{x.get('s', '–')} s | {x.get('ratio', '–')}x ({', '.join(map(str, x.get('ratios', [])))})"
                              f" | {x.get('cpu_ratio', '–')}x | {x.get('mib', '–')}")
+            sh = r.get("show") or {}
+            until = (f"{sh['done_s']} s against {r['bare_done_s']} s ({', '.join(map(str, sh['done_ratios']))})"
+                     if "done_s" in sh else "–")
             print(f"| {stack} | {n} | {r['load_average'][0]}-{r['load_average'][1]} | {r['fresh_bare_compile_s']:.2f} s"
-                  f" ({r['bare_cpu_s']:.2f} s) | " + " | ".join(cells) + " |")
+                  f" ({r['bare_cpu_s']:.2f} s) | " + " | ".join(cells) + f" | {until} |")
 
 
 if __name__ == "__main__":
