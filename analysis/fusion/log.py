@@ -101,7 +101,7 @@ def log_line(line: str) -> tuple[str, int] | None:
         if not (number and _DIGITS.issuperset(number) and _FILE_CHARS.issuperset(file)
                 and (file.endswith(".cc") and len(file) > 3 or file.endswith(".h") and len(file) > 2)):
             file = ""
-        if len(_WHERE) < 4096:  # a made-up log with a place per line does not grow it without bound
+        if len(_WHERE) < 4096 and len(where) <= 256:  # a made-up log's places do not grow it without bound
             _WHERE[where] = file
     if close > 0 and file and time and thread and _TIME_CHARS.issuperset(time) and _DIGITS.issuperset(thread):
         return file, close + 2
