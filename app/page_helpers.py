@@ -248,10 +248,28 @@ def table(df, present: bool, **kw):
     HTML table (its text is the page's, 16 px; the dataframe's canvas draws at its own small
     size). Returns what ``st.dataframe`` returns, None in presentation."""
     if present:
-        styler = df if not hasattr(df, "style") else df.style  # a frame, or already a Styler (numbers_shown)
+        styler = plain_cells(df)
         st.table(styler.hide(axis="index") if kw.get("hide_index") else styler)
         return None
     return st.dataframe(df, **kw)
+
+
+def plain_cells(df):
+    """``df`` (a frame, or a Styler as ``numbers_shown`` makes one) as ``st.table`` is to show
+    it: a Styler whose text cells are shown as themselves. ``st.table`` reads each cell as
+    Markdown, and a table's strings come from the program (names, op names, a module's
+    path): a link or an image in one would be a link or a fetch (``app.safe.plain``). The
+    columns the Styler formats already (numbers, in the project's units) keep their formats."""
+    from app.safe import plain
+
+    from pandas.api.types import is_numeric_dtype
+
+    styler = df if not hasattr(df, "style") else df.style
+    data = styler.data
+    text = [c for c in data.columns if not is_numeric_dtype(data[c])]  # strings, and objects holding some
+    if text:
+        styler = styler.format(lambda v: plain(v) if isinstance(v, str) else v, subset=text)
+    return styler
 
 
 def code_source(key: str, label: str = "Your code") -> str:

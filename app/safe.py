@@ -28,8 +28,15 @@ def text(value, limit: int = 300) -> str:
     return "".join(_ESCAPE.get(c, c) for c in s)
 
 
+# GitHub's Markdown turns a URL or an e-mail address in running text into a link after the
+# escapes are read (Streamlit's renderer links "http://...", "www...." and "a@b.c" found in a
+# text's characters): a word joiner (U+2060, drawn as nothing) inside each keeps it text
+_AUTOLINK = re.compile(r"(?i)(\\:)(?=//)|(www)(?=\\\.)|(?=@)")
+
+
 def plain(text: str) -> str:
     """A string from a user's file shown as itself in Streamlit's markdown without HTML (a
-    caption): every ASCII punctuation mark markdown could read (links, images, emphasis, colour
-    and emoji directives, LaTeX) escaped."""
-    return _MARKDOWN_MARK.sub(r"\\\1", text)
+    caption, a presented table's cell): every ASCII punctuation mark markdown could read
+    (links, images, emphasis, colour and emoji directives, LaTeX) escaped, and no URL or
+    address in it made a link."""
+    return _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + "\u2060", _MARKDOWN_MARK.sub(r"\\\1", text))

@@ -20,3 +20,18 @@ def test_a_note_wraps_as_prose_and_keeps_its_lines_and_its_characters():
     md = wrapped_text(note)
     assert "```" not in md and md.count("  \n") == 1
     assert "\\_\\_dict\\_\\_" in md and "\\[x\\]\\(y\\)" in md
+
+
+def test_plain_text_keeps_every_mark_and_makes_no_link():
+    from app.safe import plain
+
+    assert plain("![x](y.png)") == "\\!\\[x\\]\\(y\\.png\\)"
+    for s in ("see http://127.0.0.1:9/x", "HTTPS://a.b", "www.example.com", "mail@example.com", "![x](y.png)",
+              "**b** _i_ `c` [l](u) $x$ :red[r] :smile:"):
+        shown = plain(s)
+        # no run of characters GitHub's Markdown finds a link in: a scheme's "://", "www.", an "@"
+        # right after a word
+        assert "://" not in shown and "www\\." not in shown.lower()
+        assert all(shown[i - 1] == "\u2060" for i in range(1, len(shown)) if shown[i] == "@")
+        # and, the escapes and the joiners taken off, the characters as written
+        assert shown.replace("\u2060", "").replace("\\", "") == s

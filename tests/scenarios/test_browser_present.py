@@ -172,3 +172,41 @@ def test_a_presentation_link_hands_its_settings_to_the_sidebar_drawn_after_the_g
     assert side.get_by_role("radio", name="cpu", exact=True).is_checked()
     assert not side.get_by_role("checkbox", name="Measure kernel timings").is_checked()
     assert page.get_by_test_id("stException").count() == 0
+
+
+# a scope name from the user's code, in the op names the memory view's table lists (an e-mail
+# address cannot be one: XLA's op_name ends at an "@"; tests/app/test_safe.py has that case)
+HOSTILE_SCOPE = '''import jax
+import jax.numpy as jnp
+
+
+def model(x):
+    with jax.named_scope("![x](beacon.png) [link](http://127.0.0.1:9/) **bold** www.example.com"):
+        y = jnp.tanh(x @ x)
+    return jnp.exp(y) + 1.0
+
+
+def example_inputs():
+    return (jnp.ones((64, 64), jnp.float32),)
+'''
+
+
+def test_a_presented_tables_names_from_the_code_are_text_not_markdown(server, browser):  # noqa: F811
+    """In presentation mode a table is Streamlit's ``st.table``, which reads each cell as
+    Markdown: a scope name from the user's code holding an image, a link or emphasis is shown
+    as written, and nothing is fetched."""
+    from analysis.service.store import default_store
+
+    cid = default_store().put_code(HOSTILE_SCOPE)
+    page = browser.new_page(viewport=VIEWPORT)
+    fetched = []
+    page.on("request", lambda r: fetched.append(r.url) if "beacon" in r.url else None)
+    page.goto(server + f"/?code={cid}&backend=cpu&present=1&view=memory")
+    _frame(page, 300)
+    app_idle(page)
+    table = page.locator("[data-testid='stTable']").filter(has_text="beacon").first
+    table.wait_for(timeout=120_000)
+    text = table.inner_text().replace("\u2060", "")  # (the word joiners that keep a URL text draw as nothing)
+    assert "![x](beacon.png) [link](http://127.0.0.1:9/) **bold** www.example.com" in text
+    assert table.locator("img, a, strong").evaluate_all("es => es.map(e => e.outerHTML)") == []
+    assert fetched == []
