@@ -11,27 +11,37 @@ Markdown could read backslash-escaped.
 from __future__ import annotations
 
 import html
-import re
 
 _MARKDOWN = {c: f"&#{ord(c)};" for c in "\\`*_[](){}#+!|~$:"}
 _ESCAPE = {**_MARKDOWN, "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}
-_MARKDOWN_MARK = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_MARKDOWN_MARK = {ord(c): "\\" + c for c in "\\`*_{}[]()#+-.!|<>~$:"}  # each backslash-escaped
 
 
 def text(value, limit: int = 300) -> str:
-    """``value`` as inert text for ``st.markdown(..., unsafe_allow_html=True)`` (cut at ``limit``)."""
+    """``value`` as inert text for ``st.markdown(..., unsafe_allow_html=True)`` (cut at ``limit``),
+    no URL or address in it made a link."""
     s = str(value if value is not None else "")
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     # one pass, each character once: escaping for HTML first and for Markdown after would turn
     # the ``#`` of ``&#x27;`` into a reference too, and a title's apostrophe would show as ``&#x27;``
-    return "".join(_ESCAPE.get(c, c) for c in s)
+    return _unlinked("".join(_ESCAPE.get(c, c) for c in s), _ESCAPE[":"], ".")
 
 
 # GitHub's Markdown turns a URL or an e-mail address in running text into a link after the
-# escapes are read (Streamlit's renderer links "http://...", "www...." and "a@b.c" found in a
-# text's characters): a word joiner (U+2060, drawn as nothing) inside each keeps it text
-_AUTOLINK = re.compile(r"(?i)(\\:)(?=//)|(www)(?=\\\.)|(?=@)")
+# escapes and character references are read (Streamlit's renderer links "http://...",
+# "www...." and "a@b.c" found in a text's characters): a word joiner (U+2060, drawn as nothing)
+# inside each keeps it text. str methods, one pass each: no pattern reads the user's text here.
+_JOINER = "\u2060"
+
+
+def _unlinked(s: str, colon: str, dot: str) -> str:
+    """``s`` (escaped, its ``:`` written ``colon`` and its ``.`` written ``dot``) with a word joiner
+    after a scheme's ``:``, between ``www`` and its ``.``, and before each ``@``."""
+    s = s.replace(colon + "//", colon + _JOINER + "//").replace("@", _JOINER + "@")
+    parts = s.split(dot)
+    return dot.join(p + _JOINER if i < len(parts) - 1 and p[-3:].lower() == "www" else p
+                    for i, p in enumerate(parts))
 
 
 def plain(text: str) -> str:
@@ -39,4 +49,4 @@ def plain(text: str) -> str:
     caption, a presented table's cell): every ASCII punctuation mark markdown could read
     (links, images, emphasis, colour and emoji directives, LaTeX) escaped, and no URL or
     address in it made a link."""
-    return _AUTOLINK.sub(lambda m: (m.group(1) or m.group(2) or "") + "\u2060", _MARKDOWN_MARK.sub(r"\\\1", text))
+    return _unlinked(text.translate(_MARKDOWN_MARK), "\\:", "\\.")

@@ -35,3 +35,10 @@ def test_plain_text_keeps_every_mark_and_makes_no_link():
         assert all(shown[i - 1] == "\u2060" for i in range(1, len(shown)) if shown[i] == "@")
         # and, the escapes and the joiners taken off, the characters as written
         assert shown.replace("\u2060", "").replace("\\", "") == s
+
+
+def test_html_safe_text_makes_no_link_either():
+    for s in ("see http://127.0.0.1:9/x", "WWW.example.com", "mail@example.com"):
+        shown = text(s)
+        assert "&#58;//" not in shown and "www." not in shown.lower() and "l@" not in shown
+        assert html.unescape(shown).replace("\u2060", "") == s
