@@ -76,8 +76,10 @@ def test_the_shipped_lecture_walks_at_a_projectors_size(server, browser):  # noq
             in_page(page, lambda: page.locator(".js-plotly-plot").count() > 0, 300, "the sweep's chart")
         app_idle(page, timeout_s=240)
         assert page.get_by_test_id("stException").count() == 0, f"step {k}"
-        assert page.locator("[data-testid='stAlertContentWarning']").count() == 0, \
-            (k, page.locator("[data-testid='stAlertContentWarning']").all_inner_texts())  # the link applied whole
+        # the link applied whole: no warning stays (a rerun still on its way may show the last
+        # step's "Stale" for a moment: seen once in five local runs at step 10, never in CI)
+        in_page(page, lambda: page.locator("[data-testid='stAlertContentWarning']").count() == 0, 60,
+                lambda: f"step {k} without a warning: {page.locator('[data-testid=stAlertContentWarning]').all_inner_texts()}")
         assert f"present=1" in page.url and f"slide={k}" in page.url, page.url
         # a measured step shows the step (the summary's card) while nothing is selected
         if step.page == "explorer" and step.params.get("backend") == "cpu" and not step.params.get("node"):
