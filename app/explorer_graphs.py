@@ -63,7 +63,9 @@ def graphs(b: Bundle, present: bool, show_source: bool) -> None:
         view = want[len("present:"):] if isinstance(want, str) and want.startswith("present:") else None
         graph_payload.add_present(b, state.payload, view or state.payload.get("open_variant", "default"))
     code_was = state.code_open
-    state.code_open = views.code_pane_open(b, state.payload, asked, code_was)  # and its code, when first opened
+    # and its code, when first opened
+    state.code_open = views.code_pane_open(b, state.payload, asked, code_was,
+                                           follows=state.comes_with_timings("The kernels' code"))
     picked = views.explorer_graphs(b, state.payload, state.sel, key="graphs", present=present, show_source=show_source,
                                    tell_drawn=bool(state.rest_deferred), show_code=state.code_open)
     if state.code_open != code_was:

@@ -76,6 +76,18 @@ class ExplorerState:
         self.error_at = None
         self.sel = {}
 
+    def comes_with_timings(self, what: str) -> str | None:
+        """Why the compile on show lacks ``what`` (its buffer assignment, its kernels' code)
+        where that comes with its timings: a big program's graphs are shown first, and what the
+        worker reads after them follows with the measurement
+        (``analysis.service.messages.MEASURED_FIELDS``). None when no measurement is awaited or
+        failed."""
+        if self.pending is not None:
+            return f"{what} comes with the kernel timings: this compile is being measured (its graphs come first)."
+        if self.pending_error:
+            return f"{what} was to come with the kernel timings, and measuring failed: Compile again to see it."
+        return None
+
     def show_upload(self, bundle: Bundle, job: Job) -> None:
         """An upload's bundle on show; its job kept to open another of its modules. A compile's
         measuring still running is left behind: its bundle, when done, must not replace this one."""

@@ -78,7 +78,7 @@ def tabs(b: Bundle, state: ExplorerState, present: bool) -> None:
             views.text_views(b, state.sel)
     with tab_m:  # the memory view: picking a buffer selects its kernel
         if tab_m.open:
-            render_memory_view(b, present=present)
+            render_memory_view(b, present=present, follows=state.comes_with_timings("The buffer assignment"))
     with tab_d:  # many devices: what each holds, the collectives; picking one selects its kernel
         if tab_d.open:
             render_devices_view(b)
@@ -155,11 +155,16 @@ def downloads(b: Bundle, state: ExplorerState) -> None:
     # tens of MB, and its full graph a layout of minutes). The callables are a module's
     # functions, not lambdas or functions of the page's script: Streamlit keeps them past the
     # run, and one defined in the script would keep its whole run (upload, bundle, graphs) alive.
+    # While a big program is measured the compile on show lacks its timings, buffer assignment and
+    # code (they come together): a report or bundle of it would say it has none, so they wait
+    later = ("Ready when measuring is done: the timings, the buffer assignment and the kernels' code come together."
+             if state.pending is not None else None)
     st.download_button("Download HTML report (one file, works offline)", functools.partial(views.report_of, b),
                        file_name=f"{b.title}.report.html", mime="text/html", key="dl_report",
-                       width="stretch")
+                       width="stretch", disabled=later is not None, help=later)
     st.download_button("Download bundle (JSON)", functools.partial(views.bundle_json, b),
-                       file_name=f"{b.title}.bundle.json", mime="application/json", key="dl_bundle", width="stretch")
+                       file_name=f"{b.title}.bundle.json", mime="application/json", key="dl_bundle", width="stretch",
+                       disabled=later is not None, help=later)
     layered = state.payload.get("open_variant") == "layers"
     with st.expander("Graphs as SVG / DOT" + (" (the layers view)" if layered else "")):
         # the view the graphs opened with, its layout from the app's cache

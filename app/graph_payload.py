@@ -82,7 +82,9 @@ def graph_payload(b: Bundle) -> dict:
         memfill[name] = [time_color(nbytes, most), "white" if most and nbytes > 0.6 * most else "black",
                          ROUTE_COLORS.get(k.route if k else "", "#777777")]
     payload["memfill"] = memfill
-    payload["data_key"] = hashlib.sha1(json.dumps([core["graphs_hash"], b.created, b.title]).encode()).hexdigest()[:16]
+    # (with whether the code is here: a preview's frame is sent the measured bundle's code pane anew)
+    payload["data_key"] = hashlib.sha1(json.dumps([core["graphs_hash"], b.created, b.title, b.code is None]
+                                                  ).encode()).hexdigest()[:16]
     return payload
 
 
@@ -270,19 +272,22 @@ def add_present(b: Bundle, payload: dict, name) -> bool:
     return added
 
 
-def add_code(b: Bundle, payload: dict) -> bool:
+def add_code(b: Bundle, payload: dict, follows: str | None = None) -> bool:
     """The Code pane's data (``app.code_payload.code_view``: every kernel's code, its lines linked
     to HLO instructions, its facts; a big compile's kernel names only, each kernel's code then
     added when it is first shown: ``add_code_kernel``) added to ``payload`` in place when the
     frame first opens the pane, under a new revision (``code_rev``: a frame holding an earlier
     one is sent it). Not in the payload before: a compile's code is often bigger than its
-    graphs, and the first graph must not wait for it. False when it is there already."""
+    graphs, and the first graph must not wait for it. ``follows``: why ``b`` has no code yet, where
+    it was to come with its timings (``ExplorerState.comes_with_timings``).
+    False when it is there already."""
     if "code" in payload:
         return False
     from app.code_payload import code_view
 
     with tuning.building():
-        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {}, "note": None}
+        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {},
+                                           "note": follows if b.code is None else None}
     payload["rev"] = payload.get("rev", 0) + 1
     payload["code_rev"] = payload["rev"]
     payload["code_log"] = []

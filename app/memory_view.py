@@ -15,10 +15,13 @@ from app.picks import picked_point, picked_row
 COLUMNS = ["buffer", "size", "kind", "shape", "kernel", "line", "op", "shares with"]
 
 
-def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = False) -> None:
+def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = False,
+                       follows: str | None = None) -> None:
     """Draw the memory view; a newly picked buffer selects its kernel and reruns the page. In
     presentation mode its charts' text is 16 px and its tables are plain HTML tables (no row
-    picking there: the graphs still select)."""
+    picking there: the graphs still select). ``follows``: why the bundle has no buffer
+    assignment yet, where it was to come with its timings (a big program's graphs come first:
+    ``ExplorerState.comes_with_timings``)."""
     import pandas as pd
     import streamlit as st
 
@@ -28,7 +31,7 @@ def render_memory_view(bundle: Bundle, key_prefix: str = "mem", present: bool = 
     ss = st.session_state
     mem = bundle.memory
     if not rm.usable(mem):
-        st.info(rm.why_missing(bundle))
+        st.info(follows if follows and mem is None else rm.why_missing(bundle))
         return
     h = rm.headline(mem)
     c = st.columns(4)

@@ -173,16 +173,17 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
                       height=600 if present else 560, key=key, default=None)
 
 
-def code_pane_open(b: Bundle, payload: dict, asked, was: bool) -> bool:
+def code_pane_open(b: Bundle, payload: dict, asked, was: bool, follows: str | None = None) -> bool:
     """Whether the graphs' Code pane is open, from the frame's last message (``asked``, which
     says so every time; ``was`` when it does not); while it is open the payload carries the code
     (``add_code``, once). Not only on the frame's ``want``: a frame that opens the pane as it
     draws (a link's ``view=code``) says at once that it has drawn, and Streamlit keeps only the
-    last of two values sent in a row."""
+    last of two values sent in a row. ``follows``: why ``b`` has no code yet, where it
+    was to come with its timings (``graph_payload.add_code``)."""
     if not isinstance(asked, dict) or "code_open" not in asked:
         return was
     if asked["code_open"] is True:
-        add_code(b, payload)
+        add_code(b, payload, follows)
         # a big compile's kernel shown whose code is not sent yet (every message names it until it is here)
         add_code_kernel(b, payload, asked.get("code_want"))
     return asked["code_open"] is True

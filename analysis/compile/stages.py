@@ -65,16 +65,20 @@ class Compiled:
 
 
 def read_dump(bundle: Bundle, dump_dir: str, dump_passes: bool, say: Callable[[str], None],
-              follower: LogFollower | None = None) -> None:
+              follower: LogFollower | None = None, on_graphs: Callable[[Bundle], None] | None = None) -> None:
     """What XLA wrote into the compile's dump folder, into the bundle: the pass-by-pass log when
     it was asked for. (Each reader of a dump file is one call here.) ``follower``: the fusion
-    log, read during the compile."""
+    log, read during the compile. ``on_graphs`` gets the bundle once what its graphs are drawn
+    from is in (the analyzed texts, the fusion decisions), before the buffer assignment and the
+    kernels' code are read (a worker's preview: ``compile_model``)."""
     if dump_passes:
         say("passes")
         bundle.options["dump_passes"] = True
         bundle.pass_log = pass_log_from_dir(dump_dir)
-    bundle.memory = memory_from_dir(dump_dir, bundle)  # buffer assignment, live ranges, peak
     read_decisions(bundle, dump_dir, follower)  # the fusion passes' log (and XLA:GPU's fusion process dump)
+    if on_graphs is not None:
+        on_graphs(bundle)
+    bundle.memory = memory_from_dir(dump_dir, bundle)  # buffer assignment, live ranges, peak
     bundle.code = read_code(dump_dir, bundle)  # each kernel's LLVM IR and machine code (docs/code.md)
 
 
@@ -83,7 +87,7 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                   gpu_target: str | None = None, dump_passes: bool = False,
                   on_texts: Callable[[dict], None] | None = None,
                   on_decisions: Callable[[dict], None] | None = None, devices: int | None = None,
-                  ahead: WorkAhead | None = None) -> Compiled:
+                  ahead: WorkAhead | None = None, on_graphs: Callable[[Bundle], None] | None = None) -> Compiled:
     """Trace, lower, compile and analyze; raises ExplorerError. ``devices``: how many the
     program runs on (None: the model file's ``DEVICES = N``, else 1); this process must have
     them (a worker is started with them), a GPU target is described with them. ``on_texts`` receives the HLO
@@ -98,7 +102,11 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     that thread: its ``before`` on the module before optimization as soon as that parses (while
     XLA optimizes), its ``draft`` on a draft of the bundle once the decisions are made
     (``Pipeline.work_ahead``); what it makes there the bundle finds (the report's layer graphs,
-    docs/performance.md).
+    docs/performance.md). ``on_graphs`` gets the bundle, in this thread, as soon as everything its
+    graphs are drawn from is in (its texts analyzed, its fusion decisions read): before the
+    buffer assignment (``memory``), the kernels' code, XLA's own estimates (``cost_analysis``,
+    ``memory_analysis``) and the phases' times (``phase_seconds``), which the bundle has once
+    this returns (``GRAPHS_LATER``: a worker's preview is sent there, docs/worker.md).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -123,7 +131,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
                          {"xla_dump_to": dump_dir, **RELEASE_DUMP_OPTIONS,
                           **({"xla_dump_hlo_pass_re": ".*"} if dump_passes else {})},
                          on_texts, follower, on_decisions=on_decisions, ahead=ahead,
-                         read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower),
+                         read=lambda b: read_dump(b, dump_dir, dump_passes, progress or (lambda p: None), follower,
+                                                   on_graphs),
                          around_xla=lambda: capture_decisions(dump_dir, follower),  # XLA's fusion log
                          devices=devices)
         return c
@@ -239,6 +248,9 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
         return Compiled(bundle, loaded, gpu_target=gpu_target)
     return Compiled(bundle, loaded, compiled, args)
 
+
+# What a bundle handed to ``compile_model``'s ``on_graphs`` does not have yet (read after it).
+GRAPHS_LATER = ("memory", "code", "cost_analysis", "memory_analysis", "phase_seconds")
 
 BEFORE_SUFFIX = ".before_optimizations.txt"
 

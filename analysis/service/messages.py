@@ -20,14 +20,19 @@ anything else, and the values are checked by whoever takes them (``analysis.serv
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Union
 
 from analysis import tuning
 
 # What measuring adds to a compiled bundle: all that a worker which sent its preview sends
 # after it (``Measured``, completed by the parent's copy of the preview).
-MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor")
+# What a worker sends after its preview (``Measured``): what was read from the dump after the
+# preview was sent (the buffer assignment with XLA's estimates it is checked against, the
+# kernels' code, the phases' times: ``analysis.compile.stages.GRAPHS_LATER``) and what
+# measuring added
+MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor", "memory", "memory_analysis", "cost_analysis", "code",
+                   "phase_seconds")
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,11 @@ def leave_out(bundle, sent: dict, decided=None) -> dict:
         # it, and which of two equal texts the bundle holds depends on the threads' timing)
         d["stages"] = {k: v for k, v in stages.items() if not (k in sent and (sent[k] is v or sent[k] == v))}
     return d
+
+
+def measured_fields(bundle) -> dict:
+    """A measured bundle's ``MEASURED_FIELDS`` as JSON values (a ``Measured`` message's)."""
+    return bundle.to_dict(leave_out=tuple(f.name for f in fields(bundle) if f.name not in MEASURED_FIELDS))
 
 
 def put_back(d, sent: dict | None, order: tuple[str, ...]) -> None:

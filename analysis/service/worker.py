@@ -225,23 +225,26 @@ def _failure(msg: Failure, job: Job | None = None) -> ExplorerError:
 
 
 def measured_bundle(d, job: Job, preview: Bundle | None) -> Bundle:
-    """A measuring job's answer after its preview: the fields measuring adds
-    (``MEASURED_FIELDS``, checked against the schema) on a copy of the preview this side checked.
-    The worker said everything else in the preview, where this side derived it again; sending the
-    whole bundle a second time was the biggest message of the job (for a big program the decoded
-    copy of a bundle already shown was the peak of the server's memory: docs/performance.md)."""
+    """A measuring job's answer after its preview: what the worker read after it sent the preview
+    (the buffer assignment, the kernels' code) and what measuring added (``MEASURED_FIELDS``,
+    checked against the schema together, as a bundle's are) on a copy of the preview this side
+    checked. The worker said everything else in the preview, where this side derived it again;
+    sending the whole bundle a second time was the biggest message of the job (for a big program
+    the decoded copy of a bundle already shown was the peak of the server's memory:
+    docs/performance.md)."""
     if preview is None:
         raise ExplorerError("protocol", "the worker sent a measurement of a preview this side does not have",
                             job.filename)
     if not isinstance(d, dict) or not set(d) <= set(MEASURED_FIELDS):
         raise ExplorerError("protocol", "the worker sent a malformed measurement", job.filename)
+    drop_object_files(d)  # the worker disassembled them: this process runs no ELF reader
     try:
         part = Bundle.from_dict({**d, "schema_version": SCHEMA_VERSION})
     except ExplorerError as e:
         raise ExplorerError("protocol", f"the worker sent a bad measurement: {e.message}", job.filename) from None
     b = replace(preview, source=dict(preview.source), options=dict(preview.options),
                 environment=dict(preview.environment), metrics=dict(preview.metrics),
-                timings=part.timings, fusion_comparison=part.fusion_comparison, inductor=part.inductor)
+                **{k: getattr(part, k) for k in MEASURED_FIELDS if k in d})
     b.share_from(preview)  # the layer tree is made again (it holds the times), the rest is not
     return b
 

@@ -25,7 +25,7 @@ from analysis.codegen.finish import disassemble_objects
 from analysis.inputs import Upload, open_upload
 from analysis.service.job import Job, Opened, is_measure, job_devices
 from analysis.service.messages import (MEASURED_FIELDS, Answer, Decisions, Failure, Measured, Preview, Probe,
-                                       Progress, Texts, leave_out)
+                                       Progress, Texts, leave_out, measured_fields)
 from analysis.service import messages
 from analysis.pipeline import WorkAhead
 
@@ -90,14 +90,18 @@ def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_j
     # with the job none over the compile's objects after (none are garbage): they go into the
     # collector's permanent generation as the pause ends (docs/performance.md); what cycles
     # the compile left are freed when the process exits.
+    def on_graphs(b: Bundle) -> None:
+        # a big program's preview, as soon as its graphs can be drawn: the buffer assignment and
+        # the kernels' code (read next) come with the measurement (messages.MEASURED_FIELDS)
+        if len(b.kernels) >= job.preview_kernels:
+            preview(b)
+
     with tuning.building():  # an entry point of analysis.tuning
         c = recipe.compile(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                            gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
-                           on_decisions=decisions, devices=devices, ahead=ahead)
+                           on_decisions=decisions, devices=devices, ahead=ahead,
+                           on_graphs=on_graphs if previewing else None)
         disassemble_objects(c.bundle)  # here, not in the parent (no ELF reader runs there)
-        previewed = previewing and len(c.bundle.kernels) >= job.preview_kernels
-        if previewed:
-            preview(c.bundle)
         if ends_with_job:
             tuning.freeze()
     if is_measure(job):
@@ -211,8 +215,9 @@ def _worker_main() -> int:
 
         bundle = execute(job, lambda p: emit(Progress(p)), preview, texts, ends_with_job=True,
                          decisions=decisions)
-        if previewed:  # the parent has the rest: only what measuring added
-            emit(Measured({k: getattr(bundle, k) for k in MEASURED_FIELDS}))
+        if previewed:  # the parent has the rest: what was read after the preview and what measuring added
+            with tuning.building():
+                emit(Measured(measured_fields(bundle)))
         else:
             with tuning.building():  # the answer's objects too (see execute)
                 emit(Answer(leave_out(bundle, sent, decided[0] if decided else None)))

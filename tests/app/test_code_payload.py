@@ -119,6 +119,25 @@ def test_a_bundle_without_code_sends_an_empty_pane():
     p = graph_payload.graph_payload(b)
     assert graph_payload.add_code(b, p)
     assert p["code"]["kernels"] == {} and p["code"]["library"] == {}
+    assert p["code"]["note"] is None
+
+
+def test_a_compile_shown_while_measured_says_its_code_follows():
+    """A big program's preview has no code yet (read after its graphs were sent): the pane says
+    why, and the measured bundle, which has it, is a new payload the frame is sent whole."""
+    preview = bundle_from_hlo(POST, before_text=PRE)
+    p = graph_payload.graph_payload(preview)
+    why = "The kernels' code comes with the kernel timings: this compile is being measured (its graphs come first)."
+    assert graph_payload.add_code(preview, p, follows=why)
+    assert p["code"]["note"] == why and p["code"]["kernels"] == {}
+    measured = _bundle()
+    q = graph_payload.graph_payload(measured)
+    assert graph_payload.add_code(measured, q, follows=why)  # (a bundle with code never says so)
+    assert q["code"]["kernels"] and q["code"]["note"] != why
+    # the same graphs with and without their code are different data to a frame
+    same = _bundle(code=None)
+    same.created = measured.created
+    assert graph_payload.graph_payload(same)["data_key"] != q["data_key"]
 
 
 def test_view_code_in_a_link():

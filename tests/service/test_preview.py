@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -164,9 +165,14 @@ def test_after_its_preview_a_worker_sends_only_what_measuring_added():
     # no preview kept here (a bad one was dropped): nothing to complete
     assert refused({"measured": {"timings": timings}}, preview=None)[1] == \
         "the worker sent a measurement of a preview this side does not have"
-    # a field measuring does not add (the kernels, the code): refused, not merged
+    # a field the preview said (the kernels, the texts): refused, not merged
     assert refused({"measured": {"timings": timings, "kernels": []}}) == \
         ("protocol", "the worker sent a malformed measurement")
+    assert refused({"measured": {"stages": {"hlo_after": HLO}}}) == \
+        ("protocol", "the worker sent a malformed measurement")
+    # what it read after the preview is checked as a bundle's is
+    phase, msg = refused({"measured": {"timings": timings, "memory": {"schedule": "everything"}}})
+    assert phase == "protocol" and msg.startswith("the worker sent a bad measurement:")
     assert refused({"measured": ["timings"]})[1] == "the worker sent a malformed measurement"
     phase, msg = refused({"measured": {"timings": {"kernels": {"e": {"route": "xla"}}}}})
     assert phase == "protocol" and msg.startswith("the worker sent a bad measurement:") and "median_s" in msg
@@ -453,9 +459,16 @@ def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
     assert out.pending is not None and out.isolated is None
     first = out.bundle
     assert first.timings is None and first.kernels and first.fusion_decisions is not None
+    # sent as soon as its graphs could be drawn: what the worker reads after that comes with the timings
+    assert first.memory is None and first.code is None and first.memory_analysis is None and not first.phase_seconds
     final = out.pending.result(120)
     b = final.bundle
     assert b.timings and set(b.timings["kernels"]) <= {k.name for k in first.kernels}
+    # ... and is the program's own: the same as a compile of it that was not previewed
+    whole = compile_job(replace(job, preview_kernels=None, measure=False), session="t", queue=q).bundle
+    assert whole.memory and b.memory["peak"] == whole.memory["peak"] and b.memory["totals"] == whole.memory["totals"]
+    assert b.memory["agreement"] == whole.memory["agreement"] and b.memory_analysis == whole.memory_analysis
+    assert sorted(b.code["kernels"]) == sorted(whole.code["kernels"]) and b.phase_seconds.keys() == whole.phase_seconds.keys()
     assert b.stages["hlo_after"] == first.stages["hlo_after"]
     assert b.module("hlo_after") is first.module("hlo_after")  # the preview's parse, not a second one
     assert [k.name for k in b.kernels] == [k.name for k in first.kernels]
@@ -591,6 +604,15 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     assert "Measuring: every kernel is being timed" in _texts(at)
     shown = page.bundle
     assert shown.timings is None and page.payload["graphs"]["post"]["svgs"]
+    # the buffer assignment is read after the graphs were sent: the Memory tab says it follows
+    assert shown.memory is None and shown.code is None
+    at.session_state["view_tab"] = "Memory"
+    at.run()
+    assert "The buffer assignment comes with the kernel timings: this compile is being measured" in _texts(at)
+    assert "No buffer assignment in this bundle" not in _texts(at)
+    # a report or a bundle of it now would lack what measuring brings: not offered until it is here
+    assert {(d.key, d.proto.disabled) for d in at.get("download_button") if d.key in ("dl_report", "dl_bundle")} \
+        == {("dl_report", True), ("dl_bundle", True)}
     page.sel = {"side": "post", "name": shown.kernels[0].name}
 
     def measured():
@@ -604,6 +626,12 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     # the selection stays
     assert f"Selected: **{shown.kernels[0].name}** (after optimization)" in [c.value for c in at.caption]
     assert "kernel timings follow" not in _texts(at) and "Measuring:" not in _texts(at)
+    assert b.memory is not None and b.code is not None
+    assert "peak live memory" in [m.label for m in at.metric]  # the Memory tab, on show, now has it
+    assert {(d.key, d.proto.disabled) for d in at.get("download_button") if d.key in ("dl_report", "dl_bundle")} \
+        == {("dl_report", False), ("dl_bundle", False)}
+    at.session_state["view_tab"] = "Kernels & timings"
+    at.run()
     assert "step (median)" in [m.label for m in at.metric]
 
 
@@ -663,3 +691,13 @@ def test_a_real_worker_s_answer_leaves_out_the_hlo_it_sent_while_compiling():
     assert any("hlo_after" in t for t in told)
     assert "hlo_after" not in res.message.bundle["stages"]
     assert "hlo_before" not in res.message.bundle["stages"]
+
+
+def test_what_a_worker_reads_after_its_preview_is_what_its_measurement_may_carry():
+    """The fields a preview goes without (read from the dump once the graphs' parts were sent)
+    are fields a ``{"measured"}`` answer may bring: none of them is lost on the way."""
+    from analysis.compile.stages import GRAPHS_LATER
+    from analysis.service.messages import MEASURED_FIELDS
+
+    assert set(GRAPHS_LATER) <= set(MEASURED_FIELDS)
+    assert not {"kernels", "provenance", "stages", "source", "fusion_decisions"} & set(MEASURED_FIELDS)

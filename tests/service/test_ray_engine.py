@@ -119,6 +119,8 @@ def test_a_measuring_job_on_a_node_sends_its_compile_before_its_timings(engine, 
         assert final.bundle.timings and final.bundle.environment["engine"]["kind"] == "ray"
         assert final.bundle.stages["hlo_after"] == out.bundle.stages["hlo_after"]
         assert final.bundle.module("hlo_after") is out.bundle.module("hlo_after")  # parsed once
+        # the buffer assignment and the code, read after the preview, come with the timings
+        assert out.bundle.memory is None and final.bundle.memory["peak"] and final.bundle.code is not None
     finally:
         q.shutdown()
 
