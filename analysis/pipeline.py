@@ -109,6 +109,10 @@ class Pipeline:
         self._parses: dict[str, tuple[str, Module]] = {}
         self._made: tuple | None = None  # ((pre, post, platform), (kernels, provenance, metrics))
         self._values: dict = {}  # what was derived ahead on bundles of this pipeline (``keep``)
+        # the fusion decisions whose kernels were derived here (in place), with the provenance
+        # they were derived from: a draft's decisions are the bundle's after it, and at 96 layers
+        # deriving them again was 0.2-0.4 s of the wait for the first graphs (docs/performance.md)
+        self._kernels_of: tuple | None = None
 
     def offer(self, stage: str, text: str) -> None:
         """Parse ``text`` as ``stage`` unless this is the text (or the module) parsed already.
@@ -185,7 +189,7 @@ class Pipeline:
             # them ahead holds for this bundle too
             bundle.kernels, bundle.provenance, bundle.metrics = made[0], made[1], dict(made[2])
             if kernels_of is None or kernels_of is not bundle.provenance:  # (else they were mapped with it)
-                derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
+                self._derive_kernels(bundle.fusion_decisions, bundle.provenance)
         else:
             analyze(bundle)
         for k, v in extra.items():
@@ -193,6 +197,16 @@ class Pipeline:
         for k, v in values.items():
             bundle.cache.values.setdefault(k, v)
         return bundle
+
+    def _derive_kernels(self, fusion_decisions, provenance) -> None:
+        """``derive_decision_kernels``, once per decisions object and provenance (it works in
+        place, and neither is changed after: the same objects give the same kernels)."""
+        with self._lock:
+            done = self._kernels_of
+            if done is not None and done[0] is fusion_decisions and done[1] is provenance:
+                return
+            derive_decision_kernels(fusion_decisions, provenance)
+            self._kernels_of = (fusion_decisions, provenance)
 
     def work_ahead(self, ahead: WorkAhead, fusion_decisions, source: dict, kernels_of=None) -> None:
         """``ahead.draft`` on a draft bundle of the two parses, their analysis,

@@ -414,8 +414,15 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
         return x.derived("probe", (x.module("hlo_after"), x.kernels, x.fusion_decisions, x.source.get("code")),
                          lambda: "made again")
 
+    # the decisions' kernels were derived on the draft: the bundle of the same decisions (the very
+    # object) and the same provenance takes them as they are
+    derived = []
+    monkeypatch.setattr("analysis.pipeline.derive_decision_kernels", lambda fd, prov: derived.append(fd))
     got = untrusted_bundle(leave_out(b, sent, decided=b.fusion_decisions), job, pipe, early.sent, early.decided)
     assert probe(got) == "made ahead"
+    assert derived == [] and got.fusion_decisions is draft.fusion_decisions
+    assert got.fusion_decisions["records"] and got.provenance is draft.provenance
+    monkeypatch.undo()
     own = untrusted_bundle(leave_out(b, sent), job, pipe, early.sent, early.decided)  # its own decisions
     assert probe(own) == "made again"
     # without the decisions, or for a gallery model (whose code this side does not have), none
