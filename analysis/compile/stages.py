@@ -104,9 +104,8 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     (``Pipeline.work_ahead``); what it makes there the bundle finds (the report's layer graphs,
     docs/performance.md). ``on_graphs`` gets the bundle, in this thread, as soon as everything its
     graphs are drawn from is in (its texts analyzed, its fusion decisions read): before the
-    buffer assignment (``memory``), the kernels' code, XLA's own estimates (``cost_analysis``,
-    ``memory_analysis``) and the phases' times (``phase_seconds``), which the bundle has once
-    this returns (``GRAPHS_LATER``: a worker's preview is sent there, docs/worker.md).
+    buffer assignment (``memory``), the kernels' code and XLA's own estimates (``cost_analysis``,
+    ``memory_analysis``), which the bundle has once this returns (``GRAPHS_LATER``: a worker's preview is sent there, docs/worker.md).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the
@@ -239,18 +238,18 @@ def compile_loaded(loaded: LoadedModel, backend: str, compiler_options: dict, pr
             pass  # the bundle parses it itself, and says where it is bad
     pipe.onto(bundle)  # its analysis: made beside XLA's code generation, or now
     times["analyze"] = time.perf_counter() - t0
+    bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
     if read is not None:
         read(bundle)
     bundle.cost_analysis, bundle.memory_analysis = stats.result()
     agree_with_xla(bundle)
-    bundle.phase_seconds = {k: round(v, 4) for k, v in times.items()}
     if gpu_target:  # a deviceless compile has nothing to run on
         return Compiled(bundle, loaded, gpu_target=gpu_target)
     return Compiled(bundle, loaded, compiled, args)
 
 
 # What a bundle handed to ``compile_model``'s ``on_graphs`` does not have yet (read after it).
-GRAPHS_LATER = ("memory", "code", "cost_analysis", "memory_analysis", "phase_seconds")
+GRAPHS_LATER = ("memory", "code", "cost_analysis", "memory_analysis")
 
 BEFORE_SUFFIX = ".before_optimizations.txt"
 

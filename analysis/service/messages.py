@@ -29,10 +29,8 @@ from analysis import tuning
 # after it (``Measured``, completed by the parent's copy of the preview).
 # What a worker sends after its preview (``Measured``): what was read from the dump after the
 # preview was sent (the buffer assignment with XLA's estimates it is checked against, the
-# kernels' code, the phases' times: ``analysis.compile.stages.GRAPHS_LATER``) and what
-# measuring added
-MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor", "memory", "memory_analysis", "cost_analysis", "code",
-                   "phase_seconds")
+# kernels' code: ``analysis.compile.stages.GRAPHS_LATER``) and what measuring added
+MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor", "memory", "memory_analysis", "cost_analysis", "code")
 
 
 @dataclass(frozen=True)
