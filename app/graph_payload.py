@@ -286,8 +286,8 @@ def add_code(b: Bundle, payload: dict, follows: str | None = None) -> bool:
     from app.code_payload import code_view
 
     with tuning.building():
-        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {},
-                                           "note": follows if b.code is None else None}
+        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {}, "note": None,
+                                           **({"follows": follows} if follows and b.code is None else {})}
     payload["rev"] = payload.get("rev", 0) + 1
     payload["code_rev"] = payload["rev"]
     payload["code_log"] = []

@@ -119,7 +119,7 @@ def test_a_bundle_without_code_sends_an_empty_pane():
     p = graph_payload.graph_payload(b)
     assert graph_payload.add_code(b, p)
     assert p["code"]["kernels"] == {} and p["code"]["library"] == {}
-    assert p["code"]["note"] is None
+    assert p["code"]["note"] is None and "follows" not in p["code"]
 
 
 def test_a_compile_shown_while_measured_says_its_code_follows():
@@ -129,11 +129,11 @@ def test_a_compile_shown_while_measured_says_its_code_follows():
     p = graph_payload.graph_payload(preview)
     why = "The kernels' code comes with the kernel timings: this compile is being measured (its graphs come first)."
     assert graph_payload.add_code(preview, p, follows=why)
-    assert p["code"]["note"] == why and p["code"]["kernels"] == {}
+    assert p["code"]["follows"] == why and p["code"]["kernels"] == {}
     measured = _bundle()
     q = graph_payload.graph_payload(measured)
     assert graph_payload.add_code(measured, q, follows=why)  # (a bundle with code never says so)
-    assert q["code"]["kernels"] and q["code"]["note"] != why
+    assert q["code"]["kernels"] and "follows" not in q["code"]
     # the same graphs with and without their code are different data to a frame
     same = _bundle(code=None)
     same.created = measured.created

@@ -5,7 +5,8 @@
  * ``xe-code``).
  *
  *   const code = XECode.pane(root, hooks);   // root: the pane's element
- *   code.setData(data)        // app/code_payload.code_view's dict (or null: none sent yet)
+ *   code.setData(data)        // app/code_payload.code_view's dict (or null: none sent yet); its
+ *                             // ``follows``: why a compile's code is not here yet (it comes later)
  *   code.show(kernel, op)     // a kernel's code, scrolled to the first line linked to ``op``
  *   code.mark(op)             // every line linked to ``op`` marked (null: none), scrolled to the first
  *   code.kernel()             // the kernel shown
@@ -116,6 +117,7 @@
         return;
       }
       want = null; wantOp = null;
+      if (data.follows) { note.textContent = data.follows; return; }  // a compile's code that comes later: why
       const kd = kernelData(name);
       if (!kd) {
         const lib = (data.library || {})[name];
@@ -139,6 +141,7 @@
     function intro() {
       note.appendChild(document.createTextNode("Click a kernel or an op in the graphs: the code XLA generated for its kernel shows here, "
         + "each line that computes an HLO instruction marked; click such a line to light the instruction in the graphs."));
+      if (data.follows) { note.appendChild(el("div", data.follows, "hint")); return; }  // (it comes later)
       const names = Object.keys(data.kernels || {}).concat(data.lazy || []);
       if (data.note) note.appendChild(el("div", data.note, "hint"));
       if (!names.length) { note.appendChild(el("div", "This compile carries no generated code.", "hint")); return; }
