@@ -1,5 +1,4 @@
-"""How this process runs, tuned: Python's cyclic garbage collector, a thread's scheduling priority
-and glibc's allocator. Every such call of the project is in this module, and each is applied at a
+"""How this process runs, tuned: Python's cyclic garbage collector and glibc's allocator. Every such call of the project is in this module, and each is applied at a
 few named entry points; ``docs/performance.md`` has the measurement that earned each one its place.
 
 - ``building()``: no cyclic collection while big structures are made (hundreds of thousands of
@@ -10,8 +9,6 @@ few named entry points; ``docs/performance.md`` has the measurement that earned 
   (``analysis.render.report.html_report``).
 - ``freeze()``: a worker that ends with its job puts the compile's objects into the collector's
   permanent generation once its answer's main part is made; they are freed when it exits.
-- ``lower_this_thread(by)``: the thread that parses XLA's dumps beside the compile runs where
-  XLA leaves a core idle. Nothing that is measured runs at a lowered priority.
 - ``tune_allocator()`` / ``return_free_memory()``: the app server's glibc keeps big blocks
   mapped on their own and few arenas, and hands free pages back after a tab's memory is freed.
 
@@ -23,7 +20,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
-import os
 import threading
 from contextlib import contextmanager
 
@@ -70,18 +66,6 @@ def _to_oldest() -> None:
 def freeze() -> None:
     """Everything alive now goes into the collector's permanent generation (never walked again)."""
     gc.freeze()
-
-
-def lower_this_thread(by: int) -> None:
-    """Raise the calling thread's nice value by ``by``, at most to 19 (Linux schedules threads
-    on their own). Nothing happens where that is not possible."""
-    if by <= 0 or not hasattr(os, "setpriority"):
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + by))
-    except OSError:
-        pass
 
 
 def libc_call(name: str):

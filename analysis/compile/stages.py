@@ -319,9 +319,6 @@ class _Beside(threading.Thread):
     made again by the caller, so an error is raised (and reported) where it always was."""
 
     POLL_S = 0.01
-    # How much lower than the compile's own this thread's scheduling priority is (its nice
-    # value): it runs where XLA's code generation leaves a core idle (docs/performance.md).
-    NICE = 10
 
     def __init__(self, traced, dump_dir: str | None, follower: LogFollower | None, pipe: Pipeline,
                  on_text: Callable[[dict], None] | None = None, stablehlo: str | None = None,
@@ -339,7 +336,8 @@ class _Beside(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        tuning.lower_this_thread(self.NICE)
+        # (at XLA's own priority: at a lower one, the fusion decisions the app's first graphs
+        # wait for came later, docs/performance.md "Fourth pass")
         self.jaxpr = _or_none(lambda: str(self._traced.jaxpr))
         if not self._dir:
             return

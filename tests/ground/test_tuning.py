@@ -88,27 +88,6 @@ def test_only_a_process_that_ends_with_its_job_freezes_the_compiles_objects():
     assert got["0"] == (0, "True")
 
 
-def test_lowering_a_thread_leaves_the_others_alone():
-    """``lower_this_thread`` raises the calling thread's nice value only: the thread that started
-    it (and XLA's threads a compile starts) keep theirs."""
-    import os
-
-    from analysis.tuning import lower_this_thread
-
-    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    seen = {}
-
-    def body():
-        lower_this_thread(5)
-        seen["beside"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    assert seen["beside"] == min(19, mine + 5)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
-
-
 def test_no_module_but_tuning_tunes_the_runtime():
     """The collector, priorities and glibc's allocator are touched in analysis/tuning.py only."""
     import os
