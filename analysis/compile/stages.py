@@ -104,8 +104,9 @@ def compile_model(loaded: LoadedModel, backend: str = "auto", compiler_options: 
     (``Pipeline.work_ahead``); what it makes there the bundle finds (the report's layer graphs,
     docs/performance.md). ``on_graphs`` gets the bundle, in this thread, as soon as everything its
     graphs are drawn from is in (its texts analyzed, its fusion decisions read): before the
-    buffer assignment (``memory``), the kernels' code and XLA's own estimates (``cost_analysis``,
-    ``memory_analysis``), which the bundle has once this returns (``GRAPHS_LATER``: a worker's preview is sent there, docs/worker.md).
+    buffer assignment (``memory``), the kernels' code and XLA's own estimates
+    (``cost_analysis``, ``memory_analysis``), which the bundle has once this returns
+    (``GRAPHS_LATER``: a worker's preview is sent there, docs/worker.md).
 
     XLA dumps the compile into a private temporary folder (``xla_dump_to``; with ``dump_passes``
     a snapshot after every pass that changed the module), read by ``read_dump`` and removed; the

@@ -25,11 +25,10 @@ from typing import Any, Union
 
 from analysis import tuning
 
-# What measuring adds to a compiled bundle: all that a worker which sent its preview sends
-# after it (``Measured``, completed by the parent's copy of the preview).
 # What a worker sends after its preview (``Measured``): what was read from the dump after the
 # preview was sent (the buffer assignment with XLA's estimates it is checked against, the
-# kernels' code: ``analysis.compile.stages.GRAPHS_LATER``) and what measuring added
+# kernels' code: ``analysis.compile.stages.GRAPHS_LATER``) and what measuring added; the parent
+# completes its copy of the preview with them
 MEASURED_FIELDS = ("timings", "fusion_comparison", "inductor", "memory", "memory_analysis", "cost_analysis", "code")
 
 

@@ -24,8 +24,8 @@ from analysis.hlo.parser import prepare as prepare_parser
 from analysis.codegen.finish import disassemble_objects
 from analysis.inputs import Upload, open_upload
 from analysis.service.job import Job, Opened, is_measure, job_devices
-from analysis.service.messages import (MEASURED_FIELDS, Answer, Decisions, Failure, Measured, Preview, Probe,
-                                       Progress, Texts, leave_out, measured_fields)
+from analysis.service.messages import (Answer, Decisions, Failure, Measured, Preview, Probe, Progress, Texts,
+                                       leave_out, measured_fields)
 from analysis.service import messages
 from analysis.pipeline import WorkAhead
 
@@ -86,16 +86,17 @@ def upload_of(job: Job) -> Upload:
 def _compile_and_measure(job: Job, loaded, progress, preview, texts, ends_with_job, decisions,
                          devices: int = 1, ahead: WorkAhead | None = None) -> Bundle:
     previewing = (is_measure(job) and preview is not None and job.preview_kernels is not None)
-    # No collector pass from the compile until its preview is sent, and in a process that ends
-    # with the job none over the compile's objects after (none are garbage): they go into the
-    # collector's permanent generation as the pause ends (docs/performance.md); what cycles
-    # the compile left are freed when the process exits.
+
     def on_graphs(b: Bundle) -> None:
         # a big program's preview, as soon as its graphs can be drawn: the buffer assignment and
         # the kernels' code (read next) come with the measurement (messages.MEASURED_FIELDS)
         if len(b.kernels) >= job.preview_kernels:
             preview(b)
 
+    # No collector pass from the compile until its preview is sent, and in a process that ends
+    # with the job none over the compile's objects after (none are garbage): they go into the
+    # collector's permanent generation as the pause ends (docs/performance.md); what cycles
+    # the compile left are freed when the process exits.
     with tuning.building():  # an entry point of analysis.tuning
         c = recipe.compile(loaded, job.backend, job.compiler_options, progress, source_kind=job.kind,
                            gpu_target=job.gpu_target, dump_passes=job.dump_passes, on_texts=texts,
