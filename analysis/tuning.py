@@ -1,5 +1,6 @@
-"""How this process runs, tuned: Python's cyclic garbage collector and glibc's allocator. Every such call of the project is in this module, and each is applied at a
-few named entry points; ``docs/performance.md`` has the measurement that earned each one its place.
+"""How this process runs, tuned: Python's cyclic garbage collector and glibc's allocator. Every
+such call of the project is in this module, and each is applied at a few named entry points;
+``docs/performance.md`` has the measurement that earned each one its place.
 
 - ``building()``: no cyclic collection while big structures are made (hundreds of thousands of
   objects, none garbage yet: a full pass walks them all, over and over). Entry points: a worker's
