@@ -17,7 +17,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import guard, views
-from app.explorer_compile import adopt_measured, compile_choice, first_load
+from app.explorer_compile import adopt_measured, compile_choice, drawn, first_load
 from app.explorer_graphs import graphs, payload, search
 from app.explorer_header import code_editor, header, title_row
 from app.explorer_link import open_link, show_link_notes
@@ -78,3 +78,4 @@ lesson(b)
 details(b, state)
 tabs(b, state, top.present)
 share(b, state, top.present)
+drawn(state)

@@ -23,9 +23,7 @@ def compile_job(state: ExplorerState, job: Job, on_wait: Callable[[], None]) -> 
     A big program's measuring job comes back once compiled: its graphs are shown while it is
     measured (``state.pending``, collected by ``adopt_measured``). ``on_wait`` runs when there
     is a compile to wait for (the status box is drawn): the page draws what it held back."""
-    # an earlier compile still being measured is no longer what the page shows (its measured
-    # bundle still reaches the cache)
-    state.pending, state.pending_error = None, None
+    state.leave_pending()  # an earlier compile still being measured is no longer on show
     holder = st.empty()
     box: list = []  # the status box, drawn at the first phase that is not the cache's answer
 
@@ -95,6 +93,14 @@ def adopt_measured(state: ExplorerState) -> None:
         state.pending_error = e.one_line()
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
         state.pending_error = unexpected(e, "measure")
+
+
+def drawn(state: ExplorerState) -> None:
+    """The page is drawn (its graphs and what is below them): the compile on show, held after
+    its preview, is measured now (``Pending.release``: its worker waited so as not to take the
+    cores the page was drawn with, nor the page the cores its kernels are timed on)."""
+    if state.pending is not None:
+        state.pending.release()
 
 
 @st.fragment(run_every=1.0)

@@ -93,6 +93,13 @@ class ExplorerState:
         measuring still running is left behind: its bundle, when done, must not replace this one."""
         self.upload_job = job
         self.bundle, self.error, self.sel, self.recorded = bundle, None, {}, None
+        self.leave_pending()
+
+    def leave_pending(self) -> None:
+        """The compile being measured is no longer what the page shows: its measured bundle still
+        reaches the cache, measured now (nothing of it is drawn: ``Pending.release``)."""
+        if self.pending is not None:
+            self.pending.release()
         self.pending, self.pending_error = None, None
 
 

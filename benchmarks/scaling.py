@@ -277,7 +277,7 @@ def _browser_once(n: int, port: int = 0) -> dict:
             # imports)
             time.sleep(5)
             row["server_rss_idle_mb"] = round(_rss_mb(server.pid))
-            t0 = time.perf_counter()
+            t0, t0_wall = time.perf_counter(), time.time()
             page.goto(f"http://127.0.0.1:{port}/?code={code_id}&backend=cpu", timeout=120_000)
             frame = None
             while frame is None and time.perf_counter() - t0 < 900:
@@ -295,7 +295,10 @@ def _browser_once(n: int, port: int = 0) -> dict:
                 page.screenshot(path=os.path.join(OUT, f"scaling_{n}_not_drawn.png"))
                 print(f"  browser N={n}: no graphs drawn in 900 s (scaling_{n}_not_drawn.png)", flush=True)
                 return row
-            row["graphs_drawn_s"] = round(time.perf_counter() - t0, 2)
+            # the moment the frame had both graphs in its page (graph_view.js: ``__xe_ready``, the
+            # wall clock in ms); polling a browser that is busy drawing sees it up to a second later
+            row["graphs_seen_s"] = round(time.perf_counter() - t0, 2)
+            row["graphs_drawn_s"] = round(frame.evaluate("() => window.__xe_ready") / 1000 - t0_wall, 2)
             # a big program's graphs come before its timings (a notice says they follow)
             notice = page.get_by_text("kernel timings follow")
             row["drawn_while_measuring"] = notice.count() > 0

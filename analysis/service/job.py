@@ -21,6 +21,7 @@ KINDS = ("gallery", "code", "file", "probe", "sweep", "open")
 # ``cached`` is the queue's (a bundle found in the store). A worker's other progress is not read.
 PHASES = {"load": "Loading the code", "trace": "Tracing to a jaxpr", "lower": "Lowering to StableHLO / HLO",
           "compile": "Compiling with XLA", "analyze": "Analyzing kernels", "measure": "Measuring kernels",
+          "held": "Measuring kernels (once the graphs are drawn)",
           "passes": "Reading the per-pass snapshots", "sweep": "Compiling for every input length",
           "compare": "Compiling and measuring with fusion disabled", "cached": "Found in the cache",
           "runtime": "Making the jax runtime (first use: pip installs it)",

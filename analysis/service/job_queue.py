@@ -81,8 +81,17 @@ class Pending:
     def done(self) -> bool:
         return self.handle.done()
 
+    def release(self) -> None:
+        """The preview is drawn: its worker may measure now (``JobHandle.release``)."""
+        self.handle.release()
+
+    @property
+    def released(self) -> bool:
+        return self.handle.released
+
     def result(self, timeout: float | None = None) -> "Outcome":
         if self._out is None:
+            self.handle.release()  # whoever waits for the timings is not drawing the preview
             self.handle.wait(timeout)
             self._out = self._settle()
         return self._out
@@ -114,6 +123,7 @@ class JobHandle:
         self._queue = queue
         self._done = threading.Event()
         self._cancel = threading.Event()
+        self._drawn = threading.Event()  # its preview drawn (``release``): its worker measures
         self._ran: Ran | None = None
         self._error: ExplorerError | None = None
         self._listeners: list[Callable[[str], None]] = []
@@ -154,6 +164,16 @@ class JobHandle:
         self._cancel.set()
         return self._queue._cancel(self)
 
+    def release(self) -> None:
+        """The page has drawn this job's preview (or no longer shows it): its worker, which
+        waits for this after sending the preview (at most ``worker_main.PREVIEW_HOLD_S``),
+        reads the rest of its dump and measures."""
+        self._drawn.set()
+
+    @property
+    def released(self) -> bool:
+        return self._drawn.is_set()
+
     def _progress(self, phase: str) -> None:
         self.phase = phase
         for fn in list(self._listeners):
@@ -183,10 +203,11 @@ class JobQueue:
         self.limits = limits or Limits.from_env()
         self.store = store
         self._runner = runner or run_job
-        try:  # a runner that can hand on a worker's preview takes ``preview=``
-            self._previews = "preview" in inspect.signature(self._runner).parameters
+        try:  # a runner that can hand on a worker's preview takes ``preview=`` (and may hold it: ``hold=``)
+            params = inspect.signature(self._runner).parameters
+            self._previews, self._holds = "preview" in params, "hold" in params
         except (TypeError, ValueError):
-            self._previews = False
+            self._previews = self._holds = False
         self.workers = max(1, workers or self.limits.workers)
         self.measure_slots = max(1, measure_slots)
         self.engine = engine
@@ -366,6 +387,8 @@ class JobQueue:
             ran, error = None, None
             try:
                 more = {"preview": h._preview} if self._previews and h.job.preview_kernels is not None else {}
+                if more and self._holds:
+                    more["hold"] = h._drawn
                 if h.ahead is not None:
                     more["ahead"] = h.ahead
                 ran = self._runner(h.job, h._progress, limits=self._limits_for(h), cancel=h._cancel, **more)

@@ -35,17 +35,19 @@ class Ran:
 
 def run_job(job: Job, progress: Callable[[str], None] | None = None, timeout: float | None = None,
             limits: Limits | None = None, cancel=None, preview: Callable[[Bundle], None] | None = None,
-            ahead: WorkAhead | None = None) -> Ran:
+            ahead: WorkAhead | None = None, hold: threading.Event | None = None) -> Ran:
     """Run ``job`` in a sandboxed worker process; returns its Bundle or raises ExplorerError.
     ``preview`` receives the compiled bundle a measuring job sends before it is measured
-    (``Job.preview_kernels``), checked as the final one is; ``ahead``, the caller's work on a
-    draft of the bundle made from what the worker sends while it compiles (``EarlyParts``)."""
+    (``Job.preview_kernels``), checked as the final one is; the worker then waits until ``hold``
+    is set (the preview drawn: ``worker_process.run_worker``) before it measures. ``ahead``, the
+    caller's work on a draft of the bundle made from what the worker sends while it compiles
+    (``EarlyParts``)."""
     limits = limits or Limits.from_env()
     if timeout is not None:
         limits = replace(limits, timeout_s=float(timeout))
     early = EarlyParts(job, preview, ahead, text_mb=limits.upload_mb)
     res = worker_process.run_worker(asdict(job), limits, progress, cancel, early if preview else None, early.texts,
-                             early.decisions)
+                                    early.decisions, hold=hold if preview else None)
     if res.message is None:  # (an upload's bytes are no code to point into)
         raise describe_failure(res, limits, job.filename, job.source if job.kind in ("code", "file") else None)
     return interpret(res.message, res.isolated, job, pipe=early.wait(), preview=early.bundle, sent=early.sent,

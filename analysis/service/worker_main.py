@@ -139,6 +139,23 @@ def apply_limits(spec: dict) -> None:
         setl(resource.RLIMIT_NPROC, int(spec["nproc"]))
 
 
+# After a big program's preview the worker waits for the page to draw it (its parent closes our
+# stdin: ``worker_process``'s ``hold``) before it reads the dump's rest and times the kernels, so
+# the reading and the timing loops do not take the cores the page draws with, nor the drawing
+# the cores the kernels are timed on (docs/performance.md). At most this long: a page that never
+# draws (a tab closed) does not keep the timings back for more.
+PREVIEW_HOLD_S = 15.0
+
+
+def wait_for_release(fd: int = 0, bound: float = PREVIEW_HOLD_S) -> bool:
+    """Wait until ``fd`` (the job's stdin, after its one line) is closed by the parent, or
+    ``bound`` seconds pass; True when the parent released it."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], bound)
+    return bool(ready)
+
+
 _LIMIT_WORDS = ("RESOURCE_EXHAUSTED", "MemoryError", "Out of memory", "out of memory", "Cannot allocate memory")
 
 
@@ -179,7 +196,8 @@ def _worker_main() -> int:
     if os.environ.get("XLA_EXPLORER_SPARE"):  # started ahead of its job (worker_process.keep_spare): while it
         prepare_parser()  # waits, what the job would otherwise do first
     try:
-        job = Job.from_dict(json.loads(sys.stdin.read()))
+        # the job is one line; the parent keeps stdin open after it while a preview may be held
+        job = Job.from_dict(json.loads(sys.stdin.buffer.readline()))
     except ExplorerError as e:
         emit(Failure(e.to_dict()))
         return 0
@@ -213,6 +231,8 @@ def _worker_main() -> int:
         def preview(b):
             emit(Preview(leave_out(b, sent, decided[0] if decided else None)))
             previewed.append(True)
+            emit(Progress("held"))  # until the page has drawn it (PREVIEW_HOLD_S)
+            wait_for_release()
 
         bundle = execute(job, lambda p: emit(Progress(p)), preview, texts, ends_with_job=True,
                          decisions=decisions)

@@ -94,12 +94,16 @@ MAX_PROGRESS = 200
 def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str], None] | None = None,
                cancel: threading.Event | None = None, preview: Callable[[dict], None] | None = None,
                texts: Callable[[dict], None] | None = None,
-               decisions: Callable[[dict], None] | None = None) -> WorkerResult:
+               decisions: Callable[[dict], None] | None = None,
+               hold: threading.Event | None = None) -> WorkerResult:
     """Start one sandboxed worker for ``job`` (a Job as a dict), feed it, read its answer.
     ``texts``, ``decisions`` and ``preview`` receive the value of the worker's ``{"texts": ...}``
     messages (its HLO as XLA dumps it and once compiled: at most ``messages.EARLY``), of its
     ``{"decisions": ...}`` and of its first ``{"preview": ...}``, as it sent them (untrusted: the
-    caller checks them), while the worker goes on. With spare workers on (``keep_spare``), the
+    caller checks them), while the worker goes on. With ``hold``, the worker's stdin stays open
+    after the job until ``hold`` is set (or the job ends): a worker that sent a preview waits for
+    that (at most ``worker_main.PREVIEW_HOLD_S``) before it reads the rest and measures, so the
+    page that draws the preview has the cores. With spare workers on (``keep_spare``), the
     worker is the one started for a job like this one beforehand, if there is one.
 
     Whatever the worker does, this returns (after at most ``limits.timeout_s`` plus a moment)
@@ -117,7 +121,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     try:
         talk = _Conversation(w.proc, limits, w.kill, progress, {Preview: preview, Texts: texts,
                                                                 Decisions: decisions})
-        res = talk.run(job, cancel, isolated=use_bwrap)
+        res = talk.run(job, cancel, isolated=use_bwrap, hold=hold)
         res.token = w.token
         return res
     finally:
@@ -309,11 +313,12 @@ class _Conversation:
         self.phases_said = 0
         self.last_phase: str | None = None
 
-    def run(self, job: dict, cancel: threading.Event | None, isolated: bool) -> WorkerResult:
+    def run(self, job: dict, cancel: threading.Event | None, isolated: bool,
+            hold: threading.Event | None = None) -> WorkerResult:
         proc = self.proc
         t_err = threading.Thread(target=self._drain_stderr, daemon=True)
         t_err.start()
-        threading.Thread(target=self._feed, args=(job,), daemon=True).start()
+        threading.Thread(target=self._feed, args=(job, hold), daemon=True).start()
         timer = threading.Timer(self.limits.timeout_s, self._on_timeout)
         timer.daemon = True
         timer.start()
@@ -328,6 +333,8 @@ class _Conversation:
                 proc.wait(timeout=5)
         finally:
             timer.cancel()
+            if hold is not None:  # the job is over: nothing waits for it any more (_feed ends)
+                hold.set()
         t_err.join(timeout=2)
         tail = bytes(self.stderr_tail).decode("utf-8", "replace")
         return WorkerResult(self.final if self.hit is None else None, proc.returncode, tail, isolated, self.hit)
@@ -360,11 +367,16 @@ class _Conversation:
                 self._stop("cancelled")
                 return
 
-    def _feed(self, job: dict) -> None:
+    def _feed(self, job: dict, hold: threading.Event | None = None) -> None:
+        """The job as one line (JSON escapes every newline in it), then stdin closed: at once,
+        or once ``hold`` is set (``run_worker``)."""
         try:
-            self.proc.stdin.write(json.dumps(job).encode())
+            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+            self.proc.stdin.flush()
+            if hold is not None:
+                hold.wait()
             self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
+        except (BrokenPipeError, OSError, ValueError):  # (ValueError: closed as the job ended)
             pass
 
     def _drain_stderr(self) -> None:

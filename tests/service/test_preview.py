@@ -28,7 +28,7 @@ from analysis.service.worker import EarlyParts, Ran
 from app.explorer_state import explorer_state
 from sample_models._stack import stack_source
 from tests.paths import ROOT
-from tests.polling import wait_until
+from tests.polling import holds, wait_until
 
 HLO = """HloModule tiny, is_scheduled=true
 
@@ -561,6 +561,54 @@ def test_a_measurement_that_fails_after_the_preview_is_one_line_and_the_graphs_s
     q.shutdown()
 
 
+@pytest.mark.sandbox
+@pytest.mark.skipif(not ISOLATED, reason=f"bubblewrap cannot run here: {WHY}")
+def test_after_its_preview_a_worker_waits_for_the_page_before_it_measures(tmp_path):
+    """The worker says it holds (``held``) after its preview and measures once the page has drawn
+    it (``JobHandle.release``): until then nothing of its measuring is said and its job runs on."""
+    q = JobQueue(Limits(timeout_s=120, measure_timeout_s=120), Store(str(tmp_path / "s.sqlite")))
+    seen: list[str] = []
+    h = q.submit(Job(kind="gallery", name="mlp", backend="cpu", measure=True, preview_kernels=1), session="t",
+                 progress=seen.append)
+    wait_until(lambda: h.phase == "held", 90, lambda: f"the worker to hold its preview (phases: {seen})")
+    assert h.preview is not None and h.preview.timings is None
+    holds(lambda: h.phase == "held" and not h.done(), 2.0, "the worker waiting for its page")
+    h.release()
+    ran = h.result(120)
+    assert ran.bundle.timings and ran.bundle.memory is not None
+    assert seen.index("measure") > seen.index("held"), seen
+    q.shutdown()
+
+
+def test_a_held_worker_goes_on_when_its_stdin_closes_or_the_bound_passes():
+    from analysis.service.worker_main import wait_for_release
+
+    r, w = os.pipe()
+    try:
+        assert wait_for_release(r, bound=0.05) is False  # never released: the bound
+        os.close(w)
+        w = None
+        assert wait_for_release(r, bound=60) is True  # released: at once
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
+
+
+def test_a_page_that_leaves_a_compile_being_measured_releases_it():
+    r = PreviewRunner()
+    q = _queue(r)
+    out = compile_job(Job(name="p", measure=True, preview_kernels=1), session="s", queue=q, early=True)
+    page = explorer_state({})
+    page.pending = out.pending
+    assert not out.pending.released
+    page.leave_pending()  # another compile or an upload is shown instead
+    assert out.pending.released and page.pending is None
+    r.release.set()
+    assert out.pending.result(20).bundle.timings
+    q.shutdown()
+
+
 # ----------------------------------------------------------------------------- the page
 
 APP = os.path.join(ROOT, "app", "main.py")
@@ -608,6 +656,7 @@ def test_the_page_shows_the_graphs_while_measuring_and_then_the_timings(monkeypa
     at.button(key="compile").click().run()
     assert not at.exception, at.exception
     assert page.pending is not None
+    assert page.pending.released  # its page is drawn (AppTest has no frame to wait for): measured now
     assert "kernel timings follow" in _texts(at)
     assert "Measuring: every kernel is being timed" in _texts(at)
     shown = page.bundle
