@@ -279,10 +279,22 @@ def add_code(b: Bundle, payload: dict, follows: str | None = None) -> bool:
     frame first opens the pane, under a new revision (``code_rev``: a frame holding an earlier
     one is sent it). Not in the payload before: a compile's code is often bigger than its
     graphs, and the first graph must not wait for it. ``follows``: why ``b`` has no code yet, where
-    it was to come with its timings (``ExplorerState.comes_with_timings``).
-    False when it is there already."""
+    it was to come with its timings (``ExplorerState.comes_with_timings``): when that changes
+    (the measuring failed) the pane's data is sent again with the new reason. False when it is
+    there already."""
     if "code" in payload:
-        return False
+        code = payload["code"]
+        now = follows if follows and b.code is None else None
+        if "follows" not in code or code["follows"] == now:
+            return False
+        if now is None:
+            code.pop("follows")
+        else:
+            code["follows"] = now
+        payload["rev"] = payload.get("rev", 0) + 1
+        payload["code_rev"] = payload["rev"]
+        payload.pop("code_sent", None)  # (packed again when asked)
+        return True
     from app.code_payload import code_view
 
     with tuning.building():

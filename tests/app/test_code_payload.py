@@ -130,6 +130,13 @@ def test_a_compile_shown_while_measured_says_its_code_follows():
     why = "The kernels' code comes with the kernel timings: this compile is being measured (its graphs come first)."
     assert graph_payload.add_code(preview, p, follows=why)
     assert p["code"]["follows"] == why and p["code"]["kernels"] == {}
+    held = p["rev"]
+    assert graph_payload.code_since(p, held) is None and not graph_payload.add_code(preview, p, follows=why)
+    # its measuring failed: a frame with the pane open is sent the new reason
+    failed = "The kernels' code was to come with the kernel timings, and measuring failed: Compile again to see it."
+    assert graph_payload.add_code(preview, p, follows=failed)
+    assert p["code"]["follows"] == failed and p["code_rev"] > held
+    assert graph_payload.code_since(p, held) is not None
     measured = _bundle()
     q = graph_payload.graph_payload(measured)
     assert graph_payload.add_code(measured, q, follows=why)  # (a bundle with code never says so)
