@@ -15,7 +15,9 @@ of the same N, measured beside it:
 2. **--measure**: ``compile_model`` plus ``measure`` against the bare compile plus the time the
    measured calls themselves take (warm-up, timed and traced calls);
 3. **in a real browser** (a Streamlit server with an empty store, Chromium): a link to the
-   pasted code opened, to both graphs drawn (a big program's come before its timings), and to
+   pasted code opened, to both graphs drawn (the frame's own moment, ``__xe_ready``; the poll
+   that sees it, later on a busy browser, is kept beside it; a big program's graphs come before
+   its timings), and to
    its timings shown, against the bare compile in a fresh Python process (the app's worker is
    one), run just before and just after, the ratio against the mean of the two; a click on a layer to its highlight painted; a layer
    double-clicked to its view drawn; the server's resident memory after the graphs are drawn,
