@@ -287,7 +287,9 @@ def _limited_app(bundle_json: str, limit: int, selected: str | None = None):
 
 
 def test_a_big_table_shows_the_busiest_kernels_and_all_on_request(bundle):
-    times = {k: r["median_s"] for k, r in bundle.timings["kernels"].items()}
+    # the table's time is the kernel's share of the step (docs/numbers.md), not its per-call
+    # median: two kernels can come in either order by the one and not by the other
+    times = {k: r["share"] for k, r in bundle.timings["kernels"].items()}
     assert len(times) >= 4
     busiest = sorted((k for k in times if not bundle.timings["kernels"][k].get("inclusive")),
                      key=lambda k: -times[k])[:2]
