@@ -282,27 +282,25 @@ def add_code(b: Bundle, payload: dict, follows: str | None = None) -> bool:
     it was to come with its timings (``ExplorerState.comes_with_timings``): when that changes
     (the measuring failed) the pane's data is sent again with the new reason. False when it is
     there already."""
+    now = follows if follows and b.code is None else None
     if "code" in payload:
         code = payload["code"]
-        now = follows if follows and b.code is None else None
         if "follows" not in code or code["follows"] == now:
             return False
         if now is None:
             code.pop("follows")
         else:
             code["follows"] = now
-        payload["rev"] = payload.get("rev", 0) + 1
-        payload["code_rev"] = payload["rev"]
         payload.pop("code_sent", None)  # (packed again when asked)
-        return True
-    from app.code_payload import code_view
+    else:
+        from app.code_payload import code_view
 
-    with tuning.building():
-        payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {}, "note": None,
-                                           **({"follows": follows} if follows and b.code is None else {})}
+        with tuning.building():
+            payload["code"] = code_view(b) or {"stages": [], "kernels": {}, "lazy": [], "library": {}, "note": None,
+                                               **({"follows": now} if now else {})}
+        payload["code_log"] = []
     payload["rev"] = payload.get("rev", 0) + 1
     payload["code_rev"] = payload["rev"]
-    payload["code_log"] = []
     return True
 
 
