@@ -193,9 +193,11 @@ def _layer_parts(bundle):
 
 
 def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict | None = None,
-                   names: list[str] | None = None, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
+                   names: list[str] | None = None, isolate: bool = False,
+                   sides: tuple[str, ...] = ("pre", "post")) -> dict[str, dict[str, GraphSpec]]:
     """``{"pre": {"layers": spec, "layers:<path>": spec, ...}, "post": {...}}`` for the views in
-    ``names`` (default: every one); empty when the model has fewer than two layers.
+    ``names`` (default: every one), of the ``sides`` asked for; empty when the model has fewer
+    than two layers.
 
     ``isolate``: an opened layer is drawn with only its neighbours (the layers it reads from
     and feeds, as boxes), not in the middle of every other layer: a big program's layers view
@@ -204,6 +206,8 @@ def layer_variants(bundle: Bundle, edge_notes: dict | None = None, timings: dict
     if got is None:
         return {}
     root, tops, pre_mod, post_mod, (by_path, border, labels, op_top, kernel_top) = got
+    pre_mod = pre_mod if "pre" in sides else None
+    post_mod = post_mod if "post" in sides else None
     pre_note, post_note = outside_note(root, tops, border)
     out: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
     if names is None:

@@ -61,15 +61,19 @@ def graph_views(bundle: Bundle) -> GraphViews:
     return GraphViews(names=BASIC_VIEWS + tuple(layered), first="layers" if big else "default", eager=eager)
 
 
-def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str, GraphSpec]]:
+def variant_specs(b: Bundle, names, isolate: bool = False,
+                  sides: tuple[str, ...] = ("pre", "post")) -> dict[str, dict[str, GraphSpec]]:
     """The GraphSpecs of the views ``names`` (of ``BASIC_VIEWS`` and the layers views, see
     ``analysis.render.layer_graph``; ``isolate``: an opened layer with its neighbours only), by
-    side; a side without its module is left out."""
+    side, of the ``sides`` asked for; a side without its module is left out. Only the graph
+    before optimization reads the fusion decisions (each boundary's "why"): the optimized one
+    is the same with or without them, so it can be made before they are in."""
     from analysis.fusion.decisions import edge_notes
     from analysis.render.layer_graph import layer_variants
     from analysis.render.module_graphs import post_graph, pre_graph
 
-    pre_mod, post_mod = b.module("hlo_before"), b.module("hlo_after")
+    pre_mod = b.module("hlo_before") if "pre" in sides else None
+    post_mod = b.module("hlo_after") if "post" in sides else None
     timings = kernel_times(b.timings) or None  # the labels' time and share: one object (docs/numbers.md)
     notes = edge_notes(b.fusion_decisions) if pre_mod is not None else None  # why XLA did (not) fuse each boundary
     specs: dict[str, dict[str, GraphSpec]] = {"pre": {}, "post": {}}
@@ -87,6 +91,6 @@ def variant_specs(b: Bundle, names, isolate: bool = False) -> dict[str, dict[str
     layered = [n for n in names if n.startswith("layers")]
     if layered:
         for side, variants in layer_variants(b, edge_notes=notes, timings=timings, names=layered,
-                                             isolate=isolate).items():
+                                             isolate=isolate, sides=sides).items():
             specs[side].update(variants)
     return {side: v for side, v in specs.items() if v}

@@ -113,6 +113,24 @@ def test_the_collapsed_layers_view_is_laid_out_with_the_compile_and_each_layer_w
         assert add_variant(b, payload, opened[0]) and opened[0] in payload["graphs"]["pre"]["variants"]
 
 
+def test_only_the_graph_before_optimization_reads_the_fusion_decisions(gallery_bundle):
+    """The app makes the optimized graph before a worker's decisions come (``graph_payload._undecided``):
+    it must be the same without them, while the graph before optimization marks each boundary's why."""
+    import dataclasses
+
+    from analysis.render.view_model import graph_views, variant_specs
+
+    b = gallery_bundle("decoder_nnx")
+    assert b.fusion_decisions and b.fusion_decisions["records"]
+    undecided = dataclasses.replace(b, fusion_decisions=None)
+    names = [n for n in graph_views(b).names if not n.startswith("layers:")] + ["layers:attn"]
+    for side, same in (("post", True), ("pre", False)):
+        with_them = variant_specs(b, names, sides=(side,))
+        assert list(with_them) == [side] and set(with_them[side]) == set(names)
+        without = variant_specs(undecided, names, sides=(side,))[side]
+        assert {n: sp.to_dot() == without[n].to_dot() for n, sp in with_them[side].items()} == dict.fromkeys(names, same)
+
+
 from tests.stack_hlo import stack_texts as _stack_texts  # noqa: E402
 
 
