@@ -83,8 +83,10 @@ class WorkAhead:
     one interface through which a compile hands its caller the parts as they become known (the
     thread beside XLA, ``analysis.compile.stages``; the parent on a worker's early messages,
     ``analysis.service.worker.EarlyParts``). ``before`` gets the module before optimization as
-    soon as it parses, while XLA optimizes; ``draft`` gets a draft bundle of both parses, their
-    analysis, the fusion decisions and the job's source, before the real bundle exists. What
+    soon as it parses, while XLA optimizes; ``analyzed`` a draft bundle of both parses, their
+    analysis and the job's source where the fusion decisions come later (a worker reads them
+    off XLA's log after the compile); ``draft`` a draft bundle of both parses, their analysis,
+    the fusion decisions and the job's source, before the real bundle exists. What
     they make, the front end keeps by content (``analysis.bundle.ContentCache``), where the real
     bundle finds it. Both run in a thread of the compile; a failure is a warning, and the work
     is done again for the real bundle. This base class does nothing: a front end overrides what
@@ -92,6 +94,9 @@ class WorkAhead:
 
     def before(self, module: Module) -> None:
         """Work on the module before optimization alone."""
+
+    def analyzed(self, bundle: Bundle) -> None:
+        """Work on a draft of the bundle without its fusion decisions (the caller must not change it)."""
 
     def draft(self, bundle: Bundle) -> None:
         """Work on a draft of the bundle (the caller must not change it)."""
@@ -211,18 +216,26 @@ class Pipeline:
     def work_ahead(self, ahead: WorkAhead, fusion_decisions, source: dict, kernels_of=None) -> None:
         """``ahead.draft`` on a draft bundle of the two parses, their analysis,
         ``fusion_decisions`` and ``source``, made before the real bundle (beside XLA's code
-        generation, or while a worker compiles); what the core derives there
-        (``Bundle.derived``: the layer tree, the details' index) the bundles this pipeline is
-        put onto later take wherever it was made of their own objects (``keep``). A failure is
-        a warning: the work is done again for the bundle, which reports it. ``kernels_of``: the
-        provenance the decisions' kernels were mapped with (``decisions_for_bundle``), not
-        mapped again where it is the draft's."""
+        generation, or while a worker compiles); what the core derives there (``Bundle.derived``:
+        the layer tree, the details' index) the bundles this pipeline is put onto later take
+        wherever it was made of their own objects (``keep``). A failure is a warning: the work
+        is done again for the bundle, which reports it. ``kernels_of``: the provenance the
+        decisions' kernels were mapped with (``decisions_for_bundle``), not mapped again where
+        it is the draft's."""
+        self._ahead_on(ahead.draft, fusion_decisions, source, kernels_of)
+
+    def analyzed_ahead(self, ahead: WorkAhead, source: dict) -> None:
+        """``ahead.analyzed`` on a draft bundle of the two parses, their analysis and ``source``
+        alone, where the fusion decisions come later (as ``work_ahead``)."""
+        self._ahead_on(ahead.analyzed, None, source)
+
+    def _ahead_on(self, work, fusion_decisions, source: dict, kernels_of=None) -> None:
         stages = {k: hit[0] for k in STAGES if (hit := self.parse(k)) is not None}
         draft = Bundle(stages=stages, fusion_decisions=fusion_decisions, source=dict(source))
         self.onto(draft, kernels_of)  # its analysis, and the decisions' kernels from its provenance
         try:
-            ahead.draft(draft)
-        except Exception as e:  # noqa: BLE001 - see above
+            work(draft)
+        except Exception as e:  # noqa: BLE001 - see ``work_ahead``
             warnings.warn(f"work ahead of a bundle failed: {type(e).__name__}: {e}")
         self.keep(draft)
 

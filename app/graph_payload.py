@@ -102,9 +102,13 @@ def _core(b: Bundle) -> dict:
 
 
 class PayloadAhead(WorkAhead):
-    """The explorer's work while a worker compiles (``runner.compile_bundle``'s ``ahead``): the
-    payload's core of the draft of what the worker sent early, its layouts in the layout cache,
-    for the worker's bundle of the same content to find."""
+    """The explorer's work while a worker compiles (``runner.compile_bundle``'s ``ahead``): what
+    the fusion decisions do not change once the compiled module is analyzed (``_undecided``),
+    then the payload's core of the draft of what the worker sent early, its layouts in the
+    layout cache, for the worker's bundle of the same content to find."""
+
+    def analyzed(self, bundle: Bundle) -> None:
+        _undecided(bundle)
 
     def draft(self, bundle: Bundle) -> None:
         _core(bundle)
@@ -120,39 +124,23 @@ def payload_core(b: Bundle) -> dict:
     ``OPEN_AS_LAYERS`` instructions) opens collapsed to its layers, and only that view is laid
     out: every other view is in ``lazy`` and is built and laid out when the user asks for it
     (``add_variant``; a layer then opens with its neighbours only), so the first graph costs what
-    is shown, not what the module holds."""
-    from analysis.program.links import link_maps
-    from analysis.render.details import lecture_order, measured_kernels, node_details, pack_light, source_lines
-    from analysis.render.graph import time_color
-    from analysis.render.layer_graph import layer_maps
+    is shown, not what the module holds. What the fusion decisions do not change is made by
+    ``_undecided``, once per analysis, before they are in where a worker compiles."""
+    from analysis.bundle.core import missing_stage_text
+    from analysis.render.decisions import edge_why
+    from analysis.render.details import lecture_order, node_details, source_lines
 
-    timings = measured_kernels(b)  # the labels' and colours' time and share (docs/numbers.md)
-    layers = layer_maps(b)
-    views = graph_views(b)
-    big = views.as_layers
-    # Laid out now: the views a program opens with and its collapsed layers view; the others
-    # (each layer opened, for every program alike) when they are asked for (``add_variant``)
-    lazy = views.lazy
-    specs = variant_specs(b, views.eager)
-    # Graphviz lays the views out in its own processes while the rest is built here
+    fixed = _undecided(b)
+    views = fixed["views"]
+    # the graph before optimization, with each boundary's decision; the optimized one is made
+    specs = {side: v for side, v in (("pre", variant_specs(b, views.eager, sides=("pre",)).get("pre")),
+                                     ("post", fixed["post_specs"])) if v}
     dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
+    # (the optimized graph's layouts were started with it: this waits for those too)
     layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
-    top = max((t.share for t in timings.values()), default=0) or None
-    time = {}
-    for name, t in timings.items():
-        share = t.share
-        k = b.kernel(name)
-        time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
-                      ROUTE_COLORS.get(k.route if k else "", "#777777")]
-    if big:  # every node's light details, the full ones for what is drawn (the rest on request)
-        light = node_details(b, light=True)
-        details = node_details(b, ids=_drawn_ids(specs))
-    else:
-        details = node_details(b)
-    for lid, box in ((layers or {}).get("boxes") or {}).items():
-        details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
-                        "op_name": box["path"], "lines": []}
-    links = link_maps(b.provenance, b.kernels)
+    details = dict(fixed["details"])
+    if views.as_layers and "pre" in specs:  # the full details of what is drawn before optimization too
+        details.update(node_details(b, ids=_drawn_ids({"pre": specs["pre"]}) - details.keys()))
     try:
         layouts_done()
         error = None
@@ -172,7 +160,66 @@ def payload_core(b: Bundle) -> dict:
         graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
                         "collapsed": len(d.collapsed),
                         "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
-    if big:
+    payload = {"graphs": graphs, "links": fixed["links"], "details": details, "layers": fixed["layers"],
+               "why": edge_why(b.fusion_decisions),  # each boundary's decision, for the "why" panel
+               # big programs open collapsed to their layers (the layers view scales; every op does not)
+               "open_variant": views.first, "lazy": views.lazy,
+               "source": source_lines(b), "lecture": lecture_order(b), "time": fixed["time"], "timed": bool(fixed["time"]),
+               "missing": {side: missing_stage_text(b, side) for side in ("pre", "post")},
+               "error": error, "details_log": []}
+    if "packed" in fixed:
+        payload["packed"] = fixed["packed"]
+    for g in graphs.values():
+        g["time_legend"] = time_legend()
+        g["memory_legend"] = memory_legend()
+    payload["graphs_hash"] = hashlib.sha1(json.dumps(graphs, sort_keys=True, default=str).encode()).hexdigest()
+    return payload
+
+
+def _undecided(b: Bundle) -> dict:
+    """What ``payload_core`` holds that the fusion decisions do not change, made once per parse,
+    analysis and timings (``Bundle.derived``; callers must not change it): the views, the
+    optimized graph's specs with their layouts started in Graphviz, the kernels' time colours,
+    the layers' maps, the links, the nodes' details (a big program's light ones, the full ones
+    of the optimized graph it draws) and a big program's packed JSON. A worker sends its
+    compiled module about a second before its fusion decisions (it reads them off XLA's log
+    after the compile); this is made in that second (``PayloadAhead.analyzed``), which at 96
+    layers was most of the payload's time after the decisions came (docs/performance.md)."""
+    fingerprint = (b.stages.get("hlo_before"), b.stages.get("hlo_after"), b.provenance, b.kernels, b.timings)
+    return b.derived("payload:undecided", fingerprint, lambda: _make_undecided(b))
+
+
+def _make_undecided(b: Bundle) -> dict:
+    from analysis.program.links import link_maps
+    from analysis.render.details import measured_kernels, node_details, pack_light
+    from analysis.render.graph import time_color
+    from analysis.render.layer_graph import layer_maps
+
+    views = graph_views(b)
+    post = variant_specs(b, views.eager, sides=("post",)).get("post") or {}
+    # Graphviz lays these out in its own processes while the rest is built (and cached by DOT,
+    # where ``payload_core`` finds them)
+    layout_dots_start([sp.to_dot() for sp in post.values()])
+    timings = measured_kernels(b)  # the labels' and colours' time and share (docs/numbers.md)
+    top = max((t.share for t in timings.values()), default=0) or None
+    time = {}
+    for name, t in timings.items():
+        share = t.share
+        k = b.kernel(name)
+        time[name] = [time_color(share, top), "white" if top and share > 0.6 * top else "black",
+                      ROUTE_COLORS.get(k.route if k else "", "#777777")]
+    layers = layer_maps(b)
+    if views.as_layers:  # every node's light details, the full ones for what is drawn (the rest on request)
+        light = node_details(b, light=True)
+        details = node_details(b, ids=_drawn_ids({"post": post}))
+    else:
+        details = node_details(b)
+    for lid, box in ((layers or {}).get("boxes") or {}).items():
+        details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
+                        "op_name": box["path"], "lines": []}
+    links = link_maps(b.provenance, b.kernels)
+    out = {"views": views, "post_specs": post, "time": time, "details": details, "links": links, "layers": layers}
+    if views.as_layers:
         # What never changes after this, as one JSON text: held as dicts, a big program's links,
         # layer maps and light details took far more of the server's memory (docs/performance.md).
         # The frame parses it once; ``details`` has the full details sent so far.
@@ -181,27 +228,11 @@ def payload_core(b: Bundle) -> dict:
         # (the boxes' ops), and the light details go by column (``pack_light``): much less
         # JSON, and a smaller websocket message that carries it, which was seconds of the wait
         # for the first graph on the 2-core machine.
-        packed = json.dumps({"links": {k: v for k, v in links.items() if k != "pre2k"},
-                             "layers": {k: v for k, v in layers.items() if k != "op_box"},
-                             "light": pack_light(light)}, default=str)
-        links = layers = light = None
-    from analysis.bundle.core import missing_stage_text
-    from analysis.render.decisions import edge_why
-
-    payload = {"graphs": graphs, "links": links, "details": details, "layers": layers,
-               "why": edge_why(b.fusion_decisions),  # each boundary's decision, for the "why" panel
-               # big programs open collapsed to their layers (the layers view scales; every op does not)
-               "open_variant": views.first, "lazy": lazy,
-               "source": source_lines(b), "lecture": lecture_order(b), "time": time, "timed": bool(time),
-               "missing": {side: missing_stage_text(b, side) for side in ("pre", "post")},
-               "error": error, "details_log": []}
-    if big:
-        payload["packed"] = packed
-    for g in graphs.values():
-        g["time_legend"] = time_legend()
-        g["memory_legend"] = memory_legend()
-    payload["graphs_hash"] = hashlib.sha1(json.dumps(graphs, sort_keys=True, default=str).encode()).hexdigest()
-    return payload
+        out["packed"] = json.dumps({"links": {k: v for k, v in links.items() if k != "pre2k"},
+                                    "layers": {k: v for k, v in layers.items() if k != "op_box"},
+                                    "light": pack_light(light)}, default=str)
+        out["links"] = out["layers"] = None
+    return out
 
 
 def add_variant(b: Bundle, payload: dict, name: str) -> bool:

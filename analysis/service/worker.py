@@ -64,9 +64,10 @@ class EarlyParts:
     job's preview (calling this object): checked like any bundle the worker sends and handed to
     ``deliver``; a bad one is dropped with a warning (the job goes on, its final answer decides).
     The caller's ``ahead`` (``analysis.pipeline.WorkAhead``) gets, in that thread, the module
-    before optimization while the worker's XLA optimizes (``before``), and once the texts are
-    analyzed and the decisions are in a draft bundle of them with the job's own source
-    (``draft``); what it makes there it keeps by content, where the bundle that follows finds it."""
+    before optimization while the worker's XLA optimizes (``before``), once the texts are
+    analyzed a draft bundle of them with the job's own source (``analyzed``), and once the
+    decisions are in too one with them (``draft``); what it makes there it keeps by content,
+    where the bundle that follows finds it."""
 
     STAGES = ("hlo_before", "hlo_after")  # parsed here
     TEXTS = ("jaxpr", "stablehlo")  # kept as sent
@@ -151,15 +152,23 @@ class EarlyParts:
         self._chain(check)
 
     def _ahead(self) -> None:
-        """The ``ahead`` work, once per analysis of the texts, when the decisions are in: on a
-        draft bundle of them with the job's source (what ``untrusted_bundle`` puts back)."""
+        """The ``ahead`` work, once per analysis of the texts: on a draft bundle of them with the
+        job's source (what ``untrusted_bundle`` puts back) while the decisions are not in yet
+        (``analyzed``: the worker reads them off XLA's log after the compile, a second at 96
+        layers), and on one with the decisions once they are (``draft``)."""
         made, fd = self.pipe.analysis(), self.decided
-        if self.ahead is None or made is None or fd is None or self.job.kind not in ("code", "file"):
+        if self.ahead is None or made is None or self.job.kind not in ("code", "file"):
             return
-        if self._ahead_of is not None and all(a is b for a, b in zip(self._ahead_of, made)):
+        step = (made, fd is not None)
+        if self._ahead_of is not None and self._ahead_of[1] == step[1] and all(
+                a is b for a, b in zip(self._ahead_of[0], made)):
             return
-        self._ahead_of = made
-        self.pipe.work_ahead(self.ahead, fd, {"name": self.job.name, "file": self.job.filename, "code": self.job.source})
+        self._ahead_of = step
+        source = {"name": self.job.name, "file": self.job.filename, "code": self.job.source}
+        if fd is None:
+            self.pipe.analyzed_ahead(self.ahead, source)
+        else:
+            self.pipe.work_ahead(self.ahead, fd, source)
 
     def wait(self) -> Pipeline:
         """The pipeline, once what was sent so far has gone through it."""

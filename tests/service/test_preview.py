@@ -433,6 +433,43 @@ def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_take
     assert seen == []
 
 
+def test_once_the_texts_are_analyzed_the_work_ahead_starts_without_the_decisions_and_the_draft_takes_it(fusing_compile):
+    """The optimized module comes a second before a worker's fusion decisions at 96 layers (it
+    reads them off XLA's log after): the caller's ``analyzed`` gets a draft of the texts alone
+    then, and what it derives there the draft with the decisions, and the worker's bundle, take."""
+    from analysis.fusion.codec import fusion_decisions_json
+    from analysis.pipeline import WorkAhead
+    from analysis.service.messages import leave_out
+    from analysis.service.worker import untrusted_bundle
+
+    calls = []
+
+    class Work(WorkAhead):
+        def analyzed(self, draft):
+            calls.append(("analyzed", draft.fusion_decisions))
+            draft.derived("probe", (draft.module("hlo_after"), draft.kernels), lambda: ["made without decisions"])
+
+        def draft(self, draft):
+            calls.append(("draft", draft.fusion_decisions))
+            calls.append(("probe", draft.derived("probe", (draft.module("hlo_after"), draft.kernels),
+                                                 lambda: ["made again"])))
+
+    b, job = fusing_compile, _code_job()
+    sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
+    early = EarlyParts(job, ahead=Work())
+    early.texts({"hlo_before": b.stages["hlo_before"]})
+    early.texts({"hlo_after": b.stages["hlo_after"]})
+    early.wait()
+    assert calls == [("analyzed", None)]  # once both are analyzed, before any decisions
+    early.texts({"hlo_after": b.stages["hlo_after"]})  # the compiled text, the same: no second run
+    early.decisions(fusion_decisions_json(b.fusion_decisions))
+    pipe = early.wait()
+    assert [c[0] for c in calls] == ["analyzed", "draft", "probe"]
+    assert calls[1][1] is early.decided and calls[2][1] == ["made without decisions"]
+    got = untrusted_bundle(leave_out(b, sent, decided=b.fusion_decisions), job, pipe, early.sent, early.decided)
+    assert got.derived("probe", (got.module("hlo_after"), got.kernels), lambda: ["made again"]) == ["made without decisions"]
+
+
 # ----------------------------------------------------------------------------- real workers
 
 ISOLATED, WHY = sandbox.sandbox_status()
@@ -492,8 +529,8 @@ def test_a_sandboxed_worker_sends_the_compile_before_it_measures(tmp_path):
 def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bundle(monkeypatch):
     """A real worker sends the fusion decisions it made beside the compile before its bundle
     (while XLA compiles, at 192 layers); the app's graph payload is then made in the parent's
-    early thread, and the worker's bundle (which leaves the decisions out) takes it: equal to one
-    made from that bundle afterwards."""
+    early thread (what the decisions do not change before they came), and the worker's bundle
+    (which leaves the decisions out) takes it: equal to one made from that bundle afterwards."""
     import json
 
     from analysis.service import worker as worker_module
@@ -501,8 +538,11 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     from app import graph_payload
 
     made: list[str] = []
-    real_core = graph_payload.payload_core
+    real_core, real_undecided = graph_payload.payload_core, graph_payload._make_undecided
     monkeypatch.setattr(graph_payload, "payload_core", lambda b: (made.append(threading.current_thread().name), real_core(b))[1])
+    undecided: list[bool] = []  # what the decisions do not change: made before they came
+    monkeypatch.setattr(graph_payload, "_make_undecided",
+                        lambda b: (undecided.append(b.fusion_decisions is None), real_undecided(b))[1])
     told = []
     real_decisions = EarlyParts.decisions
     monkeypatch.setattr(EarlyParts, "decisions", lambda self, d: (told.append(d), real_decisions(self, d))[1])
@@ -513,7 +553,9 @@ def test_a_workers_decisions_come_early_and_the_graphs_are_made_ahead_of_its_bun
     assert made == ["xla-explorer-early-parse"]
     payload = graph_payload.graph_payload(b)
     assert made == ["xla-explorer-early-parse"]  # found by its content, not made again
+    assert undecided == [True]
     graph_payload.CORES.forget(b)
+    b.forget("payload:undecided")
     with layout_cache.SVG_LOCK:
         layout_cache.SVG_CACHE.clear()
     fresh = graph_payload.graph_payload(b)
