@@ -133,33 +133,30 @@ def payload_core(b: Bundle) -> dict:
     fixed = _undecided(b)
     views = fixed["views"]
     # the graph before optimization, with each boundary's decision; the optimized one is made
-    specs = {side: v for side, v in (("pre", variant_specs(b, views.eager, sides=("pre",)).get("pre")),
-                                     ("post", fixed["post_specs"])) if v}
-    dots = {side: {name: sp.to_dot() for name, sp in variants.items()} for side, variants in specs.items()}
+    pre = variant_specs(b, views.eager, sides=("pre",)).get("pre")
+    sides = {side: v for side, v in (("pre", _drawing(pre) if pre else None), ("post", fixed["post"])) if v}
     # (the optimized graph's layouts were started with it: this waits for those too)
-    layouts_done = layout_dots_start([d for v in dots.values() for d in v.values()])
+    layouts_done = layout_dots_start([d for v in sides.values() for d in v["dots"].values()])
     details = dict(fixed["details"])
-    if views.as_layers and "pre" in specs:  # the full details of what is drawn before optimization too
-        details.update(node_details(b, ids=_drawn_ids({"pre": specs["pre"]}) - details.keys()))
+    if views.as_layers and pre:  # the full details of what is drawn before optimization too
+        details.update(node_details(b, ids=_drawn_ids({"pre": pre}) - details.keys()))
     try:
         layouts_done()
         error = None
     except RuntimeError as e:
         error = str(e)
     graphs = {}
-    for side, variants in specs.items():
+    for side, drawing in sides.items():
         svgs: list[str] = []
         index: dict[str, int] = {}
         by_dot: dict[str, int] = {}
-        for name, dot in dots[side].items():
+        for name, dot in drawing["dots"].items():
             if dot not in by_dot:
                 svgs.append(svg_or_error(dot))
                 by_dot[dot] = len(svgs) - 1
             index[name] = by_dot[dot]
-        d = variants.get("default") or variants["layers"]
-        graphs[side] = {"title": d.title, "svgs": svgs, "variants": index, "legend": route_legend(d),
-                        "collapsed": len(d.collapsed),
-                        "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
+        graphs[side] = {"title": drawing["title"], "svgs": svgs, "variants": index, "legend": drawing["legend"],
+                        "collapsed": drawing["collapsed"], "titles": dict(drawing["titles"])}
     payload = {"graphs": graphs, "links": fixed["links"], "details": details, "layers": fixed["layers"],
                "why": edge_why(b.fusion_decisions),  # each boundary's decision, for the "why" panel
                # big programs open collapsed to their layers (the layers view scales; every op does not)
@@ -176,10 +173,19 @@ def payload_core(b: Bundle) -> dict:
     return payload
 
 
+def _drawing(variants: dict) -> dict:
+    """What a side's graph in the payload is made of, from its views' specs: each view's DOT and
+    the first view's title, legend and boxes (the specs themselves are not kept)."""
+    d = variants.get("default") or variants["layers"]
+    return {"dots": {name: sp.to_dot() for name, sp in variants.items()}, "title": d.title,
+            "legend": route_legend(d), "collapsed": len(d.collapsed),
+            "titles": {n: sp.title for n, sp in variants.items() if sp.title != d.title}}
+
+
 def _undecided(b: Bundle) -> dict:
     """What ``payload_core`` holds that the fusion decisions do not change, made once per parse,
     analysis and timings (``Bundle.derived``; callers must not change it): the views, the
-    optimized graph's specs with their layouts started in Graphviz, the kernels' time colours,
+    optimized graph's drawing (``_drawing``) with its layouts started in Graphviz, the kernels' time colours,
     the layers' maps, the links, the nodes' details (a big program's light ones, the full ones
     of the optimized graph it draws) and a big program's packed JSON. A worker sends its
     compiled module about a second before its fusion decisions (it reads them off XLA's log
@@ -197,9 +203,10 @@ def _make_undecided(b: Bundle) -> dict:
 
     views = graph_views(b)
     post = variant_specs(b, views.eager, sides=("post",)).get("post") or {}
+    drawing = _drawing(post) if post else None
     # Graphviz lays these out in its own processes while the rest is built (and cached by DOT,
     # where ``payload_core`` finds them)
-    layout_dots_start([sp.to_dot() for sp in post.values()])
+    layout_dots_start(list(drawing["dots"].values()) if drawing else [])
     timings = measured_kernels(b)  # the labels' and colours' time and share (docs/numbers.md)
     top = max((t.share for t in timings.values()), default=0) or None
     time = {}
@@ -218,7 +225,7 @@ def _make_undecided(b: Bundle) -> dict:
         details[lid] = {"side": "layer", "name": box["path"], "title": "layer " + box["path"], "facts": box["facts"],
                         "op_name": box["path"], "lines": []}
     links = link_maps(b.provenance, b.kernels)
-    out = {"views": views, "post_specs": post, "time": time, "details": details, "links": links, "layers": layers}
+    out = {"views": views, "post": drawing, "time": time, "details": details, "links": links, "layers": layers}
     if views.as_layers:
         # What never changes after this, as one JSON text: held as dicts, a big program's links,
         # layer maps and light details took far more of the server's memory (docs/performance.md).
