@@ -132,7 +132,8 @@ def payload_core(b: Bundle) -> dict:
 
     fixed = _undecided(b)
     views = fixed["views"]
-    # the graph before optimization, with each boundary's decision; the optimized one is made
+    # the graph before optimization, with each boundary's decision; the optimized one was made
+    # with the rest of what the decisions do not change
     pre = variant_specs(b, views.eager, sides=("pre",)).get("pre")
     sides = {side: v for side, v in (("pre", _drawing(pre) if pre else None), ("post", fixed["post"])) if v}
     # (the optimized graph's layouts were started with it: this waits for those too)
