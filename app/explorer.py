@@ -41,35 +41,64 @@ open_link(state)  # once per session: a shared link's model, options, selection 
 first_run = state.rest_deferred is None
 if first_run:
     state.rest_deferred = bool(st.context.headers)
+# the run that draws the graphs first: the session's first, or the one after its compile where
+# the graphs' frame was made while it compiled (below; the sidebar's widgets were drawn then,
+# and a run that leaves them out would lose their values)
+drawing_first = first_run or state.frame_made_early
+state.frame_made_early = False
 sidebar = Sidebar(state, held=first_run and state.rest_deferred)
 choice = sidebar.choice
 
 top = title_row(sidebar)
+# The page's slots under the title row, made before a compile holds this run up: the graphs'
+# frame can then be made in its place while the worker compiles.
+above_graphs, graphs_slot = st.container(), st.container()
+frame_early: list[bool] = []
+
+
+def on_wait() -> None:
+    """A compile to wait for: the sidebar held back drawn now; in a browser's first run, the
+    graphs' frame too (its page and scripts load while the worker compiles, a few tenths of a
+    second the graphs no longer wait for: docs/performance.md), filled by the run after."""
+    sidebar.now()
+    if first_run and state.rest_deferred and not frame_early:
+        frame_early.append(True)
+        with graphs_slot:
+            graphs(None, top.present, False)  # (the fragment that fills it: a frame drawn by another is made anew)
+
+
 with top.status:
     if choice.pressed or top.pressed:
-        compile_choice(state, choice, sidebar.now)
+        compile_choice(state, choice, on_wait)
     if state.error and choice.source_kind != "Paste code" and state.bundle is not None:
         show_error(state.error)  # (pasted code shows it next to the editor)
-    first_load(state, sidebar.now)
-show_link_notes(state)
+    first_load(state, on_wait)
+if frame_early:  # the graphs go to the frame made for them in the run after (or it goes: none came)
+    state.frame_made_early = state.bundle is not None
+    st.rerun()
+with above_graphs:
+    show_link_notes(state)
 
 adopt_measured(state)
 b = state.bundle
 if b is None:
     top.title.markdown("### XLA Explorer")
 if choice.source_kind == "Paste code":
-    code_editor(state, top.present)
+    with above_graphs:
+        code_editor(state, top.present)
 if b is None:  # nothing compiled yet: the error (pasted code has it under the editor, above), and no graphs
     if not (state.error and choice.source_kind == "Paste code"):
         show_error(state.error or "Nothing compiled yet.")
     sidebar.now()
     st.stop()
 
-header(b, state, top, choice.source_kind)
-search(b, state)
-payload(b, state)
-graphs(b, top.present, choice.source_kind == "Paste code" and not top.present)
-if first_run and state.rest_deferred:
+with above_graphs:
+    header(b, state, top, choice.source_kind)
+    search(b, state)
+    payload(b, state)
+with graphs_slot:
+    graphs(b, top.present, choice.source_kind == "Paste code" and not top.present)
+if drawing_first and state.rest_deferred:
     st.stop()
 state.rest_deferred = False
 

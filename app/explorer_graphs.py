@@ -43,10 +43,14 @@ def payload(b: Bundle, state: ExplorerState) -> None:
 
 
 @st.fragment
-def graphs(b: Bundle, present: bool, show_source: bool) -> None:
+def graphs(b: Bundle | None, present: bool, show_source: bool) -> None:
     """The graphs, on their own: what they send reruns only this (a view asked for is laid out
     and sent back without running the rest of the page); a new selection reruns the page, whose
-    details, tables and text views follow it."""
+    details, tables and text views follow it. With no bundle (its compile still running), their
+    frame alone, waiting for them (``views.waiting_graphs``)."""
+    if b is None:
+        views.waiting_graphs(key="graphs", present=present)
+        return
     state = explorer_state()
     # a view the graphs asked for that is not laid out yet (a big program opens with its layers
     # only): laid out now, before the graphs are drawn, so this run already sends it

@@ -50,6 +50,8 @@ class ExplorerState:
     # A session's first run draws the graphs and stops; the page's rest comes in the run after
     # (None: the first run has not started yet; app/explorer.py says why).
     rest_deferred: bool | None = None
+    # the graphs' frame was made while the first run's compile ran: the run after draws them first
+    frame_made_early: bool = False
 
     # pasted code and its link
     code: str | None = None  # what the editor holds

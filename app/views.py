@@ -173,6 +173,13 @@ def explorer_graphs(b: Bundle, payload: dict, sel: dict, key: str = "graphs", pr
                       height=600 if present else 560, key=key, default=None)
 
 
+def waiting_graphs(key: str = "graphs", present: bool = False) -> None:
+    """The explorer's graphs' frame before there is anything to draw in it: made while a
+    session's first compile runs, so the frame's page and scripts are loaded when the graphs
+    come (the run after the compile sends them to this same frame: same key, same place)."""
+    _COMPONENT(waiting=True, height=600 if present else 560, key=key, default=None)
+
+
 def code_pane_open(b: Bundle, payload: dict, asked, was: bool, follows: str | None = None) -> bool:
     """Whether the graphs' Code pane is open, from the frame's last message (``asked``, which
     says so every time; ``was`` when it does not); while it is open the payload carries the code

@@ -1,13 +1,16 @@
 """A session's first run draws the sidebar's heading only and its widgets with the run after
 the graphs (their modules held the graphs back: docs/performance.md), except where no graphs
-come soon: a compile to wait for, or none to show. A server of its own, with an empty store,
-so that the first open of a link compiles."""
+come soon: a compile to wait for, or none to show. While a first compile runs, the graphs' frame
+is made in its place, and the graphs are drawn in that same frame. A server of its own, with an
+empty store, so that the first open of a link compiles."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from tests.polling import wait_until
+from tests.polling import in_page, wait_until
 from tests.scenarios.test_browser import browser, serve  # noqa: F401 - fixtures
 from tests.scenarios.test_browser_graph import drawn_frame
 
@@ -17,8 +20,17 @@ VIEWPORT = {"width": 1280, "height": 720}
 
 
 @pytest.fixture(scope="module")
-def fresh_server(tmp_path_factory):
-    yield from serve({"XLA_EXPLORER_DATA": str(tmp_path_factory.mktemp("store"))})
+def store_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("store"))
+
+
+@pytest.fixture(scope="module")
+def fresh_server(store_dir):
+    yield from serve({"XLA_EXPLORER_DATA": store_dir})
+
+
+def _graph_frames(page) -> list:
+    return [f for f in page.frames if "xla_graph" in (f.url or "") and not f.is_detached()]
 
 
 def _drawn(page) -> bool:
@@ -57,6 +69,49 @@ def test_a_first_open_that_compiles_shows_the_sidebar_while_it_compiles(fresh_se
     wait_until(lambda: _sidebar_widgets(page), timeout_s=60, what="the sidebar after the graphs")
 
 
+def test_a_first_compile_draws_its_graphs_in_the_frame_made_while_it_ran(fresh_server, store_dir, browser):  # noqa: F811
+    """The frame is made when the compile starts (its page and scripts load meanwhile) and
+    says so in each pane; the run after the compile sends the graphs to that very frame, not to
+    a new one."""
+    from analysis.service.store import Store
+    from sample_models._stack import shared_stack_source
+
+    layers = 16  # a compile of a second or more, so the waiting frame is seen too
+    cid = Store(os.path.join(store_dir, "store.sqlite")).put_code(shared_stack_source(layers))
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{fresh_server}/?code={cid}&backend=cpu")
+    seen = []
+
+    def waiting_or_drawn():
+        for f in _graph_frames(page):
+            try:
+                if f.evaluate("() => document.body.classList.contains('waiting')"):
+                    seen.append(f.locator("#view-pre").inner_text())
+            except Exception:  # noqa: BLE001 - a frame swapped under us: look again
+                pass
+        return drawn_frame(page)
+
+    frame = in_page(page, waiting_or_drawn, 300, "the graphs drawn", interval_s=0.05)
+    waited, ready = frame.evaluate("() => [window.__xe_waited || null, window.__xe_ready || null]")
+    # the frame that drew the graphs is the one that waited for them
+    assert waited is not None and ready is not None and waited <= ready, (waited, ready)
+    assert len(_graph_frames(page)) == 1
+    assert frame.evaluate("() => document.body.classList.contains('waiting')") is False
+    if seen:  # (seen while the compile ran, as a user sees it)
+        assert "once XLA has compiled" in seen[0]
+    # the layers the program has, in the graphs drawn there
+    boxes = frame.evaluate("() => [...document.querySelectorAll('#view-pre g.node')].map(n => n.id)"
+                           ".filter(i => i.startsWith('L:layer'))")
+    assert len(boxes) == layers, boxes
+    # and the sidebar, drawn while it compiled, still says what the link opened once the page's
+    # rest is drawn (a run that left its widgets out would have lost their values)
+    in_page(page, lambda: page.get_by_test_id("stExpander").count() > 0 and page.get_by_text("Ops → kernels").count(),
+            120, "the page below the graphs")
+    side = page.get_by_test_id("stSidebar")
+    assert side.get_by_role("radio", name="Paste code").is_checked()
+    assert side.get_by_role("radio", name="cpu", exact=True).is_checked()
+
+
 def test_a_first_run_that_ends_without_graphs_still_draws_the_sidebar(fresh_server, browser):  # noqa: F811
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(fresh_server + "/?model=softmax&backend=cpu&opt=xla_no_such_option_here=1")  # XLA refuses it
@@ -64,4 +119,6 @@ def test_a_first_run_that_ends_without_graphs_still_draws_the_sidebar(fresh_serv
     wait_until(lambda: "xla_no_such_option_here" in main.inner_text(), timeout_s=300, what="the compile's error")
     wait_until(lambda: _sidebar_widgets(page), timeout_s=60, what="the sidebar's widgets beside the error")
     assert not _drawn(page)
+    # the frame made while it compiled is gone: no graphs came for it
+    in_page(page, lambda: not _graph_frames(page), 60, "the waiting frame gone")
     assert page.get_by_test_id("stException").count() == 0

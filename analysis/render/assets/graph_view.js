@@ -47,8 +47,8 @@
   const txt = XEHelpers.el;  // text as text, never markup
 
   // ---------------------------------------------------------------- layout and drawing
-  function fitHeight() {
-    let h = A.height || 600;
+  function fitHeight(asked) {
+    let h = (A && A.height) || asked || 600;
     try {  // fill the browser window below where the component starts
       const fr = window.frameElement, top = fr.getBoundingClientRect().top + (window.parent.scrollY || 0);
       const scroller = window.parent.document.querySelector("[data-testid='stMain']") || window.parent.document.scrollingElement;
@@ -446,6 +446,8 @@
   // ---------------------------------------------------------------- details (text only, never HTML)
   function link(text, side, id) { const a = txt("a", text); a.onclick = () => select(side, id, true); return a; }
   function section(title) { const b = txt("div"); b.appendChild(txt("b", title)); return b; }
+  const HINT = "Click a node in either graph: a kernel lights up the ops it does, an op the kernel it ended in. "
+    + "Keys: [ and ] step through the kernels, biggest first; / searches.";
   function showDetails(r) {
     const box = $("details"); box.innerHTML = ""; box.classList.remove("why"); whyAt = -1;
     if (!r) {
@@ -455,8 +457,7 @@
         if (c.delta) d.appendChild(txt("div", c.delta, "cdelta"));
         box.appendChild(d);
       });
-      box.appendChild(txt("p", "Click a node in either graph: a kernel lights up the ops it does, an op the kernel it ended in. "
-        + "Keys: [ and ] step through the kernels, biggest first; / searches.", "hint"));
+      box.appendChild(txt("p", HINT, "hint"));
       return;
     }
     const d = A.details[r.id] || {};
@@ -906,7 +907,34 @@
     window.__xe_ready = Date.now();
   }
 
+  // A session's first compile: the frame is made while the worker compiles, so that its page
+  // and scripts are loaded when the graphs come (app/explorer.py); until then it holds their
+  // place, the bar hidden, each pane saying what comes there.
+  function renderWaiting(args) {
+    if (A) return;  // (never over graphs drawn)
+    window.__xe_waited = Date.now();  // (a test sees the graphs drawn in this same frame)
+    document.body.classList.add("waiting");
+    $("bar").style.visibility = "hidden";
+    SIDES.forEach((s) => {
+      const v = $("view-" + s);
+      v.textContent = "";
+      v.appendChild(txt("p", s === "pre" ? "The graph before optimization comes here once XLA has compiled."
+        : "The optimized graph (its kernels) comes here once XLA has compiled.", "wait"));
+    });
+    $("details").textContent = "";
+    $("details").appendChild(txt("p", HINT, "hint"));
+    fitHeight(args.height);
+  }
+  function endWaiting() {
+    if (!document.body.classList.contains("waiting")) return;
+    document.body.classList.remove("waiting");
+    $("bar").style.visibility = "";
+    SIDES.forEach((s) => { $("view-" + s).textContent = ""; });
+  }
+
   function render(args) {
+    if (args.waiting) { renderWaiting(args); return; }
+    endWaiting();
     if (args.single) { renderSingle(args); return; }
     if (args.pair) { renderPair(args); return; }
     const key = args.data_key;
