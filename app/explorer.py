@@ -51,18 +51,24 @@ choice = sidebar.choice
 
 top = title_row(sidebar)
 # The page's slots under the title row, made before a compile holds this run up: the graphs'
-# frame can then be made in its place while the worker compiles.
+# frame (and the editor) can then be made in their places while the worker compiles.
 above_graphs, graphs_slot = st.container(), st.container()
+with above_graphs:
+    notes_slot, editor_slot = st.container(), st.container()
 frame_early: list[bool] = []
 
 
 def on_wait() -> None:
     """A compile to wait for: the sidebar held back drawn now; in a browser's first run, the
-    graphs' frame too (its page and scripts load while the worker compiles, a few tenths of a
-    second the graphs no longer wait for: docs/performance.md), filled by the run after."""
+    graphs' frame too, and pasted code's editor (their pages and scripts load while the worker
+    compiles, tenths of a second the graphs no longer wait for: docs/performance.md), filled by
+    the run after."""
     sidebar.now()
     if first_run and state.rest_deferred and not frame_early:
         frame_early.append(True)
+        if choice.source_kind == "Paste code":
+            with editor_slot:
+                code_editor(state, top.present)
         with graphs_slot:
             graphs(None, top.present, False)  # (the fragment that fills it: a frame drawn by another is made anew)
 
@@ -76,7 +82,7 @@ with top.status:
 if frame_early:  # the graphs go to the frame made for them in the run after (or it goes: none came)
     state.frame_made_early = state.bundle is not None
     st.rerun()
-with above_graphs:
+with notes_slot:
     show_link_notes(state)
 
 adopt_measured(state)
@@ -84,7 +90,7 @@ b = state.bundle
 if b is None:
     top.title.markdown("### XLA Explorer")
 if choice.source_kind == "Paste code":
-    with above_graphs:
+    with editor_slot:
         code_editor(state, top.present)
 if b is None:  # nothing compiled yet: the error (pasted code has it under the editor, above), and no graphs
     if not (state.error and choice.source_kind == "Paste code"):

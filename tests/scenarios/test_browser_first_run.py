@@ -72,7 +72,7 @@ def test_a_first_open_that_compiles_shows_the_sidebar_while_it_compiles(fresh_se
 def test_a_first_compile_draws_its_graphs_in_the_frame_made_while_it_ran(fresh_server, store_dir, browser):  # noqa: F811
     """The frame is made when the compile starts (its page and scripts load meanwhile) and
     says so in each pane; the run after the compile sends the graphs to that very frame, not to
-    a new one."""
+    a new one. The pasted code's editor too is made while it compiles, and kept."""
     from analysis.service.store import Store
     from sample_models._stack import shared_stack_source
 
@@ -80,13 +80,14 @@ def test_a_first_compile_draws_its_graphs_in_the_frame_made_while_it_ran(fresh_s
     cid = Store(os.path.join(store_dir, "store.sqlite")).put_code(shared_stack_source(layers))
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(f"{fresh_server}/?code={cid}&backend=cpu")
-    seen = []
+    seen, editors = [], []
 
     def waiting_or_drawn():
         for f in _graph_frames(page):
             try:
                 if f.evaluate("() => document.body.classList.contains('waiting')"):
                     seen.append(f.locator("#view-pre").inner_text())
+                    editors.extend(e for e in page.frames if "ace" in (e.url or "") and not e.is_detached())
             except Exception:  # noqa: BLE001 - a frame swapped under us: look again
                 pass
         return drawn_frame(page)
@@ -99,6 +100,7 @@ def test_a_first_compile_draws_its_graphs_in_the_frame_made_while_it_ran(fresh_s
     assert frame.evaluate("() => document.body.classList.contains('waiting')") is False
     if seen:  # (seen while the compile ran, as a user sees it)
         assert "once XLA has compiled" in seen[0]
+        assert editors and not editors[0].is_detached()  # the editor made then is the one shown
     # the layers the program has, in the graphs drawn there
     boxes = frame.evaluate("() => [...document.querySelectorAll('#view-pre g.node')].map(n => n.id)"
                            ".filter(i => i.startsWith('L:layer'))")
