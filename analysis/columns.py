@@ -259,16 +259,6 @@ class Table(Sequence):
             raise ValueError(f"column {name!r} needs {self.n} rows")
         self.cols[name] = (values, codes)
 
-    def column(self, name: str, default=None) -> list:
-        """One field of every row, in row order (``default`` where a row lacks it)."""
-        col = self.cols.get(name)
-        if col is None:
-            return [default] * self.n
-        values, codes = col
-        if codes is None:
-            return list(values)
-        return [values[c] if c >= 0 else default for c in codes]
-
     def dicts(self) -> list[dict]:
         """The rows as dicts (equal values one shared object)."""
         rows: list[dict] = [{} for _ in range(self.n)]

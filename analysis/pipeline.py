@@ -27,7 +27,6 @@ import warnings
 
 from analysis.bundle.core import Bundle, analyze
 from analysis.fusion.codec import derive_decision_kernels
-from analysis.fusion.edges import add_edges
 from analysis.hlo import Module, parse_module
 from analysis.program.kernels import detect_platform, kernels as find_kernels
 from analysis.program.metrics import compute_metrics
@@ -195,7 +194,7 @@ class Pipeline:
             # them ahead holds for this bundle too
             bundle.kernels, bundle.provenance, bundle.metrics = made[0], made[1], dict(made[2])
             if kernels_of is None or kernels_of is not bundle.provenance:  # (else they were mapped with it)
-                self._derive_kernels(bundle.fusion_decisions, bundle.provenance, bundle.cache.parses["hlo_before"][1])
+                self._derive_kernels(bundle.fusion_decisions, bundle.provenance)
         else:
             analyze(bundle)
         for k, v in extra.items():
@@ -204,16 +203,14 @@ class Pipeline:
             bundle.cache.values.setdefault(k, v)
         return bundle
 
-    def _derive_kernels(self, fusion_decisions, provenance, pre: Module) -> None:
-        """``derive_decision_kernels``, and the crossing edges of decisions a worker sent
-        before they were known (``add_edges``), once per decisions object and provenance (it
-        works in place, and neither is changed after: the same objects give the same kernels)."""
+    def _derive_kernels(self, fusion_decisions, provenance) -> None:
+        """``derive_decision_kernels``, once per decisions object and provenance (it works in
+        place, and neither is changed after: the same objects give the same kernels)."""
         with self._lock:
             done = self._kernels_of
             if done is not None and done[0] is fusion_decisions and done[1] is provenance:
                 return
             derive_decision_kernels(fusion_decisions, provenance)
-            add_edges(fusion_decisions, pre, provenance)
             self._kernels_of = (fusion_decisions, provenance)
 
     def work_ahead(self, ahead: WorkAhead, fusion_decisions, source: dict, kernels_of=None) -> None:

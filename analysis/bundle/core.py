@@ -23,7 +23,6 @@ from analysis.bundle.checks import (MAX_DEPTH, check_decisions, check_depth, che
 from analysis.codegen.kernel_code import check_code, code_json
 from analysis.errors import ExplorerError, from_parse_error
 from analysis.fusion.codec import derive_decision_kernels, fusion_decisions_json, read_records
-from analysis.fusion.edges import add_edges
 from analysis.hlo import HloParseError, Module, parse_module
 from analysis.hlo.shape import ShapeParseError
 from analysis.program.kernels import Kernel, detect_platform, kernels as find_kernels
@@ -372,7 +371,6 @@ def analyze(bundle: Bundle) -> Bundle:
     bundle.provenance = map_provenance(pre, post, bundle.kernels) if pre is not None else None
     bundle.metrics = compute_metrics(pre, post, bundle.kernels, bundle.provenance)
     derive_decision_kernels(bundle.fusion_decisions, bundle.provenance)
-    add_edges(bundle.fusion_decisions, pre, bundle.provenance)  # (decisions a worker sent early)
     return bundle
 
 

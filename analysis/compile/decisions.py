@@ -27,9 +27,7 @@ import sys
 import jax  # noqa: F401 - jaxlib's own logging reads the environment as it loads: before the lines below
 
 from analysis.bundle.core import Bundle
-from analysis.fusion.codec import derive_decision_kernels
 from analysis.fusion.decisions import from_texts
-from analysis.fusion.edges import add_edges
 from analysis.fusion.log import VMODULES, LogParser, log_line
 from analysis.fusion.decisions import RecordMatcher
 
@@ -247,34 +245,18 @@ def read_decisions(bundle: Bundle, dump_dir: str, follower: LogFollower | None =
                                                    follower.parser if complete else None)
 
 
-def decide(follower: LogFollower, pre, post, platform: str, dump_dir: str) -> dict | None:
+def decide(follower: LogFollower, pre, post, provenance, platform: str, dump_dir: str) -> None:
     """The decisions from the log read so far (beside the compile, once the optimized module
-    is dumped: XLA's fusion passes are done by then), without what the optimized module's
-    analysis gives them (their kernels and crossing edges: ``complete``, which keeps them on
-    ``follower`` for ``read_decisions``): what a worker sends the parent at once, which makes
-    the rest with its own analysis. None with a fusion process dump (XLA:GPU): that is read after."""
+    is analyzed: XLA's fusion passes are done by then), kept on ``follower`` for
+    ``read_decisions``. Not with a fusion process dump (XLA:GPU): that is read after."""
     import jax
 
-    follower.decided = None
     if glob.glob(os.path.join(dump_dir, "*priority_fusion_dump.txt")):
-        return None
+        return
     fed = follower.parser.fed
-    result = from_texts(pre, post, None, platform, None, [], {"jax": jax.__version__}, follower.parser,
-                        follower.matcher, edges=False)
-    follower.decided = (fed, None, result)
-    return result
-
-
-def complete(follower: LogFollower, pre, provenance) -> dict | None:
-    """``decide``'s decisions made whole in place with the optimized module's analysis
-    (``provenance``): their kernels and crossing edges; kept on ``follower`` with it."""
-    if follower.decided is None:
-        return None
-    fed, _, result = follower.decided
-    derive_decision_kernels(result, provenance)
-    add_edges(result, pre, provenance)
+    result = from_texts(pre, post, provenance, platform, None, [], {"jax": jax.__version__}, follower.parser,
+                        follower.matcher)
     follower.decided = (fed, provenance, result)
-    return result
 
 
 def decisions_from_files(bundle: Bundle, log_path: str | None, dump_paths: list[str],

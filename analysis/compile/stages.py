@@ -44,7 +44,7 @@ from analysis.program.memory import agree_with_xla, memory_from_dir
 from analysis.studies.passes import pass_log_from_dir
 from analysis.pipeline import Pipeline, WorkAhead
 from analysis.compile.xla_release import DUMP_OPTIONS as RELEASE_DUMP_OPTIONS
-from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, complete, decide, read_decisions
+from analysis.compile.decisions import LOG_FILE, LogFollower, capture as capture_decisions, decide, read_decisions
 from analysis.inputs.dump import AFTER_FILE
 from sample_models import gallery
 
@@ -381,33 +381,29 @@ class _Beside(threading.Thread):
             _or_none(self._on_text, {**extra, stage: text})  # (they go again once compiled)
 
     def _decide(self) -> None:
-        """The fusion decisions read off the log once the optimized module is dumped, sent to
-        ``on_decisions`` at once, without what its analysis gives them (their kernels and
-        crossing edges, which the parent makes with its own analysis); then the pipeline's
-        analysis of the two dumps, and the decisions made whole with it (also when XLA
-        finished meanwhile: they still come before the bundle, which then leaves them out)."""
-        follower = self._follower
-        pre, post = self._pipe.parse("hlo_before"), self._pipe.parse("hlo_after")
-        fd = None
-        if follower is not None and not follower.failed and pre is not None and post is not None:
-
-            def decided():
-                follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
-                return decide(follower, pre[1], post[1], self._pipe.platform or "", self._dir)
-
-            fd = _or_none(decided)
-            if fd is None:
-                follower.decided = None
-            elif self._on_decisions is not None:
-                _or_none(self._on_decisions, fd)  # (the bundle carries them all the same)
+        """The pipeline's analysis of the two dumps, and the fusion decisions mapped onto them
+        (sent to ``on_decisions``; also when XLA finished meanwhile: they still come before the
+        bundle, which then leaves them out)."""
         made = _or_none(self._pipe.analysis)
-        if fd is None or made is None or _or_none(complete, follower, pre[1], made[1]) is None:
-            if follower is not None:
-                follower.decided = None
+        follower = self._follower
+        if made is None or follower is None or follower.failed:
             return
+
+        def decided():
+            follower.poll()  # XLA:CPU logged its fusion passes before it dumped the module
+            decide(follower, self._pipe.parse("hlo_before")[1], self._pipe.parse("hlo_after")[1], made[1],
+                   self._pipe.platform or "", self._dir)
+            return follower.decided
+
+        got = _or_none(decided)
+        if got is None:
+            follower.decided = None
+            return
+        if self._on_decisions is not None:
+            _or_none(self._on_decisions, got[2])  # (the bundle carries them all the same)
         if self._ahead is not None:
             work, source = self._ahead
-            _or_none(self._pipe.work_ahead, work, fd, source, made[1])  # (mapped with its provenance)
+            _or_none(self._pipe.work_ahead, work, got[2], source, made[1])  # (mapped with its provenance)
 
 
 def recompile(c: Compiled, extra_options: dict) -> Compiled:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from analysis import linear_re
-from analysis.fusion.edges import EDGES_PENDING, edges_of
 from analysis.fusion.gpu_dump import parse_fusion_dump
 from analysis.fusion.log import CREATED, FUSED, MERGED, NOT_FUSED, Decision, LogInstr, LogParser, parse_instr
 from analysis.hlo import Module
@@ -403,15 +402,13 @@ class RecordMatcher:
 def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance=None,
                          platform: str = "", source: str = "log", extra: dict | None = None,
                          dump_module: Module | None = None, matcher: RecordMatcher | None = None,
-                         known: dict | None = None, edges: bool = True) -> dict:
+                         known: dict | None = None) -> dict:
     """The Bundle's ``fusion_decisions``: the records with their producer and consumer mapped
     to pre-optimization ops and kernels, the unmatched count, and the pre-optimization edges
     that cross a kernel boundary, each with the decisions about it (or counted as "no decision
     logged"). ``matcher``: a ``RecordMatcher`` of ``pre`` fed these very records so far (the
     rest are matched here); ``known``: the log's instruction texts by name (``LogParser.instructions``),
-    which tell apart the ops of a loop's body. Without ``edges`` (before the optimized module
-    is analyzed: what a worker sends as soon as XLA's fusion passes are over), the records
-    alone; ``add_edges`` makes the rest once the provenance is known."""
+    which tell apart the ops of a loop's body."""
     p2k = dict(getattr(provenance, "pre_to_kernels", None) or {})
     if matcher is None or matcher.pre is not pre or matcher.records not in (None, records):
         matcher = RecordMatcher(pre, dump_module, known)
@@ -428,21 +425,63 @@ def decisions_for_bundle(records: list[Decision], pre: Module | None, provenance
             got = memo[key] = sorted({k for n in names for k in p2k.get(n, ())})
         return got
 
-    reasons: dict[str, int] = {}
     for d in out_records:
         d["producer_kernels"] = kernels_of(d["producer_pre"])
         d["consumer_kernels"] = kernels_of(d["consumer_pre"])
+    edges = crossing_edges(pre, p2k) if pre is not None else []
+    # the records naming both ends of each crossing edge (only those: a big program's records
+    # name ten times more pairs than it has crossing edges)
+    consumers_of: dict[str, set[str]] = {}
+    for p, c in edges:
+        consumers_of.setdefault(p, set()).add(c)
+    by_edge: dict[tuple[str, str], list[int]] = {}
+    reasons: dict[str, int] = {}
+    for i, d in enumerate(out_records):
+        for p in d["producer_pre"]:
+            wanted = consumers_of.get(p)
+            if wanted:
+                for c in d["consumer_pre"]:
+                    if c in wanted and p != c:
+                        by_edge.setdefault((p, c), []).append(i)
         if d["reason"]:
             reasons[d["reason"]] = reasons.get(d["reason"], 0) + 1
-    fd = {
+    # the matched records by the ops they name on each side, for the edges no record names
+    # both ends of (looked up, not scanned: a scan per edge grew with edges x records), and
+    # only for those edges' ends
+    lack_p = {p for p, c in edges if (p, c) not in by_edge}
+    lack_c = {c for p, c in edges if (p, c) not in by_edge}
+    by_producer: dict[str, list[int]] = {}
+    by_consumer: dict[str, list[int]] = {}
+    if lack_p:
+        for i, d in enumerate(out_records):
+            if d["matched"]:
+                for n in dict.fromkeys(n for n in d["producer_pre"] if n in lack_p):
+                    by_producer.setdefault(n, []).append(i)
+                for n in dict.fromkeys(n for n in d["consumer_pre"] if n in lack_c):
+                    by_consumer.setdefault(n, []).append(i)
+    edge_rows = []
+    for p, c in edges:
+        ids, how = by_edge.get((p, c), []), "ops"
+        if not ids:
+            # a decision about the same two kernels that names one end of the edge (the other
+            # end was folded away or renamed before the pass ran, e.g. a reshape that became a bitcast)
+            pk, ck = set(p2k.get(p, [])), set(p2k.get(c, []))
+            hit = {i for i in by_producer.get(p, ()) if ck.intersection(out_records[i]["consumer_kernels"])}
+            hit.update(i for i in by_consumer.get(c, ()) if pk.intersection(out_records[i]["producer_kernels"]))
+            ids = sorted(hit)
+            how = "kernels" if ids else ""
+        edge_rows.append({"producer": p, "consumer": c, "records": ids, "how": how})
+    explained = sum(1 for e in edge_rows if e["records"])
+    return {
         "platform": platform, "source": source, **(extra or {}),
         "records": out_records,
         "unmatched": unmatched,
         "reasons": reasons,
+        "edges": edge_rows,
+        "crossing_edges": len(edge_rows),
+        "explained_edges": explained,
+        "no_decision_logged": len(edge_rows) - explained,
     }
-    if edges:
-        fd.update(edges_of(out_records, pre, p2k))
-    return fd
 
 
 def _users(module: Module, all_instructions: bool = False) -> dict[str, list[str]]:
@@ -453,6 +492,24 @@ def _users(module: Module, all_instructions: bool = False) -> dict[str, list[str
         for o in inst.operands:
             if o in names:
                 out.setdefault(o, []).append(inst.name)
+    return out
+
+
+def crossing_edges(pre: Module, pre_to_kernels: dict) -> list[tuple[str, str]]:
+    """Pre-optimization edges producer -> consumer between two compute ops that both reached a
+    kernel and share none (the value crosses a kernel boundary through memory)."""
+    ops = {i.name: i for i in compute_ops(pre)}
+    out = []
+    for inst in ops.values():
+        ck = set(pre_to_kernels.get(inst.name, []))
+        if not ck:
+            continue
+        for o in dict.fromkeys(inst.operands):
+            if o not in ops or o == inst.name:
+                continue
+            pk = set(pre_to_kernels.get(o, []))
+            if pk and not (pk & ck):
+                out.append((o, inst.name))
     return out
 
 
@@ -511,17 +568,15 @@ def op_lines(fd: dict | None, op: str, kernel_of: dict | None = None) -> list[st
 
 def from_texts(pre: Module | None, post: Module | None, provenance, platform: str, log: str | None,
                dumps: list[str], extra: dict | None = None, parsed: LogParser | None = None,
-               matcher: RecordMatcher | None = None, edges: bool = True) -> dict | None:
+               matcher: RecordMatcher | None = None) -> dict | None:
     """A captured log and/or fusion process dumps -> a bundle's ``fusion_decisions`` (``None``
     when there is neither). With both, the log's records are kept (they carry metadata, which
     matches better) and the dump adds the producers priority fusion found ineligible. ``parsed``:
     the whole log already read by a ``LogParser`` (then ``log`` is only whether there was one);
-    ``matcher``: its records matched to ``pre`` as they were read (``RecordMatcher``); without
-    ``edges``, the records alone, marked ``EDGES_PENDING`` (``decisions_for_bundle``)."""
+    ``matcher``: its records matched to ``pre`` as they were read (``RecordMatcher``)."""
     if log is None and parsed is None and not dumps:
         return None
-    # (the module XLA logged them for: the optimized one keeps the name of the one before)
-    module = post.name if post is not None else pre.name if pre is not None else None
+    module = post.name if post is not None else None
     if parsed is None:
         parsed = LogParser()
         for ln, raw in enumerate((log or "").splitlines(), 1):
@@ -542,9 +597,6 @@ def from_texts(pre: Module | None, post: Module | None, provenance, platform: st
             source = "log+dump"
         else:
             records, source = recs, "dump"
-    fd = decisions_for_bundle(records, pre, provenance, platform=platform, source=source,
-                              extra={**(extra or {}), **facts}, dump_module=dump_module,
-                              matcher=matcher if source == "log" else None, known=known, edges=edges)
-    if not edges:
-        fd[EDGES_PENDING] = True
-    return fd
+    return decisions_for_bundle(records, pre, provenance, platform=platform, source=source,
+                                extra={**(extra or {}), **facts}, dump_module=dump_module,
+                                matcher=matcher if source == "log" else None, known=known)

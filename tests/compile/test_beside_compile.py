@@ -164,9 +164,8 @@ def test_what_is_made_beside_the_compile_is_what_the_serial_path_makes(monkeypat
     decide = stages.decide
 
     def decide_spy(follower, *a):
-        got = decide(follower, *a)
+        decide(follower, *a)
         decided.append(follower.decided)
-        return got
 
     monkeypatch.setattr(stages, "decide", decide_spy)
     polls = []
@@ -189,26 +188,6 @@ def test_what_is_made_beside_the_compile_is_what_the_serial_path_makes(monkeypat
     assert json.dumps(beside.to_dict()["kernels"]) == json.dumps(serial.to_dict()["kernels"])
     for key in ("provenance", "metrics", "fusion_decisions"):
         assert beside.to_dict()[key] == serial.to_dict()[key], key
-
-
-def test_the_decisions_are_sent_before_the_optimized_module_is_analyzed_and_made_whole_after():
-    """What ``on_decisions`` gets as soon as XLA's fusion passes are over: the records, marked
-    as waiting for their crossing edges; the bundle's decisions are that very object made whole
-    with the optimized module's analysis (equal to the serial path's: the test above)."""
-    from analysis.fusion.edges import EDGES_PENDING
-
-    seen = []
-
-    def on_decisions(fd):
-        seen.append((fd, "edges" in fd, fd.get(EDGES_PENDING), len(fd["records"])))
-
-    b = stages.compile_model(load_source(MODEL, "m.py", "m"), "cpu", on_decisions=on_decisions).bundle
-    assert len(seen) == 1
-    fd, had_edges, pending, n = seen[0]
-    assert had_edges is False and pending is True and n == len(b.fusion_decisions["records"]) > 0
-    assert b.fusion_decisions is fd and EDGES_PENDING not in fd
-    assert fd["crossing_edges"] == len(fd["edges"]) > 0
-    assert all(r["producer_kernels"] is not None for r in fd["records"])
 
 
 def test_the_first_texts_carry_the_jaxpr_and_stablehlo_the_bundle_holds():

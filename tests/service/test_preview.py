@@ -381,34 +381,6 @@ def test_fusion_decisions_sent_early_are_checked_and_put_back_where_the_bundle_l
     assert untrusted_bundle(d, job, bad.wait(), sent, bad.decided).fusion_decisions is None
 
 
-def test_decisions_sent_before_the_optimized_module_was_analyzed_get_their_edges_here(fusing_compile):
-    """A worker sends its decisions as soon as XLA's fusion passes are over, before it has
-    analyzed the optimized module: the records alone. The crossing edges are made here from this
-    side's own analysis of the texts, the same as the compile made whole."""
-    from analysis.fusion.codec import fusion_decisions_json
-    from analysis.fusion.edges import EDGES_PENDING
-    from analysis.service.messages import leave_out
-    from analysis.service.worker import untrusted_bundle
-
-    b, job = fusing_compile, _code_job()
-    full = b.fusion_decisions
-    edge_fields = ("edges", "crossing_edges", "explained_edges", "no_decision_logged")
-    assert full["explained_edges"] >= 1 and full["crossing_edges"] == len(full["edges"])
-    sent_form = {k: v for k, v in fusion_decisions_json(full).items() if k not in edge_fields}
-    early = _sent_early(b, job, {**sent_form, EDGES_PENDING: True})
-    pipe = early.wait()
-    assert early.decided is not None and "edges" not in early.decided
-    sent = {"hlo_before": b.stages["hlo_before"], "hlo_after": b.stages["hlo_after"]}
-    got = untrusted_bundle(leave_out(b, sent, decided=full), job, pipe, early.sent, early.decided)
-    assert got.fusion_decisions is early.decided and EDGES_PENDING not in got.fusion_decisions
-    for k in edge_fields:
-        assert got.fusion_decisions[k] == full[k], k
-    # without the mark, decisions are taken as they came (a bundle's own, or an older one's)
-    plain = _sent_early(b, job, sent_form)
-    got = untrusted_bundle(leave_out(b, sent, decided=full), job, plain.wait(), plain.sent, plain.decided)
-    assert "edges" not in got.fusion_decisions
-
-
 def test_work_ahead_runs_once_on_a_draft_that_the_bundle_of_the_same_inputs_takes(fusing_compile, monkeypatch):
     """The caller's ahead work gets a draft of the early texts, their analysis, the decisions and the
     job's source, in the thread beside the compile; what it derives there is what a bundle of
