@@ -153,3 +153,41 @@ def test_compare_graphs_fill_the_window_near_the_top(server, browser):  # noqa: 
         assert height >= 0.6 * VIEWPORT["height"], got  # the graphs get the window's height
         assert top < VIEWPORT["height"], got  # and begin on the page's first screen
     page.screenshot(path=os.path.join(OUT, "readable_compare_1280.png"))
+
+
+FRAME_BOX = """() => {
+  const fr = document.querySelector("iframe[title='app.views.xla_graph']");
+  const r = fr.getBoundingClientRect();
+  return [Math.round(r.top), Math.round(r.bottom), window.innerHeight];
+}"""
+
+PAD_ABOVE = """(px) => {
+  const fr = document.querySelector("iframe[title='app.views.xla_graph']");
+  let host = fr;
+  while (host.parentElement && !host.parentElement.matches("[data-testid='stVerticalBlock']")) host = host.parentElement;
+  const d = document.createElement('div');
+  d.style.height = px + 'px';
+  host.parentElement.insertBefore(d, host);
+}"""
+
+
+def test_the_graphs_keep_to_the_window_when_what_is_above_them_changes(server, browser):  # noqa: F811
+    """What is above the graphs can change height once they are drawn (the first run's title and
+    notices laid out after the frame has its data; a notice that goes): the frame keeps its
+    bottom at the window's and the graphs open again whole at the new size, as a projector shows
+    them."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(server + "/?model=mlp&present=1")
+    _frame(page)
+    app_idle(page)
+    top, bottom, window_h = settled(lambda: page.evaluate(FRAME_BOX), what="the frame's place")
+    assert bottom <= window_h, (top, bottom, window_h)
+    page.evaluate(PAD_ABOVE, 60)  # 60 px more above the frame, as a notice would add
+    moved = in_page(page, lambda: (lambda b: b if b[0] >= top + 60 else None)(page.evaluate(FRAME_BOX)),
+                    30, "the frame moved down")
+    got = settled(lambda: page.evaluate(FRAME_BOX), what="the frame refitted")
+    assert got[0] == moved[0] and abs(got[1] - bottom) <= 2, (top, bottom, got)  # its bottom where it was
+    f = _frame(page)
+    panes = settled(lambda: _shown(f.evaluate(PANES)), what="the graphs opened again")
+    for side, g in panes.items():
+        assert _whole(g), (side, g)

@@ -910,6 +910,28 @@
   // A session's first compile: the frame is made while the worker compiles, so that its page
   // and scripts are loaded when the graphs come (app/explorer.py); until then it holds their
   // place, the bar hidden, each pane saying what comes there.
+  // What is above the frame in the page can change height after the graphs are drawn (the run
+  // that draws them first, its title and notices laid out after the frame has its data; a
+  // notice that goes): the frame is refitted to the window below it, and the graphs opened
+  // again at that size until the user has zoomed, panned or clicked in them.
+  let placeWatch = null, viewTouched = false;
+  function watchPlace() {
+    if (placeWatch) return;
+    try {
+      const P = window.parent, doc = P.document;
+      const block = doc.querySelector("[data-testid='stMainBlockContainer']") || doc.querySelector("[data-testid='stMain']");
+      if (!block || !P.ResizeObserver) return;
+      placeWatch = new P.ResizeObserver(() => {
+        if (!A || document.body.classList.contains("pair")) return;
+        const was = height;
+        fitHeight();
+        if (Math.abs(height - was) > 1 && !viewTouched) openViews();
+      });
+      placeWatch.observe(block);
+      ["wheel", "mousedown", "touchstart", "keydown"].forEach((ev) => $("main").addEventListener(ev, () => { viewTouched = true; }, { passive: true }));
+    } catch (e) { /* no access to the page: the height the server asked for */ }
+  }
+
   function renderWaiting(args) {
     if (A) return;  // (never over graphs drawn)
     window.__xe_waited = Date.now();  // (a test sees the graphs drawn in this same frame)
@@ -959,6 +981,7 @@
       drawSource();
       redraw(false);
       showDetails(null);
+      watchPlace();
     } else {
       A.height = args.height;
       if (!!args.present !== presenting()) {  // the Presentation toggle, on the data held
