@@ -907,9 +907,6 @@
     window.__xe_ready = Date.now();
   }
 
-  // A session's first compile: the frame is made while the worker compiles, so that its page
-  // and scripts are loaded when the graphs come (app/explorer.py); until then it holds their
-  // place, the bar hidden, each pane saying what comes there.
   // What is above the frame in the page can change height after the graphs are drawn (the run
   // that draws them first, its title and notices laid out after the frame has its data; a
   // notice that goes): the frame is refitted to the window below it, and the graphs opened
@@ -932,6 +929,9 @@
     } catch (e) { /* no access to the page: the height the server asked for */ }
   }
 
+  // A session's first compile: the frame is made while the worker compiles, so that its page
+  // and scripts are loaded when the graphs come (app/explorer.py); until then it holds their
+  // place, the bar hidden, each pane saying what comes there.
   function renderWaiting(args) {
     if (A) return;  // (never over graphs drawn)
     window.__xe_waited = Date.now();  // (a test sees the graphs drawn in this same frame)
