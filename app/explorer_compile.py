@@ -1,5 +1,5 @@
 """How the Explorer page compiles: a job run in the worker (``app.runner``) with its phases in a
-status box, its outcome put on show, or its error beside the bundle kept; the first load (the
+box (``page_helpers.WaitBox``), its outcome put on show, or its error beside the bundle kept; the first load (the
 compile a shared link names, else the default model); and a big program's measured bundle,
 adopted when its measuring job is done (its graphs were shown while it was measured)."""
 
@@ -14,29 +14,29 @@ from analysis.service.job import Job
 from app import graph_payload, queries, runner
 from app.explorer_sidebar import SidebarChoice
 from app.explorer_state import ExplorerState, explorer_state
-from app.page_helpers import phase_text, unexpected
+from app.page_helpers import WaitBox, phase_text, unexpected
 from sample_models import DEFAULT_MODEL, gallery
 
 
 def compile_job(state: ExplorerState, job: Job, on_wait: Callable[[], None]) -> None:
-    """Run ``job`` in the worker with its phases in a status box; keep the old bundle on error.
+    """Run ``job`` in the worker with its phases in a box; keep the old bundle on error.
     A big program's measuring job comes back once compiled: its graphs are shown while it is
     measured (``state.pending``, collected by ``adopt_measured``). ``on_wait`` runs when there
-    is a compile to wait for (the status box is drawn): the page draws what it held back."""
+    is a compile to wait for (the box is drawn): the page draws what it held back."""
     state.leave_pending()  # an earlier compile still being measured is no longer on show
     holder = st.empty()
-    box: list = []  # the status box, drawn at the first phase that is not the cache's answer
+    box: list = []  # the box of phases (``WaitBox``), drawn at the first phase that is not the cache's answer
 
-    def status():
+    def status() -> WaitBox:
         if not box:
-            box.append(holder.status("Compiling…", expanded=True))
+            box.append(WaitBox(holder, "Compiling…", lines=True))
             on_wait()
         return box[0]
 
     def progress(p: str) -> None:
         if p == "cached" and not box:  # a cached bundle (a shared link): no box, its graphs at once
             return
-        status().update(label=phase_text(p) + "…")
+        status().update(phase_text(p) + "…")
         status().write(phase_text(p))
 
     try:
@@ -48,7 +48,7 @@ def compile_job(state: ExplorerState, job: Job, on_wait: Callable[[], None]) -> 
         outcome = None
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
         state.error, state.error_at, outcome = unexpected(e, "compile"), None, None
-    holder.empty()  # the status box, where one was drawn, goes; an error is shown next to the code
+    holder.empty()  # the box, where one was drawn, goes; an error is shown next to the code
     if outcome is not None:
         state.show(outcome, job)
 

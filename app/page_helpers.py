@@ -1,5 +1,5 @@
-"""What the extra pages (app/sections/) share: the session defaults, compiling a job with a status
-box, and the model picker. Every compile goes through ``app.runner`` (the worker and its queue);
+"""What the extra pages (app/sections/) share: the session defaults, compiling a job with its
+phases in a box (``WaitBox``), and the model picker. Every compile goes through ``app.runner`` (the worker and its queue);
 nothing here imports JAX."""
 
 from __future__ import annotations
@@ -125,26 +125,42 @@ def phase_text(p: str) -> str:
     return text
 
 
+class WaitBox:
+    """What a page says while a job runs in the worker: a bordered box in ``holder`` (an
+    ``st.empty``) with the phase it is in and, with ``lines``, each phase it went through. It
+    has no animation: Streamlit's status box and spinner turn an icon for as long as the job
+    runs, which in a browser drawing without a GPU took about a tenth of a core from a compile
+    sharing the machine (0.4-0.5 s of the browser's CPU over 3.7 s of a 96-layer compile,
+    0.1 s without: docs/performance.md), and from the kernels a job times. The phases say that
+    it is alive. ``label`` is shown as written (``plain``: it may name a user's file)."""
+
+    def __init__(self, holder, label: str, lines: bool = False):
+        self._box = holder.container(border=True)
+        self._title = self._box.empty()
+        self._lines = lines
+        self.update(label)
+
+    def update(self, label: str) -> None:
+        self._title.markdown(f":material/hourglass_top: **{plain(label)}**")
+
+    def write(self, line: str) -> None:
+        if self._lines:
+            self._box.caption(plain(line))
+
+
 def compile_with_status(job: Job, label: str = "Compiling…", use_cache: bool = True):
-    """Run ``job`` through the worker; returns the Bundle, or None after showing the error
-    (``use_cache=False``: run anew, ``runner.compile_bundle``)."""
+    """Run ``job`` through the worker, its phase in a ``WaitBox``; returns the Bundle, or None
+    after showing the error (``use_cache=False``: run anew, ``runner.compile_bundle``)."""
     holder = st.empty()
     failed = None
-    with holder.status(label, expanded=False) as status:
-        def progress(p: str) -> None:
-            status.update(label=phase_text(p) + "…")
-
-        try:
-            b = runner.compile_bundle(job, session=session_id(), progress=progress, use_cache=use_cache).bundle
-        except ExplorerError as e:
-            failed = e
-            status.update(label="Failed", state="error", expanded=False)
-        except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
-            failed = unexpected(e, "compile")
-            status.update(label="Failed", state="error", expanded=False)
-        else:
-            status.update(label="Done", state="complete", expanded=False)
-    # emptied only once the status box is closed (it writes to its own slot when it closes)
+    box = WaitBox(holder, label)
+    try:
+        b = runner.compile_bundle(job, session=session_id(), progress=lambda p: box.update(phase_text(p) + "…"),
+                                  use_cache=use_cache).bundle
+    except ExplorerError as e:
+        failed = e
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
+        failed = unexpected(e, "compile")
     holder.empty()
     if failed is not None:
         show_error(failed)

@@ -19,7 +19,7 @@ from analysis.render.format import human_seconds
 from analysis.service.job import Job, Opened, upload_job
 from app import guard, runner
 from app.explorer_state import explorer_state
-from app.page_helpers import unexpected
+from app.page_helpers import WaitBox, unexpected
 
 ss = st.session_state
 
@@ -44,13 +44,16 @@ def open_files(upload, trace=None, module: str | None = None,
 
 def open_job(job: Job) -> tuple[Bundle | None, str | None]:
     """The bundle an ``open`` job makes, else the one line that says why not."""
+    holder = st.empty()
+    WaitBox(holder, f"Opening {job.filename[-80:]} in the sandbox…")
     try:
-        with st.spinner(f"Opening {job.filename[-80:]} in the sandbox…"):
-            return runner.compile_bundle(job, session=ss.session_id).bundle, None
+        return runner.compile_bundle(job, session=ss.session_id).bundle, None
     except ExplorerError as e:
         return None, (e if e.file else ExplorerError(e.phase, e.message, job.filename, e.line, e.column)).one_line()
     except Exception as e:  # noqa: BLE001 - one line, never a traceback on the page
         return None, unexpected(e, "load", job.filename)
+    finally:
+        holder.empty()
 
 
 def load_upload(upload, trace=None) -> None:

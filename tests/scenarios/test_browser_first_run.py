@@ -124,3 +124,56 @@ def test_a_first_run_that_ends_without_graphs_still_draws_the_sidebar(fresh_serv
     # the frame made while it compiled is gone: no graphs came for it
     in_page(page, lambda: not _graph_frames(page), 60, "the waiting frame gone")
     assert page.get_by_test_id("stException").count() == 0
+
+
+# While a compile runs: whether the page says XLA is compiling, and what in it is animated
+# without end then (a loop, as a spinner's; not a transition, which ends): each one's name and
+# the element it moves
+_LOOPS = """() => { const main = document.querySelector('[data-testid="stMain"]');
+  if (!main) return [false, []];
+  const moving = document.getAnimations().filter((a) => a.playState === 'running' && a.effect && a.effect.target
+      && main.contains(a.effect.target) && a.effect.getComputedTiming().iterations === Infinity)
+    .map((a) => (a.animationName || a.constructor.name) + ' on ' + (a.effect.target.dataset.testid || a.effect.target.tagName));
+  return [main.innerText.includes('Compiling with XLA'), moving]; }"""
+_FRAME_LOOPS = """() => document.getAnimations().filter((a) => a.playState === 'running' && a.effect
+    && a.effect.getComputedTiming().iterations === Infinity).map((a) => (a.animationName || a.constructor.name) + ' in the frame of the graphs')"""
+
+
+def test_nothing_on_the_page_moves_while_xla_compiles(fresh_server, store_dir, browser):  # noqa: F811
+    """The box that says which phase a compile is in has no spinner: a loop is drawn for as long
+    as the compile runs, by a browser that shares the machine's cores with it
+    (docs/performance.md). Nor does the graphs' waiting frame move. (Streamlit's own skeleton
+    while a component's frame loads is a loop too, for a moment: what runs through a second of
+    the compile is what counts.)"""
+    import time
+
+    from analysis.service.store import Store
+    from sample_models._stack import shared_stack_source
+
+    cid = Store(os.path.join(store_dir, "store.sqlite")).put_code(shared_stack_source(32))
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(f"{fresh_server}/?code={cid}&backend=cpu")
+    seen: dict[str, list[float]] = {}  # each loop: when it was seen while XLA compiled
+    compiling = []
+
+    def look():
+        try:
+            says, loops = page.evaluate(_LOOPS)
+            if says:
+                now = time.monotonic()
+                compiling.append(now)
+                for f in _graph_frames(page):
+                    try:
+                        loops = loops + f.evaluate(_FRAME_LOOPS)
+                    except Exception:  # noqa: BLE001 - a frame swapped under us: the page's loops still count
+                        pass
+                for name in loops:
+                    seen.setdefault(name, []).append(now)
+        except Exception:  # noqa: BLE001 - redrawn under us: look again
+            pass
+        return _drawn(page)
+
+    wait_until(look, timeout_s=300, what="the graphs drawn", interval_s=0.05)
+    assert compiling and compiling[-1] - compiling[0] >= 1.0, "the page said XLA was compiling for under a second"
+    lasting = {name: round(ts[-1] - ts[0], 2) for name, ts in seen.items() if ts[-1] - ts[0] >= 1.0}
+    assert not lasting, lasting
