@@ -1,7 +1,8 @@
 """How the Explorer page compiles: a job run in the worker (``app.runner``) with its phases in a
-box (``page_helpers.WaitBox``), its outcome put on show, or its error beside the bundle kept; the first load (the
-compile a shared link names, else the default model); and a big program's measured bundle,
-adopted when its measuring job is done (its graphs were shown while it was measured)."""
+box (``page_helpers.WaitBox``), its outcome put on show, or its error beside the bundle kept;
+the first load (the compile a shared link names, else the default model); and a big program's
+measured bundle, adopted when its measuring job is done (its graphs were shown while it was
+measured)."""
 
 from __future__ import annotations
 

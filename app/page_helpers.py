@@ -1,6 +1,6 @@
 """What the extra pages (app/sections/) share: the session defaults, compiling a job with its
-phases in a box (``WaitBox``), and the model picker. Every compile goes through ``app.runner`` (the worker and its queue);
-nothing here imports JAX."""
+phases in a box (``WaitBox``), and the model picker. Every compile goes through ``app.runner``
+(the worker and its queue); nothing here imports JAX."""
 
 from __future__ import annotations
 

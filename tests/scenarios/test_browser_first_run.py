@@ -131,12 +131,15 @@ def test_a_first_run_that_ends_without_graphs_still_draws_the_sidebar(fresh_serv
 # the element it moves
 _LOOPS = """() => { const main = document.querySelector('[data-testid="stMain"]');
   if (!main) return [false, []];
-  const moving = document.getAnimations().filter((a) => a.playState === 'running' && a.effect && a.effect.target
-      && main.contains(a.effect.target) && a.effect.getComputedTiming().iterations === Infinity)
-    .map((a) => (a.animationName || a.constructor.name) + ' on ' + (a.effect.target.dataset.testid || a.effect.target.tagName));
+  const moving = document.getAnimations().filter((a) => a.playState === 'running' && a.effect
+      && a.effect.target && main.contains(a.effect.target)
+      && a.effect.getComputedTiming().iterations === Infinity)
+    .map((a) => (a.animationName || a.constructor.name) + ' on '
+      + (a.effect.target.dataset.testid || a.effect.target.tagName));
   return [main.innerText.includes('Compiling with XLA'), moving]; }"""
 _FRAME_LOOPS = """() => document.getAnimations().filter((a) => a.playState === 'running' && a.effect
-    && a.effect.getComputedTiming().iterations === Infinity).map((a) => (a.animationName || a.constructor.name) + ' in the frame of the graphs')"""
+    && a.effect.getComputedTiming().iterations === Infinity)
+  .map((a) => (a.animationName || a.constructor.name) + ' in the frame of the graphs')"""
 
 
 def test_nothing_on_the_page_moves_while_xla_compiles(fresh_server, store_dir, browser):  # noqa: F811
