@@ -80,6 +80,33 @@ def test_early_hands_out_the_compile_and_the_measured_bundle_follows(tmp_path):
     q.shutdown()
 
 
+def test_whoever_waits_on_a_job_is_woken_by_its_preview_not_at_its_next_look():
+    # the page's thread waits on the handle; a preview that did not wake it sat until the wait's
+    # timeout (up to 0.1 s) before the page took it. Waited here with no timeout at all: only
+    # the preview can end the wait (the runner is held, nothing else comes)
+    r = PreviewRunner()
+    q = _queue(r)
+    h = q.submit(Job(name="woken", measure=True, preview_kernels=1), session="s")
+    seen = []
+
+    def waiter():
+        while h.preview is None and not h.done():
+            h.wait_change(None)
+        seen.append(h.preview)
+
+    t = threading.Thread(target=waiter, daemon=True)
+    t.start()
+    assert r.previewed.wait(20)
+    t.join(20)
+    done_before_release = not t.is_alive()
+    r.release.set()  # (a waiter the preview did not wake is woken by the end instead)
+    t.join(20)
+    assert done_before_release, "the preview did not wake the waiter"
+    assert seen and seen[0] is not None and seen[0].timings is None
+    assert h.result(20).bundle.timings  # and the job still ends measured
+    q.shutdown()
+
+
 def test_without_early_or_without_preview_kernels_the_caller_waits_for_the_timings():
     r = PreviewRunner()
     r.release.set()
