@@ -24,6 +24,10 @@ TABS = {"kernels": "Kernels & timings", "text": "Text views", "source": "Source"
         "devices": "Devices"}
 
 
+# The sidebar's widgets a link sets (under their keys), re-applied at the sidebar's first drawing
+WIDGETS = ("source_kind", "gallery_choice", "backend", "free_options", "measure", "compare", "devices", "jax")
+
+
 def open_link(state: ExplorerState) -> None:
     """Opening a shared link: what it names (model or pasted code, backend, options, measuring,
     the fusion-off compile, devices, selection, tab) restored, once per session. The sidebar's
@@ -67,6 +71,7 @@ def open_link(state: ExplorerState) -> None:
                                  backend=asked.get("backend") or "auto",
                                  compiler_options=dict(asked.get("options") or {}),
                                  measure=asked.get("measure") is not False, compare_fusion=bool(asked.get("compare")))
+    state.link_widgets = {k: ss[k] for k in WIDGETS if k in ss}
     state.link_sel = permalink.selection(asked)
     state.link_tab = TABS.get(asked.get("view") or "", None)
     state.code_open = asked.get("view") == "code"  # view=code: the graphs' Code pane, on the node's kernel

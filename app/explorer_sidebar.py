@@ -73,6 +73,14 @@ def draw(state: ExplorerState, heading: bool = True) -> SidebarChoice:
     """The sidebar's widgets (under its heading, unless a held sidebar drew that), and what they ask."""
     ss = st.session_state
     models = gallery()
+    # A link's values, once, before its widgets exist in this run. A session's first run holds
+    # the widgets back (``Sidebar``): where the page before was this page (a lecture's previous
+    # step), the browser still shows that page's widgets meanwhile, and a rerun it sends then
+    # (the graphs saying they are drawn) carries their old values, which Streamlit would give
+    # the widgets drawn next; a value the script sets in the run wins over the browser's.
+    for k, v in (state.link_widgets or {}).items():
+        ss[k] = v
+    state.link_widgets = None
     with st.sidebar:
         if heading:
             st.markdown("## XLA Explorer")

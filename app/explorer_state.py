@@ -66,6 +66,10 @@ class ExplorerState:
     link_job: Job | None = None  # the compile it names, run as the first load
     link_sel: dict | None = None  # the selection it names, made once that compile is shown
     link_tab: str | None = None  # the tab it opens on (its label)
+    # the sidebar's values it set (widget key -> value), set again as the sidebar's widgets are
+    # first drawn (``explorer_sidebar.draw``): until then the browser may still hold the widgets of
+    # the page before (a lecture's previous step), whose values would otherwise win
+    link_widgets: dict | None = None
 
     def show(self, outcome: Outcome, job: Job) -> None:
         """A compile's outcome on show (its measuring may still be running: ``pending``), with

@@ -1,6 +1,7 @@
-"""The Explorer sidebar's "XLA (jax) version" select through Streamlit's AppTest: it offers the
+"""The Explorer sidebar through Streamlit's AppTest: its "XLA (jax) version" select offers the
 runtimes on this machine (the app's own jax first chosen), and Compile runs the job in the one
-picked, so the bundle is that release's."""
+picked, so the bundle is that release's; a link's values are what its widgets show when they are
+first drawn, whatever the browser still held from the page before."""
 
 from __future__ import annotations
 
@@ -36,3 +37,42 @@ def test_the_jax_select_compiles_in_the_release_picked():
     b = explorer_state(at.session_state).bundle
     assert b.source["name"] == "mlp" and b.environment["jax"].startswith("0.10")
     assert f"jax {OLD}" in "\n".join(m.value for m in at.markdown)  # the header names the bundle's jax
+
+
+def _sidebar_page():
+    # the sidebar alone; ``arm`` (set by the test) stands for a link applied while the sidebar's
+    # widgets were held back (``Sidebar(held=True)``): its values are on the state, not drawn yet
+    import streamlit as st
+
+    from app.explorer_sidebar import draw
+    from app.explorer_state import explorer_state
+
+    state = explorer_state()
+    if st.session_state.get("arm"):
+        st.session_state.arm = False
+        state.link_widgets = {"source_kind": "Gallery", "gallery_choice": "transformer_block", "backend": "h200"}
+    draw(state)
+
+
+def test_a_links_values_win_over_the_widgets_the_browser_still_shows_from_the_page_before():
+    # a lecture's next step opens on the same page: while its first run holds the sidebar back,
+    # the browser still shows the previous step's widgets, and a rerun it sends then carries
+    # their values (here set on the widgets, as the browser would send them). The link's values
+    # must be what the sidebar shows, or the page calls its own graphs stale ("the sidebar names
+    # softmax_layernorm") until Compile is pressed
+    at = AppTest.from_function(_sidebar_page, default_timeout=60)
+    at.session_state["source_kind"] = "Gallery"
+    at.session_state["gallery_choice"] = "softmax_layernorm"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="gallery_choice").value == "softmax_layernorm"
+    at.selectbox(key="gallery_choice").set_value("softmax_layernorm")  # what the browser holds
+    at.radio(key="backend").set_value("cpu")
+    at.session_state["arm"] = True
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="gallery_choice").value == "transformer_block"
+    assert at.radio(key="backend").value == "h200"
+    # once drawn, the widgets are the user's again: a choice made after the link stays
+    at.selectbox(key="gallery_choice").set_value("mlp").run()
+    assert at.selectbox(key="gallery_choice").value == "mlp" and at.radio(key="backend").value == "h200"
