@@ -26,28 +26,18 @@ import io
 import os
 import sys
 import zipfile
+from typing import TYPE_CHECKING
 
-from analysis.devices.catalog import check_devices, devices_in_source, GPU_TARGETS
+# Only what parsing the command line needs is imported here: each command imports its own, after
+# ``main`` has started the sandboxed worker a compile will use (``_worker_ahead``), whose Python and
+# JAX then start beside these imports (docs/performance.md, "Tenth pass").
+from analysis import tuning
+from analysis.devices.catalog import GPU_TARGETS
 from analysis.errors import ExplorerError, from_parse_error
-from analysis.hlo import HloParseError, parse_module
-from analysis.options import parse_options
-from analysis.pipeline import WorkAhead
-from analysis.program.layers import layers_of_bundle
-from analysis.render.code_text import code_listing, code_text
-from analysis.render.decisions import why_text
-from analysis.render.layers import layer_dict, layer_lines
-from analysis.render.memory import memory_text
-from analysis.render.report import graph_exports, html_report
-from analysis.render.report_layers import LayersAhead
-from analysis.render.summary import summary_text
-from analysis.service import runtimes
-from analysis.service.job import Job, upload_job
-from analysis.service.sandbox import sandbox_status
-from analysis.service.worker import run_job
-from analysis.studies.passes import counts, summarize
-from analysis.studies.compare import ROUNDS
-from sample_models import gallery, gallery_entry
+from analysis.measures import ROUNDS
 
+if TYPE_CHECKING:
+    from analysis.pipeline import WorkAhead
 
 def _read_text(path: str) -> str:
     try:
@@ -98,6 +88,8 @@ def open_input(path: str, module: str | None = None, say=None, trusted: bool = F
     worker (here with ``trusted``): ``module`` (a dump's module, a trace's program), else the one
     with the most kernels (or kernel time). ``bundle``: a compile made here instead of the file,
     to put the trace's timings on."""
+    from analysis.service.job import upload_job
+
     if bundle is not None:
         name, data = f"{bundle.title}.json", bundle.to_json().encode()
     else:
@@ -120,6 +112,8 @@ def open_input(path: str, module: str | None = None, say=None, trusted: bool = F
 
 
 def _model_job(path: str, **kw):
+    from analysis.service.job import Job
+
     return Job(kind="file", source=_read_text(path), filename=os.path.abspath(path),
                name=os.path.basename(path)[:-3], **kw)
 
@@ -134,6 +128,9 @@ def run_untrusted(job, progress=None, trusted: bool = False, ahead: WorkAhead | 
     the user vouches for the file, which then runs here, through ``analysis.compile``, with a
     note on stderr saying so. ``ahead``: work on a draft of the bundle while it compiles
     (``compile_model``; the report's layer graphs)."""
+    from analysis.service.sandbox import sandbox_status
+    from analysis.service.worker import run_job
+
     if trusted:
         from analysis.service.worker_main import execute
 
@@ -159,6 +156,8 @@ def load_any(model: str, backend: str = "auto", options: dict | None = None, pro
     of it while it compiles (``compile_model``). A compiled model's bundle gets ``trace``'s
     timings through the gate too. ``jax``: the release to compile with (``runtime_of``), in a
     worker of that runtime."""
+    from analysis.devices.catalog import check_devices
+
     if devices is not None:
         check_devices(devices, "--devices")
     if os.path.exists(model) and not model.endswith(".py"):
@@ -179,6 +178,11 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
               trusted: bool, devices, ahead, jax: str | None = None):
     """A model file or gallery model, compiled (and measured); with ``jax``, in a worker of that
     runtime (never in this process, whose jax is its own)."""
+    from analysis.devices.catalog import devices_in_source
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
+    from sample_models import gallery_entry
+
     if not os.path.exists(model) and (model.endswith(".py") or os.sep in model or "." in os.path.basename(model)):
         # Looks like a file name (gallery names have no dots or slashes): say so, rather
         # than "no gallery model named 'x.hlo'".
@@ -207,6 +211,8 @@ def _compiled(model: str, backend: str, options, progress, gpu_target, measure: 
 def runtime_of(args) -> str | None:
     """The jax release ``--jax`` names, its runtime made first when it is not here (a line on
     stderr says so), or None for this process's own jax (``analysis.service.runtimes``)."""
+    from analysis.service import runtimes
+
     version = getattr(args, "jax", None)
     if version is None:
         return None
@@ -216,6 +222,8 @@ def runtime_of(args) -> str | None:
 
 def _options(args) -> dict | None:
     """The --option KEY=VALUE pairs of a command, parsed (None when there are none)."""
+    from analysis.options import parse_options
+
     return parse_options(args.option) if args.option else None
 
 
@@ -224,6 +232,8 @@ def _say(msg: str) -> None:
 
 
 def _cmd_list(args) -> int:
+    from sample_models import gallery
+
     for name, e in gallery().items():
         print(f"{name:22s} {e.title}")
     return 0
@@ -231,6 +241,8 @@ def _cmd_list(args) -> int:
 
 def _cmd_runtimes(args) -> int:
     """The jax runtimes here and the releases offered; --make and --remove one."""
+    from analysis.service import runtimes
+
     if args.make:
         r = runtimes.resolve(args.make, say=_say)
         _say(f"ready: {r.line()}")
@@ -262,6 +274,8 @@ def _cmd_compare(args) -> int:
                             args.model)
     if args.rounds < 1:
         raise ExplorerError("options", f"--rounds must be at least 1, not {args.rounds}")
+    from analysis.service import runtimes
+
     sides = []
     for v in args.jax:
         r = runtimes.resolve(v, say=_say)
@@ -302,7 +316,10 @@ def _compare_inductor(args) -> int:
     (``analysis.studies.inductor``); with --measure, each kernel timed and the two whole calls
     alternated."""
     from analysis.render.inductor_text import inductor_text
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
     from analysis.studies.inductor import beside_inductor
+    from sample_models import gallery_entry
 
     if args.jax:
         raise ExplorerError("options", "--inductor compares XLA with Inductor in this runtime: leave out --jax")
@@ -333,10 +350,15 @@ def _compare_inductor(args) -> int:
 def _own_jax() -> str:
     """This process's own jax release, named as a job's: its compile then runs in a worker too,
     as the other side's does (both sides measured the same way)."""
+    from analysis.service import runtimes
+
     return runtimes.own().jax
 
 
 def _cmd_analyze(args) -> int:
+    from analysis.options import parse_options
+    from analysis.render.summary import summary_text
+
     options = parse_options(args.option)
     measure = getattr(args, "measure", False)
     compare = getattr(args, "compare_fusion", False)
@@ -372,6 +394,9 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from analysis.render.report import graph_exports, html_report
+    from analysis.render.report_layers import LayersAhead
+
     say = lambda msg: print(f"xla-explorer: {msg}", file=sys.stderr)  # noqa: E731
     for target in filter(None, (args.html, args.svg_dir and os.path.join(args.svg_dir, "x"))):
         folder = os.path.dirname(os.path.abspath(target))
@@ -403,6 +428,12 @@ def _cmd_report(args) -> int:
 
 def _cmd_passes(args) -> int:
     """Print the pass pipeline: every pass that changed the module, with instruction and kernel counts."""
+    from analysis.hlo import HloParseError, parse_module
+    from analysis.service.job import Job
+    from analysis.service.worker import run_job
+    from analysis.studies.passes import counts, summarize
+    from sample_models import gallery_entry
+
     options = _options(args)
     model = args.model
     if os.path.exists(model) and not model.endswith(".py"):
@@ -442,6 +473,8 @@ def _cmd_passes(args) -> int:
 
 
 def _cmd_memory(args) -> int:
+    from analysis.render.memory import memory_text
+
     options = _options(args)
     compiles = not (os.path.exists(args.model) and not args.model.endswith(".py"))  # a bundle/HLO/dump is read
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
@@ -452,6 +485,8 @@ def _cmd_memory(args) -> int:
 
 
 def _cmd_why(args) -> int:
+    from analysis.render.decisions import why_text
+
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
@@ -463,6 +498,9 @@ def _cmd_why(args) -> int:
 
 def _cmd_layers(args) -> int:
     """The model's layers (name scopes) with the ops and kernels of each, bytes and time."""
+    from analysis.program.layers import layers_of_bundle
+    from analysis.render.layers import layer_dict, layer_lines
+
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target,
@@ -483,6 +521,8 @@ def _cmd_layers(args) -> int:
 
 def _cmd_code(args) -> int:
     """The code XLA generated for each kernel: its LLVM IR, assembly (PTX, ...) and their facts."""
+    from analysis.render.code_text import code_listing, code_text
+
     bundle = load_any(args.model, args.backend, _options(args), module=args.module, devices=args.devices,
                       say=_say, gpu_target=args.gpu_target, trusted=args.trusted, jax=runtime_of(args))
     if args.json:
@@ -603,32 +643,76 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# The commands that compile a model file in the sandboxed worker (``run_untrusted``).
+_COMPILING = ("analyze", "report", "passes", "memory", "why", "layers", "code")
+
+
+def _worker_ahead(args):
+    """The sandboxed worker a command's compile of a ``.py`` model file runs in, started before the
+    command imports what it needs (``worker_process.start_ahead``): the worker's Python and JAX
+    start beside those imports (0.4 s of a report's wait, docs/performance.md "Tenth pass").
+    None where none is started (another command, ``--trusted``, ``--jax``, no such file)."""
+    model = getattr(args, "model", None)
+    if args.cmd not in _COMPILING or not isinstance(model, str) or not model.endswith(".py") \
+            or not os.path.isfile(model) or getattr(args, "trusted", False) or getattr(args, "jax", None):
+        return None
+    from dataclasses import asdict
+
+    from analysis.service import worker_process
+
+    try:
+        job = _model_job(model, gpu_target=args.gpu_target, devices=args.devices)
+    except ExplorerError:  # (the command says so)
+        return None
+    return worker_process.start_ahead(asdict(job))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    ahead = None
     try:
+        ahead = _worker_ahead(args)
         return args.fn(args)
     except ExplorerError as e:
         if args.debug:
             raise
         print(f"xla-explorer: {e.one_line()}", file=sys.stderr)
         return 2
-    except HloParseError as e:  # a text this run did not check itself (a bundle's): where it is bad
-        if args.debug:
-            raise
-        print(f"xla-explorer: {from_parse_error(e).one_line()}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("xla-explorer: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - a bug of ours: still one line, details with --debug
+        from analysis.hlo import HloParseError
+
         if args.debug:
             raise
+        if isinstance(e, HloParseError):  # a text this run did not check itself (a bundle's): where it is bad
+            print(f"xla-explorer: {from_parse_error(e).one_line()}", file=sys.stderr)
+            return 2
         msg = " ".join(str(e).split())[:300]
         print(f"xla-explorer: internal error: {type(e).__name__}: {msg} (run with --debug for the traceback)",
               file=sys.stderr)
         return 1
+    finally:
+        if ahead is not None:  # (ended if no job took it)
+            from analysis.service.worker_process import spare
+
+            spare.discard(ahead)
+
+
+def run() -> None:
+    """The console script (``xla-explorer``, ``python -m analysis.cli``): ``main`` on this process's
+    arguments, and its exit. What the command made (a big program's bundle, its parses and
+    graphs: hundreds of thousands of objects, many in reference cycles) goes into the
+    collector's permanent generation first (``tuning.freeze``): the interpreter's last collection
+    on its way out would walk it all for nothing (0.35 s after a 96-layer report,
+    docs/performance.md "Tenth pass"). ``main`` itself, called in a process that goes on, leaves
+    the collector as it was."""
+    code = main()
+    tuning.freeze()
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -29,6 +29,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
+# Measured runs per side when two compiles are measured against each other, alternated (A B, B A,
+# ...): the spread a verdict between them is read from (``analysis.studies.compare``, its page and
+# ``xla-explorer compare --measure``).
+ROUNDS = 4
+
 
 @dataclass(frozen=True)
 class Spread:

@@ -11,7 +11,9 @@ the page that shows that job's result, and it is replaced after ``SPARE_MAX_AGE_
 
 ``SparePool`` is that one worker's life: off until ``keep(True)``; a worker for ``kind``
 started after each job (``after``); taken by a job of its kind (``take``: any other kind ends
-it); ended by ``drop``, by ``keep(False)``, and at the process's exit. It starts workers with
+it); ended by ``drop``, by ``keep(False)``, and at the process's exit. With spares off, one
+worker can still be started for a job about to be handed over (``start_now``: the command line
+starts its compile's worker before its own imports) and ended if no job took it (``discard``). It starts workers with
 the function it is given (``analysis.service.worker_process`` gives it one), so it knows of a
 worker only its kind (``kind.key()``, ``kind.use_bwrap``), ``token``, ``born``, ``alive()`` and
 ``close()``."""
@@ -65,6 +67,31 @@ class SparePool:
         """The job token of the spare worker waiting now (None: none)."""
         with self._lock:
             return self._worker.token if self._worker is not None and self._worker.alive() else None
+
+    def start_now(self, kind):
+        """A worker for jobs of ``kind`` started now and made the spare (the one before it ended),
+        whether spares are kept or not: it serves the next job of its kind, and none is started
+        after it unless they are kept. Returns it (for ``discard``), or None where it could not be
+        started (no slot free: the job starts its own)."""
+        try:
+            w = self._start(kind)
+        except ExplorerError:
+            return None
+        with self._lock:
+            old, self._worker = self._worker, w
+        if old is not None:
+            old.close()
+        return w
+
+    def discard(self, w) -> None:
+        """End ``w`` if it is still the spare, waiting (no job took it)."""
+        if w is None:
+            return
+        with self._lock:
+            if self._worker is not w:
+                return
+            self._worker = None
+        w.close()
 
     def take(self, kind):
         """The spare, for a job of ``kind``, if it was started for that kind and is alive and

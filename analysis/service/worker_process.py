@@ -113,9 +113,7 @@ def run_worker(job: dict, limits: Limits | None = None, progress: Callable[[str]
     if not use_bwrap and limits.sandbox == "require":
         raise ExplorerError("limit", f"refusing to run untrusted code without a sandbox: {reason}")
     runtime = runtimes.resolve(job.get("jax"), say=lambda m: progress and _call(progress, "runtime"))
-    as_job = Job.from_dict(job)
-    kind = WorkerKind.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")),
-                         devices=job_devices(as_job), python=runtime.python, torch=names_torch(as_job))
+    kind = WorkerKind.of_job(job, limits, use_bwrap, runtime.python)
     w = spare.take(kind) or WorkerProcess(kind)
     res = None
     try:
@@ -155,6 +153,13 @@ class WorkerKind:
         # segfault, or std::bad_alloc as torch loads). The job-wide limit bounds memory either way.
         cuda = gpu or gpu_target or cuda_plugin_installed() or (torch and torch_cuda_installed(python))
         return cls(limits, use_bwrap, gpu, cuda, devices, python)
+
+    @classmethod
+    def of_job(cls, job: dict, limits: Limits, use_bwrap: bool, python: str | None = None) -> WorkerKind:
+        """The kind of worker ``job`` (a Job as a dict) runs in, its runtime's ``python`` given."""
+        as_job = Job.from_dict(job)
+        return cls.of(limits, use_bwrap, gpu_target=bool(job.get("gpu_target")), devices=job_devices(as_job),
+                      python=python, torch=names_torch(as_job))
 
     def key(self) -> tuple:
         lim = self.limits
@@ -464,6 +469,24 @@ def _call(fn: Callable, arg) -> None:
 # The spare worker (analysis.service.spare): one worker of the last job's kind started ahead
 spare = SparePool(start=lambda kind: WorkerProcess(kind, spare=True))
 atexit.register(spare.drop)
+
+
+def start_ahead(job: dict, limits: Limits | None = None):
+    """The worker ``job`` (a Job as a dict) will run in, started now, before the caller is ready to
+    hand the job over: the command line starts it before its own imports, so that the worker's
+    Python and JAX start beside them (docs/performance.md, "Tenth pass"). It waits as the spare
+    (``analysis.service.spare``), serving only a job of its kind and no other after it; the caller
+    gives it to ``spare.discard`` once the job is done, which ends it if no job took it. Only with
+    the bubblewrap sandbox, as every spare, and for this process's own jax (a runtime's may have
+    to be made first): otherwise None, and the job starts its own worker."""
+    limits = limits or Limits.from_env()
+    use_bwrap, _ = sandbox_status(limits)
+    if not use_bwrap or job.get("jax"):
+        return None
+    try:
+        return spare.start_now(WorkerKind.of_job(job, limits, use_bwrap))
+    except ExplorerError:  # a bad job says so when it is run
+        return None
 
 
 def keep_spare(on: bool = True, limits: Limits | None = None) -> None:

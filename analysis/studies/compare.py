@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from analysis import measures as numbers
+from analysis.measures import ROUNDS
 from analysis.bundle.core import FusionSide
 from analysis.program.kernels import Kernel, launching
 from analysis.devices.collectives import collectives
@@ -374,9 +375,6 @@ def versions_diff(a, b) -> dict:
 
 
 # ----------------------------------------------------------------------------- measured side by side
-
-ROUNDS = 4  # measured runs per side when two compiles are measured against each other (CLI and page)
-
 
 def measured_alternately(measure_one, rounds: int = ROUNDS) -> tuple | None:
     """Two sides measured so that both see the same machine: ``rounds`` runs each, alternated

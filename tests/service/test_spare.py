@@ -186,3 +186,66 @@ def test_the_latest_jobs_kind_decides_the_spare_about_to_be_started():
     assert pool.token() == "b"
     pool.keep(False)
     assert started == ["b"]
+
+
+# ----------------------------------------------------------------------------- the command line's worker
+
+def _command_line_worker(monkeypatch) -> tuple[list, list]:
+    """The tokens of the workers the command line starts ahead (``spare.start_now``) and of the
+    workers its jobs ran in (``run_worker``): the real calls, recorded."""
+    started, ran = [], []
+    start_now, run_worker = worker_process.spare.start_now, worker_process.run_worker
+
+    def recording_start(kind):
+        w = start_now(kind)
+        started.append(w.token if w is not None else None)
+        return w
+
+    def recording_run(*a, **kw):
+        res = run_worker(*a, **kw)
+        ran.append(res.token)
+        return res
+
+    monkeypatch.setattr(worker_process.spare, "start_now", recording_start)
+    monkeypatch.setattr(worker_process, "run_worker", recording_run)
+    worker_process.keep_spare(False)
+    return started, ran
+
+
+def test_the_command_line_starts_its_worker_before_it_reads_the_job(tmp_path, monkeypatch):
+    from analysis import cli
+
+    started, ran = _command_line_worker(monkeypatch)
+    model = tmp_path / "m.py"
+    model.write_text(LOOKS)
+    assert cli.main(["analyze", str(model), "--out", str(tmp_path / "m.json")]) == 0
+    assert "cos" in (tmp_path / "m.json").read_text()
+    assert len(started) == 1 and started[0] is not None
+    assert ran == started  # the job ran in the worker started before the command's imports
+    assert slots.processes_with_token(started[0]) == []  # gone with its job
+    assert worker_process.spare.token() is None  # and none started after it
+
+
+def test_a_command_that_fails_before_its_job_ends_the_worker_it_started(tmp_path, monkeypatch):
+    from analysis import cli
+
+    started, ran = _command_line_worker(monkeypatch)
+    model = tmp_path / "m.py"
+    model.write_text(LOOKS)
+    # the folder to write to is checked before the compile: the job is never run
+    assert cli.main(["report", str(model), "--html", str(tmp_path / "no" / "such" / "r.html")]) == 2
+    assert len(started) == 1 and started[0] is not None and ran == []
+    assert slots.processes_with_token(started[0]) == []
+    assert worker_process.spare.token() is None
+
+
+def test_no_worker_ahead_where_the_file_runs_elsewhere_or_not_at_all(tmp_path, monkeypatch):
+    from analysis import cli
+
+    started, _ = _command_line_worker(monkeypatch)
+    model = tmp_path / "m.py"
+    model.write_text(LOOKS)
+    assert cli.main(["analyze", str(model), "--trusted", "--out", str(tmp_path / "t.json")]) == 0  # in this process
+    assert cli.main(["analyze", str(tmp_path / "missing.py")]) == 2  # no such file
+    assert cli.main(["list"]) == 0
+    assert started == []
