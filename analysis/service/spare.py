@@ -34,8 +34,11 @@ SPARE_ENV = "XLA_EXPLORER_SPARE"  # set in a spare's environment (the worker the
 class SparePool:
     """At most one worker waiting for the next job (see the module's docstring)."""
 
-    def __init__(self, start: Callable[[Any], Any]):
+    def __init__(self, start: Callable[[Any], Any], start_now: Callable[[Any], Any] | None = None):
         self._start = start  # kind -> a started worker that waits for its job; raises ExplorerError
+        # kind -> a started worker whose job follows in a moment (``start_now``): it reads the job
+        # at once rather than preparing for it first
+        self._start_now = start_now or start
         self._lock = threading.Lock()
         self._worker = None  # the spare waiting now
         self._timer: threading.Timer | None = None  # the spare about to be started
@@ -74,7 +77,7 @@ class SparePool:
         after it unless they are kept. Returns it (for ``discard``), or None where it could not be
         started (no slot free: the job starts its own)."""
         try:
-            w = self._start(kind)
+            w = self._start_now(kind)
         except ExplorerError:
             return None
         with self._lock:

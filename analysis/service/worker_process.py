@@ -467,7 +467,9 @@ def _call(fn: Callable, arg) -> None:
 
 
 # The spare worker (analysis.service.spare): one worker of the last job's kind started ahead
-spare = SparePool(start=lambda kind: WorkerProcess(kind, spare=True))
+# (one started for a job about to be handed over reads it at once, and prepares its parser beside
+# XLA as a fresh worker does: prepared first, that 0.2 s came before the compile, docs/performance.md)
+spare = SparePool(start=lambda kind: WorkerProcess(kind, spare=True), start_now=lambda kind: WorkerProcess(kind))
 atexit.register(spare.drop)
 
 
