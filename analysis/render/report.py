@@ -25,6 +25,7 @@ import re
 import zlib
 
 from analysis import tuning
+from analysis.bundle.content import ContentCache
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
 from analysis.measures import kernel_times
 from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
@@ -250,22 +251,32 @@ def _kernel_table(b: Bundle) -> str:
     return "".join(out) + "".join(f"<p class='muted small'>{_e(n)}</p>" for n in notes)
 
 
-def _charts(b: Bundle) -> tuple[str, str]:
-    """(charts HTML, fusion comparison HTML): each chart an SVG drawing of its figure."""
+def _charts(b: Bundle) -> str:
+    """The charts' HTML: each chart an SVG drawing of its figure."""
     try:
         from analysis.render.chart_svg import figure_svg
-        from analysis.render.charts import figure_makers, fusion_table
+        from analysis.render.charts import figure_makers
     except ImportError as e:  # plotly not installed
-        return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>", ""
+        return f"<p class='muted'>Charts need plotly ({_e(e)}).</p>"
     measured = bool((b.timings or {}).get("kernels"))
     keep = ["Top kernels", "Treemap"] + (["Timeline", "Roofline"] if measured else [])
     # only the charts this page shows are made (a big program's roofline alone takes long)
     makers = figure_makers(b)
-    figs = {name: makers[name]() for name in keep + (["Fusion off"] if b.fusion_comparison else []) if name in makers}
+    figs = {name: makers[name]() for name in keep if name in makers}
     parts = [f"<div class='chart'>{figure_svg(figs[name], f'chart-{slug_of(name)}')}</div>"
              for name in keep if figs.get(name) is not None]
+    return "<div class='charts'>" + "".join(parts) + "</div>"
+
+
+def _fusion(b: Bundle) -> str:
+    """The fusion comparison's HTML ("" without one): its table and chart."""
     fusion = ""
     if b.fusion_comparison:
+        try:
+            from analysis.render.chart_svg import figure_svg
+            from analysis.render.charts import figure_makers, fusion_table
+        except ImportError:  # plotly not installed
+            return ""
         fc = b.fusion_comparison
         rows = fusion_table(b)
         tbl = ("<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>fusion on</th><th>change</th>"
@@ -274,12 +285,28 @@ def _charts(b: Bundle) -> tuple[str, str]:
                        f"<td class=num>{_e(r['fusion on'])}</td><td class=num>{_e(r['change'])}</td>"
                        f"<td>{_e(r['verdict'])}</td></tr>" for r in rows)
         tbl += "</tbody></table>"
-        fig = figs.get("Fusion off")
+        fig = figure_makers(b)["Fusion off"]()
         div = figure_svg(fig, "chart-fusion") if fig is not None else ""
         fusion = (tbl + f"<p class='muted small'>Fusion off = the same program compiled with xla_disable_hlo_passes="
                   f"{_e(','.join(fc.get('disabled_passes', [])))}. {_e(fc.get('note') or '')}</p>"
                   + f"<div class='chart'>{div}</div>")
-    return "<div class='charts'>" + "".join(parts) + "</div>", fusion
+    return fusion
+
+
+# The page's sections made of what a draft of the bundle holds too (its two modules, the fusion
+# decisions, the timings and the source), by content: made on the draft beside the compile
+# (``report_layers.LayersAhead``), found by the bundle that follows. (The buffer assignment, the
+# code and a fusion comparison come with the bundle alone: their sections are made with the page.)
+DRAFT_SECTIONS = ContentCache(("before", "after", "decisions", "timings", "source"), size=4)
+
+
+def draft_sections(b: Bundle) -> dict[str, str]:
+    """``{"charts", "source", "kernels", "decisions", "links"}``: those sections of ``b``'s page,
+    made once per content (callers must not change them)."""
+    return DRAFT_SECTIONS.get(b, lambda: {
+        "charts": _charts(b), "source": _source_html(b), "kernels": _kernel_table(b),
+        "decisions": decisions_html_section(b.fusion_decisions),  # analysis.render.decisions: why (not) fused
+        "links": _script_json(_link_data(b))})
 
 
 def _source_html(b: Bundle) -> str:
@@ -349,8 +376,8 @@ def html_report(bundle: Bundle) -> str:
         pre, post = graph_specs(b)
     desc = (b.source.get("description") or "").strip()
     lesson_title, _, lesson = desc.partition("\n")
-    charts, fusion = _charts(b)
-    source = _source_html(b)
+    made = draft_sections(b)  # (made beside the compile, where it was a report's)
+    charts, fusion, source = made["charts"], _fusion(b), made["source"]
     stages = _stages_html(b)
     # The bundle's JSON, embedded for its download, and its hash in the footer: made only where
     # it can be embedded (a big program's is past the limit: its JSON was made, 0.2 s at 96
@@ -360,9 +387,9 @@ def html_report(bundle: Bundle) -> str:
         as_dict = b.to_dict()
         if sum(len(t) for t in b.stages.values() if isinstance(t, str)) + _code_chars(as_dict) <= MAX_EMBEDDED_BUNDLE:
             bundle_json, digest = b.json_and_hash(as_dict)
-    kernels = _kernel_table(b)
+    kernels = made["kernels"]
     memory = _memory_section(b)  # analysis.render.memory
-    decisions = decisions_html_section(b.fusion_decisions)  # analysis.render.decisions: why (not) fused
+    decisions = made["decisions"]
     code = report_code.code_section(b, _e)
     lay = layered() if layered is not None else None
     svgs = {}
@@ -430,7 +457,7 @@ def html_report(bundle: Bundle) -> str:
                  "xla-explorer analyze MODEL --out FILE.json writes it)")
     parts.append(f"</main><footer>Made with XLA Explorer · {kept} · schema "
                  f"{b.schema_version}. This file is self-contained: it works offline.</footer>")
-    parts.append(f"<script type='application/json' id='xe-links'>{_script_json(_link_data(b))}</script>")
+    parts.append(f"<script type='application/json' id='xe-links'>{made['links']}</script>")
     if embed:
         parts.append(f"<script type='application/octet-stream' id='xe-bundle' data-name='{_e(slug_of(b.title))}"
                      f".bundle.json'>{deflated(bundle_json)}</script>")

@@ -288,6 +288,34 @@ def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
     assert [s["dot"] for s in again["sides"].values()] == [s["dot"] for s in got["sides"].values()]
 
 
+def test_the_page_sections_made_while_xla_compiles_are_the_bundles_own():
+    """The page's sections a draft holds all of (``report.draft_sections``: charts, kernel table,
+    source, decisions, the graphs' links) are made on the draft beside the compile, found by the
+    compiled bundle and put in its page; made from the compiled bundle itself they are the same."""
+    from analysis.compile.load import load_source
+    from analysis.compile.stages import compile_model
+    from analysis.render import report
+    from sample_models._stack import stack_source
+
+    made = []
+
+    class Watched(report_layers.LayersAhead):
+        def draft(self, draft):
+            super().draft(draft)
+            made.append(report.DRAFT_SECTIONS.get(draft, lambda: None))  # None: not made on the draft
+
+    report.DRAFT_SECTIONS.clear()
+    b = compile_model(load_source(stack_source(10), "stack10.py", "stack10"), "cpu", ahead=Watched()).bundle
+    assert len(made) == 1 and made[0] is not None
+    assert report.draft_sections(b) is made[0]
+    page = report.html_report(b)
+    assert all(made[0][k] in page for k in ("charts", "kernels", "source", "decisions", "links"))
+    assert b.kernels and all(f"data-kernel='{k.name}'" in made[0]["kernels"] for k in b.kernels)
+    report.DRAFT_SECTIONS.clear()
+    own = report.draft_sections(b)  # made anew from the compiled bundle
+    assert own is not made[0] and own == made[0]
+
+
 def test_forms_that_differ_only_in_digit_counts_share_one_layout_as_wide_as_the_widest():
     from analysis.render.graph import Edge, GraphSpec, Node
 
