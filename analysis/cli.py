@@ -39,6 +39,7 @@ from analysis.measures import ROUNDS
 if TYPE_CHECKING:
     from analysis.pipeline import WorkAhead
 
+
 def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
@@ -263,6 +264,7 @@ def _cmd_compare(args) -> int:
     (``analysis.studies.compare.versions_diff``); with --measure, each side measured in
     alternated runs (A B, B A, ...) so both see the same machine."""
     from analysis.render.versions import versions_text
+    from analysis.service import runtimes
     from analysis.studies.compare import measured_alternately, versions_diff
 
     if getattr(args, "inductor", False):
@@ -274,8 +276,6 @@ def _cmd_compare(args) -> int:
                             args.model)
     if args.rounds < 1:
         raise ExplorerError("options", f"--rounds must be at least 1, not {args.rounds}")
-    from analysis.service import runtimes
-
     sides = []
     for v in args.jax:
         r = runtimes.resolve(v, say=_say)

@@ -28,7 +28,7 @@ from analysis import tuning
 from analysis.bundle.content import ContentCache
 from analysis.bundle.core import STAGE_LABELS, STAGES, Bundle, device_label, missing_stage_text
 from analysis.measures import kernel_times
-from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, ROUTES, Kernel
+from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, Kernel
 from analysis.render import web_assets
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds, peaks_sentence
