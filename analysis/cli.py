@@ -394,8 +394,7 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from analysis.render.report import graph_exports, html_report
-    from analysis.render.report_layers import LayersAhead
+    from analysis.render.report import ReportAhead, graph_exports, html_report
 
     say = lambda msg: print(f"xla-explorer: {msg}", file=sys.stderr)  # noqa: E731
     for target in filter(None, (args.html, args.svg_dir and os.path.join(args.svg_dir, "x"))):
@@ -404,7 +403,7 @@ def _cmd_report(args) -> int:
             raise ExplorerError("write", "no such folder", os.path.dirname(target) or ".")
     options = _options(args)
     bundle = load_any(args.model, args.backend, options, module=args.module, devices=args.devices, say=say, gpu_target=args.gpu_target,
-                      trusted=args.trusted, ahead=LayersAhead(), jax=runtime_of(args))  # the layer graphs made while it compiles
+                      trusted=args.trusted, ahead=ReportAhead(), jax=runtime_of(args))  # (made while it compiles)
     text = html_report(bundle)
     try:
         with open(args.html, "w", encoding="utf-8") as f:

@@ -27,8 +27,7 @@ import shlex
 from analysis.bundle.core import Bundle, bundle_from_hlo
 from analysis.cli import load_any
 from analysis.errors import ExplorerError
-from analysis.render.report import html_report
-from analysis.render.report_layers import LayersAhead
+from analysis.render.report import ReportAhead, html_report
 from analysis.service.job import upload_job
 
 __all__ = ["Explorer", "show", "load_ipython_extension"]
@@ -85,7 +84,7 @@ def _from_function(fn, args: tuple, backend: str, options: dict | None, measure:
     name = title or getattr(getattr(fn, "__wrapped__", fn), "__name__", None) or "function"
     loaded = recipe.LoadedModel(model=fn, inputs=tuple(args), source=source, filename=filename, name=name)
     # the page's layer graphs made beside the compile, as the command's report does
-    c = recipe.compile(loaded, backend, options, source_kind="code", ahead=LayersAhead())
+    c = recipe.compile(loaded, backend, options, source_kind="code", ahead=ReportAhead())
     return recipe.measured(c, measure_it=measure, compare=False).bundle
 
 
@@ -144,7 +143,7 @@ def _cell_magic(line: str, cell: str):
     backend = words[words.index("--backend") + 1] if "--backend" in words[:-1] else "auto"
     loaded = load_source(cell, "<cell>", "cell")
     with as_main(loaded.module):
-        c = recipe.measured(recipe.compile(loaded, backend, None, source_kind="code", ahead=LayersAhead()),
+        c = recipe.measured(recipe.compile(loaded, backend, None, source_kind="code", ahead=ReportAhead()),
                             measure_it=measure, compare=False)
     return Explorer(c.bundle)
 

@@ -32,6 +32,7 @@ from analysis.program.kernels import ROUTE_COLORS, ROUTE_LABELS, Kernel
 from analysis.render import web_assets
 from analysis.render.decisions import html_section as decisions_html_section
 from analysis.render.format import human_bytes, human_flops, human_seconds, peaks_sentence
+from analysis.render.report_layers import LayersAhead
 from analysis.render.rows import fused_text, kernel_rows, user_lines
 from analysis.render.summary import route_chips_html, summary_html
 
@@ -298,6 +299,17 @@ def _fusion(b: Bundle) -> str:
 # (``report_layers.LayersAhead``), found by the bundle that follows. (The buffer assignment, the
 # code and a fusion comparison come with the bundle alone: their sections are made with the page.)
 DRAFT_SECTIONS = ContentCache(("before", "after", "decisions", "timings", "source"), size=4)
+
+
+class ReportAhead(LayersAhead):
+    """The report's work while the program compiles (``compile_model``'s and ``run_job``'s
+    ``ahead``: the CLI's report, ``xe.show``): its layers (``report_layers.LayersAhead``), then on
+    the draft the page's sections a draft holds all of (``draft_sections``), which the page
+    finds by content."""
+
+    def draft(self, bundle: Bundle) -> None:
+        super().draft(bundle)
+        draft_sections(bundle)
 
 
 def draft_sections(b: Bundle) -> dict[str, str]:

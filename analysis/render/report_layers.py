@@ -170,25 +170,20 @@ def layer_graphs(bundle: Bundle) -> dict | None:
 
 
 class LayersAhead(WorkAhead):
-    """The report's work while the program compiles (``compile_model``'s and ``run_job``'s
-    ``ahead``): each layer's own graph before optimization, from the module before optimization
-    alone while XLA optimizes (``layer_graph.prepare_before``); then on the draft bundle the
-    layer graphs, and their layouts started: Graphviz's processes take the core this thread
-    leaves once it is done, and the report finds them laid out (or being laid out) in the
-    shared cache (docs/performance.md); then the page's sections a draft holds all of
-    (``report.draft_sections``: the charts, the kernel table, the source, the decisions, the
-    graphs' links), which the report finds by content too."""
+    """The report's layers while the program compiles: each layer's own graph before
+    optimization, from the module before optimization alone while XLA optimizes
+    (``layer_graph.prepare_before``); then on the draft bundle the layer graphs, and their
+    layouts started: Graphviz's processes take the core this thread leaves once it is done, and
+    the report finds them laid out (or being laid out) in the shared cache (docs/performance.md).
+    The report's whole work ahead is ``report.ReportAhead``."""
 
     def before(self, module) -> None:
         prepare_before(module)
 
     def draft(self, bundle: Bundle) -> None:
-        from analysis.render.report import draft_sections  # (the report imports this module)
-
         graphs = layer_graphs(bundle)
         if graphs is not None:
             layout_dots_start(_dots(graphs))
-        draft_sections(bundle)
 
 
 def _dots(graphs: dict) -> list[str]:

@@ -290,7 +290,8 @@ def test_the_layer_graphs_made_while_xla_compiles_are_the_reports():
 
 def test_the_page_sections_made_while_xla_compiles_are_the_bundles_own():
     """The page's sections a draft holds all of (``report.draft_sections``: charts, kernel table,
-    source, decisions, the graphs' links) are made on the draft beside the compile, found by the
+    source, decisions, the graphs' links) are made on the draft beside the compile
+    (``report.ReportAhead``, the CLI's report and ``xe.show``), found by the
     compiled bundle and put in its page; made from the compiled bundle itself they are the same."""
     from analysis.compile.load import load_source
     from analysis.compile.stages import compile_model
@@ -299,7 +300,7 @@ def test_the_page_sections_made_while_xla_compiles_are_the_bundles_own():
 
     made = []
 
-    class Watched(report_layers.LayersAhead):
+    class Watched(report.ReportAhead):
         def draft(self, draft):
             super().draft(draft)
             made.append(report.DRAFT_SECTIONS.get(draft, lambda: None))  # None: not made on the draft
