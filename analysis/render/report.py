@@ -271,32 +271,31 @@ def _charts(b: Bundle) -> str:
 
 def _fusion(b: Bundle) -> str:
     """The fusion comparison's HTML ("" without one): its table and chart."""
-    fusion = ""
-    if b.fusion_comparison:
-        try:
-            from analysis.render.chart_svg import figure_svg
-            from analysis.render.charts import figure_makers, fusion_table
-        except ImportError:  # plotly not installed
-            return ""
-        fc = b.fusion_comparison
-        rows = fusion_table(b)
-        tbl = ("<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>fusion on</th><th>change</th>"
-               "<th>verdict</th></tr></thead><tbody>")
-        tbl += "".join(f"<tr><td>{_e(r[''])}</td><td class=num>{_e(r['fusion off'])}</td>"
-                       f"<td class=num>{_e(r['fusion on'])}</td><td class=num>{_e(r['change'])}</td>"
-                       f"<td>{_e(r['verdict'])}</td></tr>" for r in rows)
-        tbl += "</tbody></table>"
-        fig = figure_makers(b)["Fusion off"]()
-        div = figure_svg(fig, "chart-fusion") if fig is not None else ""
-        fusion = (tbl + f"<p class='muted small'>Fusion off = the same program compiled with xla_disable_hlo_passes="
-                  f"{_e(','.join(fc.get('disabled_passes', [])))}. {_e(fc.get('note') or '')}</p>"
-                  + f"<div class='chart'>{div}</div>")
-    return fusion
+    if not b.fusion_comparison:
+        return ""
+    try:
+        from analysis.render.chart_svg import figure_svg
+        from analysis.render.charts import figure_makers, fusion_table
+    except ImportError:  # plotly not installed
+        return ""
+    fc = b.fusion_comparison
+    rows = fusion_table(b)
+    tbl = ("<table class='kt narrow'><thead><tr><th></th><th>fusion off</th><th>fusion on</th><th>change</th>"
+           "<th>verdict</th></tr></thead><tbody>")
+    tbl += "".join(f"<tr><td>{_e(r[''])}</td><td class=num>{_e(r['fusion off'])}</td>"
+                   f"<td class=num>{_e(r['fusion on'])}</td><td class=num>{_e(r['change'])}</td>"
+                   f"<td>{_e(r['verdict'])}</td></tr>" for r in rows)
+    tbl += "</tbody></table>"
+    fig = figure_makers(b)["Fusion off"]()
+    div = figure_svg(fig, "chart-fusion") if fig is not None else ""
+    return (tbl + f"<p class='muted small'>Fusion off = the same program compiled with xla_disable_hlo_passes="
+            f"{_e(','.join(fc.get('disabled_passes', [])))}. {_e(fc.get('note') or '')}</p>"
+            + f"<div class='chart'>{div}</div>")
 
 
 # The page's sections made of what a draft of the bundle holds too (its two modules, the fusion
 # decisions, the timings and the source), by content: made on the draft beside the compile
-# (``report_layers.LayersAhead``), found by the bundle that follows. (The buffer assignment, the
+# (``ReportAhead``), found by the bundle that follows. (The buffer assignment, the
 # code and a fusion comparison come with the bundle alone: their sections are made with the page.)
 DRAFT_SECTIONS = ContentCache(("before", "after", "decisions", "timings", "source"), size=4)
 

@@ -13,10 +13,10 @@ the page that shows that job's result, and it is replaced after ``SPARE_MAX_AGE_
 started after each job (``after``); taken by a job of its kind (``take``: any other kind ends
 it); ended by ``drop``, by ``keep(False)``, and at the process's exit. With spares off, one
 worker can still be started for a job about to be handed over (``start_now``: the command line
-starts its compile's worker before its own imports) and ended if no job took it (``discard``). It starts workers with
-the function it is given (``analysis.service.worker_process`` gives it one), so it knows of a
-worker only its kind (``kind.key()``, ``kind.use_bwrap``), ``token``, ``born``, ``alive()`` and
-``close()``."""
+starts its compile's worker before its own imports) and ended if no job took it (``discard``).
+It starts workers with the function it is given (``analysis.service.worker_process`` gives it
+one), so it knows of a worker only its kind (``kind.key()``, ``kind.use_bwrap``), ``token``,
+``born``, ``alive()`` and ``close()``."""
 
 from __future__ import annotations
 
